@@ -1,0 +1,97 @@
+//! State every peer needs while it handles an input: our identity,
+//! randomness, the receiver-index table, and the outgoing queues.
+//! Kept apart from the peer list so a peer can borrow it mutably.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use crate::handshake::StaticIdentity;
+use crate::outcome::{DropCounters, DropReason, Event, PeerId};
+use crate::tai64n::Tai64N;
+use crate::timers::MAX_TIMER_JITTER;
+
+/// Randomness, passed in so tests are deterministic.
+pub trait Rng {
+    fn fill_bytes(&mut self, dest: &mut [u8]);
+
+    fn next_u32(&mut self) -> u32 {
+        let mut bytes = [0u8; 4];
+        self.fill_bytes(&mut bytes);
+        u32::from_le_bytes(bytes)
+    }
+
+    fn bytes32(&mut self) -> [u8; 32] {
+        let mut bytes = [0u8; 32];
+        self.fill_bytes(&mut bytes);
+        bytes
+    }
+}
+
+/// Maps the caller's monotonic clock to wall-clock time, fixed at start:
+/// TAI64N stamps and "latest handshake" need wall time, and deriving it
+/// from `Instant` keeps stamps monotonic even if the system clock steps.
+#[derive(Debug, Clone, Copy)]
+pub struct WallClock {
+    pub base: Instant,
+    pub base_since_epoch: Duration,
+}
+
+impl WallClock {
+    pub fn since_epoch(&self, now: Instant) -> Duration {
+        self.base_since_epoch + now.saturating_duration_since(self.base)
+    }
+}
+
+/// A control datagram waiting for `poll_transmit`.
+pub(crate) struct Outgoing {
+    pub destination: SocketAddr,
+    pub bytes: Vec<u8>,
+}
+
+pub(crate) struct Context {
+    pub identity: StaticIdentity,
+    pub rng: Box<dyn Rng + Send>,
+    /// Receiver index → owning peer, for every index a session or an
+    /// in-flight initiation of ours uses.
+    pub indices: HashMap<u32, PeerId>,
+    pub transmits: VecDeque<Outgoing>,
+    pub events: VecDeque<Event>,
+    pub drops: DropCounters,
+    pub wall_clock: WallClock,
+    pub mtu: usize,
+}
+
+impl Context {
+    /// A fresh random receiver index registered to `peer`.
+    pub fn allocate_index(&mut self, peer: PeerId) -> u32 {
+        loop {
+            let index = self.rng.next_u32();
+            if let std::collections::hash_map::Entry::Vacant(slot) = self.indices.entry(index) {
+                slot.insert(peer);
+                return index;
+            }
+        }
+    }
+
+    pub fn release_index(&mut self, index: u32) {
+        self.indices.remove(&index);
+    }
+
+    pub fn jitter(&mut self) -> Duration {
+        let max_ms = MAX_TIMER_JITTER.as_millis() as u32;
+        Duration::from_millis(u64::from(self.rng.next_u32() % max_ms))
+    }
+
+    pub fn timestamp(&self, now: Instant) -> Tai64N {
+        Tai64N::from_unix(self.wall_clock.since_epoch(now))
+    }
+
+    pub fn drop(&mut self, reason: DropReason) {
+        self.drops.count(reason);
+    }
+
+    pub fn send(&mut self, destination: SocketAddr, bytes: Vec<u8>) {
+        self.transmits.push_back(Outgoing { destination, bytes });
+    }
+}

@@ -1,0 +1,40 @@
+//! fjord's sans-I/O WireGuard core.
+//!
+//! Nothing here touches a socket, a thread, a lock or a clock: the driver
+//! passes in bytes, the current `Instant` and randomness, and gets back
+//! outcomes and datagrams to send. That keeps every rule of the protocol
+//! testable without root, deterministically. [`Device`] is the entry point
+//! and documents the call order.
+//!
+//! Modules follow the protocol's concerns: [`wire`] (message views),
+//! [`handshake`] (Noise IKpsk2), [`cookie`] (MAC1/MAC2 and cookie replies),
+//! [`session`] and [`replay`] (transport data), [`timers`] (rekey and
+//! keepalive rules), and the per-peer and per-device state machines.
+
+pub mod aead;
+mod context;
+pub mod cookie;
+pub mod crypto;
+mod device;
+pub mod handshake;
+pub mod ip;
+pub mod keys;
+mod outcome;
+mod peer;
+pub mod replay;
+pub mod session;
+pub mod tai64n;
+pub mod timers;
+pub mod wire;
+
+pub use context::{Rng, WallClock};
+pub use device::{
+    DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, DeviceError, PeerConfig, PeerStatus,
+    UNDER_LOAD_HANDSHAKES_PER_SECOND,
+};
+pub use keys::{KeyParseError, PresharedKey, PrivateKey, PublicKey};
+pub use outcome::{DropCounters, DropReason, Event, PeerId, Received, Sent, Transmit};
+pub use peer::{MAX_STAGED_PACKETS, PeerStats};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,188 @@
+//! What the core tells its driver: outcomes of each input, drop reasons with
+//! their counters, and events worth logging.
+
+use std::net::{IpAddr, SocketAddr};
+use std::ops::Range;
+
+/// A peer's handle inside one [`crate::Device`]; never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PeerId(pub(crate) u32);
+
+impl PeerId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Why a datagram or a packet was dropped. Each has a counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum DropReason {
+    /// Datagram shorter than a message type, or of the wrong length for its type.
+    MalformedMessage,
+    /// Message type WireGuard does not know (or fjord-only types not enabled).
+    UnknownMessageType,
+    /// Handshake message whose mac1 is not for us.
+    InvalidMac1,
+    /// Under load and no valid mac2: answered with a cookie reply instead.
+    CookieRequired,
+    /// Handshake message that failed to decrypt or used a low-order key.
+    HandshakeFailed,
+    /// Initiation from a public key that is not a configured peer.
+    UnknownPeer,
+    /// Initiation whose timestamp is not newer than the last one accepted.
+    ReplayedInitiation,
+    /// Initiations from one peer arriving faster than the allowed rate.
+    InitiationFlood,
+    /// Response or cookie reply matching no handshake in flight.
+    UnexpectedHandshakeMessage,
+    /// Data for a receiver index that is not (or no longer) ours.
+    UnknownReceiverIndex,
+    /// Data for a session past its reject time.
+    ExpiredSession,
+    /// Data with a counter already received.
+    ReplayedCounter,
+    /// Data with a counter behind the replay window.
+    CounterTooOld,
+    /// Data whose tag did not authenticate.
+    AuthenticationFailed,
+    /// Decrypted payload that is not a well-formed IP packet.
+    InvalidInnerPacket,
+    /// Packet for a peer whose endpoint is unknown.
+    NoEndpoint,
+    /// Session used every counter; waiting for a new one.
+    CounterExhausted,
+    /// Caller's buffer too small for header, padding and tag.
+    BufferTooSmall,
+    /// Staging queue full while waiting for a handshake; oldest packet dropped.
+    StagingQueueFull,
+    /// Handshake attempts gave up; staged packets discarded.
+    HandshakeTimedOut,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 20] = [
+        Self::MalformedMessage,
+        Self::UnknownMessageType,
+        Self::InvalidMac1,
+        Self::CookieRequired,
+        Self::HandshakeFailed,
+        Self::UnknownPeer,
+        Self::ReplayedInitiation,
+        Self::InitiationFlood,
+        Self::UnexpectedHandshakeMessage,
+        Self::UnknownReceiverIndex,
+        Self::ExpiredSession,
+        Self::ReplayedCounter,
+        Self::CounterTooOld,
+        Self::AuthenticationFailed,
+        Self::InvalidInnerPacket,
+        Self::NoEndpoint,
+        Self::CounterExhausted,
+        Self::BufferTooSmall,
+        Self::StagingQueueFull,
+        Self::HandshakeTimedOut,
+    ];
+
+    /// A stable snake_case name for metrics and `fjord show`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::MalformedMessage => "malformed_message",
+            Self::UnknownMessageType => "unknown_message_type",
+            Self::InvalidMac1 => "invalid_mac1",
+            Self::CookieRequired => "cookie_required",
+            Self::HandshakeFailed => "handshake_failed",
+            Self::UnknownPeer => "unknown_peer",
+            Self::ReplayedInitiation => "replayed_initiation",
+            Self::InitiationFlood => "initiation_flood",
+            Self::UnexpectedHandshakeMessage => "unexpected_handshake_message",
+            Self::UnknownReceiverIndex => "unknown_receiver_index",
+            Self::ExpiredSession => "expired_session",
+            Self::ReplayedCounter => "replayed_counter",
+            Self::CounterTooOld => "counter_too_old",
+            Self::AuthenticationFailed => "authentication_failed",
+            Self::InvalidInnerPacket => "invalid_inner_packet",
+            Self::NoEndpoint => "no_endpoint",
+            Self::CounterExhausted => "counter_exhausted",
+            Self::BufferTooSmall => "buffer_too_small",
+            Self::StagingQueueFull => "staging_queue_full",
+            Self::HandshakeTimedOut => "handshake_timed_out",
+        }
+    }
+}
+
+/// Drop counts by reason.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DropCounters([u64; DropReason::ALL.len()]);
+
+impl DropCounters {
+    pub fn count(&mut self, reason: DropReason) {
+        self.0[reason as usize] += 1;
+    }
+
+    pub fn get(&self, reason: DropReason) -> u64 {
+        self.0[reason as usize]
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// Non-zero counters with their names.
+    pub fn nonzero(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
+        DropReason::ALL
+            .into_iter()
+            .map(|reason| (reason, self.get(reason)))
+            .filter(|(_, n)| *n > 0)
+    }
+
+    pub fn add(&mut self, other: &DropCounters) {
+        for (mine, theirs) in self.0.iter_mut().zip(other.0.iter()) {
+            *mine += theirs;
+        }
+    }
+}
+
+/// The outcome of [`crate::Device::handle_datagram`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Received {
+    /// An authenticated IP packet lies at `datagram[packet]`.
+    Data {
+        peer: PeerId,
+        packet: Range<usize>,
+        source: IpAddr,
+        destination: IpAddr,
+    },
+    /// An authenticated keepalive.
+    Keepalive { peer: PeerId },
+    /// A handshake message or cookie reply was consumed; replies may be
+    /// waiting in [`crate::Device::poll_transmit`].
+    Control,
+    Dropped(DropReason),
+}
+
+/// The outcome of [`crate::Device::encapsulate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// The buffer now holds a `len`-byte datagram for `destination`.
+    Sealed { len: usize, destination: SocketAddr },
+    /// No session yet: the packet was copied and a handshake started.
+    Staged,
+    Dropped(DropReason),
+}
+
+/// Something worth logging.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    HandshakeCompleted { peer: PeerId, initiator: bool },
+    HandshakeAbandoned { peer: PeerId },
+    EndpointChanged { peer: PeerId, endpoint: SocketAddr },
+    KeysErased { peer: PeerId },
+}
+
+/// A datagram the core wants sent, written into the caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    pub destination: SocketAddr,
+    pub len: usize,
+}

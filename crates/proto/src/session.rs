@@ -1,0 +1,284 @@
+//! One transport session: the pair of keys from a completed handshake, the
+//! sending counter and the receive replay window.
+//!
+//! Data message layout (all offsets from the datagram start):
+//!
+//! ```text
+//! 0..4    type = 4 (LE)          4..8  receiver index (the peer's)
+//! 8..16   counter (LE u64)       16..  ChaCha20-Poly1305(plaintext ‖ zero padding) ‖ tag
+//! ```
+//!
+//! The nonce is the counter, so a counter is never reused for sending and
+//! the session refuses to send at [`REJECT_AFTER_MESSAGES`]. Both
+//! directions expire after [`REJECT_AFTER_TIME`].
+//!
+//! Sealing and opening work in place: the caller's buffer holds the
+//! plaintext at [`TRANSPORT_HEADER_LEN`] with room for padding and the tag
+//! behind it ([`DATA_TAILROOM`]), so no packet is copied or allocated.
+
+use std::ops::Range;
+use std::time::Instant;
+
+use crate::aead::TransportKey;
+use crate::crypto::TAG_LEN;
+use crate::handshake::SessionKeys;
+use crate::replay::{ReplayError, ReplayWindow};
+use crate::timers::{REJECT_AFTER_MESSAGES, REJECT_AFTER_TIME};
+use crate::wire::{PADDING_MULTIPLE, TRANSPORT_HEADER_LEN, padded_len, write_transport_header};
+
+/// Bytes a caller leaves in front of a plaintext packet for in-place sealing.
+pub const DATA_HEADROOM: usize = TRANSPORT_HEADER_LEN;
+/// Bytes a caller leaves behind a plaintext packet for padding and the tag.
+pub const DATA_TAILROOM: usize = PADDING_MULTIPLE - 1 + TAG_LEN;
+
+/// Why a packet could not be sealed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SealError {
+    #[error("buffer lacks room for header, padding and tag")]
+    BufferTooSmall,
+    #[error("session has used every counter it may")]
+    CounterExhausted,
+}
+
+/// Why a received data message was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
+    #[error("data message failed to authenticate")]
+    AuthenticationFailed,
+}
+
+pub struct Session {
+    sending: TransportKey,
+    receiving: TransportKey,
+    local_index: u32,
+    remote_index: u32,
+    is_initiator: bool,
+    created: Instant,
+    next_send_counter: u64,
+    replay: ReplayWindow,
+}
+
+impl Session {
+    pub fn new(keys: &SessionKeys, now: Instant) -> Self {
+        Self {
+            sending: TransportKey::new(&keys.sending),
+            receiving: TransportKey::new(&keys.receiving),
+            local_index: keys.local_index,
+            remote_index: keys.remote_index,
+            is_initiator: keys.is_initiator,
+            created: now,
+            next_send_counter: 0,
+            replay: ReplayWindow::new(REJECT_AFTER_MESSAGES),
+        }
+    }
+
+    pub fn local_index(&self) -> u32 {
+        self.local_index
+    }
+
+    pub fn remote_index(&self) -> u32 {
+        self.remote_index
+    }
+
+    pub fn is_initiator(&self) -> bool {
+        self.is_initiator
+    }
+
+    pub fn created(&self) -> Instant {
+        self.created
+    }
+
+    /// The counter the next sealed packet will carry.
+    pub fn next_send_counter(&self) -> u64 {
+        self.next_send_counter
+    }
+
+    fn expired(&self, now: Instant) -> bool {
+        now.saturating_duration_since(self.created) >= REJECT_AFTER_TIME
+    }
+
+    pub fn can_send(&self, now: Instant) -> bool {
+        !self.expired(now) && self.next_send_counter < REJECT_AFTER_MESSAGES
+    }
+
+    pub fn can_receive(&self, now: Instant) -> bool {
+        !self.expired(now)
+    }
+
+    /// Seals the `payload_len` plaintext bytes at `buf[DATA_HEADROOM..]`,
+    /// padded for an interface of `mtu` bytes, and returns the datagram length.
+    pub fn seal(&mut self, buf: &mut [u8], payload_len: usize, mtu: usize) -> Result<usize, SealError> {
+        let padded = padded_len(payload_len, mtu);
+        let total = TRANSPORT_HEADER_LEN + padded + TAG_LEN;
+        if buf.len() < total {
+            return Err(SealError::BufferTooSmall);
+        }
+        let counter = self.next_send_counter;
+        if counter >= REJECT_AFTER_MESSAGES {
+            return Err(SealError::CounterExhausted);
+        }
+        self.next_send_counter += 1;
+        let (header, rest) = buf.split_at_mut(TRANSPORT_HEADER_LEN);
+        let (body, tail) = rest.split_at_mut(padded);
+        body[payload_len..].fill(0);
+        // Invariant: split_at_mut(TRANSPORT_HEADER_LEN) gives exactly that many bytes.
+        let header: &mut [u8; TRANSPORT_HEADER_LEN] = header.try_into().expect("header split");
+        write_transport_header(header, self.remote_index, counter);
+        let tag = self.sending.seal_in_place(counter, body);
+        tail[..TAG_LEN].copy_from_slice(&tag);
+        Ok(total)
+    }
+
+    /// Authenticates and decrypts the data message in `datagram` (already
+    /// classified, so at least header plus tag long) in place, and returns
+    /// where its padded plaintext lies.
+    pub fn open(&mut self, counter: u64, datagram: &mut [u8]) -> Result<Range<usize>, OpenError> {
+        self.replay.check(counter)?;
+        let body_end = datagram
+            .len()
+            .checked_sub(TAG_LEN)
+            .filter(|end| *end >= TRANSPORT_HEADER_LEN)
+            .ok_or(OpenError::AuthenticationFailed)?;
+        let (head, tag) = datagram.split_at_mut(body_end);
+        let tag: &[u8; TAG_LEN] = (&*tag).try_into().map_err(|_| OpenError::AuthenticationFailed)?;
+        self.receiving
+            .open_in_place(counter, &mut head[TRANSPORT_HEADER_LEN..], tag)
+            .map_err(|_| OpenError::AuthenticationFailed)?;
+        self.replay.accept(counter)?;
+        Ok(TRANSPORT_HEADER_LEN..body_end)
+    }
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("local_index", &self.local_index)
+            .field("remote_index", &self.remote_index)
+            .field("is_initiator", &self.is_initiator)
+            .field("next_send_counter", &self.next_send_counter)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{Message, TRANSPORT_MIN_LEN};
+    use zeroize::Zeroizing;
+
+    fn pair(now: Instant) -> (Session, Session) {
+        let a = SessionKeys {
+            sending: Zeroizing::new([1; 32]),
+            receiving: Zeroizing::new([2; 32]),
+            local_index: 10,
+            remote_index: 20,
+            is_initiator: true,
+        };
+        let b = SessionKeys {
+            sending: Zeroizing::new([2; 32]),
+            receiving: Zeroizing::new([1; 32]),
+            local_index: 20,
+            remote_index: 10,
+            is_initiator: false,
+        };
+        (Session::new(&a, now), Session::new(&b, now))
+    }
+
+    fn seal_text(session: &mut Session, text: &[u8]) -> Vec<u8> {
+        let mut buf = vec![0u8; DATA_HEADROOM + text.len() + DATA_TAILROOM];
+        buf[DATA_HEADROOM..DATA_HEADROOM + text.len()].copy_from_slice(text);
+        let len = session.seal(&mut buf, text.len(), 1420).unwrap();
+        buf.truncate(len);
+        buf
+    }
+
+    fn open(session: &mut Session, datagram: &mut [u8]) -> Result<Vec<u8>, OpenError> {
+        let Ok(Message::TransportData(view)) = Message::parse(datagram) else { panic!() };
+        let counter = view.counter();
+        session.open(counter, datagram).map(|range| datagram[range].to_vec())
+    }
+
+    #[test]
+    fn seal_pads_and_open_recovers() {
+        let now = Instant::now();
+        let (mut a, mut b) = pair(now);
+        let mut datagram = seal_text(&mut a, b"hello");
+        assert_eq!(datagram.len(), TRANSPORT_HEADER_LEN + 16 + TAG_LEN);
+        assert_eq!(&datagram[4..8], &20u32.to_le_bytes());
+        let plain = open(&mut b, &mut datagram).unwrap();
+        assert_eq!(&plain[..5], b"hello");
+        assert!(plain[5..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn keepalive_is_header_and_tag() {
+        let now = Instant::now();
+        let (mut a, mut b) = pair(now);
+        let mut datagram = seal_text(&mut a, b"");
+        assert_eq!(datagram.len(), TRANSPORT_MIN_LEN);
+        assert!(open(&mut b, &mut datagram).unwrap().is_empty());
+    }
+
+    #[test]
+    fn tampered_replayed_and_reordered() {
+        let now = Instant::now();
+        let (mut a, mut b) = pair(now);
+        let first = seal_text(&mut a, b"one");
+        let second = seal_text(&mut a, b"two");
+        let mut tampered = first.clone();
+        tampered[20] ^= 0x80;
+        assert_eq!(open(&mut b, &mut tampered), Err(OpenError::AuthenticationFailed));
+        // Reordered within the window: second before first, both accepted.
+        assert!(open(&mut b, &mut second.clone()).is_ok());
+        assert!(open(&mut b, &mut first.clone()).is_ok());
+        assert_eq!(
+            open(&mut b, &mut first.clone()),
+            Err(OpenError::Replay(ReplayError::Replayed))
+        );
+    }
+
+    #[test]
+    fn a_forged_counter_does_not_move_the_window() {
+        let now = Instant::now();
+        let (mut a, mut b) = pair(now);
+        let mut forged = seal_text(&mut a, b"x");
+        forged[8..16].copy_from_slice(&1_000_000u64.to_le_bytes());
+        assert_eq!(open(&mut b, &mut forged), Err(OpenError::AuthenticationFailed));
+        let genuine = seal_text(&mut a, b"y");
+        assert!(open(&mut b, &mut genuine.clone()).is_ok());
+    }
+
+    #[test]
+    fn too_old_counter_is_refused() {
+        let now = Instant::now();
+        let (mut a, mut b) = pair(now);
+        let old = seal_text(&mut a, b"old");
+        for _ in 0..crate::replay::REPLAY_WINDOW_SIZE + 1 {
+            seal_text(&mut a, b"");
+        }
+        let newest = seal_text(&mut a, b"new");
+        assert!(open(&mut b, &mut newest.clone()).is_ok());
+        assert_eq!(
+            open(&mut b, &mut old.clone()),
+            Err(OpenError::Replay(ReplayError::TooOld))
+        );
+    }
+
+    #[test]
+    fn sessions_expire() {
+        let now = Instant::now();
+        let (a, _) = pair(now);
+        assert!(a.can_send(now + REJECT_AFTER_TIME - std::time::Duration::from_millis(1)));
+        assert!(!a.can_send(now + REJECT_AFTER_TIME));
+        assert!(!a.can_receive(now + REJECT_AFTER_TIME));
+    }
+
+    #[test]
+    fn buffer_too_small() {
+        let (mut a, _) = pair(Instant::now());
+        let mut buf = [0u8; 40];
+        assert_eq!(a.seal(&mut buf, 10, 1420), Err(SealError::BufferTooSmall));
+    }
+}

@@ -1,0 +1,259 @@
+//! WireGuard's timer rules, as deadlines that the caller's clock drives.
+//!
+//! Events (what happened) set or clear deadlines; [`Timers::expired`] tells
+//! which deadlines passed. The rules, from the whitepaper §6 and
+//! wireguard-go's `timers.go`:
+//!
+//! | timer | set when | cleared when | on expiry |
+//! |---|---|---|---|
+//! | retransmit handshake | initiation sent (5 s + jitter) | handshake complete | new initiation; give up after 90 s |
+//! | send keepalive | data received (10 s) | any authenticated packet sent | send a keepalive |
+//! | new handshake | data sent (15 s + jitter), unless pending | any authenticated packet received | new initiation |
+//! | zero key material | session derived (540 s) | — | forget all sessions |
+//! | persistent keepalive | any authenticated packet sent or received | — | send a keepalive |
+
+use std::time::{Duration, Instant};
+
+/// Start a new handshake after a session has sent this many messages.
+pub const REKEY_AFTER_MESSAGES: u64 = 1 << 60;
+/// Never send or accept more than this many messages in one session.
+pub const REJECT_AFTER_MESSAGES: u64 = u64::MAX - (1 << 13);
+/// The initiator starts a new handshake when its session is this old.
+pub const REKEY_AFTER_TIME: Duration = Duration::from_secs(120);
+/// A session is unusable after this long.
+pub const REJECT_AFTER_TIME: Duration = Duration::from_secs(180);
+/// Give up handshaking (and drop staged packets) after trying this long.
+pub const REKEY_ATTEMPT_TIME: Duration = Duration::from_secs(90);
+/// Wait this long for a handshake response before retrying; also the
+/// minimum gap between two initiations to one peer.
+pub const REKEY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Send a keepalive if we received data but sent nothing for this long.
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Upper bound of the random jitter added to handshake timers.
+pub const MAX_TIMER_JITTER: Duration = Duration::from_millis(333);
+/// Number of retransmissions before giving up.
+pub const MAX_TIMER_HANDSHAKES: u32 =
+    (REKEY_ATTEMPT_TIME.as_secs() / REKEY_TIMEOUT.as_secs()) as u32;
+/// A responder consumes at most one initiation per peer in this interval.
+pub const HANDSHAKE_INITIATION_RATE: Duration = Duration::from_millis(20);
+
+/// Deadlines that passed, as returned by [`Timers::expired`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Expired {
+    pub retransmit_handshake: bool,
+    pub send_keepalive: bool,
+    pub new_handshake: bool,
+    pub zero_key_material: bool,
+    pub persistent_keepalive: bool,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Timers {
+    retransmit_handshake: Option<Instant>,
+    send_keepalive: Option<Instant>,
+    new_handshake: Option<Instant>,
+    zero_key_material: Option<Instant>,
+    persistent_keepalive: Option<Instant>,
+    need_another_keepalive: bool,
+    handshake_attempts: u32,
+    persistent_keepalive_interval: Option<Duration>,
+}
+
+impl Timers {
+    pub fn new(persistent_keepalive_interval: Option<Duration>) -> Self {
+        Self {
+            persistent_keepalive_interval,
+            ..Self::default()
+        }
+    }
+
+    pub fn persistent_keepalive_interval(&self) -> Option<Duration> {
+        self.persistent_keepalive_interval
+    }
+
+    pub fn set_persistent_keepalive_interval(&mut self, now: Instant, interval: Option<Duration>) {
+        self.persistent_keepalive_interval = interval;
+        self.persistent_keepalive = interval.map(|every| now + every);
+    }
+
+    /// A data packet (not a keepalive) was sent.
+    pub fn data_sent(&mut self, now: Instant, jitter: Duration) {
+        if self.new_handshake.is_none() {
+            self.new_handshake = Some(now + KEEPALIVE_TIMEOUT + REKEY_TIMEOUT + jitter);
+        }
+    }
+
+    pub fn new_handshake_pending(&self) -> bool {
+        self.new_handshake.is_some()
+    }
+
+    /// A data packet (not a keepalive) was received.
+    pub fn data_received(&mut self, now: Instant) {
+        if self.send_keepalive.is_none() {
+            self.send_keepalive = Some(now + KEEPALIVE_TIMEOUT);
+        } else {
+            self.need_another_keepalive = true;
+        }
+    }
+
+    pub fn any_authenticated_packet_sent(&mut self) {
+        self.send_keepalive = None;
+    }
+
+    pub fn any_authenticated_packet_received(&mut self) {
+        self.new_handshake = None;
+    }
+
+    /// Any authenticated packet went either way: restart the persistent keepalive.
+    pub fn any_authenticated_packet_traversal(&mut self, now: Instant) {
+        if let Some(every) = self.persistent_keepalive_interval {
+            self.persistent_keepalive = Some(now + every);
+        }
+    }
+
+    pub fn handshake_initiated(&mut self, now: Instant, jitter: Duration) {
+        self.retransmit_handshake = Some(now + REKEY_TIMEOUT + jitter);
+    }
+
+    pub fn handshake_complete(&mut self) {
+        self.retransmit_handshake = None;
+        self.handshake_attempts = 0;
+    }
+
+    pub fn session_derived(&mut self, now: Instant) {
+        self.zero_key_material = Some(now + REJECT_AFTER_TIME * 3);
+    }
+
+    /// A fresh (not retried) handshake starts counting attempts anew.
+    pub fn reset_handshake_attempts(&mut self) {
+        self.handshake_attempts = 0;
+    }
+
+    /// Counts a retransmission; `false` once the attempts are used up.
+    pub fn retry_handshake(&mut self) -> bool {
+        if self.handshake_attempts >= MAX_TIMER_HANDSHAKES {
+            return false;
+        }
+        self.handshake_attempts += 1;
+        true
+    }
+
+    /// Handshaking failed for good: stop keepalives and schedule key erasure.
+    pub fn handshake_abandoned(&mut self, now: Instant) {
+        self.retransmit_handshake = None;
+        self.send_keepalive = None;
+        self.handshake_attempts = 0;
+        if self.zero_key_material.is_none() {
+            self.zero_key_material = Some(now + REJECT_AFTER_TIME * 3);
+        }
+    }
+
+    /// Everything was forgotten (keys zeroed or peer reset).
+    pub fn clear(&mut self) {
+        let interval = self.persistent_keepalive_interval;
+        *self = Self::new(interval);
+    }
+
+    /// The earliest pending deadline.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        [
+            self.retransmit_handshake,
+            self.send_keepalive,
+            self.new_handshake,
+            self.zero_key_material,
+            self.persistent_keepalive,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Takes every deadline at or before `now`, re-arming the keepalive
+    /// when data arrived while one was pending.
+    pub fn expired(&mut self, now: Instant) -> Expired {
+        let take = |slot: &mut Option<Instant>| match *slot {
+            Some(deadline) if deadline <= now => {
+                *slot = None;
+                true
+            }
+            _ => false,
+        };
+        let expired = Expired {
+            retransmit_handshake: take(&mut self.retransmit_handshake),
+            send_keepalive: take(&mut self.send_keepalive),
+            new_handshake: take(&mut self.new_handshake),
+            zero_key_material: take(&mut self.zero_key_material),
+            persistent_keepalive: take(&mut self.persistent_keepalive),
+        };
+        if expired.send_keepalive && self.need_another_keepalive {
+            self.need_another_keepalive = false;
+            self.send_keepalive = Some(now + KEEPALIVE_TIMEOUT);
+        }
+        expired
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keepalive_follows_received_data_unless_we_sent() {
+        let t0 = Instant::now();
+        let mut timers = Timers::new(None);
+        timers.data_received(t0);
+        assert_eq!(timers.next_deadline(), Some(t0 + KEEPALIVE_TIMEOUT));
+        assert_eq!(timers.expired(t0 + KEEPALIVE_TIMEOUT - Duration::from_millis(1)), Expired::default());
+        assert!(timers.expired(t0 + KEEPALIVE_TIMEOUT).send_keepalive);
+
+        timers.data_received(t0);
+        timers.any_authenticated_packet_sent();
+        assert_eq!(timers.next_deadline(), None);
+    }
+
+    #[test]
+    fn unanswered_data_triggers_a_new_handshake() {
+        let t0 = Instant::now();
+        let mut timers = Timers::new(None);
+        timers.data_sent(t0, Duration::ZERO);
+        timers.data_sent(t0 + Duration::from_secs(3), Duration::ZERO);
+        let deadline = t0 + KEEPALIVE_TIMEOUT + REKEY_TIMEOUT;
+        assert_eq!(timers.next_deadline(), Some(deadline));
+        assert!(timers.expired(deadline).new_handshake);
+
+        timers.data_sent(t0, Duration::ZERO);
+        timers.any_authenticated_packet_received();
+        assert_eq!(timers.next_deadline(), None);
+    }
+
+    #[test]
+    fn retransmissions_are_bounded() {
+        let mut timers = Timers::new(None);
+        for _ in 0..MAX_TIMER_HANDSHAKES {
+            assert!(timers.retry_handshake());
+        }
+        assert!(!timers.retry_handshake());
+        assert_eq!(MAX_TIMER_HANDSHAKES, 18);
+    }
+
+    #[test]
+    fn persistent_keepalive_restarts_on_traffic() {
+        let t0 = Instant::now();
+        let every = Duration::from_secs(25);
+        let mut timers = Timers::new(Some(every));
+        timers.any_authenticated_packet_traversal(t0);
+        timers.any_authenticated_packet_traversal(t0 + Duration::from_secs(10));
+        assert_eq!(timers.next_deadline(), Some(t0 + Duration::from_secs(35)));
+        assert!(timers.expired(t0 + Duration::from_secs(35)).persistent_keepalive);
+    }
+
+    #[test]
+    fn another_keepalive_when_data_kept_coming() {
+        let t0 = Instant::now();
+        let mut timers = Timers::new(None);
+        timers.data_received(t0);
+        timers.data_received(t0 + Duration::from_secs(1));
+        assert!(timers.expired(t0 + KEEPALIVE_TIMEOUT).send_keepalive);
+        assert_eq!(timers.next_deadline(), Some(t0 + KEEPALIVE_TIMEOUT * 2));
+    }
+}
