@@ -58,10 +58,14 @@ pub enum DropReason {
     StagingQueueFull,
     /// Handshake attempts gave up; staged packets discarded.
     HandshakeTimedOut,
+    /// Outgoing packet whose destination no peer's allowed IPs cover.
+    NoRoute,
+    /// Decrypted packet whose source is not in the sending peer's allowed IPs.
+    SourceNotAllowed,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 20] = [
+    pub const ALL: [DropReason; 22] = [
         Self::MalformedMessage,
         Self::UnknownMessageType,
         Self::InvalidMac1,
@@ -82,6 +86,8 @@ impl DropReason {
         Self::BufferTooSmall,
         Self::StagingQueueFull,
         Self::HandshakeTimedOut,
+        Self::NoRoute,
+        Self::SourceNotAllowed,
     ];
 
     /// A stable snake_case name for metrics and `fjord show`.
@@ -107,6 +113,8 @@ impl DropReason {
             Self::BufferTooSmall => "buffer_too_small",
             Self::StagingQueueFull => "staging_queue_full",
             Self::HandshakeTimedOut => "handshake_timed_out",
+            Self::NoRoute => "no_route",
+            Self::SourceNotAllowed => "source_not_allowed",
         }
     }
 }
