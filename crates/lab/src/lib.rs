@@ -1,1 +1,4 @@
-//! fjord-lab
+//! fjord lab: builds hosts in network namespaces, emulates links, drives
+//! tunnels (fjord and its peers) and measures them.
+
+pub mod netns;

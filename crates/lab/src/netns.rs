@@ -1,0 +1,279 @@
+//! Network namespaces, veth links and processes inside them, each removed
+//! when its guard drops — also when a test fails or panics.
+//!
+//! Every namespace name carries the creating process's PID
+//! (`fj<pid>-<role>`), so [`remove_stale`] can delete leftovers of crashed
+//! runs without touching namespaces of runs still alive. All commands go
+//! through `ip` (iproute2) so each step can be repeated by hand.
+
+use std::io;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+const NAME_PREFIX: &str = "fj";
+
+#[derive(Debug, thiserror::Error)]
+pub enum NetnsError {
+    #[error("could not start `{command}`: {source}")]
+    Spawn {
+        command: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("`{command}` failed ({status}): {stderr}")]
+    Failed {
+        command: String,
+        status: String,
+        stderr: String,
+    },
+    #[error("timed out after {0:?} waiting for {1}")]
+    Timeout(Duration, String),
+}
+
+fn describe(command: &Command) -> String {
+    let mut text = command.get_program().to_string_lossy().into_owned();
+    for arg in command.get_args() {
+        text.push(' ');
+        text.push_str(&arg.to_string_lossy());
+    }
+    text
+}
+
+/// Runs `command` to completion; an error carries its stderr.
+pub fn run(command: &mut Command) -> Result<Output, NetnsError> {
+    let description = describe(command);
+    tracing::debug!(command = %description, "run");
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| NetnsError::Spawn {
+            command: description.clone(),
+            source,
+        })?;
+    if !output.status.success() {
+        return Err(NetnsError::Failed {
+            command: description,
+            status: output.status.to_string(),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        });
+    }
+    Ok(output)
+}
+
+/// Runs `ip ARGS…` in the current namespace.
+pub fn ip(args: &[&str]) -> Result<String, NetnsError> {
+    let output = run(Command::new("ip").args(args))?;
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// A network namespace, deleted (with everything in it) on drop.
+#[derive(Debug)]
+pub struct Namespace {
+    name: String,
+}
+
+static NEXT_SUFFIX: AtomicU32 = AtomicU32::new(0);
+
+impl Namespace {
+    /// Creates `fj<pid>-<role><n>` with loopback up and no route out.
+    pub fn create(role: &str) -> Result<Self, NetnsError> {
+        let suffix = NEXT_SUFFIX.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{NAME_PREFIX}{}-{role}{suffix}", std::process::id());
+        ip(&["netns", "add", &name])?;
+        let namespace = Self { name };
+        namespace.ip(&["link", "set", "lo", "up"])?;
+        Ok(namespace)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A command that runs `program` inside this namespace.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut command = Command::new("ip");
+        command.args(["netns", "exec", &self.name]).arg(program);
+        command
+    }
+
+    /// Runs `ip ARGS…` inside this namespace.
+    pub fn ip(&self, args: &[&str]) -> Result<String, NetnsError> {
+        let output = run(Command::new("ip").args(["-n", &self.name]).args(args))?;
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    /// Runs `program ARGS…` inside this namespace and returns its stdout.
+    pub fn exec(&self, program: &str, args: &[&str]) -> Result<String, NetnsError> {
+        let output = run(self.command(program).args(args))?;
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    /// Starts `command` (from [`Namespace::command`]); killed when the guard drops.
+    pub fn spawn(&self, command: &mut Command) -> Result<Process, NetnsError> {
+        Process::spawn(command)
+    }
+
+    /// Names of links in this namespace.
+    pub fn links(&self) -> Result<Vec<String>, NetnsError> {
+        let out = self.ip(&["-o", "link", "show"])?;
+        Ok(out
+            .lines()
+            .filter_map(|line| line.split(':').nth(1))
+            .map(|name| name.trim().split('@').next().unwrap_or("").to_string())
+            .collect())
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        // Processes still inside would keep interfaces alive; the guards of
+        // processes are dropped first by their owners, and `ip netns del`
+        // removes veth ends along with the namespace.
+        if let Err(error) = ip(&["netns", "del", &self.name]) {
+            tracing::warn!(namespace = %self.name, %error, "could not delete namespace");
+        }
+    }
+}
+
+/// Joins `a` and `b` by a veth pair named `a_if` (in `a`) and `b_if` (in `b`),
+/// both up.
+pub fn veth(a: &Namespace, a_if: &str, b: &Namespace, b_if: &str) -> Result<(), NetnsError> {
+    // Create inside `a` so no interface ever appears in the caller's namespace.
+    a.ip(&["link", "add", a_if, "type", "veth", "peer", "name", b_if, "netns", b.name()])?;
+    a.ip(&["link", "set", a_if, "up"])?;
+    b.ip(&["link", "set", b_if, "up"])?;
+    Ok(())
+}
+
+/// A child process, killed (SIGTERM, then SIGKILL) and reaped on drop.
+#[derive(Debug)]
+pub struct Process {
+    child: Option<Child>,
+    description: String,
+}
+
+impl Process {
+    pub fn spawn(command: &mut Command) -> Result<Self, NetnsError> {
+        let description = describe(command);
+        tracing::debug!(command = %description, "spawn");
+        let child = command.spawn().map_err(|source| NetnsError::Spawn {
+            command: description.clone(),
+            source,
+        })?;
+        Ok(Self {
+            child: Some(child),
+            description,
+        })
+    }
+
+    pub fn id(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    pub fn child_mut(&mut self) -> Option<&mut Child> {
+        self.child.as_mut()
+    }
+
+    /// Whether the process has exited (and its status if so).
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.as_mut().and_then(|child| child.try_wait().ok().flatten())
+    }
+
+    /// Sends `signal` to the process (by its PID, which we own).
+    pub fn signal(&self, signal: i32) {
+        if let Some(pid) = self.id() {
+            // The child is ours and not yet reaped, so its PID is still its own.
+            let _ = fjord_net::sys::send_signal(pid, signal);
+        }
+    }
+
+    /// SIGTERM, wait up to `grace`, then SIGKILL; returns the exit status.
+    pub fn stop(&mut self, grace: Duration) -> Option<std::process::ExitStatus> {
+        let child = self.child.as_mut()?;
+        if let Ok(Some(status)) = child.try_wait() {
+            self.child = None;
+            return Some(status);
+        }
+        self.signal(fjord_net::sys::SIGTERM);
+        let deadline = Instant::now() + grace;
+        let child = self.child.as_mut()?;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        tracing::warn!(process = %self.description, "did not stop on SIGTERM; killing");
+        let _ = child.kill();
+        let status = child.wait().ok();
+        self.child = None;
+        status
+    }
+
+    /// Waits for the process to exit by itself, up to `timeout`.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<std::process::ExitStatus, NetnsError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                self.child = None;
+                return Ok(status);
+            }
+            if self.child.is_none() || Instant::now() >= deadline {
+                return Err(NetnsError::Timeout(timeout, format!("`{}` to exit", self.description)));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.stop(Duration::from_secs(3));
+    }
+}
+
+/// Polls `check` every 20 ms until it returns true or `timeout` passes.
+pub fn wait_until(timeout: Duration, what: &str, mut check: impl FnMut() -> bool) -> Result<(), NetnsError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(NetnsError::Timeout(timeout, what.to_string()));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Deletes namespaces left by fjord runs whose process no longer exists.
+/// Returns the names removed.
+pub fn remove_stale() -> Vec<String> {
+    let Ok(listing) = ip(&["netns", "list"]) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for name in listing.lines().filter_map(|line| line.split_whitespace().next()) {
+        let Some(pid) = name
+            .strip_prefix(NAME_PREFIX)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        if ip(&["netns", "del", name]).is_ok() {
+            removed.push(name.to_string());
+        }
+    }
+    removed
+}
+
+pub use fjord_net::sys::is_root;

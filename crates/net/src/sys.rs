@@ -1,0 +1,20 @@
+//! Thin safe wrappers over the few raw system calls other crates need.
+
+use std::io;
+
+/// Whether this process runs with root's effective user ID.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Sends `signal` to process `pid`. Callers pass PIDs of processes they
+/// started themselves.
+pub fn send_signal(pid: u32, signal: i32) -> io::Result<()> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: kill(2) takes plain integers and reports failure through errno.
+    let rc = unsafe { libc::kill(pid, signal) };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+pub use libc::{SIGINT, SIGKILL, SIGTERM};
