@@ -2,3 +2,4 @@
 //! tunnels (fjord and its peers) and measures them.
 
 pub mod netns;
+pub mod topology;

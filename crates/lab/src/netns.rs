@@ -115,6 +115,22 @@ impl Namespace {
         Process::spawn(command)
     }
 
+    /// Runs `work` on a new thread inside this namespace. Sockets created
+    /// there stay in the namespace, so generators need no child process.
+    pub fn spawn_thread<T, F>(&self, work: F) -> io::Result<std::thread::JoinHandle<io::Result<T>>>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> io::Result<T> + Send + 'static,
+    {
+        let path = Path::new("/run/netns").join(&self.name);
+        std::thread::Builder::new()
+            .name(format!("in-{}", self.name))
+            .spawn(move || {
+                fjord_net::sys::enter_network_namespace(&path)?;
+                work()
+            })
+    }
+
     /// Names of links in this namespace.
     pub fn links(&self) -> Result<Vec<String>, NetnsError> {
         let out = self.ip(&["-o", "link", "show"])?;

@@ -22,3 +22,43 @@ fn two_namespaces_ping_and_clean_up() {
         assert!(!listing.contains(&name), "{name} left behind");
     }
 }
+
+#[test]
+fn middle_topology_builds_with_offloads_off() {
+    let hosts = fjord_lab::topology::TwoHosts::with_middle().unwrap();
+    let middle = hosts.middle.as_ref().unwrap();
+    let features = middle.exec("ethtool", &["-k", "to-left"]).unwrap();
+    assert!(features.contains("tcp-segmentation-offload: off"), "{features}");
+    // Nothing bridges the middle yet, so the hosts cannot reach each other.
+    assert!(hosts.left.exec("ping", &["-c", "1", "-W", "1", "198.18.0.2"]).is_err());
+}
+
+#[test]
+fn threads_run_inside_a_namespace() {
+    let hosts = fjord_lab::topology::TwoHosts::direct().unwrap();
+    let listener = hosts
+        .right
+        .spawn_thread(|| {
+            let listener = std::net::TcpListener::bind("198.18.0.2:7000")?;
+            let (mut stream, _) = listener.accept()?;
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut stream, &mut text)?;
+            Ok(text)
+        })
+        .unwrap();
+    let sender = hosts
+        .left
+        .spawn_thread(|| {
+            for _ in 0..100 {
+                if let Ok(mut stream) = std::net::TcpStream::connect("198.18.0.2:7000") {
+                    std::io::Write::write_all(&mut stream, b"hello")?;
+                    return Ok(());
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(std::io::Error::other("could not connect"))
+        })
+        .unwrap();
+    sender.join().unwrap().unwrap();
+    assert_eq!(listener.join().unwrap().unwrap(), "hello");
+}

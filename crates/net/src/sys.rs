@@ -18,3 +18,15 @@ pub fn send_signal(pid: u32, signal: i32) -> io::Result<()> {
 }
 
 pub use libc::{SIGINT, SIGKILL, SIGTERM};
+
+/// Moves the calling thread into the network namespace at `path`
+/// (`/run/netns/NAME`). Sockets the thread creates afterwards belong to
+/// that namespace for their whole life; other threads are unaffected.
+pub fn enter_network_namespace(path: &std::path::Path) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::File::open(path)?;
+    // SAFETY: setns takes a valid open fd (kept alive by `file` for the call)
+    // and a namespace type constant; failure is reported through errno.
+    let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}

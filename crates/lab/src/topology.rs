@@ -1,0 +1,87 @@
+//! The lab's hosts: two namespaces joined directly by veth, or through a
+//! middle namespace where the link emulator bridges frames between its two
+//! interfaces (so impairments act where a network would lose packets).
+//!
+//! Addresses: underlay 198.18.0.1/24 (left) and 198.18.0.2/24 (right), on
+//! one subnet in both layouts; the middle namespace has no addresses and
+//! forwards nothing by itself until an emulator attaches.
+
+use std::net::Ipv4Addr;
+
+use crate::netns::{self, Namespace, NetnsError};
+
+/// Underlay address of the left host.
+pub const LEFT_UNDERLAY: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+/// Underlay address of the right host.
+pub const RIGHT_UNDERLAY: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+/// Name of each host's underlay interface.
+pub const HOST_LINK: &str = "eth0";
+/// Names of the middle namespace's interfaces towards left and right.
+pub const MIDDLE_LEFT_LINK: &str = "to-left";
+pub const MIDDLE_RIGHT_LINK: &str = "to-right";
+
+/// Two hosts, optionally with a middle namespace between them.
+/// Field order matters: hosts drop before the middle.
+pub struct TwoHosts {
+    pub left: Namespace,
+    pub right: Namespace,
+    pub middle: Option<Namespace>,
+}
+
+impl TwoHosts {
+    /// Left and right joined by one veth pair.
+    pub fn direct() -> Result<Self, NetnsError> {
+        let left = Namespace::create("l")?;
+        let right = Namespace::create("r")?;
+        netns::veth(&left, HOST_LINK, &right, HOST_LINK)?;
+        let hosts = Self {
+            left,
+            right,
+            middle: None,
+        };
+        hosts.address_hosts()?;
+        Ok(hosts)
+    }
+
+    /// Left — middle — right, two veth pairs; segmentation offloads are off
+    /// on every link so the emulator sees wire-sized frames.
+    pub fn with_middle() -> Result<Self, NetnsError> {
+        let left = Namespace::create("l")?;
+        let right = Namespace::create("r")?;
+        let middle = Namespace::create("m")?;
+        netns::veth(&left, HOST_LINK, &middle, MIDDLE_LEFT_LINK)?;
+        netns::veth(&right, HOST_LINK, &middle, MIDDLE_RIGHT_LINK)?;
+        for (namespace, link) in [
+            (&left, HOST_LINK),
+            (&right, HOST_LINK),
+            (&middle, MIDDLE_LEFT_LINK),
+            (&middle, MIDDLE_RIGHT_LINK),
+        ] {
+            disable_offloads(namespace, link)?;
+        }
+        let hosts = Self {
+            left,
+            right,
+            middle: Some(middle),
+        };
+        hosts.address_hosts()?;
+        Ok(hosts)
+    }
+
+    fn address_hosts(&self) -> Result<(), NetnsError> {
+        self.left
+            .ip(&["addr", "add", &format!("{LEFT_UNDERLAY}/24"), "dev", HOST_LINK])?;
+        self.right
+            .ip(&["addr", "add", &format!("{RIGHT_UNDERLAY}/24"), "dev", HOST_LINK])?;
+        Ok(())
+    }
+}
+
+/// Turns off TSO/GSO/GRO (and friends) on `link` so frames keep wire size.
+pub fn disable_offloads(namespace: &Namespace, link: &str) -> Result<(), NetnsError> {
+    namespace.exec(
+        "ethtool",
+        &["-K", link, "tso", "off", "gso", "off", "gro", "off", "tx", "off", "rx", "off"],
+    )?;
+    Ok(())
+}
