@@ -1,1 +1,11 @@
-//! fjord-fjord
+//! The fjord binary's library: configuration files, key commands, the
+//! `up` and `show` commands, and the WireGuard configuration protocol.
+//! `main.rs` only parses the command line and maps errors to exit codes.
+
+pub mod config;
+pub mod keycmd;
+pub mod netconf;
+pub mod show;
+pub mod status;
+pub mod uapi;
+pub mod up;

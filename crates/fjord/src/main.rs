@@ -1,1 +1,118 @@
-fn main() {}
+//! The `fjord` command line. Exit codes: 0 success, 1 runtime failure,
+//! 2 bad input (command line, config file, permissions, not root).
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use fjord::keycmd;
+use fjord::up::{UpOptions, UsageError};
+
+#[derive(Parser)]
+#[command(name = "fjord", version, about = "A fast WireGuard-compatible VPN for Linux, with a measurement lab")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print a new private key (like `wg genkey`).
+    Genkey,
+    /// Read a private key on stdin, print its public key (like `wg pubkey`).
+    Pubkey,
+    /// Print a new preshared key (like `wg genpsk`).
+    Genpsk,
+    /// Bring up the interface described by a wg-quick style file and run it
+    /// in the foreground until SIGINT/SIGTERM (interface name = file stem).
+    Up {
+        /// Path to the configuration file, e.g. /etc/wireguard/wg0.conf.
+        config: PathBuf,
+        /// Do not use TUN or UDP segmentation offloads.
+        #[arg(long)]
+        no_offload: bool,
+    },
+    /// Show interfaces, peers, handshakes and transfer (like `wg show`).
+    Show {
+        /// Interface to show; all when omitted.
+        interface: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            if let Some(io) = error.downcast_ref::<io::Error>()
+                && io.kind() == io::ErrorKind::BrokenPipe
+            {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("fjord: {error:#}");
+            if error.downcast_ref::<UsageError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FJORD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
+        .with_target(false)
+        .init();
+}
+
+fn require_root(what: &str) -> anyhow::Result<()> {
+    if !fjord_net::sys::is_root() {
+        return Err(UsageError(format!("{what} needs root (CAP_NET_ADMIN); run it with sudo")).into());
+    }
+    Ok(())
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    let stdout = io::stdout();
+    match command {
+        Command::Genkey => {
+            if keycmd::output_is_world_accessible(&stdout) {
+                eprint!("{}", keycmd::WORLD_ACCESSIBLE_WARNING);
+            }
+            key_command(keycmd::genkey(&mut stdout.lock()))
+        }
+        Command::Genpsk => key_command(keycmd::genpsk(&mut stdout.lock())),
+        Command::Pubkey => key_command(keycmd::pubkey(&mut io::stdin().lock(), &mut stdout.lock())),
+        Command::Up { config, no_offload } => {
+            require_root("fjord up")?;
+            fjord::up::up(&config, &UpOptions { no_offload })
+        }
+        Command::Show { interface, json } => {
+            require_root("fjord show")?;
+            let text = fjord::show::show(interface.as_deref(), json)?;
+            stdout.lock().write_all(text.as_bytes())?;
+            Ok(())
+        }
+    }
+}
+
+fn key_command(result: Result<(), keycmd::KeyCommandError>) -> anyhow::Result<()> {
+    match result {
+        Ok(()) => Ok(()),
+        Err(error) if error.io_error().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe) => Ok(()),
+        Err(error @ (keycmd::KeyCommandError::InvalidPrivateKey | keycmd::KeyCommandError::TrailingCharacters)) => {
+            Err(UsageError(error.to_string()).into())
+        }
+        Err(error) => Err(error.into()),
+    }
+}

@@ -1,4 +1,17 @@
-//! fjord's Linux I/O: the TUN device, the UDP socket, and the event loop
-//! that drives the sans-I/O core. The only crate with `unsafe`.
+//! fjord's Linux I/O: the TUN device, the UDP socket, and the worker that
+//! drives the sans-I/O core. The only crate with `unsafe`.
 
+pub mod control;
+mod datapath;
+pub mod packet;
+pub mod stats;
 pub mod sys;
+pub mod tun;
+pub mod udp;
+pub mod worker;
+
+pub use control::{ControlContext, ControlHandle, WorkerStopped};
+pub use stats::DataStats;
+pub use tun::TunDevice;
+pub use udp::UdpTransport;
+pub use worker::{StopReason, Worker, WorkerError};

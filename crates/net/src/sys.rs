@@ -30,3 +30,17 @@ pub fn enter_network_namespace(path: &std::path::Path) -> io::Result<()> {
     let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
     if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
+
+/// Waits up to `timeout` for `fd` to accept writes.
+pub fn wait_writable(fd: &impl std::os::fd::AsRawFd, timeout: std::time::Duration) {
+    let mut pollfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    let millis = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: poll reads and writes exactly one pollfd that lives on our stack.
+    unsafe {
+        libc::poll(&mut pollfd, 1, millis);
+    }
+}

@@ -90,8 +90,12 @@ impl LoadMeter {
     fn record(&mut self, now: Instant) -> bool {
         match self.window_start {
             Some(start) if now.saturating_duration_since(start) < Duration::from_secs(1) => {}
-            _ => {
-                self.previous_window = self.in_window;
+            start => {
+                // Only the window that just ended speaks for the current
+                // load: a burst from long ago must not demand cookies now.
+                let just_ended =
+                    start.is_some_and(|start| now.saturating_duration_since(start) < Duration::from_secs(2));
+                self.previous_window = if just_ended { self.in_window } else { 0 };
                 self.in_window = 0;
                 self.window_start = Some(now);
             }
@@ -193,6 +197,11 @@ impl Device {
             persistent_keepalive: peer.timers.persistent_keepalive_interval(),
             stats: peer.stats.clone(),
         })
+    }
+
+    /// The peer's preshared key (all zeros when none is configured).
+    pub fn peer_preshared_key(&self, id: PeerId) -> Option<&PresharedKey> {
+        self.peer(id).map(|peer| peer.remote.preshared_key())
     }
 
     pub fn set_peer_endpoint(&mut self, id: PeerId, endpoint: SocketAddr) {

@@ -103,6 +103,11 @@ impl PrivateKey {
         PublicKey(x25519_dalek::PublicKey::from(&self.0).to_bytes())
     }
 
+    /// The key's bytes, wiped when dropped.
+    pub fn to_bytes(&self) -> Zeroizing<[u8; KEY_LEN]> {
+        Zeroizing::new(self.0.to_bytes())
+    }
+
     pub fn to_base64(&self) -> Zeroizing<String> {
         let bytes = Zeroizing::new(self.0.to_bytes());
         Zeroizing::new(encode_key(&bytes))

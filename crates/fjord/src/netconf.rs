@@ -1,0 +1,171 @@
+//! Interface addresses, routes and policy rules, set with `ip` as wg-quick
+//! sets them, and undone in reverse order when the interface goes down.
+//!
+//! Routes for allowed IPs: none with `Table = off`; into the named table
+//! with `Table = N`; otherwise (`auto`) a route per prefix unless an
+//! existing route on the interface already covers it, and for a default
+//! route (`/0`) wg-quick's policy routing: encrypted packets carry a
+//! firewall mark and use the main table, everything else uses a table
+//! holding only the tunnel's default route.
+
+use std::process::Command;
+
+use fjord_mesh::Cidr;
+
+/// wg-quick's first choice of table (and mark) for default routes.
+const DEFAULT_ROUTE_TABLE: u32 = 51820;
+
+#[derive(Debug, thiserror::Error)]
+#[error("`{command}` failed: {detail}")]
+pub struct NetconfError {
+    command: String,
+    detail: String,
+}
+
+/// Runs `ip ARGS…`, returning stdout.
+pub fn ip(args: &[&str]) -> Result<String, NetconfError> {
+    let command = format!("ip {}", args.join(" "));
+    tracing::debug!(%command, "run");
+    let output = Command::new("ip").args(args).output().map_err(|error| NetconfError {
+        command: command.clone(),
+        detail: error.to_string(),
+    })?;
+    if !output.status.success() {
+        return Err(NetconfError {
+            command,
+            detail: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn family(cidr: &Cidr) -> &'static str {
+    if cidr.is_ipv4() { "-4" } else { "-6" }
+}
+
+/// `Table =` as wg-quick reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteTable {
+    Auto,
+    Off,
+    Named(u32),
+}
+
+impl RouteTable {
+    pub fn parse(text: Option<&str>) -> Result<Self, String> {
+        match text.map(str::trim) {
+            None => Ok(Self::Auto),
+            Some(t) if t.eq_ignore_ascii_case("auto") => Ok(Self::Auto),
+            Some(t) if t.eq_ignore_ascii_case("off") => Ok(Self::Off),
+            Some(t) => t
+                .parse()
+                .map(Self::Named)
+                .map_err(|_| format!("Table = {t}: expected off, auto or a table number")),
+        }
+    }
+}
+
+/// Undo steps recorded while configuring, run in reverse on drop.
+#[derive(Default)]
+pub struct Netconf {
+    undo: Vec<Vec<String>>,
+}
+
+impl Netconf {
+    /// Gives the interface its addresses, MTU, and brings it up.
+    pub fn configure_link(&mut self, interface: &str, addresses: &[Cidr], mtu: u16) -> Result<(), NetconfError> {
+        for address in addresses {
+            ip(&[family(address), "address", "add", &address.to_string(), "dev", interface])?;
+        }
+        ip(&["link", "set", "mtu", &mtu.to_string(), "up", "dev", interface])?;
+        Ok(())
+    }
+
+    /// Adds routes for `allowed_ips`, most specific first. A default route
+    /// uses `fwmark` (the UDP socket's mark, chosen with [`free_table`]
+    /// when the file sets none) as its table and mark.
+    pub fn add_routes(&mut self, interface: &str, allowed_ips: &[Cidr], table: RouteTable, fwmark: u32) -> Result<(), NetconfError> {
+        let mut prefixes: Vec<Cidr> = allowed_ips.iter().map(Cidr::network).collect();
+        prefixes.sort_by_key(|cidr| std::cmp::Reverse(cidr.prefix_len()));
+        prefixes.dedup();
+        for prefix in prefixes {
+            let text = prefix.to_string();
+            match table {
+                RouteTable::Off => {}
+                RouteTable::Named(number) => {
+                    ip(&[family(&prefix), "route", "add", &text, "dev", interface, "table", &number.to_string()])?;
+                }
+                RouteTable::Auto if prefix.prefix_len() == 0 => {
+                    self.add_default_route(interface, &prefix, fwmark)?;
+                }
+                RouteTable::Auto => {
+                    let covered = ip(&[family(&prefix), "route", "show", "dev", interface, "match", &text])?;
+                    if covered.trim().is_empty() {
+                        ip(&[family(&prefix), "route", "add", &text, "dev", interface])?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn add_default_route(&mut self, interface: &str, prefix: &Cidr, table: u32) -> Result<(), NetconfError> {
+        let table_text = table.to_string();
+        let proto = family(prefix);
+        ip(&[proto, "rule", "add", "not", "fwmark", &table_text, "table", &table_text])?;
+        self.undo
+            .push(vec![proto.into(), "rule".into(), "del".into(), "not".into(), "fwmark".into(), table_text.clone(), "table".into(), table_text.clone()]);
+        ip(&[proto, "rule", "add", "table", "main", "suppress_prefixlength", "0"])?;
+        self.undo
+            .push(vec![proto.into(), "rule".into(), "del".into(), "table".into(), "main".into(), "suppress_prefixlength".into(), "0".into()]);
+        ip(&[proto, "route", "add", &prefix.to_string(), "dev", interface, "table", &table_text])?;
+        if prefix.is_ipv4()
+            && let Err(error) = std::fs::write("/proc/sys/net/ipv4/conf/all/src_valid_mark", "1")
+        {
+            tracing::warn!(%error, "could not set net.ipv4.conf.all.src_valid_mark=1");
+        }
+        Ok(())
+    }
+}
+
+/// The first table from 51820 up that holds no routes.
+pub fn free_table() -> Result<u32, NetconfError> {
+    let mut table = DEFAULT_ROUTE_TABLE;
+    loop {
+        let text = table.to_string();
+        let v4 = ip(&["-4", "route", "show", "table", &text]).unwrap_or_default();
+        let v6 = ip(&["-6", "route", "show", "table", &text]).unwrap_or_default();
+        if v4.trim().is_empty() && v6.trim().is_empty() {
+            return Ok(table);
+        }
+        table += 1;
+    }
+}
+
+impl Drop for Netconf {
+    fn drop(&mut self) {
+        while let Some(step) = self.undo.pop() {
+            let args: Vec<&str> = step.iter().map(String::as_str).collect();
+            if let Err(error) = ip(&args) {
+                tracing::warn!(%error, "could not undo a routing change");
+            }
+        }
+    }
+}
+
+/// Runs a wg-quick hook (`PreUp` …) with `%i` replaced by the interface name.
+pub fn run_hook(kind: &str, command: &str, interface: &str) -> Result<(), NetconfError> {
+    let command = command.replace("%i", interface);
+    tracing::info!(hook = kind, %command, "running hook");
+    let status = Command::new("bash").arg("-c").arg(&command).status().map_err(|error| NetconfError {
+        command: command.clone(),
+        detail: error.to_string(),
+    })?;
+    if !status.success() {
+        return Err(NetconfError {
+            command,
+            detail: status.to_string(),
+        });
+    }
+    Ok(())
+}

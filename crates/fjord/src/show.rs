@@ -1,0 +1,182 @@
+//! `fjord show [IFACE] [--json]`: what `wg show` prints, for fjord's
+//! interfaces and any other userspace implementation's, plus fjord's drop
+//! counters.
+
+use std::fmt::Write;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::status::{InterfaceReport, PeerReport};
+use crate::uapi::{self, UapiInterface};
+
+/// Text for one interface, shaped like `wg show`.
+pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "interface: {name}");
+    if let Some(key) = &interface.public_key {
+        let _ = writeln!(out, "  public key: {key}");
+    }
+    if interface.has_private_key {
+        let _ = writeln!(out, "  private key: (hidden)");
+    }
+    if interface.listen_port != 0 {
+        let _ = writeln!(out, "  listening port: {}", interface.listen_port);
+    }
+    if interface.fwmark != 0 {
+        let _ = writeln!(out, "  fwmark: {:#x}", interface.fwmark);
+    }
+    let drops: Vec<String> = interface
+        .counters
+        .iter()
+        .filter_map(|(key, n)| key.strip_prefix("drop_").map(|reason| format!("{n} {reason}")))
+        .collect();
+    if !drops.is_empty() {
+        let _ = writeln!(out, "  dropped: {}", drops.join(", "));
+    }
+    for peer in &interface.peers {
+        let _ = writeln!(out, "\npeer: {}", peer.public_key);
+        if peer.has_preshared_key {
+            let _ = writeln!(out, "  preshared key: (hidden)");
+        }
+        if let Some(endpoint) = peer.endpoint {
+            let _ = writeln!(out, "  endpoint: {endpoint}");
+        }
+        let allowed = if peer.allowed_ips.is_empty() {
+            "(none)".to_string()
+        } else {
+            peer.allowed_ips.join(", ")
+        };
+        let _ = writeln!(out, "  allowed ips: {allowed}");
+        if let Some(at) = peer.last_handshake {
+            let since = now
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .saturating_sub(at);
+            let _ = writeln!(out, "  latest handshake: {}", ago(since));
+        }
+        if peer.rx_bytes > 0 || peer.tx_bytes > 0 {
+            let _ = writeln!(
+                out,
+                "  transfer: {} received, {} sent",
+                bytes(peer.rx_bytes),
+                bytes(peer.tx_bytes)
+            );
+        }
+        if peer.persistent_keepalive > 0 {
+            let _ = writeln!(out, "  persistent keepalive: every {}", ago_units(u64::from(peer.persistent_keepalive)));
+        }
+    }
+    out
+}
+
+/// The JSON report (no secrets).
+pub fn report(name: &str, interface: &UapiInterface) -> InterfaceReport {
+    InterfaceReport {
+        interface: name.to_string(),
+        public_key: interface.public_key.map(|k| k.to_base64()).unwrap_or_default(),
+        listen_port: interface.listen_port,
+        fwmark: (interface.fwmark != 0).then_some(interface.fwmark),
+        peers: interface
+            .peers
+            .iter()
+            .map(|peer| PeerReport {
+                public_key: peer.public_key.to_base64(),
+                preshared_key: peer.has_preshared_key,
+                endpoint: peer.endpoint.map(|e| e.to_string()),
+                allowed_ips: peer.allowed_ips.clone(),
+                latest_handshake_unix_secs: peer.last_handshake.map(|d| d.as_secs()),
+                rx_bytes: peer.rx_bytes,
+                tx_bytes: peer.tx_bytes,
+                persistent_keepalive_secs: (peer.persistent_keepalive > 0)
+                    .then_some(u64::from(peer.persistent_keepalive)),
+            })
+            .collect(),
+        drops: interface
+            .counters
+            .iter()
+            .filter_map(|(key, n)| Some((key.strip_prefix("drop_")?.to_string(), *n)))
+            .collect(),
+    }
+}
+
+/// Runs `fjord show`; returns what to print.
+pub fn show(interface: Option<&str>, json: bool) -> anyhow::Result<String> {
+    let names = match interface {
+        Some(name) => vec![name.to_string()],
+        None => uapi::socket_paths(),
+    };
+    let mut texts = Vec::new();
+    let mut reports = Vec::new();
+    for name in &names {
+        let state = uapi::query(name)?;
+        if json {
+            reports.push(report(name, &state));
+        } else {
+            texts.push(render_text(name, &state, SystemTime::now()));
+        }
+    }
+    if json {
+        let mut text = serde_json::to_string_pretty(&reports)?;
+        text.push('\n');
+        Ok(text)
+    } else {
+        Ok(texts.join("\n"))
+    }
+}
+
+fn ago(elapsed: Duration) -> String {
+    if elapsed.as_secs() == 0 {
+        return "Now".to_string();
+    }
+    format!("{} ago", ago_units(elapsed.as_secs()))
+}
+
+/// `1 minute, 5 seconds`, as wg prints durations.
+fn ago_units(total_secs: u64) -> String {
+    let units = [
+        (365 * 24 * 3600, "year"),
+        (24 * 3600, "day"),
+        (3600, "hour"),
+        (60, "minute"),
+        (1, "second"),
+    ];
+    let mut left = total_secs;
+    let mut parts = Vec::new();
+    for (size, name) in units {
+        let count = left / size;
+        left %= size;
+        if count > 0 {
+            parts.push(format!("{count} {name}{}", if count == 1 { "" } else { "s" }));
+        }
+    }
+    parts.join(", ")
+}
+
+/// `1.23 MiB`, as wg prints byte counts.
+fn bytes(count: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if count < 1024 {
+        return format!("{count} B");
+    }
+    let mut value = count as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.2} {}", UNITS[unit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_sizes_print_like_wg() {
+        assert_eq!(ago(Duration::from_secs(65)), "1 minute, 5 seconds ago");
+        assert_eq!(ago(Duration::ZERO), "Now");
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(1536), "1.50 KiB");
+        assert_eq!(bytes(3 * 1024 * 1024), "3.00 MiB");
+        assert_eq!(ago_units(25), "25 seconds");
+    }
+}

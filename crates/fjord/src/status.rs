@@ -1,0 +1,97 @@
+//! A point-in-time picture of an interface, taken on the worker and
+//! rendered by the configuration protocol (`get=1`), `fjord show` and
+//! metrics.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use fjord_mesh::{Cidr, Node};
+use fjord_net::{ControlContext, DataStats};
+use fjord_proto::{PresharedKey, PrivateKey, PublicKey};
+use serde::Serialize;
+
+/// One interface.
+#[derive(Debug, Clone)]
+pub struct InterfaceStatus {
+    pub name: String,
+    pub private_key: PrivateKey,
+    pub public_key: PublicKey,
+    pub listen_port: u16,
+    pub fwmark: u32,
+    pub peers: Vec<PeerStatus>,
+    /// Dropped packets by reason (only non-zero reasons).
+    pub drops: Vec<(&'static str, u64)>,
+    pub data: DataStats,
+}
+
+/// One peer of an interface.
+#[derive(Debug, Clone)]
+pub struct PeerStatus {
+    pub public_key: PublicKey,
+    pub preshared_key: PresharedKey,
+    pub endpoint: Option<SocketAddr>,
+    pub allowed_ips: Vec<Cidr>,
+    /// Wall-clock time of the latest handshake, since the Unix epoch.
+    pub last_handshake: Option<Duration>,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    pub persistent_keepalive: Option<Duration>,
+}
+
+impl InterfaceStatus {
+    /// Takes the snapshot on the worker.
+    pub fn capture(context: &ControlContext<'_>) -> Self {
+        let node: &Node = context.node;
+        let device = node.device();
+        let peers = device
+            .peer_ids()
+            .filter_map(|id| {
+                let status = device.peer_status(id)?;
+                Some(PeerStatus {
+                    public_key: status.public_key,
+                    preshared_key: device.peer_preshared_key(id).cloned().unwrap_or(PresharedKey::zero()),
+                    endpoint: status.endpoint,
+                    allowed_ips: node.allowed_ips(id),
+                    last_handshake: status.stats.last_handshake,
+                    rx_bytes: status.stats.rx_bytes,
+                    tx_bytes: status.stats.tx_bytes,
+                    persistent_keepalive: status.persistent_keepalive,
+                })
+            })
+            .collect();
+        Self {
+            name: context.interface.to_string(),
+            private_key: device.private_key().clone(),
+            public_key: *device.public_key(),
+            listen_port: context.listen_port(),
+            fwmark: context.fwmark(),
+            peers,
+            drops: node.drops().nonzero().map(|(reason, n)| (reason.name(), n)).collect(),
+            data: context.stats.clone(),
+        }
+    }
+}
+
+/// The JSON form of `fjord show --json`; never includes private or
+/// preshared keys.
+#[derive(Debug, Serialize)]
+pub struct InterfaceReport {
+    pub interface: String,
+    pub public_key: String,
+    pub listen_port: u16,
+    pub fwmark: Option<u32>,
+    pub peers: Vec<PeerReport>,
+    pub drops: std::collections::BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PeerReport {
+    pub public_key: String,
+    pub preshared_key: bool,
+    pub endpoint: Option<String>,
+    pub allowed_ips: Vec<String>,
+    pub latest_handshake_unix_secs: Option<u64>,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    pub persistent_keepalive_secs: Option<u64>,
+}

@@ -1,0 +1,182 @@
+//! The client side: `fjord show` asks any userspace implementation.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use fjord_proto::PublicKey;
+
+use super::{SOCKET_DIRECTORY, unhex32};
+
+#[derive(Debug, thiserror::Error)]
+pub enum UapiClientError {
+    #[error("no interface {0} (no socket at {1})")]
+    NoSuchInterface(String, PathBuf),
+    #[error("talking to {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} answered errno={errno}")]
+    Errno { path: PathBuf, errno: i32 },
+    #[error("{path} sent a malformed line: {line}")]
+    Malformed { path: PathBuf, line: String },
+}
+
+/// A `get=1` reply, parsed.
+#[derive(Debug, Clone, Default)]
+pub struct UapiInterface {
+    pub has_private_key: bool,
+    pub public_key: Option<PublicKey>,
+    pub listen_port: u16,
+    pub fwmark: u32,
+    pub peers: Vec<UapiPeer>,
+    /// fjord's own counters, when the implementation is fjord.
+    pub counters: Vec<(String, u64)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct UapiPeer {
+    pub public_key: PublicKey,
+    pub has_preshared_key: bool,
+    pub endpoint: Option<SocketAddr>,
+    pub last_handshake: Option<Duration>,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    pub persistent_keepalive: u16,
+    pub allowed_ips: Vec<String>,
+}
+
+pub fn socket_path(interface: &str) -> PathBuf {
+    Path::new(SOCKET_DIRECTORY).join(format!("{interface}.sock"))
+}
+
+/// Interface names with a configuration socket, sorted.
+pub fn socket_paths() -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(SOCKET_DIRECTORY) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            name.strip_suffix(".sock").map(str::to_string)
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+fn request(path: &Path, request: &str) -> Result<Vec<String>, UapiClientError> {
+    let io = |source| UapiClientError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut stream = UnixStream::connect(path).map_err(io)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).map_err(io)?;
+    stream.write_all(request.as_bytes()).map_err(io)?;
+    let mut lines = Vec::new();
+    for line in BufReader::new(stream).lines() {
+        let line = line.map_err(io)?;
+        if line.is_empty() {
+            break;
+        }
+        if let Some(errno) = line.strip_prefix("errno=") {
+            let errno = errno.parse().unwrap_or(-1);
+            if errno != 0 {
+                return Err(UapiClientError::Errno {
+                    path: path.to_path_buf(),
+                    errno,
+                });
+            }
+            break;
+        }
+        lines.push(line);
+    }
+    Ok(lines)
+}
+
+/// Asks `interface`'s implementation for its configuration and state.
+pub fn query(interface: &str) -> Result<UapiInterface, UapiClientError> {
+    let path = socket_path(interface);
+    if !path.exists() {
+        return Err(UapiClientError::NoSuchInterface(interface.to_string(), path));
+    }
+    let lines = request(&path, "get=1\n\n")?;
+    let mut parsed = parse_get(&path, &lines)?;
+    // Only fjord answers this; others reply with an errno, which is fine.
+    if let Ok(counter_lines) = request(&path, "get=fjord\n\n") {
+        parsed.counters = counter_lines
+            .iter()
+            .filter_map(|line| {
+                let (key, value) = line.split_once('=')?;
+                Some((key.to_string(), value.parse().ok()?))
+            })
+            .collect();
+    }
+    Ok(parsed)
+}
+
+fn parse_get(path: &Path, lines: &[String]) -> Result<UapiInterface, UapiClientError> {
+    let malformed = |line: &str| UapiClientError::Malformed {
+        path: path.to_path_buf(),
+        line: line.to_string(),
+    };
+    let mut interface = UapiInterface::default();
+    for line in lines {
+        let (key, value) = line.split_once('=').ok_or_else(|| malformed(line))?;
+        if key == "public_key" {
+            let bytes = unhex32(value).ok_or_else(|| malformed(line))?;
+            interface.peers.push(UapiPeer {
+                public_key: PublicKey::from_bytes(bytes),
+                has_preshared_key: false,
+                endpoint: None,
+                last_handshake: None,
+                rx_bytes: 0,
+                tx_bytes: 0,
+                persistent_keepalive: 0,
+                allowed_ips: Vec::new(),
+            });
+            continue;
+        }
+        let number = || value.parse::<u64>().map_err(|_| malformed(line));
+        match interface.peers.last_mut() {
+            None => match key {
+                "private_key" => {
+                    let bytes = zeroize::Zeroizing::new(unhex32(value).ok_or_else(|| malformed(line))?);
+                    interface.has_private_key = *bytes != [0u8; 32];
+                    if interface.has_private_key {
+                        let key = fjord_proto::PrivateKey::from_bytes(*bytes);
+                        interface.public_key = Some(key.public_key());
+                    }
+                }
+                "listen_port" => interface.listen_port = number()? as u16,
+                "fwmark" => interface.fwmark = number()? as u32,
+                _ => {}
+            },
+            Some(peer) => match key {
+                "preshared_key" => peer.has_preshared_key = value.chars().any(|c| c != '0'),
+                "endpoint" => peer.endpoint = value.parse().ok(),
+                "last_handshake_time_sec" => {
+                    let secs = number()?;
+                    peer.last_handshake = (secs != 0).then(|| Duration::from_secs(secs));
+                }
+                "last_handshake_time_nsec" => {
+                    let nanos = number()?;
+                    if let Some(at) = peer.last_handshake.as_mut() {
+                        *at += Duration::from_nanos(nanos);
+                    }
+                }
+                "rx_bytes" => peer.rx_bytes = number()?,
+                "tx_bytes" => peer.tx_bytes = number()?,
+                "persistent_keepalive_interval" => peer.persistent_keepalive = number()? as u16,
+                "allowed_ip" => peer.allowed_ips.push(value.to_string()),
+                _ => {}
+            },
+        }
+    }
+    Ok(interface)
+}

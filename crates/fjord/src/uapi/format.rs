@@ -1,0 +1,59 @@
+//! Replies of the configuration protocol, written from a status snapshot.
+
+use std::fmt::Write;
+
+use super::hex;
+use crate::status::InterfaceStatus;
+
+/// The body of a `get=1` reply (without the final `errno=` line).
+pub fn write_get(status: &InterfaceStatus, out: &mut String) {
+    let private = zeroize::Zeroizing::new(hex(status.private_key.to_bytes().as_ref()));
+    let _ = writeln!(out, "private_key={}", private.as_str());
+    let _ = writeln!(out, "listen_port={}", status.listen_port);
+    if status.fwmark != 0 {
+        let _ = writeln!(out, "fwmark={}", status.fwmark);
+    }
+    for peer in &status.peers {
+        let _ = writeln!(out, "public_key={}", hex(peer.public_key.as_bytes()));
+        if !peer.preshared_key.is_zero() {
+            let psk = zeroize::Zeroizing::new(hex(peer.preshared_key.as_bytes()));
+            let _ = writeln!(out, "preshared_key={}", psk.as_str());
+        }
+        let _ = writeln!(out, "protocol_version=1");
+        if let Some(endpoint) = peer.endpoint {
+            let _ = writeln!(out, "endpoint={endpoint}");
+        }
+        let handshake = peer.last_handshake.unwrap_or_default();
+        let _ = writeln!(out, "last_handshake_time_sec={}", handshake.as_secs());
+        let _ = writeln!(out, "last_handshake_time_nsec={}", handshake.subsec_nanos());
+        let _ = writeln!(out, "tx_bytes={}", peer.tx_bytes);
+        let _ = writeln!(out, "rx_bytes={}", peer.rx_bytes);
+        let keepalive = peer.persistent_keepalive.map_or(0, |d| d.as_secs());
+        let _ = writeln!(out, "persistent_keepalive_interval={keepalive}");
+        for cidr in &peer.allowed_ips {
+            let _ = writeln!(out, "allowed_ip={cidr}");
+        }
+    }
+}
+
+/// The body of a `get=fjord` reply: fjord's own counters.
+pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
+    for (reason, count) in &status.drops {
+        let _ = writeln!(out, "drop_{reason}={count}");
+    }
+    let data = &status.data;
+    for (name, value) in [
+        ("tx_packets", data.tx_packets),
+        ("rx_packets", data.rx_packets),
+        ("rx_datagrams", data.rx_datagrams),
+        ("tun_reads", data.tun_reads),
+        ("udp_sends", data.udp_sends),
+        ("udp_recvs", data.udp_recvs),
+        ("tun_read_errors", data.tun_read_errors),
+        ("tun_write_errors", data.tun_write_errors),
+        ("udp_send_errors", data.udp_send_errors),
+        ("udp_recv_errors", data.udp_recv_errors),
+    ] {
+        let _ = writeln!(out, "{name}={value}");
+    }
+}

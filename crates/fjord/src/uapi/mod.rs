@@ -1,0 +1,34 @@
+//! The cross-platform userspace configuration protocol of WireGuard
+//! (`wg` talks it to wireguard-go and boringtun over
+//! `/var/run/wireguard/IFACE.sock`), so `wg show` works on fjord interfaces
+//! and `fjord show` works on any userspace implementation's.
+//!
+//! A request is `get=1` or `set=1` followed by `key=value` lines and an
+//! empty line; a reply is `key=value` lines ending in `errno=N` and an
+//! empty line. Keys are hex, times are split into seconds and nanoseconds.
+
+mod client;
+mod format;
+mod server;
+
+pub use client::{UapiClientError, UapiInterface, UapiPeer, query, socket_path, socket_paths};
+pub use format::{write_fjord_counters, write_get};
+pub use server::{SocketGuard, UapiServerError, bind, serve};
+
+/// Where userspace implementations put their configuration sockets.
+pub const SOCKET_DIRECTORY: &str = "/var/run/wireguard";
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub(crate) fn unhex32(text: &str) -> Option<[u8; 32]> {
+    if text.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}

@@ -1,0 +1,135 @@
+//! The server side: one thread per interface accepts `wg`-protocol
+//! connections and answers them from snapshots taken on the worker.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use fjord_net::ControlHandle;
+use zeroize::Zeroizing;
+
+use super::{SOCKET_DIRECTORY, socket_path, write_fjord_counters, write_get};
+use crate::status::InterfaceStatus;
+
+/// Requests longer than this are refused (a `set` of 1,000 peers with
+/// 100,000 allowed IPs stays well below it).
+const MAX_REQUEST_BYTES: usize = 64 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum UapiServerError {
+    #[error("interface {0} is already served by another process ({1} answers)")]
+    InUse(String, PathBuf),
+    #[error("could not create the configuration socket {path}: {source}")]
+    Bind {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Removes the socket file when dropped.
+pub struct SocketGuard {
+    path: PathBuf,
+}
+
+impl Drop for SocketGuard {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Binds `/var/run/wireguard/IFACE.sock`, readable by root only. A stale
+/// socket (nobody answers) is replaced; a live one is an error.
+pub fn bind(interface: &str) -> Result<(UnixListener, SocketGuard), UapiServerError> {
+    let path = socket_path(interface);
+    let bind_error = |source| UapiServerError::Bind {
+        path: path.clone(),
+        source,
+    };
+    std::fs::create_dir_all(SOCKET_DIRECTORY).map_err(bind_error)?;
+    if path.exists() {
+        if UnixStream::connect(&path).is_ok() {
+            return Err(UapiServerError::InUse(interface.to_string(), path));
+        }
+        std::fs::remove_file(&path).map_err(bind_error)?;
+    }
+    let listener = UnixListener::bind(&path).map_err(bind_error)?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(bind_error)?;
+    Ok((listener, SocketGuard { path }))
+}
+
+/// Serves connections until the worker stops.
+pub fn serve(listener: UnixListener, control: ControlHandle) {
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else { continue };
+        if serve_connection(stream, &control).is_err() {
+            tracing::debug!("configuration client went away");
+        }
+        if control.call(|_| ()).is_err() {
+            return;
+        }
+    }
+}
+
+fn serve_connection(stream: UnixStream, control: &ControlHandle) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut writer = stream.try_clone()?;
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut operation = String::new();
+        if reader.read_line(&mut operation)? == 0 {
+            return Ok(());
+        }
+        let operation = operation.trim_end_matches('\n').to_string();
+        if operation.is_empty() {
+            continue;
+        }
+        let body = read_body(&mut reader)?;
+        let reply = match (operation.as_str(), body) {
+            ("get=1", Some(body)) if body.is_empty() => reply_get(control, false),
+            ("get=fjord", Some(body)) if body.is_empty() => reply_get(control, true),
+            ("set=1", Some(_)) => errno_reply(libc::EOPNOTSUPP),
+            _ => errno_reply(libc::EINVAL),
+        };
+        writer.write_all(reply.as_bytes())?;
+    }
+}
+
+/// Lines up to the empty line; `None` if the request is too long.
+fn read_body(reader: &mut impl BufRead) -> std::io::Result<Option<Vec<String>>> {
+    let mut lines = Vec::new();
+    let mut total = 0;
+    loop {
+        let mut line = String::new();
+        let read = reader.read_line(&mut line)?;
+        total += read;
+        if read == 0 || line == "\n" {
+            return Ok((total <= MAX_REQUEST_BYTES).then_some(lines));
+        }
+        if total > MAX_REQUEST_BYTES {
+            continue;
+        }
+        lines.push(line.trim_end_matches('\n').to_string());
+    }
+}
+
+fn reply_get(control: &ControlHandle, fjord_counters: bool) -> Zeroizing<String> {
+    let Ok(status) = control.call(|context| InterfaceStatus::capture(context)) else {
+        return errno_reply(libc::ESHUTDOWN);
+    };
+    let mut reply = Zeroizing::new(String::new());
+    if fjord_counters {
+        write_fjord_counters(&status, &mut reply);
+    } else {
+        write_get(&status, &mut reply);
+    }
+    reply.push_str("errno=0\n\n");
+    reply
+}
+
+fn errno_reply(errno: i32) -> Zeroizing<String> {
+    Zeroizing::new(format!("errno={errno}\n\n"))
+}
+

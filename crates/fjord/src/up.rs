@@ -1,0 +1,153 @@
+//! `fjord up CONFIG`: bring an interface up from a wg-quick style file and
+//! run it in the foreground until SIGINT/SIGTERM or until the interface is
+//! deleted, then take everything down again.
+//!
+//! Order (as wg-quick): PreUp, UDP socket, TUN interface, addresses and
+//! MTU, peers, routes, configuration socket, PostUp; on the way down
+//! PreDown, routes and rules, interface, PostDown.
+
+use std::path::Path;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use fjord_mesh::{Cidr, Node};
+use fjord_net::{StopReason, TunDevice, UdpTransport, Worker};
+use fjord_proto::{Device, DeviceConfig, PeerConfig, PresharedKey, Rng, WallClock};
+
+use crate::config::{Config, interface_name_from_path};
+use crate::netconf::{self, Netconf, RouteTable, run_hook};
+use crate::uapi;
+
+/// Errors that mean "your input is wrong" (exit code 2) rather than
+/// "something failed while running" (exit code 1).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Options of `fjord up` beyond the config file.
+#[derive(Debug, Clone, Default)]
+pub struct UpOptions {
+    /// Turn off TUN and UDP segmentation offloads (for measurements).
+    pub no_offload: bool,
+}
+
+/// The operating system's CSPRNG.
+pub struct SystemRng;
+
+impl Rng for SystemRng {
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        // Invariant: getrandom only fails on exotic platforms without a
+        // kernel entropy source; there is no safe way to continue without one.
+        getrandom::fill(dest).expect("the kernel's random number generator is available");
+    }
+}
+
+/// Builds the protocol node for `config`.
+pub fn build_node(config: &Config, now: Instant) -> anyhow::Result<Node> {
+    let wall_clock = WallClock {
+        base: now,
+        base_since_epoch: SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default(),
+    };
+    let device = Device::new(
+        DeviceConfig {
+            private_key: config.interface.private_key.clone(),
+            mtu: usize::from(config.interface.mtu().bytes()),
+        },
+        Box::new(SystemRng),
+        wall_clock,
+    );
+    let mut node = Node::new(device);
+    for peer in &config.peers {
+        let id = node
+            .add_peer(
+                PeerConfig {
+                    public_key: peer.public_key,
+                    preshared_key: peer.preshared_key.clone().unwrap_or(PresharedKey::zero()),
+                    endpoint: peer.endpoint.as_ref().map(|e| e.address()),
+                    persistent_keepalive: peer.persistent_keepalive.map(|k| k.as_duration()),
+                },
+                &peer.allowed_ips,
+            )
+            .map_err(|error| UsageError(error.to_string()))?;
+        // A peer with a persistent keepalive talks at once, as wireguard-go does.
+        if peer.persistent_keepalive.is_some() && peer.endpoint.is_some() {
+            node.device_mut().initiate_handshake(id, now);
+        }
+    }
+    Ok(node)
+}
+
+pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
+    let config = Config::load(config_path).map_err(|error| UsageError(error.to_string()))?;
+    let name = interface_name_from_path(config_path).map_err(|error| UsageError(error.to_string()))?;
+    let interface = name.as_str().to_string();
+    let table = RouteTable::parse(config.interface.wg_quick.table.as_ref().map(|t| t.as_str()))
+        .map_err(|problem| UsageError(format!("{}: {problem}", config_path.display())))?;
+    warn_unapplied(&config);
+
+    for hook in &config.interface.wg_quick.pre_up {
+        run_hook("PreUp", hook.as_str(), &interface)?;
+    }
+    let allowed: Vec<Cidr> = config.peers.iter().flat_map(|p| p.allowed_ips.iter().copied()).collect();
+    // A default route needs the socket marked so its packets escape the tunnel.
+    let needs_mark = table == RouteTable::Auto && allowed.iter().any(|c| c.prefix_len() == 0);
+    let configured_mark = config.interface.fwmark.map_or(0, |m| m.get());
+    let fwmark = if needs_mark && configured_mark == 0 {
+        netconf::free_table()?
+    } else {
+        configured_mark
+    };
+    let (listener, _socket_guard) = uapi::bind(&interface).map_err(|error| UsageError(error.to_string()))?;
+    let udp = UdpTransport::bind(config.interface.listen_port.unwrap_or(0), fwmark)
+        .map_err(|error| UsageError(error.to_string()))?;
+    let mtu = config.interface.mtu().bytes();
+    let tun = TunDevice::create(&interface, mtu, !options.no_offload)?;
+    tracing::info!(
+        interface,
+        listen_port = udp.port(),
+        offload = tun.offload(),
+        gso_segments = udp.max_gso_segments(),
+        gro_segments = udp.gro_segments(),
+        "interface created"
+    );
+
+    let mut netconf = Netconf::default();
+    netconf.configure_link(&interface, &config.interface.addresses, mtu)?;
+    let node = build_node(&config, Instant::now())?;
+    netconf.add_routes(&interface, &allowed, table, fwmark)?;
+
+    let (worker, control) = Worker::new(node, tun, udp, fwmark)?;
+    std::thread::Builder::new()
+        .name("uapi".into())
+        .spawn(move || uapi::serve(listener, control))?;
+    for hook in &config.interface.wg_quick.post_up {
+        run_hook("PostUp", hook.as_str(), &interface)?;
+    }
+    tracing::info!(interface, peers = config.peers.len(), "up");
+
+    let reason = worker.run()?;
+    match reason {
+        StopReason::Signal => tracing::info!(interface, "stopping on signal"),
+        StopReason::InterfaceDeleted => tracing::info!(interface, "interface was deleted; stopping"),
+    }
+    for hook in &config.interface.wg_quick.pre_down {
+        if let Err(error) = run_hook("PreDown", hook.as_str(), &interface) {
+            tracing::warn!(%error, "PreDown hook failed");
+        }
+    }
+    drop(netconf);
+    for hook in &config.interface.wg_quick.post_down {
+        if let Err(error) = run_hook("PostDown", hook.as_str(), &interface) {
+            tracing::warn!(%error, "PostDown hook failed");
+        }
+    }
+    Ok(())
+}
+
+fn warn_unapplied(config: &Config) {
+    if !config.interface.wg_quick.dns.is_empty() {
+        tracing::warn!("DNS = … is not applied by `fjord up`; run wg-quick with WG_QUICK_USERSPACE_IMPLEMENTATION=fjord for that");
+    }
+    if config.interface.wg_quick.save_config {
+        tracing::warn!("SaveConfig = true is ignored by `fjord up`");
+    }
+}

@@ -1,0 +1,78 @@
+//! Runtime control: other threads (the configuration socket, `fjord show`)
+//! run closures on the worker, between batches, with exclusive access to
+//! the node. The worker never blocks on them; a caller waits for the reply.
+
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::time::Instant;
+
+use fjord_mesh::Node;
+
+use crate::udp::{UdpError, UdpTransport};
+
+/// What a control closure may touch.
+pub struct ControlContext<'a> {
+    pub node: &'a mut Node,
+    pub now: Instant,
+    pub interface: &'a str,
+    pub stats: &'a crate::stats::DataStats,
+    pub(crate) udp: &'a mut UdpTransport,
+    pub(crate) fwmark: &'a mut u32,
+    pub(crate) rebound: bool,
+}
+
+impl ControlContext<'_> {
+    pub fn listen_port(&self) -> u16 {
+        self.udp.port()
+    }
+
+    pub fn fwmark(&self) -> u32 {
+        *self.fwmark
+    }
+
+    /// Rebinds the UDP socket to `port` (0 = any) with `fwmark`; on error
+    /// the old socket stays in place.
+    pub fn rebind(&mut self, port: u16, fwmark: u32) -> Result<(), UdpError> {
+        let socket = UdpTransport::bind(port, fwmark)?;
+        *self.udp = socket;
+        *self.fwmark = fwmark;
+        self.rebound = true;
+        Ok(())
+    }
+}
+
+pub(crate) type ControlCall = Box<dyn FnOnce(&mut ControlContext<'_>) + Send>;
+
+/// The worker has exited; nothing can be changed any more.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the tunnel's worker has stopped")]
+pub struct WorkerStopped;
+
+/// A cloneable handle to run closures on the worker.
+#[derive(Clone)]
+pub struct ControlHandle {
+    sender: Sender<ControlCall>,
+    waker: Arc<mio::Waker>,
+}
+
+impl ControlHandle {
+    pub(crate) fn new(waker: Arc<mio::Waker>) -> (Self, Receiver<ControlCall>) {
+        let (sender, receiver) = mpsc::channel();
+        (Self { sender, waker }, receiver)
+    }
+
+    /// Runs `work` on the worker and returns its result.
+    pub fn call<R, F>(&self, work: F) -> Result<R, WorkerStopped>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut ControlContext<'_>) -> R + Send + 'static,
+    {
+        let (reply_sender, reply) = mpsc::sync_channel(1);
+        let call: ControlCall = Box::new(move |context| {
+            let _ = reply_sender.send(work(context));
+        });
+        self.sender.send(call).map_err(|_| WorkerStopped)?;
+        self.waker.wake().map_err(|_| WorkerStopped)?;
+        reply.recv().map_err(|_| WorkerStopped)
+    }
+}

@@ -1,0 +1,298 @@
+//! The two packet pipelines, each a batch at a time with buffers allocated
+//! once at start.
+//!
+//! Outbound (TUN → UDP):
+//!
+//! ```text
+//! TUN read (one super-packet) ─ split by tun-rs into slots of one contiguous
+//! area, each packet at slot[16..] ─ route + seal in place (header before,
+//! padding and tag after) ─ runs of full-size datagrams to one peer leave
+//! in one UDP GSO send (slot stride = MTU + 32 = a full datagram, so the
+//! sealed slots are already laid out as GSO segments)
+//! ```
+//!
+//! Inbound (UDP → TUN):
+//!
+//! ```text
+//! recvmmsg (GRO: each message holds several datagrams) ─ open in place ─
+//! allowed-IPs check ─ copy the plaintext packet into a TUN write slot ─
+//! one coalescing TUN write per batch (tun-rs GRO)
+//! ```
+
+use std::io::{self, IoSliceMut};
+use std::time::Instant;
+
+use fjord_mesh::Node;
+use fjord_proto::{DATA_HEADROOM, Received, Sent};
+use quinn_udp::RecvMeta;
+
+use crate::stats::DataStats;
+use crate::tun::{IDEAL_BATCH_SIZE, MAX_SUPER_PACKET, TunDevice, VIRTIO_NET_HDR_LEN};
+use crate::udp::{RECV_BATCH, UdpTransport};
+
+/// Bytes a sealed datagram adds to a packet: header and tag (padding never
+/// grows a packet past the MTU).
+const SEAL_OVERHEAD: usize = DATA_HEADROOM + 16;
+/// Largest payload of one GSO send: 65,535 minus IPv4 and UDP headers.
+const MAX_GSO_BYTES: usize = 65_535 - 20 - 8;
+/// Room for one GRO-coalesced UDP message.
+const GRO_BUFFER: usize = 65_536;
+/// Where a packet starts in a TUN write slot (tun-rs puts the virtio header before it).
+const TUN_WRITE_OFFSET: usize = VIRTIO_NET_HDR_LEN;
+
+/// What one drain call found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drained {
+    /// The source has no more data now.
+    Empty,
+    /// Stopped after a bounded number of batches to let the other direction run.
+    MoreWaiting,
+    /// The TUN device is gone (interface deleted).
+    DeviceGone,
+}
+
+/// A run of sealed slots going to one destination in one send.
+struct GsoRun {
+    destination: std::net::SocketAddr,
+    first_slot: usize,
+    count: usize,
+    last_len: usize,
+}
+
+pub struct Outbound {
+    scratch: Vec<u8>,
+    area: Vec<u8>,
+    stride: usize,
+    sizes: [usize; IDEAL_BATCH_SIZE],
+}
+
+impl Outbound {
+    pub fn new(mtu: usize) -> Self {
+        let stride = mtu + SEAL_OVERHEAD;
+        Self {
+            scratch: vec![0; MAX_SUPER_PACKET],
+            area: vec![0; stride * IDEAL_BATCH_SIZE],
+            stride,
+            sizes: [0; IDEAL_BATCH_SIZE],
+        }
+    }
+
+    /// Reads, seals and sends up to `max_batches` TUN reads.
+    pub fn drain(
+        &mut self,
+        now: Instant,
+        node: &mut Node,
+        tun: &TunDevice,
+        udp: &UdpTransport,
+        stats: &mut DataStats,
+        max_batches: usize,
+    ) -> Drained {
+        for _ in 0..max_batches {
+            let stride = self.stride;
+            let mut chunks = self.area.chunks_exact_mut(stride);
+            let mut slots: [&mut [u8]; IDEAL_BATCH_SIZE] =
+                std::array::from_fn(|_| chunks.next().unwrap_or_default());
+            let read = tun.read_packets(&mut self.scratch, &mut slots, &mut self.sizes, DATA_HEADROOM);
+            let count = match read {
+                Ok(count) => count,
+                Err(error) => match error.kind() {
+                    io::ErrorKind::WouldBlock => return Drained::Empty,
+                    io::ErrorKind::Interrupted => continue,
+                    _ if is_device_gone(&error) => return Drained::DeviceGone,
+                    _ => {
+                        stats.tun_read_errors += 1;
+                        tracing::trace!(%error, "TUN read failed");
+                        continue;
+                    }
+                },
+            };
+            stats.tun_reads += 1;
+            self.seal_and_send(now, node, udp, stats, count);
+        }
+        Drained::MoreWaiting
+    }
+
+    fn seal_and_send(&mut self, now: Instant, node: &mut Node, udp: &UdpTransport, stats: &mut DataStats, count: usize) {
+        let stride = self.stride;
+        // One GSO send is one UDP datagram to the kernel, so it must fit
+        // the 16-bit length field (behind an IPv4 header, the tighter case).
+        let max_segments = udp.max_gso_segments().min(MAX_GSO_BYTES / stride).max(1);
+        let mut run: Option<GsoRun> = None;
+        for index in 0..count {
+            let slot = &mut self.area[index * stride..(index + 1) * stride];
+            let outcome = node.handle_tun_packet(now, slot, self.sizes[index]);
+            let Sent::Sealed { len, destination } = outcome else {
+                if let Some(done) = run.take() {
+                    self.send_run(udp, stats, &done);
+                }
+                continue;
+            };
+            stats.tx_packets += 1;
+            match run.as_mut() {
+                Some(current)
+                    if current.destination == destination
+                        && current.last_len == stride
+                        && current.count < max_segments =>
+                {
+                    current.count += 1;
+                    current.last_len = len;
+                }
+                _ => {
+                    if let Some(done) = run.take() {
+                        self.send_run(udp, stats, &done);
+                    }
+                    run = Some(GsoRun {
+                        destination,
+                        first_slot: index,
+                        count: 1,
+                        last_len: len,
+                    });
+                }
+            }
+        }
+        if let Some(done) = run.take() {
+            self.send_run(udp, stats, &done);
+        }
+    }
+
+    fn send_run(&self, udp: &UdpTransport, stats: &mut DataStats, run: &GsoRun) {
+        let start = run.first_slot * self.stride;
+        let end = start + (run.count - 1) * self.stride + run.last_len;
+        let segment = (run.count > 1).then_some(self.stride);
+        send_blocking(udp, run.destination, &self.area[start..end], segment, stats);
+        stats.udp_sends += 1;
+    }
+}
+
+/// Sends, waiting briefly for socket space instead of dropping: a full
+/// send buffer is back-pressure that TCP inside the tunnel should feel.
+pub fn send_blocking(
+    udp: &UdpTransport,
+    destination: std::net::SocketAddr,
+    contents: &[u8],
+    segment: Option<usize>,
+    stats: &mut DataStats,
+) {
+    for _ in 0..3 {
+        match udp.send(destination, contents, segment) {
+            Ok(()) => return,
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                crate::sys::wait_writable(udp, std::time::Duration::from_millis(50));
+            }
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => {
+                stats.udp_send_errors += 1;
+                tracing::trace!(%error, %destination, len = contents.len(), ?segment, "UDP send failed");
+                return;
+            }
+        }
+    }
+    stats.udp_send_errors += 1;
+}
+
+pub struct Inbound {
+    storage: Vec<u8>,
+    meta: [RecvMeta; RECV_BATCH],
+    tun_slots: Vec<Vec<u8>>,
+    pending: usize,
+}
+
+impl Inbound {
+    pub fn new() -> Self {
+        Self {
+            storage: vec![0; GRO_BUFFER * RECV_BATCH],
+            meta: [RecvMeta::default(); RECV_BATCH],
+            tun_slots: (0..IDEAL_BATCH_SIZE)
+                .map(|_| Vec::with_capacity(TUN_WRITE_OFFSET + 65_535))
+                .collect(),
+            pending: 0,
+        }
+    }
+
+    /// Receives, opens and delivers up to `max_batches` recvmmsg calls.
+    pub fn drain(
+        &mut self,
+        now: Instant,
+        node: &mut Node,
+        tun: &mut TunDevice,
+        udp: &UdpTransport,
+        stats: &mut DataStats,
+        max_batches: usize,
+    ) -> Drained {
+        for _ in 0..max_batches {
+            let mut chunks = self.storage.chunks_exact_mut(GRO_BUFFER);
+            let mut slices: [IoSliceMut<'_>; RECV_BATCH] =
+                std::array::from_fn(|_| IoSliceMut::new(chunks.next().unwrap_or_default()));
+            let messages = match udp.recv(&mut slices, &mut self.meta) {
+                Ok(count) => count,
+                Err(error) => match error.kind() {
+                    io::ErrorKind::WouldBlock => {
+                        return if self.flush(tun, stats) { Drained::Empty } else { Drained::DeviceGone };
+                    }
+                    io::ErrorKind::Interrupted => continue,
+                    _ => {
+                        stats.udp_recv_errors += 1;
+                        tracing::trace!(%error, "UDP receive failed");
+                        continue;
+                    }
+                },
+            };
+            stats.udp_recvs += 1;
+            for message in 0..messages {
+                let meta = self.meta[message];
+                let base = message * GRO_BUFFER;
+                let stride = if meta.stride == 0 { meta.len } else { meta.stride };
+                let mut offset = 0;
+                while offset < meta.len {
+                    let end = (offset + stride).min(meta.len);
+                    let datagram = &mut self.storage[base + offset..base + end];
+                    offset = end;
+                    stats.rx_datagrams += 1;
+                    if let Received::Data { packet, .. } = node.handle_datagram(now, meta.addr, datagram) {
+                        let slot = &mut self.tun_slots[self.pending];
+                        slot.clear();
+                        slot.resize(TUN_WRITE_OFFSET, 0);
+                        slot.extend_from_slice(&datagram[packet]);
+                        self.pending += 1;
+                        if self.pending == self.tun_slots.len() && !self.flush(tun, stats) {
+                            return Drained::DeviceGone;
+                        }
+                    }
+                }
+            }
+            if !self.flush(tun, stats) {
+                return Drained::DeviceGone;
+            }
+        }
+        Drained::MoreWaiting
+    }
+
+    /// Writes pending packets to the TUN device; `false` if it is gone.
+    fn flush(&mut self, tun: &mut TunDevice, stats: &mut DataStats) -> bool {
+        if self.pending == 0 {
+            return true;
+        }
+        let pending = std::mem::take(&mut self.pending);
+        stats.rx_packets += pending as u64;
+        match tun.write_packets(&mut self.tun_slots[..pending], TUN_WRITE_OFFSET) {
+            Ok(_) => true,
+            Err(error) if is_device_gone(&error) => false,
+            Err(error) => {
+                stats.tun_write_errors += 1;
+                tracing::trace!(%error, "TUN write failed");
+                true
+            }
+        }
+    }
+}
+
+impl Default for Inbound {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The interface was deleted under us (`ip link del`).
+fn is_device_gone(error: &io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(libc::EBADFD) | Some(libc::ENODEV))
+}

@@ -1,0 +1,16 @@
+//! Data-path counters kept by the worker (plain integers: one writer).
+
+/// Counts of batches, packets and I/O errors, for `fjord show` and metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DataStats {
+    pub tun_reads: u64,
+    pub tun_read_errors: u64,
+    pub tun_write_errors: u64,
+    pub tx_packets: u64,
+    pub rx_packets: u64,
+    pub rx_datagrams: u64,
+    pub udp_sends: u64,
+    pub udp_recvs: u64,
+    pub udp_send_errors: u64,
+    pub udp_recv_errors: u64,
+}

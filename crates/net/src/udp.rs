@@ -1,0 +1,208 @@
+//! The UDP socket: one dual-stack socket per interface, with batched
+//! receive (`recvmmsg`, GRO) and segmented send (GSO) through quinn-udp.
+//!
+//! Addresses are kept canonical inside fjord (an IPv4 peer is a
+//! `SocketAddr::V4`, never a v4-mapped IPv6 address); this module maps
+//! them at the socket boundary.
+
+use std::io::{self, IoSliceMut};
+use std::net::{Ipv6Addr, SocketAddr, SocketAddrV6, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+
+use quinn_udp::{RecvMeta, Transmit, UdpSockRef, UdpSocketState};
+use socket2::{Domain, Protocol, Socket, Type};
+
+pub use quinn_udp::BATCH_SIZE as RECV_BATCH;
+
+/// Socket buffer size asked for in both directions (root may exceed rmem_max).
+const SOCKET_BUFFER_BYTES: usize = 8 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum UdpError {
+    #[error("UDP port {port} is already in use")]
+    PortInUse { port: u16 },
+    #[error("could not open UDP socket on port {port} ({what}): {source}")]
+    Setup {
+        port: u16,
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+}
+
+pub struct UdpTransport {
+    socket: UdpSocket,
+    state: UdpSocketState,
+    port: u16,
+}
+
+impl UdpTransport {
+    /// Binds `[::]:port` (0 = any free port), accepting IPv4 and IPv6.
+    /// `fwmark` marks outgoing packets for policy routing (0 = none).
+    pub fn bind(port: u16, fwmark: u32) -> Result<Self, UdpError> {
+        let setup = |what: &'static str| move |source: io::Error| UdpError::Setup { port, what, source };
+        let socket =
+            Socket::new(Domain::IPV6, Type::DGRAM, Some(Protocol::UDP)).map_err(setup("socket"))?;
+        socket.set_only_v6(false).map_err(setup("dual stack"))?;
+        if fwmark != 0 {
+            socket.set_mark(fwmark).map_err(setup("fwmark"))?;
+        }
+        let address = SocketAddr::from((Ipv6Addr::UNSPECIFIED, port));
+        socket.bind(&address.into()).map_err(|source| {
+            if source.kind() == io::ErrorKind::AddrInUse {
+                UdpError::PortInUse { port }
+            } else {
+                UdpError::Setup {
+                    port,
+                    what: "bind",
+                    source,
+                }
+            }
+        })?;
+        let socket: UdpSocket = socket.into();
+        let state = UdpSocketState::new(UdpSockRef::from(&socket)).map_err(setup("offload probe"))?;
+        for (what, result) in [
+            ("send buffer", state.set_send_buffer_size(UdpSockRef::from(&socket), SOCKET_BUFFER_BYTES)),
+            ("receive buffer", state.set_recv_buffer_size(UdpSockRef::from(&socket), SOCKET_BUFFER_BYTES)),
+        ] {
+            if let Err(error) = result {
+                tracing::debug!(%error, what, "could not enlarge socket buffer");
+            }
+        }
+        force_buffer_sizes(&socket);
+        let port = socket.local_addr().map_err(setup("local address"))?.port();
+        Ok(Self { socket, state, port })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// How many segments one GSO send may carry (1 = no GSO).
+    pub fn max_gso_segments(&self) -> usize {
+        self.state.max_gso_segments()
+    }
+
+    /// How many datagrams one GRO receive may coalesce (1 = no GRO).
+    pub fn gro_segments(&self) -> usize {
+        self.state.gro_segments()
+    }
+
+    /// Receives up to `buffers.len()` messages; each may hold several
+    /// datagrams of `meta[i].stride` bytes (GRO). Sources are canonical.
+    pub fn recv(&self, buffers: &mut [IoSliceMut<'_>], meta: &mut [RecvMeta]) -> io::Result<usize> {
+        let count = self.state.recv(UdpSockRef::from(&self.socket), buffers, meta)?;
+        for m in &mut meta[..count] {
+            m.addr = canonical(m.addr);
+        }
+        Ok(count)
+    }
+
+    /// Sends `contents` to `destination` as datagrams of `segment_size`
+    /// bytes (the last may be shorter) in one call when GSO allows.
+    pub fn send(&self, destination: SocketAddr, contents: &[u8], segment_size: Option<usize>) -> io::Result<()> {
+        let transmit = Transmit {
+            destination: mapped(destination),
+            ecn: None,
+            contents,
+            segment_size: segment_size.filter(|size| *size < contents.len()),
+            src_ip: None,
+        };
+        self.state.try_send(UdpSockRef::from(&self.socket), &transmit)
+    }
+}
+
+impl AsRawFd for UdpTransport {
+    fn as_raw_fd(&self) -> RawFd {
+        self.socket.as_raw_fd()
+    }
+}
+
+/// As root, SO_*BUFFORCE lifts the sysctl cap so bursts of 64 GSO segments
+/// from a fast TUN are not dropped by a small default buffer.
+fn force_buffer_sizes(socket: &UdpSocket) {
+    let sock = socket2::SockRef::from(socket);
+    let size = SOCKET_BUFFER_BYTES as libc::c_int;
+    for option in [libc::SO_SNDBUFFORCE, libc::SO_RCVBUFFORCE] {
+        // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from a live c_int;
+        // the fd is owned by `socket` for the duration of the call.
+        let rc = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                option,
+                (&size as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            tracing::debug!(error = %io::Error::last_os_error(), "SO_*BUFFORCE refused");
+        }
+    }
+}
+
+/// IPv4 peers arrive as v4-mapped IPv6 on a dual-stack socket.
+pub fn canonical(address: SocketAddr) -> SocketAddr {
+    match address {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::from((v4, v6.port())),
+            None => address,
+        },
+        SocketAddr::V4(_) => address,
+    }
+}
+
+fn mapped(address: SocketAddr) -> SocketAddr {
+    match address {
+        SocketAddr::V4(v4) => SocketAddr::V6(SocketAddrV6::new(v4.ip().to_ipv6_mapped(), v4.port(), 0, 0)),
+        SocketAddr::V6(_) => address,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mapping_round_trips() {
+        let v4: SocketAddr = "198.18.0.1:51820".parse().unwrap();
+        assert!(matches!(mapped(v4), SocketAddr::V6(_)));
+        assert_eq!(canonical(mapped(v4)), v4);
+        let v6: SocketAddr = "[fd00::1]:1".parse().unwrap();
+        assert_eq!(canonical(v6), v6);
+    }
+
+    #[test]
+    fn loopback_gso_send_arrives_as_datagrams() {
+        let a = UdpTransport::bind(0, 0).unwrap();
+        let b = UdpTransport::bind(0, 0).unwrap();
+        let to_b: SocketAddr = format!("127.0.0.1:{}", b.port()).parse().unwrap();
+        let payload: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+        a.send(to_b, &payload, Some(1200)).unwrap();
+        let mut storage = vec![0u8; 65536];
+        let mut meta = [RecvMeta::default(); 1];
+        let mut received = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while received.len() < payload.len() && std::time::Instant::now() < deadline {
+            let mut slices = [IoSliceMut::new(&mut storage)];
+            match b.recv(&mut slices, &mut meta) {
+                Ok(n) => {
+                    for m in &meta[..n] {
+                        assert_eq!(m.addr.port(), a.port());
+                        assert!(m.addr.is_ipv4());
+                        received.extend_from_slice(&storage[..m.len]);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(received, payload);
+    }
+
+    #[test]
+    fn port_in_use_is_reported() {
+        let a = UdpTransport::bind(0, 0).unwrap();
+        assert!(matches!(UdpTransport::bind(a.port(), 0), Err(UdpError::PortInUse { .. })));
+    }
+}

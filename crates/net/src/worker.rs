@@ -1,0 +1,250 @@
+//! The worker: one thread that owns the TUN device, the UDP socket and the
+//! node, and runs every packet to completion.
+//!
+//! ```text
+//! loop {
+//!     epoll wait (TUN readable | UDP readable | control waker | signal | next timer)
+//!     alternate bounded batches of outbound and inbound work until both are empty
+//!     run due timers, send queued control datagrams, log events, run control calls
+//! }
+//! ```
+//!
+//! Sources are edge-triggered, so each is drained until it would block;
+//! bounding each turn keeps one busy direction from starving the other.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use fjord_mesh::Node;
+use fjord_proto::Event;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use crate::control::{ControlCall, ControlContext, ControlHandle};
+use crate::datapath::{Drained, Inbound, Outbound, send_blocking};
+use crate::stats::DataStats;
+use crate::tun::TunDevice;
+use crate::udp::UdpTransport;
+
+const TUN: Token = Token(0);
+const UDP: Token = Token(1);
+const CONTROL: Token = Token(2);
+const SHUTDOWN: Token = Token(3);
+
+/// Batches per direction before yielding to the other one.
+const BATCHES_PER_TURN: usize = 8;
+
+/// Why the worker stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// SIGINT or SIGTERM.
+    Signal,
+    /// The interface was deleted.
+    InterfaceDeleted,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("event loop setup failed ({what}): {source}")]
+    Setup {
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("waiting for events failed: {0}")]
+    Poll(#[source] io::Error),
+}
+
+pub struct Worker {
+    node: Node,
+    tun: TunDevice,
+    udp: UdpTransport,
+    fwmark: u32,
+    poll: Poll,
+    control: Receiver<ControlCall>,
+    /// Read end of the signal pipe; registered with epoll, kept open here.
+    _signal_pipe: mio::net::UnixStream,
+    outbound: Outbound,
+    inbound: Inbound,
+    control_buffer: Vec<u8>,
+    stats: DataStats,
+}
+
+impl Worker {
+    /// Sets up the event loop. SIGINT and SIGTERM end [`Worker::run`].
+    pub fn new(node: Node, tun: TunDevice, udp: UdpTransport, fwmark: u32) -> Result<(Self, ControlHandle), WorkerError> {
+        let setup = |what: &'static str| move |source: io::Error| WorkerError::Setup { what, source };
+        let poll = Poll::new().map_err(setup("epoll"))?;
+        let waker = Arc::new(Waker::new(poll.registry(), CONTROL).map_err(setup("waker"))?);
+        let (handle, control) = ControlHandle::new(waker);
+        let (shutdown, signal_end) = std::os::unix::net::UnixStream::pair().map_err(setup("signal pipe"))?;
+        shutdown.set_nonblocking(true).map_err(setup("signal pipe"))?;
+        signal_end.set_nonblocking(true).map_err(setup("signal pipe"))?;
+        let mut shutdown = mio::net::UnixStream::from_std(shutdown);
+        for signal in [libc::SIGINT, libc::SIGTERM] {
+            let end = signal_end.try_clone().map_err(setup("signal pipe"))?;
+            signal_hook::low_level::pipe::register(signal, end).map_err(setup("signal handler"))?;
+        }
+        poll.registry()
+            .register(&mut SourceFd(&tun.as_raw_fd()), TUN, Interest::READABLE)
+            .map_err(setup("register TUN"))?;
+        poll.registry()
+            .register(&mut SourceFd(&udp.as_raw_fd()), UDP, Interest::READABLE)
+            .map_err(setup("register UDP"))?;
+        poll.registry()
+            .register(&mut shutdown, SHUTDOWN, Interest::READABLE)
+            .map_err(setup("register signal pipe"))?;
+        let mtu = node.device().mtu();
+        let worker = Self {
+            node,
+            tun,
+            udp,
+            fwmark,
+            poll,
+            control,
+            _signal_pipe: shutdown,
+            outbound: Outbound::new(mtu),
+            inbound: Inbound::new(),
+            control_buffer: vec![0; 65_536],
+            stats: DataStats::default(),
+        };
+        Ok((worker, handle))
+    }
+
+    pub fn stats(&self) -> &DataStats {
+        &self.stats
+    }
+
+    /// Runs until a signal arrives or the interface disappears.
+    pub fn run(mut self) -> Result<StopReason, WorkerError> {
+        let mut events = Events::with_capacity(64);
+        // Send initiations and persistent keepalives that are due at start.
+        self.after_io(Instant::now());
+        loop {
+            let timeout = self
+                .node
+                .poll_timeout()
+                .map(|deadline| deadline.saturating_duration_since(Instant::now()) + Duration::from_micros(50));
+            if let Err(error) = self.poll.poll(&mut events, timeout) {
+                if error.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(WorkerError::Poll(error));
+            }
+            let mut tun_ready = false;
+            let mut udp_ready = false;
+            let mut control_ready = false;
+            for event in &events {
+                match event.token() {
+                    TUN => tun_ready = true,
+                    UDP => udp_ready = true,
+                    CONTROL => control_ready = true,
+                    SHUTDOWN => return Ok(StopReason::Signal),
+                    _ => {}
+                }
+            }
+            while tun_ready || udp_ready {
+                let now = Instant::now();
+                if tun_ready {
+                    match self
+                        .outbound
+                        .drain(now, &mut self.node, &self.tun, &self.udp, &mut self.stats, BATCHES_PER_TURN)
+                    {
+                        Drained::Empty => tun_ready = false,
+                        Drained::MoreWaiting => {}
+                        Drained::DeviceGone => return Ok(StopReason::InterfaceDeleted),
+                    }
+                }
+                if udp_ready {
+                    match self
+                        .inbound
+                        .drain(now, &mut self.node, &mut self.tun, &self.udp, &mut self.stats, BATCHES_PER_TURN)
+                    {
+                        Drained::Empty => udp_ready = false,
+                        Drained::MoreWaiting => {}
+                        Drained::DeviceGone => return Ok(StopReason::InterfaceDeleted),
+                    }
+                }
+                self.after_io(now);
+            }
+            let now = Instant::now();
+            self.after_io(now);
+            if control_ready {
+                self.run_control_calls(now);
+                self.after_io(Instant::now());
+            }
+        }
+    }
+
+    /// Timers, queued control datagrams and events.
+    fn after_io(&mut self, now: Instant) {
+        if self.node.poll_timeout().is_some_and(|deadline| deadline <= now) {
+            self.node.handle_timeout(now);
+        }
+        while let Some(transmit) = self.node.poll_transmit(&mut self.control_buffer) {
+            send_blocking(
+                &self.udp,
+                transmit.destination,
+                &self.control_buffer[..transmit.len],
+                None,
+                &mut self.stats,
+            );
+        }
+        while let Some(event) = self.node.poll_event() {
+            self.log_event(&event);
+        }
+    }
+
+    fn log_event(&self, event: &Event) {
+        let key = |peer| {
+            self.node
+                .device()
+                .peer_status(peer)
+                .map(|status| status.public_key.to_base64())
+                .unwrap_or_default()
+        };
+        match event {
+            Event::HandshakeCompleted { peer, initiator } => {
+                tracing::info!(peer = %key(*peer), initiator, "handshake completed");
+            }
+            Event::HandshakeAbandoned { peer } => {
+                tracing::warn!(peer = %key(*peer), "no handshake response for 90 s; dropped queued packets");
+            }
+            Event::EndpointChanged { peer, endpoint } => {
+                tracing::info!(peer = %key(*peer), %endpoint, "peer endpoint changed");
+            }
+            Event::KeysErased { peer } => {
+                tracing::debug!(peer = %key(*peer), "session keys erased after inactivity");
+            }
+        }
+    }
+
+    fn run_control_calls(&mut self, now: Instant) {
+        while let Ok(call) = self.control.try_recv() {
+            let interface = self.tun.name().to_string();
+            let mut context = ControlContext {
+                node: &mut self.node,
+                now,
+                interface: &interface,
+                stats: &self.stats,
+                udp: &mut self.udp,
+                fwmark: &mut self.fwmark,
+                rebound: false,
+            };
+            call(&mut context);
+            if context.rebound {
+                let fd = self.udp.as_raw_fd();
+                if let Err(error) = self
+                    .poll
+                    .registry()
+                    .register(&mut SourceFd(&fd), UDP, Interest::READABLE)
+                {
+                    tracing::error!(%error, "could not watch the new UDP socket");
+                }
+            }
+        }
+    }
+}
