@@ -1,0 +1,545 @@
+//! The wg-quick `.conf` reader, written by hand (general INI crates merge
+//! repeated sections or mangle `#` and `;` in values).
+//!
+//! Reading rules, line by line, as `wg` and `wg-quick` read:
+//! - `#` starts a comment anywhere on a line; blank lines are skipped.
+//! - `[Interface]` and `[Peer]` open sections, in any case and with any
+//!   whitespace inside the brackets. `[Interface]` may appear once, `[Peer]`
+//!   any number of times, in any order.
+//! - Other lines are `Key = value`, split at the first `=`. Keys are
+//!   case-insensitive. For the keys `wg` reads (`PrivateKey`, `PublicKey`,
+//!   `AllowedIPs`, ...) all whitespace is removed from key and value, as
+//!   `wg` does; for wg-quick's keys (`Address`, `PostUp`, ...) only the
+//!   surrounding whitespace is trimmed, so commands keep their spaces.
+//! - `AllowedIPs` takes a comma-separated list and may repeat; an empty
+//!   value adds nothing. `Address` and `DNS` take lists separated by commas
+//!   or spaces (wg-quick splits on both) and may repeat. The hook keys
+//!   (`PreUp`, ...) may repeat; each line is one command. Every other key
+//!   may appear once per section.
+//!
+//! After the last line: the `[Interface]` must exist and have a
+//! `PrivateKey`, every `[Peer]` a `PublicKey`, and no two peers (nor a peer
+//! and the interface) may share a public key. The first problem found is
+//! reported.
+
+use std::collections::HashMap;
+
+use fjord_mesh::Cidr;
+use fjord_proto::{PresharedKey, PrivateKey, PublicKey};
+use zeroize::Zeroizing;
+
+use super::endpoint::{Endpoint, Resolve};
+use super::error::{ConfigError, Problem, SectionKind, ValueError, quote};
+use super::values::{
+    KeepaliveInterval, Mtu, VerbatimValue, parse_bool, parse_fwmark, parse_listen_port,
+};
+use super::{Config, InterfaceSection, PeerSection, WgQuick};
+
+/// Every key fjord reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyName {
+    PrivateKey,
+    ListenPort,
+    FwMark,
+    Address,
+    Mtu,
+    Dns,
+    Table,
+    PreUp,
+    PostUp,
+    PreDown,
+    PostDown,
+    SaveConfig,
+    PublicKey,
+    PresharedKey,
+    Endpoint,
+    AllowedIps,
+    PersistentKeepalive,
+}
+
+/// Number of [`KeyName`] variants, for per-key tables.
+const KEY_COUNT: usize = 17;
+
+// `SeenKeys` indexes by discriminant; the last variant must fit.
+const _: () = assert!(KeyName::PersistentKeepalive as usize + 1 == KEY_COUNT);
+
+const ALL_KEYS: [KeyName; KEY_COUNT] = [
+    KeyName::PrivateKey,
+    KeyName::ListenPort,
+    KeyName::FwMark,
+    KeyName::Address,
+    KeyName::Mtu,
+    KeyName::Dns,
+    KeyName::Table,
+    KeyName::PreUp,
+    KeyName::PostUp,
+    KeyName::PreDown,
+    KeyName::PostDown,
+    KeyName::SaveConfig,
+    KeyName::PublicKey,
+    KeyName::PresharedKey,
+    KeyName::Endpoint,
+    KeyName::AllowedIps,
+    KeyName::PersistentKeepalive,
+];
+
+impl KeyName {
+    /// The canonical spelling, used in messages and when writing.
+    fn name(self) -> &'static str {
+        match self {
+            KeyName::PrivateKey => "PrivateKey",
+            KeyName::ListenPort => "ListenPort",
+            KeyName::FwMark => "FwMark",
+            KeyName::Address => "Address",
+            KeyName::Mtu => "MTU",
+            KeyName::Dns => "DNS",
+            KeyName::Table => "Table",
+            KeyName::PreUp => "PreUp",
+            KeyName::PostUp => "PostUp",
+            KeyName::PreDown => "PreDown",
+            KeyName::PostDown => "PostDown",
+            KeyName::SaveConfig => "SaveConfig",
+            KeyName::PublicKey => "PublicKey",
+            KeyName::PresharedKey => "PresharedKey",
+            KeyName::Endpoint => "Endpoint",
+            KeyName::AllowedIps => "AllowedIPs",
+            KeyName::PersistentKeepalive => "PersistentKeepalive",
+        }
+    }
+
+    fn section(self) -> SectionKind {
+        match self {
+            KeyName::PublicKey
+            | KeyName::PresharedKey
+            | KeyName::Endpoint
+            | KeyName::AllowedIps
+            | KeyName::PersistentKeepalive => SectionKind::Peer,
+            _ => SectionKind::Interface,
+        }
+    }
+
+    /// Keys `wg` itself reads; `wg` removes all whitespace from their lines.
+    fn is_wg_key(self) -> bool {
+        matches!(
+            self,
+            KeyName::PrivateKey
+                | KeyName::ListenPort
+                | KeyName::FwMark
+                | KeyName::PublicKey
+                | KeyName::PresharedKey
+                | KeyName::Endpoint
+                | KeyName::AllowedIps
+                | KeyName::PersistentKeepalive
+        )
+    }
+
+    /// Keys whose values accumulate when repeated.
+    fn repeats(self) -> bool {
+        matches!(
+            self,
+            KeyName::Address
+                | KeyName::Dns
+                | KeyName::AllowedIps
+                | KeyName::PreUp
+                | KeyName::PostUp
+                | KeyName::PreDown
+                | KeyName::PostDown
+        )
+    }
+
+    /// Finds the key a line names: `wg` keys with all whitespace removed,
+    /// wg-quick keys with surrounding whitespace trimmed, both ignoring
+    /// ASCII case.
+    fn lookup(trimmed_key: &str) -> Option<KeyName> {
+        let squeezed: String = trimmed_key.chars().filter(|c| !c.is_whitespace()).collect();
+        ALL_KEYS.into_iter().find(|key| {
+            let candidate = if key.is_wg_key() {
+                squeezed.as_str()
+            } else {
+                trimmed_key
+            };
+            candidate.eq_ignore_ascii_case(key.name())
+        })
+    }
+}
+
+/// Reads `text` into a [`Config`]; see the module documentation.
+pub(super) fn parse(
+    text: &str,
+    source_name: &str,
+    resolver: &dyn Resolve,
+) -> Result<Config, ConfigError> {
+    let mut reader = Reader {
+        source_name,
+        resolver,
+        interface: None,
+        peers: Vec::new(),
+        current: None,
+        peer_lines: HashMap::new(),
+    };
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    for (index, line) in text.lines().enumerate() {
+        reader.read_line(line, index + 1)?;
+    }
+    reader.finish()
+}
+
+/// Which section the following keys belong to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Current {
+    Interface,
+    /// Index into `Reader::peers`.
+    Peer(usize),
+}
+
+struct Reader<'a> {
+    source_name: &'a str,
+    resolver: &'a dyn Resolve,
+    interface: Option<InterfaceDraft>,
+    peers: Vec<PeerDraft>,
+    current: Option<Current>,
+    /// Header line of the first peer with each public key, for duplicates.
+    peer_lines: HashMap<PublicKey, usize>,
+}
+
+/// The first line each single-valued key was set on, per section.
+#[derive(Debug, Default)]
+struct SeenKeys([Option<usize>; KEY_COUNT]);
+
+impl SeenKeys {
+    fn record(&mut self, key: KeyName, section: SectionKind, line: usize) -> Result<(), Problem> {
+        if key.repeats() {
+            return Ok(());
+        }
+        let slot = &mut self.0[key as usize];
+        if let Some(first_line) = *slot {
+            return Err(Problem::DuplicateKey {
+                key: key.name(),
+                section,
+                first_line,
+            });
+        }
+        *slot = Some(line);
+        Ok(())
+    }
+}
+
+struct InterfaceDraft {
+    header_line: usize,
+    seen: SeenKeys,
+    private_key: Option<PrivateKey>,
+    listen_port: Option<u16>,
+    fwmark: Option<std::num::NonZeroU32>,
+    addresses: Vec<Cidr>,
+    mtu: Option<Mtu>,
+    wg_quick: WgQuick,
+}
+
+struct PeerDraft {
+    header_line: usize,
+    seen: SeenKeys,
+    public_key: Option<PublicKey>,
+    preshared_key: Option<PresharedKey>,
+    endpoint: Option<Endpoint>,
+    allowed_ips: Vec<Cidr>,
+    persistent_keepalive: Option<KeepaliveInterval>,
+}
+
+impl Reader<'_> {
+    fn read_line(&mut self, line: &str, line_number: usize) -> Result<(), ConfigError> {
+        let source_name = self.source_name;
+        let at_line = |problem| ConfigError::invalid(source_name, Some(line_number), problem);
+        let content = match line.find('#') {
+            Some(comment) => &line[..comment],
+            None => line,
+        };
+        let content = content.trim();
+        if content.is_empty() {
+            return Ok(());
+        }
+        if content.starts_with('[') {
+            let section = section_header(content).map_err(at_line)?;
+            self.close_peer()?;
+            return self.open_section(section, line_number).map_err(at_line);
+        }
+        self.read_key_value(content, line_number).map_err(at_line)
+    }
+
+    fn read_key_value(&mut self, content: &str, line_number: usize) -> Result<(), Problem> {
+        let (raw_key, raw_value) = content.split_once('=').ok_or(Problem::NotKeyValue)?;
+        let raw_key = raw_key.trim();
+        if raw_key.is_empty() {
+            return Err(Problem::MissingKey);
+        }
+        let Some(current) = self.current else {
+            return Err(Problem::KeyOutsideSection {
+                key: quote(raw_key),
+            });
+        };
+        let section = match current {
+            Current::Interface => SectionKind::Interface,
+            Current::Peer(_) => SectionKind::Peer,
+        };
+        let key = KeyName::lookup(raw_key).ok_or_else(|| Problem::UnknownKey {
+            key: quote(raw_key),
+            section,
+        })?;
+        if key.section() != section {
+            return Err(Problem::WrongSection {
+                key: key.name(),
+                section,
+                belongs: key.section(),
+            });
+        }
+        // Held in a zeroizing buffer: the value may be a key.
+        let value: Zeroizing<String> = Zeroizing::new(if key.is_wg_key() {
+            raw_value.chars().filter(|c| !c.is_whitespace()).collect()
+        } else {
+            raw_value.trim().to_string()
+        });
+        let invalid = |error: ValueError| Problem::InvalidValue {
+            key: key.name(),
+            error,
+        };
+        match current {
+            Current::Interface => {
+                // `current` is Interface only once the draft exists.
+                let Some(interface) = self.interface.as_mut() else {
+                    return Ok(());
+                };
+                interface.seen.record(key, section, line_number)?;
+                interface.set(key, &value).map_err(invalid)
+            }
+            Current::Peer(index) => {
+                let resolver = self.resolver;
+                // `current` only ever holds the index of a pushed peer.
+                let Some(peer) = self.peers.get_mut(index) else {
+                    return Ok(());
+                };
+                peer.seen.record(key, section, line_number)?;
+                peer.set(key, &value, resolver).map_err(invalid)
+            }
+        }
+    }
+
+    fn open_section(&mut self, section: SectionKind, line_number: usize) -> Result<(), Problem> {
+        match section {
+            SectionKind::Interface => {
+                if let Some(interface) = &self.interface {
+                    return Err(Problem::DuplicateInterface {
+                        first_line: interface.header_line,
+                    });
+                }
+                self.interface = Some(InterfaceDraft::new(line_number));
+                self.current = Some(Current::Interface);
+            }
+            SectionKind::Peer => {
+                self.peers.push(PeerDraft::new(line_number));
+                self.current = Some(Current::Peer(self.peers.len() - 1));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the peer section being read, if any, now that it has ended.
+    /// Its problems belong to the whole section, so they name its header
+    /// line rather than the current line.
+    fn close_peer(&mut self) -> Result<(), ConfigError> {
+        let Some(Current::Peer(index)) = self.current.take() else {
+            return Ok(());
+        };
+        let Some(peer) = self.peers.get(index) else {
+            return Ok(());
+        };
+        let file_error = |problem| ConfigError::invalid(self.source_name, None, problem);
+        let Some(public_key) = peer.public_key else {
+            return Err(file_error(Problem::NoPublicKey {
+                line: peer.header_line,
+            }));
+        };
+        if let Some(&first_line) = self.peer_lines.get(&public_key) {
+            return Err(file_error(Problem::DuplicatePeer {
+                key: public_key,
+                first_line,
+                second_line: peer.header_line,
+            }));
+        }
+        self.peer_lines.insert(public_key, peer.header_line);
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<Config, ConfigError> {
+        let source_name = self.source_name;
+        let file_error = |problem| ConfigError::invalid(source_name, None, problem);
+        self.close_peer()?;
+        let interface = self
+            .interface
+            .ok_or_else(|| file_error(Problem::NoInterface))?;
+        let private_key = interface
+            .private_key
+            .ok_or_else(|| file_error(Problem::NoPrivateKey))?;
+        let own_public_key = private_key.public_key();
+
+        let mut peers = Vec::with_capacity(self.peers.len());
+        for draft in self.peers {
+            // Every peer went through `close_peer`, which checked this.
+            let Some(public_key) = draft.public_key else {
+                return Err(file_error(Problem::NoPublicKey {
+                    line: draft.header_line,
+                }));
+            };
+            if public_key == own_public_key {
+                return Err(file_error(Problem::PeerIsSelf {
+                    line: draft.header_line,
+                }));
+            }
+            peers.push(PeerSection {
+                public_key,
+                preshared_key: draft.preshared_key,
+                endpoint: draft.endpoint,
+                allowed_ips: draft.allowed_ips,
+                persistent_keepalive: draft.persistent_keepalive,
+            });
+        }
+        Ok(Config {
+            interface: InterfaceSection {
+                private_key,
+                listen_port: interface.listen_port,
+                fwmark: interface.fwmark,
+                addresses: interface.addresses,
+                mtu: interface.mtu,
+                wg_quick: interface.wg_quick,
+            },
+            peers,
+        })
+    }
+}
+
+impl InterfaceDraft {
+    fn new(header_line: usize) -> Self {
+        InterfaceDraft {
+            header_line,
+            seen: SeenKeys::default(),
+            private_key: None,
+            listen_port: None,
+            fwmark: None,
+            addresses: Vec::new(),
+            mtu: None,
+            wg_quick: WgQuick::default(),
+        }
+    }
+
+    fn set(&mut self, key: KeyName, value: &str) -> Result<(), ValueError> {
+        match key {
+            KeyName::PrivateKey => self.private_key = Some(PrivateKey::from_base64(value)?),
+            KeyName::ListenPort => self.listen_port = Some(parse_listen_port(value)?),
+            KeyName::FwMark => self.fwmark = parse_fwmark(value)?,
+            KeyName::Address => {
+                for item in words(value) {
+                    self.addresses.push(item.parse()?);
+                }
+            }
+            // wg-quick treats an empty MTU or Table as unset.
+            KeyName::Mtu if value.is_empty() => {}
+            KeyName::Mtu => self.mtu = Some(Mtu::parse(value)?),
+            KeyName::Dns => {
+                for item in words(value) {
+                    self.wg_quick.dns.push(verbatim(item)?);
+                }
+            }
+            KeyName::Table if value.is_empty() => {}
+            KeyName::Table => self.wg_quick.table = Some(verbatim(value)?),
+            KeyName::PreUp => push_hook(&mut self.wg_quick.pre_up, value)?,
+            KeyName::PostUp => push_hook(&mut self.wg_quick.post_up, value)?,
+            KeyName::PreDown => push_hook(&mut self.wg_quick.pre_down, value)?,
+            KeyName::PostDown => push_hook(&mut self.wg_quick.post_down, value)?,
+            KeyName::SaveConfig => self.wg_quick.save_config = parse_bool(value)?,
+            // Peer keys never reach here: `read_line` checks the section.
+            KeyName::PublicKey
+            | KeyName::PresharedKey
+            | KeyName::Endpoint
+            | KeyName::AllowedIps
+            | KeyName::PersistentKeepalive => {}
+        }
+        Ok(())
+    }
+}
+
+impl PeerDraft {
+    fn new(header_line: usize) -> Self {
+        PeerDraft {
+            header_line,
+            seen: SeenKeys::default(),
+            public_key: None,
+            preshared_key: None,
+            endpoint: None,
+            allowed_ips: Vec::new(),
+            persistent_keepalive: None,
+        }
+    }
+
+    fn set(&mut self, key: KeyName, value: &str, resolver: &dyn Resolve) -> Result<(), ValueError> {
+        match key {
+            KeyName::PublicKey => self.public_key = Some(value.parse()?),
+            KeyName::PresharedKey => self.preshared_key = Some(PresharedKey::from_base64(value)?),
+            KeyName::Endpoint => self.endpoint = Some(Endpoint::parse(value, resolver)?),
+            // An empty AllowedIPs adds nothing; an empty item in a list is
+            // an error, as in `wg`.
+            KeyName::AllowedIps if value.is_empty() => {}
+            KeyName::AllowedIps => {
+                for item in value.split(',') {
+                    if item.is_empty() {
+                        return Err(ValueError::EmptyListEntry);
+                    }
+                    self.allowed_ips.push(item.parse()?);
+                }
+            }
+            KeyName::PersistentKeepalive => {
+                self.persistent_keepalive = KeepaliveInterval::parse_optional(value)?;
+            }
+            // Interface keys never reach here: `read_line` checks the section.
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The section a `[...]` line opens.
+fn section_header(content: &str) -> Result<SectionKind, Problem> {
+    let Some(inner) = content
+        .strip_prefix('[')
+        .and_then(|rest| rest.strip_suffix(']'))
+    else {
+        return Err(Problem::MalformedSectionHeader);
+    };
+    let name: String = inner.chars().filter(|c| !c.is_whitespace()).collect();
+    if name.eq_ignore_ascii_case("Interface") {
+        Ok(SectionKind::Interface)
+    } else if name.eq_ignore_ascii_case("Peer") {
+        Ok(SectionKind::Peer)
+    } else {
+        Err(Problem::UnknownSection(quote(inner.trim())))
+    }
+}
+
+/// Items of a wg-quick list: separated by commas or whitespace, empty items
+/// skipped (wg-quick replaces commas with spaces and splits words).
+fn words(value: &str) -> impl Iterator<Item = &str> {
+    value
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|item| !item.is_empty())
+}
+
+fn verbatim(text: &str) -> Result<VerbatimValue, ValueError> {
+    // Values here are trimmed, comment-free single lines, so this only
+    // fails for an empty value.
+    VerbatimValue::new(text).map_err(|_| ValueError::Empty)
+}
+
+/// Adds a hook command; an empty one is skipped (wg-quick would run nothing).
+fn push_hook(hooks: &mut Vec<VerbatimValue>, value: &str) -> Result<(), ValueError> {
+    if !value.is_empty() {
+        hooks.push(verbatim(value)?);
+    }
+    Ok(())
+}
