@@ -14,8 +14,9 @@ use serde::Serialize;
 #[derive(Debug, Clone)]
 pub struct InterfaceStatus {
     pub name: String,
-    pub private_key: PrivateKey,
-    pub public_key: PublicKey,
+    /// `None` until a private key is configured.
+    pub private_key: Option<PrivateKey>,
+    pub public_key: Option<PublicKey>,
     pub listen_port: u16,
     pub fwmark: u32,
     pub peers: Vec<PeerStatus>,
@@ -61,8 +62,8 @@ impl InterfaceStatus {
             .collect();
         Self {
             name: context.interface.to_string(),
-            private_key: device.private_key().clone(),
-            public_key: *device.public_key(),
+            private_key: device.private_key().cloned(),
+            public_key: device.public_key().copied(),
             listen_port: context.listen_port(),
             fwmark: context.fwmark(),
             peers,

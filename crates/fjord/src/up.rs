@@ -49,7 +49,7 @@ pub fn build_node(config: &Config, now: Instant) -> anyhow::Result<Node> {
     };
     let device = Device::new(
         DeviceConfig {
-            private_key: config.interface.private_key.clone(),
+            private_key: Some(config.interface.private_key.clone()),
             mtu: usize::from(config.interface.mtu().bytes()),
         },
         Box::new(SystemRng),

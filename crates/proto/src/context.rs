@@ -50,7 +50,9 @@ pub(crate) struct Outgoing {
 }
 
 pub(crate) struct Context {
-    pub identity: StaticIdentity,
+    /// Our static key; `None` until a private key is configured, during
+    /// which every handshake is refused.
+    pub identity: Option<StaticIdentity>,
     pub rng: Box<dyn Rng + Send>,
     /// Receiver index → owning peer, for every index a session or an
     /// in-flight initiation of ours uses.

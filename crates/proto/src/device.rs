@@ -45,7 +45,9 @@ pub const UNDER_LOAD_HANDSHAKES_PER_SECOND: u32 = 512;
 
 /// Settings of one interface.
 pub struct DeviceConfig {
-    pub private_key: PrivateKey,
+    /// `None` leaves the interface unable to handshake until
+    /// [`Device::set_private_key`] (as a freshly created `wg` interface).
+    pub private_key: Option<PrivateKey>,
     /// MTU of the tunnel interface; padding never grows a packet past it.
     pub mtu: usize,
 }
@@ -107,7 +109,9 @@ impl LoadMeter {
 
 pub struct Device {
     ctx: Context,
-    cookie_checker: CookieChecker,
+    /// Checks MACs of handshakes addressed to our public key; `None`
+    /// without a private key.
+    cookie_checker: Option<CookieChecker>,
     peers: Vec<Option<Peer>>,
     peer_ids: HashMap<PublicKey, PeerId>,
     load: LoadMeter,
@@ -117,8 +121,8 @@ impl Device {
     /// A device with no peers. `wall_clock` pins the caller's `Instant`s to
     /// real time for TAI64N stamps; `rng` must be cryptographically secure.
     pub fn new(config: DeviceConfig, rng: Box<dyn Rng + Send>, wall_clock: WallClock) -> Self {
-        let identity = StaticIdentity::new(config.private_key);
-        let cookie_checker = CookieChecker::new(identity.public_key());
+        let identity = config.private_key.map(StaticIdentity::new);
+        let cookie_checker = identity.as_ref().map(|i| CookieChecker::new(i.public_key()));
         Self {
             ctx: Context {
                 identity,
@@ -137,12 +141,37 @@ impl Device {
         }
     }
 
-    pub fn public_key(&self) -> &PublicKey {
-        self.ctx.identity.public_key()
+    pub fn public_key(&self) -> Option<&PublicKey> {
+        self.ctx.identity.as_ref().map(StaticIdentity::public_key)
     }
 
-    pub fn private_key(&self) -> &PrivateKey {
-        self.ctx.identity.private_key()
+    pub fn private_key(&self) -> Option<&PrivateKey> {
+        self.ctx.identity.as_ref().map(StaticIdentity::private_key)
+    }
+
+    /// Replaces (or removes) our private key. Every session and handshake
+    /// in flight ends, since they were bound to the old key; a peer whose
+    /// public key is the new own key is removed, as wireguard-go does.
+    pub fn set_private_key(&mut self, private_key: Option<PrivateKey>) {
+        let identity = private_key.map(StaticIdentity::new);
+        if let Some(own) = identity.as_ref().map(|i| *i.public_key())
+            && let Some(id) = self.peer_id(&own)
+        {
+            self.remove_peer(id);
+        }
+        self.cookie_checker = identity.as_ref().map(|i| CookieChecker::new(i.public_key()));
+        self.ctx.identity = identity;
+        for peer in self.peers.iter_mut().flatten() {
+            peer.remote.rekey(self.ctx.identity.as_ref());
+            peer.erase_keys(&mut self.ctx);
+        }
+    }
+
+    /// Changes a peer's preshared key; takes effect at the next handshake.
+    pub fn set_peer_preshared_key(&mut self, id: PeerId, preshared_key: PresharedKey) {
+        if let Some(peer) = self.peers.get_mut(id.index()).and_then(Option::as_mut) {
+            peer.remote.set_preshared_key(preshared_key);
+        }
     }
 
     pub fn mtu(&self) -> usize {
@@ -157,10 +186,10 @@ impl Device {
         if self.peer_ids.contains_key(&config.public_key) {
             return Err(DeviceError::DuplicatePeer(config.public_key));
         }
-        if &config.public_key == self.public_key() {
+        if Some(&config.public_key) == self.public_key() {
             return Err(DeviceError::OwnKey);
         }
-        let remote = RemoteKeys::new(&self.ctx.identity, config.public_key, config.preshared_key);
+        let remote = RemoteKeys::new(self.ctx.identity.as_ref(), config.public_key, config.preshared_key);
         let id = PeerId(u32::try_from(self.peers.len()).unwrap_or(u32::MAX));
         self.peers
             .push(Some(Peer::new(remote, config.endpoint, config.persistent_keepalive)));
@@ -335,18 +364,20 @@ impl Device {
     /// Checks mac1 and, under load, mac2; answers with a cookie reply when
     /// mac2 is missing. `true` when the message may be processed.
     fn admit_handshake(&mut self, now: Instant, from: SocketAddr, message: &[u8], layout: MacLayout) -> Result<(), DropReason> {
-        if !self.cookie_checker.check_mac1(message, layout) {
+        let Some(cookie_checker) = self.cookie_checker.as_mut() else {
+            return Err(DropReason::NoPrivateKey);
+        };
+        if !cookie_checker.check_mac1(message, layout) {
             return Err(DropReason::InvalidMac1);
         }
         let under_load = self.load.record(now);
-        if under_load && !self.cookie_checker.check_mac2(now, message, layout, &from) {
+        if under_load && !cookie_checker.check_mac2(now, message, layout, &from) {
             let mut reply = vec![0u8; COOKIE_REPLY_LEN];
             let fresh_secret = self.ctx.rng.bytes32();
             let mut nonce = [0u8; 24];
             self.ctx.rng.fill_bytes(&mut nonce);
             if let Some(out) = reply.first_chunk_mut::<COOKIE_REPLY_LEN>() {
-                self.cookie_checker
-                    .create_reply(now, fresh_secret, nonce, message, layout, &from, out);
+                cookie_checker.create_reply(now, fresh_secret, nonce, message, layout, &from, out);
                 self.ctx.send(from, reply);
             }
             return Err(DropReason::CookieRequired);
@@ -364,7 +395,10 @@ impl Device {
             let id = peer_ids.get(key)?;
             peers.get(id.index())?.as_ref().map(|peer| &peer.remote)
         };
-        let received = match handshake::consume_initiation(&self.ctx.identity, view, lookup) {
+        let Some(identity) = self.ctx.identity.as_ref() else {
+            return self.dropped(DropReason::NoPrivateKey);
+        };
+        let received = match handshake::consume_initiation(identity, view, lookup) {
             Ok(received) => received,
             Err(handshake::HandshakeError::UnknownPeer) => return self.dropped(DropReason::UnknownPeer),
             Err(_) => return self.dropped(DropReason::HandshakeFailed),

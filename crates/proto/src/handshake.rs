@@ -102,8 +102,10 @@ pub struct RemoteKeys {
 }
 
 impl RemoteKeys {
-    pub fn new(identity: &StaticIdentity, public: PublicKey, preshared: PresharedKey) -> Self {
-        let static_static = dh(identity.private.secret(), public.as_bytes()).ok();
+    /// Keys for `public`; without our own `identity` (no private key yet)
+    /// no handshake with this peer can succeed until [`RemoteKeys::rekey`].
+    pub fn new(identity: Option<&StaticIdentity>, public: PublicKey, preshared: PresharedKey) -> Self {
+        let static_static = identity.and_then(|identity| dh(identity.private.secret(), public.as_bytes()).ok());
         let (_, hash0) = initial_chain();
         let initiator_hash = hash(&[&hash0, public.as_bytes()]);
         Self {
@@ -120,6 +122,15 @@ impl RemoteKeys {
 
     pub fn preshared_key(&self) -> &PresharedKey {
         &self.preshared
+    }
+
+    /// Recomputes the cached values after our private key changed.
+    pub fn rekey(&mut self, identity: Option<&StaticIdentity>) {
+        self.static_static = identity.and_then(|identity| dh(identity.private.secret(), self.public.as_bytes()).ok());
+    }
+
+    pub fn set_preshared_key(&mut self, preshared: PresharedKey) {
+        self.preshared = preshared;
     }
 
     fn static_static(&self) -> Result<&[u8; 32], HandshakeError> {
@@ -351,8 +362,8 @@ mod tests {
     fn pair(psk: PresharedKey) -> Pair {
         let alice = identity(1);
         let bob = identity(2);
-        let bob_seen_by_alice = RemoteKeys::new(&alice, *bob.public_key(), psk.clone());
-        let alice_seen_by_bob = RemoteKeys::new(&bob, *alice.public_key(), psk);
+        let bob_seen_by_alice = RemoteKeys::new(Some(&alice), *bob.public_key(), psk.clone());
+        let alice_seen_by_bob = RemoteKeys::new(Some(&bob), *alice.public_key(), psk);
         Pair {
             alice,
             bob,
@@ -439,7 +450,7 @@ mod tests {
     #[test]
     fn mismatched_preshared_keys_fail_at_the_initiator() {
         let mut p = pair(PresharedKey::zero());
-        p.alice_seen_by_bob = RemoteKeys::new(&p.bob, *p.alice.public_key(), PresharedKey::from_bytes([1; 32]));
+        p.alice_seen_by_bob = RemoteKeys::new(Some(&p.bob), *p.alice.public_key(), PresharedKey::from_bytes([1; 32]));
         let mut init = [0u8; HANDSHAKE_INITIATION_LEN];
         let state = create_initiation(&p.alice, &p.bob_seen_by_alice, 1, [3; 32], Tai64N::default(), &mut init).unwrap();
         let Ok(Message::HandshakeInitiation(view)) = Message::parse(&init) else { panic!() };

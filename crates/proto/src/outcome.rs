@@ -62,10 +62,12 @@ pub enum DropReason {
     NoRoute,
     /// Decrypted packet whose source is not in the sending peer's allowed IPs.
     SourceNotAllowed,
+    /// Handshake impossible: the interface has no private key yet.
+    NoPrivateKey,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 22] = [
+    pub const ALL: [DropReason; 23] = [
         Self::MalformedMessage,
         Self::UnknownMessageType,
         Self::InvalidMac1,
@@ -88,6 +90,7 @@ impl DropReason {
         Self::HandshakeTimedOut,
         Self::NoRoute,
         Self::SourceNotAllowed,
+        Self::NoPrivateKey,
     ];
 
     /// A stable snake_case name for metrics and `fjord show`.
@@ -115,6 +118,7 @@ impl DropReason {
             Self::HandshakeTimedOut => "handshake_timed_out",
             Self::NoRoute => "no_route",
             Self::SourceNotAllowed => "source_not_allowed",
+            Self::NoPrivateKey => "no_private_key",
         }
     }
 }

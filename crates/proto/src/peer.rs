@@ -125,6 +125,10 @@ impl Peer {
             ctx.drop(DropReason::NoEndpoint);
             return;
         };
+        if ctx.identity.is_none() {
+            ctx.drop(DropReason::NoPrivateKey);
+            return;
+        }
         if let Some(old) = self.initiation.take() {
             ctx.release_index(old.local_index());
         }
@@ -134,7 +138,12 @@ impl Peer {
         let Some(out) = message.first_chunk_mut::<HANDSHAKE_INITIATION_LEN>() else {
             return;
         };
-        let state = match handshake::create_initiation(&ctx.identity, &self.remote, index, ephemeral, ctx.timestamp(now), out) {
+        let timestamp = ctx.timestamp(now);
+        let created = match ctx.identity.as_ref() {
+            Some(identity) => handshake::create_initiation(identity, &self.remote, index, ephemeral, timestamp, out),
+            None => Err(handshake::HandshakeError::LowOrderPoint),
+        };
+        let state = match created {
             Ok(state) => state,
             Err(_) => {
                 ctx.release_index(index);
@@ -223,7 +232,11 @@ impl Peer {
             ctx.drop(DropReason::UnexpectedHandshakeMessage);
             return Received::Dropped(DropReason::UnexpectedHandshakeMessage);
         };
-        let keys = match handshake::consume_response(&ctx.identity, &self.remote, state, response) {
+        let Some(identity) = ctx.identity.as_ref() else {
+            ctx.drop(DropReason::NoPrivateKey);
+            return Received::Dropped(DropReason::NoPrivateKey);
+        };
+        let keys = match handshake::consume_response(identity, &self.remote, state, response) {
             Ok(keys) => keys,
             Err(_) => {
                 ctx.drop(DropReason::HandshakeFailed);
@@ -298,6 +311,13 @@ impl Peer {
             ctx.drop(DropReason::NoEndpoint);
             return Sent::Dropped(DropReason::NoEndpoint);
         };
+        // A length past the end of `buf` is the caller's mistake; refusing it
+        // here keeps the staging copy and the padding arithmetic below from
+        // overflowing (a panic in debug builds).
+        if payload_len > buf.len().saturating_sub(DATA_HEADROOM) {
+            ctx.drop(DropReason::BufferTooSmall);
+            return Sent::Dropped(DropReason::BufferTooSmall);
+        }
         let session = match self.current.as_mut() {
             Some(session) if session.can_send(now) => session,
             _ => {

@@ -37,6 +37,12 @@ pub const MAX_TIMER_HANDSHAKES: u32 =
 /// A responder consumes at most one initiation per peer in this interval.
 pub const HANDSHAKE_INITIATION_RATE: Duration = Duration::from_millis(20);
 
+/// A zero persistent-keepalive interval means off, as in wg(8); kept as an
+/// interval it would put the deadline at every `now` and spin the driver.
+fn nonzero(interval: Option<Duration>) -> Option<Duration> {
+    interval.filter(|every| !every.is_zero())
+}
+
 /// Deadlines that passed, as returned by [`Timers::expired`].
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Expired {
@@ -62,7 +68,7 @@ pub struct Timers {
 impl Timers {
     pub fn new(persistent_keepalive_interval: Option<Duration>) -> Self {
         Self {
-            persistent_keepalive_interval,
+            persistent_keepalive_interval: nonzero(persistent_keepalive_interval),
             ..Self::default()
         }
     }
@@ -72,6 +78,7 @@ impl Timers {
     }
 
     pub fn set_persistent_keepalive_interval(&mut self, now: Instant, interval: Option<Duration>) {
+        let interval = nonzero(interval);
         self.persistent_keepalive_interval = interval;
         self.persistent_keepalive = interval.map(|every| now + every);
     }

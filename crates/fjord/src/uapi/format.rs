@@ -7,8 +7,10 @@ use crate::status::InterfaceStatus;
 
 /// The body of a `get=1` reply (without the final `errno=` line).
 pub fn write_get(status: &InterfaceStatus, out: &mut String) {
-    let private = zeroize::Zeroizing::new(hex(status.private_key.to_bytes().as_ref()));
-    let _ = writeln!(out, "private_key={}", private.as_str());
+    if let Some(key) = &status.private_key {
+        let private = zeroize::Zeroizing::new(hex(key.to_bytes().as_ref()));
+        let _ = writeln!(out, "private_key={}", private.as_str());
+    }
     let _ = writeln!(out, "listen_port={}", status.listen_port);
     if status.fwmark != 0 {
         let _ = writeln!(out, "fwmark={}", status.fwmark);
