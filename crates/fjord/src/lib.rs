@@ -9,3 +9,4 @@ pub mod show;
 pub mod status;
 pub mod uapi;
 pub mod up;
+pub mod userspace;

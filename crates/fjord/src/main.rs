@@ -11,7 +11,11 @@ use fjord::up::{UpOptions, UsageError};
 
 #[derive(Parser)]
 #[command(name = "fjord", version, about = "A fast WireGuard-compatible VPN for Linux, with a measurement lab")]
+#[command(after_help = "Started as `fjord [-f] IFACE` (the way wg-quick starts a userspace implementation),\nfjord creates IFACE, serves the wg configuration protocol on /var/run/wireguard/IFACE.sock,\nand runs in the background unless -f is given or WG_PROCESS_FOREGROUND=1.")]
 struct Cli {
+    /// With `fjord IFACE`: stay in the foreground.
+    #[arg(short, long, global = true)]
+    foreground: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -33,6 +37,9 @@ enum Command {
         #[arg(long)]
         no_offload: bool,
     },
+    /// `fjord IFACE`: create IFACE and wait for `wg` to configure it.
+    #[command(external_subcommand)]
+    Interface(Vec<String>),
     /// Show interfaces, peers, handshakes and transfer (like `wg show`).
     Show {
         /// Interface to show; all when omitted.
@@ -46,7 +53,8 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
-    match run(cli.command) {
+    let foreground = cli.foreground || std::env::var("WG_PROCESS_FOREGROUND").is_ok_and(|v| v == "1");
+    match run(cli.command, foreground) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             if let Some(io) = error.downcast_ref::<io::Error>()
@@ -82,7 +90,7 @@ fn require_root(what: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run(command: Command) -> anyhow::Result<()> {
+fn run(command: Command, foreground: bool) -> anyhow::Result<()> {
     let stdout = io::stdout();
     match command {
         Command::Genkey => {
@@ -96,6 +104,17 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Up { config, no_offload } => {
             require_root("fjord up")?;
             fjord::up::up(&config, &UpOptions { no_offload })
+        }
+        Command::Interface(args) => {
+            let [name] = args.as_slice() else {
+                return Err(UsageError(format!(
+                    "unknown command '{}'; to create an interface run `fjord [-f] IFACE` with one name",
+                    args.join(" ")
+                ))
+                .into());
+            };
+            require_root("creating an interface")?;
+            fjord::userspace::run_interface(name, foreground)
         }
         Command::Show { interface, json } => {
             require_root("fjord show")?;

@@ -44,6 +44,7 @@ impl InterfaceStatus {
     pub fn capture(context: &ControlContext<'_>) -> Self {
         let node: &Node = context.node;
         let device = node.device();
+        let mut allowed_ips = node.allowed_ips_by_peer();
         let peers = device
             .peer_ids()
             .filter_map(|id| {
@@ -52,7 +53,7 @@ impl InterfaceStatus {
                     public_key: status.public_key,
                     preshared_key: device.peer_preshared_key(id).cloned().unwrap_or(PresharedKey::zero()),
                     endpoint: status.endpoint,
-                    allowed_ips: node.allowed_ips(id),
+                    allowed_ips: allowed_ips.remove(&id).unwrap_or_default(),
                     last_handshake: status.stats.last_handshake,
                     rx_bytes: status.stats.rx_bytes,
                     tx_bytes: status.stats.tx_bytes,

@@ -259,6 +259,12 @@ impl<T: Copy + PartialEq> AllowedIps<T> {
         self.v6.retain(&mut keep);
     }
 
+    /// Visits every entry, IPv4 first, each family in address order.
+    pub fn for_each(&self, mut visit: impl FnMut(Cidr, T)) {
+        self.v4.for_each(&mut |key, len, value| visit(from_key(key, len, true), value));
+        self.v6.for_each(&mut |key, len, value| visit(from_key(key, len, false), value));
+    }
+
     /// Every prefix routed to `value`, IPv4 first, each in address order.
     pub fn prefixes_of(&self, value: T) -> Vec<Cidr> {
         let mut out = Vec::new();

@@ -54,6 +54,22 @@ impl Node {
         self.device.remove_peer(id);
     }
 
+    /// Removes every peer and route at once (`replace_peers`).
+    pub fn remove_all_peers(&mut self) {
+        self.routes = AllowedIps::new();
+        let ids: Vec<PeerId> = self.device.peer_ids().collect();
+        for id in ids {
+            self.device.remove_peer(id);
+        }
+    }
+
+    /// Every route, grouped by peer, in one pass over the table.
+    pub fn allowed_ips_by_peer(&self) -> std::collections::HashMap<PeerId, Vec<Cidr>> {
+        let mut grouped: std::collections::HashMap<PeerId, Vec<Cidr>> = std::collections::HashMap::new();
+        self.routes.for_each(|cidr, peer| grouped.entry(peer).or_default().push(cidr));
+        grouped
+    }
+
     pub fn add_allowed_ip(&mut self, id: PeerId, cidr: Cidr) {
         self.routes.insert(cidr.network(), id);
     }

@@ -30,13 +30,22 @@ impl ControlContext<'_> {
         *self.fwmark
     }
 
-    /// Rebinds the UDP socket to `port` (0 = any) with `fwmark`; on error
-    /// the old socket stays in place.
-    pub fn rebind(&mut self, port: u16, fwmark: u32) -> Result<(), UdpError> {
-        let socket = UdpTransport::bind(port, fwmark)?;
+    /// Moves the UDP socket to `port` (0 = any free port); on error the
+    /// old socket stays in place. The same port is a no-op.
+    pub fn rebind(&mut self, port: u16) -> Result<(), UdpError> {
+        if port != 0 && port == self.udp.port() {
+            return Ok(());
+        }
+        let socket = UdpTransport::bind(port, *self.fwmark)?;
         *self.udp = socket;
-        *self.fwmark = fwmark;
         self.rebound = true;
+        Ok(())
+    }
+
+    /// Marks outgoing encrypted packets with `fwmark` (0 = none).
+    pub fn set_fwmark(&mut self, fwmark: u32) -> std::io::Result<()> {
+        self.udp.set_mark(fwmark)?;
+        *self.fwmark = fwmark;
         Ok(())
     }
 }

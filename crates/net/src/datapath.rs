@@ -68,13 +68,26 @@ pub struct Outbound {
 
 impl Outbound {
     pub fn new(mtu: usize) -> Self {
-        let stride = mtu + SEAL_OVERHEAD;
-        Self {
+        let mut outbound = Self {
             scratch: vec![0; MAX_SUPER_PACKET],
-            area: vec![0; stride * IDEAL_BATCH_SIZE],
-            stride,
+            area: Vec::new(),
+            stride: 0,
             sizes: [0; IDEAL_BATCH_SIZE],
-        }
+        };
+        outbound.set_mtu(mtu);
+        outbound
+    }
+
+    /// Re-cuts the slot area for a new MTU: a slot holds exactly one
+    /// full-size sealed datagram, which is what lets runs of slots go out
+    /// as one GSO send.
+    pub fn set_mtu(&mut self, mtu: usize) {
+        self.stride = mtu + SEAL_OVERHEAD;
+        self.area.resize(self.stride * IDEAL_BATCH_SIZE, 0);
+    }
+
+    pub fn mtu(&self) -> usize {
+        self.stride - SEAL_OVERHEAD
     }
 
     /// Reads, seals and sends up to `max_batches` TUN reads.
@@ -99,6 +112,16 @@ impl Outbound {
                     io::ErrorKind::WouldBlock => return Drained::Empty,
                     io::ErrorKind::Interrupted => continue,
                     _ if is_device_gone(&error) => return Drained::DeviceGone,
+                    _ if error.to_string().contains("overflows bufs element") => {
+                        // A packet longer than our MTU: the MTU grew where we
+                        // cannot see it (interface moved to another namespace).
+                        // Fall back to the largest slots; GSO runs end, nothing is lost
+                        // after this one packet.
+                        stats.tun_read_errors += 1;
+                        tracing::warn!(%error, "TUN packet longer than the known MTU; using 64 KiB slots");
+                        self.set_mtu(65_535);
+                        continue;
+                    }
                     _ => {
                         stats.tun_read_errors += 1;
                         tracing::trace!(%error, "TUN read failed");

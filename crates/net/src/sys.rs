@@ -44,3 +44,41 @@ pub fn wait_writable(fd: &impl std::os::fd::AsRawFd, timeout: std::time::Duratio
         libc::poll(&mut pollfd, 1, millis);
     }
 }
+
+/// Which side of [`daemonize`] we are on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Daemonized {
+    /// The original process, which should exit now.
+    Parent,
+    /// The background process, detached from the terminal.
+    Child,
+}
+
+/// Forks into the background like a classic daemon: the child starts a new
+/// session and gets /dev/null as stdin, stdout and stderr. Call it only
+/// while the process has a single thread (fork copies just the caller).
+pub fn daemonize() -> io::Result<Daemonized> {
+    // SAFETY: fork has no memory-safety preconditions in a single-threaded
+    // process, which callers guarantee; both returns are handled below.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid > 0 {
+        return Ok(Daemonized::Parent);
+    }
+    // SAFETY: setsid takes no arguments; failure (already a group leader)
+    // is harmless for a freshly forked child.
+    unsafe {
+        libc::setsid();
+    }
+    let null = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null")?;
+    use std::os::fd::AsRawFd;
+    for target in [0, 1, 2] {
+        // SAFETY: dup2 with a valid open fd onto the standard descriptors.
+        if unsafe { libc::dup2(null.as_raw_fd(), target) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(Daemonized::Child)
+}

@@ -88,6 +88,12 @@ impl TunDevice {
         &self.name
     }
 
+    /// The interface's current MTU; fails once the interface has moved to
+    /// another network namespace (the lookup is by name in ours).
+    pub fn mtu(&self) -> io::Result<u16> {
+        self.device.mtu()
+    }
+
     /// Whether reads return super-packets and writes coalesce.
     pub fn offload(&self) -> bool {
         self.offload

@@ -78,6 +78,11 @@ impl UdpTransport {
         self.port
     }
 
+    /// Changes the firewall mark on outgoing packets (0 = none).
+    pub fn set_mark(&self, fwmark: u32) -> io::Result<()> {
+        socket2::SockRef::from(&self.socket).set_mark(fwmark)
+    }
+
     /// How many segments one GSO send may carry (1 = no GSO).
     pub fn max_gso_segments(&self) -> usize {
         self.state.max_gso_segments()

@@ -36,6 +36,8 @@ const SHUTDOWN: Token = Token(3);
 
 /// Batches per direction before yielding to the other one.
 const BATCHES_PER_TURN: usize = 8;
+/// How often the worker looks for changes made behind its back (the MTU).
+const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Why the worker stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +73,7 @@ pub struct Worker {
     inbound: Inbound,
     control_buffer: Vec<u8>,
     stats: DataStats,
+    next_housekeeping: Instant,
 }
 
 impl Worker {
@@ -110,6 +113,7 @@ impl Worker {
             inbound: Inbound::new(),
             control_buffer: vec![0; 65_536],
             stats: DataStats::default(),
+            next_housekeeping: Instant::now() + HOUSEKEEPING_INTERVAL,
         };
         Ok((worker, handle))
     }
@@ -124,10 +128,11 @@ impl Worker {
         // Send initiations and persistent keepalives that are due at start.
         self.after_io(Instant::now());
         loop {
-            let timeout = self
+            let deadline = self
                 .node
                 .poll_timeout()
-                .map(|deadline| deadline.saturating_duration_since(Instant::now()) + Duration::from_micros(50));
+                .map_or(self.next_housekeeping, |next| next.min(self.next_housekeeping));
+            let timeout = Some(deadline.saturating_duration_since(Instant::now()) + Duration::from_micros(50));
             if let Err(error) = self.poll.poll(&mut events, timeout) {
                 if error.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -179,8 +184,23 @@ impl Worker {
         }
     }
 
+    /// Follows MTU changes made with `ip link set mtu`.
+    fn housekeeping(&mut self, now: Instant) {
+        self.next_housekeeping = now + HOUSEKEEPING_INTERVAL;
+        let Ok(mtu) = self.tun.mtu() else { return };
+        let mtu = usize::from(mtu);
+        if mtu != self.node.device().mtu() || mtu != self.outbound.mtu() {
+            tracing::info!(mtu, "interface MTU changed");
+            self.node.device_mut().set_mtu(mtu);
+            self.outbound.set_mtu(mtu);
+        }
+    }
+
     /// Timers, queued control datagrams and events.
     fn after_io(&mut self, now: Instant) {
+        if now >= self.next_housekeeping {
+            self.housekeeping(now);
+        }
         if self.node.poll_timeout().is_some_and(|deadline| deadline <= now) {
             self.node.handle_timeout(now);
         }

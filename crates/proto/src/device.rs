@@ -246,6 +246,14 @@ impl Device {
         peer.timers.set_persistent_keepalive_interval(now, interval);
     }
 
+    /// Sends a keepalive now (starting a handshake first if there is no
+    /// session), as wireguard-go does when a persistent keepalive is set.
+    pub fn send_keepalive(&mut self, id: PeerId, now: Instant) {
+        if let Some(peer) = self.peers.get_mut(id.index()).and_then(Option::as_mut) {
+            peer.send_keepalive(id, now, &mut self.ctx);
+        }
+    }
+
     /// Whether the peer has an established (or confirming) session.
     pub fn peer_has_session(&self, id: PeerId) -> bool {
         self.peer(id).is_some_and(Peer::has_session)

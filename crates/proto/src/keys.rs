@@ -91,6 +91,12 @@ impl PrivateKey {
         key
     }
 
+    /// Builds a key from 32 bytes exactly as given (no clamping), as a key
+    /// set through the configuration protocol is kept.
+    pub fn from_raw_bytes(bytes: [u8; KEY_LEN]) -> Self {
+        Self(x25519_dalek::StaticSecret::from(bytes))
+    }
+
     /// Builds a key from text exactly as given. `wg` accepts unclamped keys
     /// (X25519 clamps during multiplication), so this does too and keeps the
     /// original bytes for printing.

@@ -7,13 +7,16 @@
 //! empty line; a reply is `key=value` lines ending in `errno=N` and an
 //! empty line. Keys are hex, times are split into seconds and nanoseconds.
 
+mod apply;
 mod client;
 mod format;
 mod server;
+mod set;
 
 pub use client::{UapiClientError, UapiInterface, UapiPeer, query, socket_path, socket_paths};
 pub use format::{write_fjord_counters, write_get};
 pub use server::{SocketGuard, UapiServerError, bind, serve};
+pub use set::{PeerChange, SetError, SetRequest, parse_set};
 
 /// Where userspace implementations put their configuration sockets.
 pub const SOCKET_DIRECTORY: &str = "/var/run/wireguard";
@@ -31,4 +34,9 @@ pub(crate) fn unhex32(text: &str) -> Option<[u8; 32]> {
         *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
     }
     Some(out)
+}
+
+/// IPv4 endpoints are kept as IPv4 even when written v4-mapped.
+pub(crate) fn canonical_endpoint(address: std::net::SocketAddr) -> std::net::SocketAddr {
+    fjord_net::udp::canonical(address)
 }

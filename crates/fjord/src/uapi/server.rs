@@ -90,7 +90,7 @@ fn serve_connection(stream: UnixStream, control: &ControlHandle) -> std::io::Res
         let reply = match (operation.as_str(), body) {
             ("get=1", Some(body)) if body.is_empty() => reply_get(control, false),
             ("get=fjord", Some(body)) if body.is_empty() => reply_get(control, true),
-            ("set=1", Some(_)) => errno_reply(libc::EOPNOTSUPP),
+            ("set=1", Some(body)) => reply_set(control, &body),
             _ => errno_reply(libc::EINVAL),
         };
         writer.write_all(reply.as_bytes())?;
@@ -127,6 +127,24 @@ fn reply_get(control: &ControlHandle, fjord_counters: bool) -> Zeroizing<String>
     }
     reply.push_str("errno=0\n\n");
     reply
+}
+
+fn reply_set(control: &ControlHandle, body: &[String]) -> Zeroizing<String> {
+    let request = match super::parse_set(body) {
+        Ok(request) => request,
+        Err(error) => {
+            tracing::info!(%error, "refused a configuration change");
+            return errno_reply(error.errno);
+        }
+    };
+    match control.call(move |context| super::apply::apply(context, request)) {
+        Ok(Ok(())) => errno_reply(0),
+        Ok(Err(error)) => {
+            tracing::info!(%error, "configuration change failed");
+            errno_reply(error.errno)
+        }
+        Err(_) => errno_reply(libc::ESHUTDOWN),
+    }
 }
 
 fn errno_reply(errno: i32) -> Zeroizing<String> {

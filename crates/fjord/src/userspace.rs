@@ -1,0 +1,61 @@
+//! `fjord [-f] IFACE`: the userspace-implementation convention of
+//! wireguard-go, so `WG_QUICK_USERSPACE_IMPLEMENTATION=fjord wg-quick up
+//! wg0` works. fjord creates the interface with no key and no peers,
+//! serves the configuration protocol on `/var/run/wireguard/IFACE.sock`,
+//! and goes to the background unless asked to stay (`-f`, or
+//! `WG_PROCESS_FOREGROUND=1`). `wg` and `wg-quick` do the rest. The
+//! process ends when the interface is deleted (`ip link del`,
+//! `wg-quick down`) or on SIGINT/SIGTERM.
+
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use fjord_mesh::Node;
+use fjord_net::sys::{Daemonized, daemonize};
+use fjord_net::{StopReason, TunDevice, UdpTransport, Worker};
+use fjord_proto::{Device, DeviceConfig, WallClock};
+
+use crate::config::{DEFAULT_MTU, InterfaceName};
+use crate::uapi;
+use crate::up::{SystemRng, UsageError};
+
+pub fn run_interface(name: &str, foreground: bool) -> anyhow::Result<()> {
+    let name: InterfaceName = name
+        .parse()
+        .map_err(|error: crate::config::InterfaceNameError| UsageError(error.to_string()))?;
+    let interface = name.as_str();
+    let (listener, _socket_guard) = uapi::bind(interface).map_err(|error| UsageError(error.to_string()))?;
+    let udp = UdpTransport::bind(0, 0)?;
+    let mtu = DEFAULT_MTU.bytes();
+    let tun = TunDevice::create(interface, mtu, true)?;
+    let now = Instant::now();
+    let wall_clock = WallClock {
+        base: now,
+        base_since_epoch: SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default(),
+    };
+    let device = Device::new(
+        DeviceConfig {
+            private_key: None,
+            mtu: usize::from(mtu),
+        },
+        Box::new(SystemRng),
+        wall_clock,
+    );
+    if !foreground {
+        eprintln!("fjord: {interface} is up; running in the background (use -f to stay in the foreground)");
+        if daemonize()? == Daemonized::Parent {
+            // The socket file now belongs to the child.
+            std::mem::forget(_socket_guard);
+            return Ok(());
+        }
+    }
+    let (worker, control) = Worker::new(Node::new(device), tun, udp, 0)?;
+    std::thread::Builder::new()
+        .name("uapi".into())
+        .spawn(move || uapi::serve(listener, control))?;
+    tracing::info!(interface, "interface created; waiting for configuration");
+    match worker.run()? {
+        StopReason::Signal => tracing::info!(interface, "stopping on signal"),
+        StopReason::InterfaceDeleted => tracing::info!(interface, "interface was deleted; stopping"),
+    }
+    Ok(())
+}
