@@ -130,6 +130,7 @@ impl CookieChecker {
 
     /// Writes a cookie reply to the handshake `message` from `source`.
     /// `fresh_secret` and `nonce` are random bytes from the caller.
+    #[allow(clippy::too_many_arguments)]
     pub fn create_reply(
         &mut self,
         now: Instant,

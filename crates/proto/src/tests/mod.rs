@@ -1,0 +1,17 @@
+//! Protocol scenarios for [`crate::Device`], run in a deterministic
+//! simulator ([`sim`]): two devices, simulated time, seeded randomness and
+//! a network whose loss, duplication, delay and tampering a test controls.
+//!
+//! Each file tells stories about one concern, asserting what a user of
+//! fjord would check: packets delivered, events logged, counters moved.
+//!
+//! - [`handshake`]: first contact, preshared keys, cookies, handshake abuse.
+//! - [`data`]: transport data on a hostile network, malformed datagrams.
+//! - [`timers`]: keepalives, rekeying, expiry, retransmission, erasure.
+//! - [`roaming`]: endpoint changes, restarts, statistics.
+
+mod data;
+mod handshake;
+mod roaming;
+mod sim;
+mod timers;

@@ -1,0 +1,44 @@
+//! Replays the committed fuzz seeds (`fuzz/seeds/<target>/`) through the
+//! same functions the cargo-fuzz targets run, so that stable CI exercises
+//! them without nightly or libFuzzer. The `cidr_parse` seeds belong to
+//! `fjord-mesh` and are replayed by `cargo test` in `fuzz/`.
+
+#[path = "../../../fuzz/src/proto_targets.rs"]
+mod proto_targets;
+
+use std::path::{Path, PathBuf};
+
+fn seeds(target: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/seeds")
+        .join(target);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|error| panic!("reading {}: {error}", dir.display()))
+        .map(|entry| entry.expect("directory entry").path())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no seeds in {}", dir.display());
+    files
+}
+
+fn replay(target: &str, run: fn(&[u8])) {
+    for path in seeds(target) {
+        let bytes = std::fs::read(&path).expect("seed file");
+        run(&bytes);
+    }
+}
+
+#[test]
+fn wire_parse_seeds() {
+    replay("wire_parse", proto_targets::wire_parse);
+}
+
+#[test]
+fn ip_header_seeds() {
+    replay("ip_header", proto_targets::ip_header);
+}
+
+#[test]
+fn device_datagram_seeds() {
+    replay("device_datagram", proto_targets::device_datagram);
+}
