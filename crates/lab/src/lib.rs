@@ -1,5 +1,6 @@
 //! fjord lab: builds hosts in network namespaces, emulates links, drives
 //! tunnels (fjord and its peers) and measures them.
 
+pub mod emulator;
 pub mod netns;
 pub mod topology;
