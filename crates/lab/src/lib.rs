@@ -3,4 +3,6 @@
 
 pub mod emulator;
 pub mod netns;
+pub mod peers;
 pub mod topology;
+pub mod traffic;

@@ -1,0 +1,226 @@
+//! fjord↔fjord through a real tunnel between two namespaces joined by
+//! veth (underlay 198.18.0.1/.2, overlay 198.19.0.1/24 and .2/24): ping
+//! both ways, 256 MiB of TCP with identical SHA-256 (beside the bare veth
+//! rate measured the same way), recovery from a SIGKILLed side, and a
+//! clean exit on SIGTERM.
+//!
+//! Needs root; without it each test skips with one line (fails under CI).
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use fjord_lab::netns;
+use fjord_lab::peers::{
+    self, Fjord, Initiator, LEFT_OVERLAY, RIGHT_OVERLAY, RunningSide, TunnelImpl, WorkDir,
+};
+use fjord_lab::topology::{RIGHT_UNDERLAY, TwoHosts};
+use fjord_lab::traffic::{self, BulkTransfer};
+
+const TRANSFER_BYTES: u64 = 256 * 1024 * 1024;
+const SINK_PORT: u16 = 5201;
+
+fn fjord() -> Fjord {
+    Fjord::at(PathBuf::from(env!("CARGO_BIN_EXE_fjord")))
+}
+
+fn ready(test: &str) -> bool {
+    if netns::is_root() {
+        return true;
+    }
+    let why = "needs root (network namespaces)";
+    assert!(!peers::missing_is_failure(), "{test}: {why} (CI=true)");
+    eprintln!("skipping {test}: {why}");
+    false
+}
+
+/// Two fjord sides that both know each other's endpoint, up and pinging.
+struct Tunnel {
+    left: Box<dyn RunningSide>,
+    right: Box<dyn RunningSide>,
+    left_side: peers::WgSide,
+    right_side: peers::WgSide,
+    // Dropped after the sides: the work directory, then the namespaces.
+    workdir: WorkDir,
+    hosts: TwoHosts,
+}
+
+impl Tunnel {
+    fn up(test: &str) -> Self {
+        let hosts = TwoHosts::direct().expect("build two hosts");
+        let workdir = WorkDir::create(test).expect("work directory");
+        let (left_side, right_side) = peers::point_to_point(Initiator::Both).expect("keys");
+        let right = fjord()
+            .start(&hosts.right, &right_side, workdir.path())
+            .unwrap_or_else(|error| panic!("start right fjord: {error}"));
+        let left = fjord()
+            .start(&hosts.left, &left_side, workdir.path())
+            .unwrap_or_else(|error| panic!("start left fjord: {error}"));
+        let tunnel = Self {
+            left,
+            right,
+            left_side,
+            right_side,
+            workdir,
+            hosts,
+        };
+        let waited =
+            traffic::wait_for_ping(&tunnel.hosts.left, right_overlay(), Duration::from_secs(10))
+                .unwrap_or_else(|error| {
+                    panic!("{}", tunnel.context(&format!("first ping: {error}")))
+                });
+        eprintln!("{test}: handshake and first ping in {waited:?}");
+        tunnel
+    }
+
+    /// `what`, followed by both sides' log tails.
+    fn context(&self, what: &str) -> String {
+        let mut text = what.to_string();
+        for side in [&self.left, &self.right] {
+            text.push_str(&format!(
+                "\n--- {} log:{}",
+                side.ifname(),
+                peers::log_tail(side.log_path(), 30)
+            ));
+        }
+        text
+    }
+}
+
+fn left_overlay() -> IpAddr {
+    IpAddr::V4(LEFT_OVERLAY)
+}
+
+fn right_overlay() -> IpAddr {
+    IpAddr::V4(RIGHT_OVERLAY)
+}
+
+#[test]
+fn fjord_to_fjord_ping_and_bulk_transfer() {
+    let test = "fjord_to_fjord_ping_and_bulk_transfer";
+    if !ready(test) {
+        return;
+    }
+    let tunnel = Tunnel::up(test);
+    let hosts = &tunnel.hosts;
+    traffic::ping(&hosts.left, right_overlay(), 3)
+        .unwrap_or_else(|error| panic!("{}", tunnel.context(&error.to_string())));
+    traffic::ping(&hosts.right, left_overlay(), 3)
+        .unwrap_or_else(|error| panic!("{}", tunnel.context(&error.to_string())));
+
+    let transfer = BulkTransfer::new(TRANSFER_BYTES).timeout(Duration::from_secs(180));
+    let bare = transfer
+        .run(
+            &hosts.left,
+            &hosts.right,
+            SocketAddr::new(IpAddr::V4(RIGHT_UNDERLAY), SINK_PORT),
+        )
+        .expect("bare veth transfer");
+    assert!(bare.verified, "bare veth: {bare:?}");
+    let tunneled = transfer
+        .run(
+            &hosts.left,
+            &hosts.right,
+            SocketAddr::new(right_overlay(), SINK_PORT + 1),
+        )
+        .unwrap_or_else(|error| panic!("{}", tunnel.context(&format!("tunnel transfer: {error}"))));
+    eprintln!("{test}: bare veth: {bare}");
+    eprintln!("{test}: fjord tunnel: {tunneled}");
+    eprintln!(
+        "{test}: fjord/bare = {:.1} %",
+        100.0 * tunneled.throughput_bits_per_sec / bare.throughput_bits_per_sec
+    );
+    assert!(
+        tunneled.verified,
+        "{}",
+        tunnel.context(&format!("{tunneled:?}"))
+    );
+    assert_eq!(tunneled.bytes, TRANSFER_BYTES);
+    assert_eq!(tunneled.sender_sha256, tunneled.receiver_sha256);
+}
+
+#[test]
+fn fjord_recovers_after_a_side_is_killed() {
+    let test = "fjord_recovers_after_a_side_is_killed";
+    if !ready(test) {
+        return;
+    }
+    let mut tunnel = Tunnel::up(test);
+    let status = tunnel.right.kill().expect("SIGKILL the right side");
+    eprintln!("{test}: right side killed ({status})");
+    netns::wait_until(
+        Duration::from_secs(2),
+        "the killed side's interface to vanish",
+        || !peers::link_exists(&tunnel.hosts.right, &tunnel.right_side.ifname),
+    )
+    .unwrap_or_else(|error| panic!("{}", tunnel.context(&error.to_string())));
+
+    // A fresh process with the same config; the left side keeps running and
+    // must accept the new handshake.
+    let restarted = Instant::now();
+    tunnel.right = fjord()
+        .start(
+            &tunnel.hosts.right,
+            &tunnel.right_side,
+            tunnel.workdir.path(),
+        )
+        .unwrap_or_else(|error| panic!("restart right fjord: {error}"));
+    let budget = Duration::from_secs(5);
+    traffic::wait_for_ping(
+        &tunnel.hosts.right,
+        left_overlay(),
+        budget.saturating_sub(restarted.elapsed()),
+    )
+    .unwrap_or_else(|error| {
+        panic!(
+            "{}",
+            tunnel.context(&format!("restarted side → survivor: {error}"))
+        )
+    });
+    traffic::wait_for_ping(
+        &tunnel.hosts.left,
+        right_overlay(),
+        budget.saturating_sub(restarted.elapsed()),
+    )
+    .unwrap_or_else(|error| {
+        panic!(
+            "{}",
+            tunnel.context(&format!("survivor → restarted side: {error}"))
+        )
+    });
+    eprintln!(
+        "{test}: tunnel back {:?} after the restart",
+        restarted.elapsed()
+    );
+    assert!(restarted.elapsed() <= budget);
+    traffic::ping(&tunnel.hosts.left, right_overlay(), 3)
+        .unwrap_or_else(|error| panic!("{}", tunnel.context(&error.to_string())));
+}
+
+#[test]
+fn fjord_exits_cleanly_on_sigterm() {
+    let test = "fjord_exits_cleanly_on_sigterm";
+    if !ready(test) {
+        return;
+    }
+    let mut tunnel = Tunnel::up(test);
+    let status = tunnel
+        .left
+        .stop(Duration::from_secs(5))
+        .unwrap_or_else(|error| panic!("{}", tunnel.context(&error.to_string())));
+    assert!(
+        status.success(),
+        "{}",
+        tunnel.context(&format!("fjord exited with {status} on SIGTERM"))
+    );
+    assert!(
+        !peers::link_exists(&tunnel.hosts.left, &tunnel.left_side.ifname),
+        "{}",
+        tunnel.context("interface still there after fjord exited")
+    );
+    // The other side is unaffected.
+    assert!(peers::link_exists(
+        &tunnel.hosts.right,
+        &tunnel.right_side.ifname
+    ));
+}

@@ -1,0 +1,84 @@
+//! fjord itself, through `fjord up CONFIG`.
+//!
+//! The contract: `fjord up` runs in the foreground, reads a wg-quick style
+//! file (mode 0600) whose stem names the interface (`/x/fj3.conf` → `fj3`),
+//! assigns the addresses and routes itself, logs to stderr, and on SIGINT or
+//! SIGTERM removes its interface and exits 0. The driver writes the file,
+//! starts the daemon and waits until the interface is up with its addresses.
+
+use std::path::{Path, PathBuf};
+
+use super::daemon::{self, Daemon};
+use super::{PeerError, RunningSide, TunnelImpl, WgSide};
+use crate::netns::Namespace;
+
+const NAME: &str = "fjord";
+
+/// Environment variable naming the fjord binary explicitly.
+pub const BINARY_ENV: &str = "FJORD_BIN";
+
+#[derive(Debug, Clone)]
+pub struct Fjord {
+    binary: Option<PathBuf>,
+}
+
+impl Fjord {
+    /// `$FJORD_BIN`, else `target/release/fjord`, else `target/debug/fjord`
+    /// (under `$CARGO_TARGET_DIR` or the workspace's `target/`).
+    pub fn locate() -> Self {
+        if let Some(path) = std::env::var_os(BINARY_ENV) {
+            return Self::at(PathBuf::from(path));
+        }
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+        let binary = ["release", "debug"]
+            .iter()
+            .map(|profile| target.join(profile).join("fjord"))
+            .find(|path| super::is_executable(path));
+        Self { binary }
+    }
+
+    /// The binary at `binary` (tests pass `env!("CARGO_BIN_EXE_fjord")`).
+    pub fn at(binary: PathBuf) -> Self {
+        Self {
+            binary: Some(binary),
+        }
+    }
+}
+
+impl TunnelImpl for Fjord {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn installed(&self) -> Result<PathBuf, String> {
+        match &self.binary {
+            Some(path) if super::is_executable(path) => Ok(path.clone()),
+            Some(path) => Err(format!("fjord binary not found at {}", path.display())),
+            None => Err(format!(
+                "fjord binary not found; build it with `cargo build --release -p fjord` or set {BINARY_ENV}"
+            )),
+        }
+    }
+
+    fn start(
+        &self,
+        namespace: &Namespace,
+        side: &WgSide,
+        workdir: &Path,
+    ) -> Result<Box<dyn RunningSide>, PeerError> {
+        let binary = self.installed().map_err(PeerError::NotInstalled)?;
+        let config_path = workdir.join(format!("{}.conf", side.ifname));
+        super::write_secret_file(&config_path, &side.wg_quick_text())?;
+        let mut command = namespace.command(&binary);
+        command.arg("up").arg(&config_path);
+        let mut daemon =
+            Daemon::spawn(NAME, namespace, &side.ifname, workdir, &mut command, false)?;
+        daemon.wait_until(&format!("{} up with its addresses", side.ifname), || {
+            daemon::link_is_up(namespace, &side.ifname)
+                && daemon::addresses_assigned(namespace, side)
+        })?;
+        Ok(Box::new(daemon))
+    }
+}

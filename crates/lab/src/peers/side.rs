@@ -1,0 +1,266 @@
+//! The implementation-neutral description of one tunnel side ([`WgSide`]),
+//! rendered for `wg setconf` or as a wg-quick style file, and a matching
+//! pair for the two-host topology ([`point_to_point`]).
+
+use std::fmt::Write as _;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use fjord_mesh::Cidr;
+use fjord_proto::{PresharedKey, PrivateKey, PublicKey};
+use zeroize::Zeroizing;
+
+use super::PeerError;
+use crate::topology::{LEFT_UNDERLAY, RIGHT_UNDERLAY};
+
+/// Overlay address of the left host in [`point_to_point`].
+pub const LEFT_OVERLAY: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 1);
+/// Overlay address of the right host in [`point_to_point`].
+pub const RIGHT_OVERLAY: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
+/// Prefix length of the overlay subnet in [`point_to_point`].
+pub const OVERLAY_PREFIX_LEN: u8 = 24;
+/// UDP port every side listens on in [`point_to_point`].
+pub const LISTEN_PORT: u16 = 51820;
+/// WireGuard's default MTU: 1500 less the outer IPv4/UDP/WireGuard headers.
+pub const DEFAULT_MTU: u16 = 1420;
+
+/// One peer of a [`WgSide`], as a `[Peer]` section describes it.
+#[derive(Debug, Clone)]
+pub struct WgPeer {
+    pub public_key: PublicKey,
+    pub preshared_key: Option<PresharedKey>,
+    /// Where to send the first handshake; `None` makes this side a pure
+    /// responder towards the peer.
+    pub endpoint: Option<SocketAddr>,
+    pub allowed_ips: Vec<Cidr>,
+    pub persistent_keepalive_secs: Option<u16>,
+}
+
+/// One side of a tunnel: the interface and its peers, implementation-neutral.
+#[derive(Debug, Clone)]
+pub struct WgSide {
+    /// Interface name; see [`unique_ifname`].
+    pub ifname: String,
+    pub private_key: PrivateKey,
+    pub listen_port: u16,
+    /// Interface addresses with their subnet (`198.19.0.1/24`).
+    pub overlay: Vec<Cidr>,
+    pub mtu: u16,
+    pub peers: Vec<WgPeer>,
+}
+
+impl WgSide {
+    /// A side with no peers and the default MTU.
+    pub fn new(
+        ifname: impl Into<String>,
+        private_key: PrivateKey,
+        listen_port: u16,
+        overlay: Vec<Cidr>,
+    ) -> Self {
+        Self {
+            ifname: ifname.into(),
+            private_key,
+            listen_port,
+            overlay,
+            mtu: DEFAULT_MTU,
+            peers: Vec::new(),
+        }
+    }
+
+    pub fn public_key(&self) -> PublicKey {
+        self.private_key.public_key()
+    }
+
+    /// The configuration `wg setconf` takes: keys, port and peers only.
+    pub fn setconf_text(&self) -> Zeroizing<String> {
+        let mut text = Zeroizing::new(String::new());
+        // Writing to a String cannot fail.
+        let _ = writeln!(text, "[Interface]");
+        let _ = writeln!(
+            text,
+            "PrivateKey = {}",
+            self.private_key.to_base64().as_str()
+        );
+        let _ = writeln!(text, "ListenPort = {}", self.listen_port);
+        self.write_peers(&mut text);
+        text
+    }
+
+    /// A wg-quick style file: [`WgSide::setconf_text`] plus `Address` and `MTU`.
+    pub fn wg_quick_text(&self) -> Zeroizing<String> {
+        let mut text = Zeroizing::new(String::new());
+        let _ = writeln!(text, "[Interface]");
+        let _ = writeln!(
+            text,
+            "PrivateKey = {}",
+            self.private_key.to_base64().as_str()
+        );
+        let _ = writeln!(text, "ListenPort = {}", self.listen_port);
+        if !self.overlay.is_empty() {
+            let _ = writeln!(text, "Address = {}", join(&self.overlay));
+        }
+        let _ = writeln!(text, "MTU = {}", self.mtu);
+        self.write_peers(&mut text);
+        text
+    }
+
+    fn write_peers(&self, text: &mut String) {
+        for peer in &self.peers {
+            let _ = writeln!(text, "\n[Peer]");
+            let _ = writeln!(text, "PublicKey = {}", peer.public_key);
+            if let Some(key) = &peer.preshared_key {
+                let _ = writeln!(text, "PresharedKey = {}", key.to_base64().as_str());
+            }
+            if let Some(endpoint) = peer.endpoint {
+                let _ = writeln!(text, "Endpoint = {endpoint}");
+            }
+            if !peer.allowed_ips.is_empty() {
+                let _ = writeln!(text, "AllowedIPs = {}", join(&peer.allowed_ips));
+            }
+            if let Some(secs) = peer.persistent_keepalive_secs {
+                let _ = writeln!(text, "PersistentKeepalive = {secs}");
+            }
+        }
+    }
+
+    /// Routes wg-quick would add: every allowed network not already covered
+    /// by the subnet of an interface address.
+    pub fn routes(&self) -> Vec<Cidr> {
+        let mut routes: Vec<Cidr> = Vec::new();
+        for allowed in self.peers.iter().flat_map(|peer| &peer.allowed_ips) {
+            let network = allowed.network();
+            let covered = self.overlay.iter().any(|address| {
+                address.prefix_len() <= network.prefix_len() && address.contains(&network.address())
+            });
+            if !covered && !routes.contains(&network) {
+                routes.push(network);
+            }
+        }
+        routes
+    }
+}
+
+fn join(cidrs: &[Cidr]) -> String {
+    cidrs
+        .iter()
+        .map(Cidr::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Which side of [`point_to_point`] knows the other's endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Initiator {
+    Left,
+    Right,
+    Both,
+}
+
+/// A matching pair of sides for [`crate::topology::TwoHosts`]: overlay
+/// 198.19.0.1/24 (left) and 198.19.0.2/24 (right), each allowing the other's
+/// /32, listening on [`LISTEN_PORT`]. Only the initiator(s) get an
+/// `Endpoint`, so the other side cannot send first.
+pub fn point_to_point(initiator: Initiator) -> Result<(WgSide, WgSide), PeerError> {
+    let left_key = generate_private_key()?;
+    let right_key = generate_private_key()?;
+    let host = |address: Ipv4Addr| Cidr::host(IpAddr::V4(address));
+    let subnet = |address: Ipv4Addr| {
+        // A /24 is valid for any IPv4 address.
+        Cidr::new(IpAddr::V4(address), OVERLAY_PREFIX_LEN).expect("/24 fits IPv4")
+    };
+    let mut left = WgSide::new(
+        unique_ifname(),
+        left_key,
+        LISTEN_PORT,
+        vec![subnet(LEFT_OVERLAY)],
+    );
+    let mut right = WgSide::new(
+        unique_ifname(),
+        right_key,
+        LISTEN_PORT,
+        vec![subnet(RIGHT_OVERLAY)],
+    );
+    let left_initiates = matches!(initiator, Initiator::Left | Initiator::Both);
+    let right_initiates = matches!(initiator, Initiator::Right | Initiator::Both);
+    left.peers.push(WgPeer {
+        public_key: right.public_key(),
+        preshared_key: None,
+        endpoint: left_initiates.then(|| SocketAddr::new(IpAddr::V4(RIGHT_UNDERLAY), LISTEN_PORT)),
+        allowed_ips: vec![host(RIGHT_OVERLAY)],
+        persistent_keepalive_secs: None,
+    });
+    right.peers.push(WgPeer {
+        public_key: left.public_key(),
+        preshared_key: None,
+        endpoint: right_initiates.then(|| SocketAddr::new(IpAddr::V4(LEFT_UNDERLAY), LISTEN_PORT)),
+        allowed_ips: vec![host(LEFT_OVERLAY)],
+        persistent_keepalive_secs: None,
+    });
+    Ok((left, right))
+}
+
+/// A fresh private key, clamped as `wg genkey` clamps.
+pub fn generate_private_key() -> Result<PrivateKey, PeerError> {
+    let mut bytes = Zeroizing::new([0u8; 32]);
+    getrandom::fill(bytes.as_mut()).map_err(|error| PeerError::Io {
+        operation: "generate a private key".into(),
+        source: io::Error::other(error.to_string()),
+    })?;
+    Ok(PrivateKey::from_bytes(*bytes))
+}
+
+static NEXT_IFNAME: AtomicU32 = AtomicU32::new(0);
+
+/// An interface name unique on this machine while this process runs
+/// (`fj<pid>t<n>`, at most 15 characters), so control sockets in
+/// `/var/run/wireguard` never clash between concurrent tests.
+pub fn unique_ifname() -> String {
+    let n = NEXT_IFNAME.fetch_add(1, Ordering::Relaxed) % 100_000;
+    format!("fj{}t{n}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn routes_skip_networks_inside_the_interface_subnet() {
+        let (mut left, _) = point_to_point(Initiator::Left).unwrap();
+        assert!(left.routes().is_empty(), "{:?}", left.routes());
+        left.peers[0]
+            .allowed_ips
+            .push("198.19.7.0/24".parse().unwrap());
+        left.peers[0]
+            .allowed_ips
+            .push("198.19.0.0/16".parse().unwrap());
+        let routes: Vec<String> = left.routes().iter().map(Cidr::to_string).collect();
+        assert_eq!(routes, ["198.19.7.0/24", "198.19.0.0/16"]);
+    }
+
+    #[test]
+    fn only_the_initiator_has_an_endpoint() {
+        let (left, right) = point_to_point(Initiator::Right).unwrap();
+        assert!(left.peers[0].endpoint.is_none());
+        assert_eq!(
+            right.peers[0].endpoint,
+            Some("198.18.0.1:51820".parse().unwrap())
+        );
+        let text = right.wg_quick_text();
+        assert!(
+            text.contains("Address = 198.19.0.2/24\n"),
+            "{}",
+            text.as_str()
+        );
+        assert!(text.contains("Endpoint = 198.18.0.1:51820\n"));
+        assert!(text.contains(&format!("PublicKey = {}\n", left.public_key())));
+        assert!(!right.setconf_text().contains("Address"));
+    }
+
+    #[test]
+    fn interface_names_are_unique_and_short() {
+        let a = unique_ifname();
+        let b = unique_ifname();
+        assert_ne!(a, b);
+        assert!(a.len() <= 15, "{a}");
+    }
+}

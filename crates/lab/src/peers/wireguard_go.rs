@@ -1,0 +1,96 @@
+//! wireguard-go, WireGuard's userspace implementation in Go, configured with
+//! `wg` from wireguard-tools.
+//!
+//! `go install golang.zx2c4.com/wireguard@latest` names the binary after
+//! the module (`~/go/bin/wireguard`); distributions call it `wireguard-go`.
+//! Both are found. It runs in the foreground (`-f`, and
+//! `WG_PROCESS_FOREGROUND=1` silences its kernel-module banner), creates its
+//! TUN device and `/var/run/wireguard/IFNAME.sock`, and is then configured
+//! exactly as wg-quick would configure it.
+
+use std::path::{Path, PathBuf};
+
+use super::daemon::{self, Daemon};
+use super::{PeerError, RunningSide, TunnelImpl, WgSide};
+use crate::netns::Namespace;
+
+const NAME: &str = "wireguard-go";
+
+/// Environment variable naming the wireguard-go binary explicitly.
+pub const BINARY_ENV: &str = "WIREGUARD_GO_BIN";
+
+#[derive(Debug, Clone)]
+pub struct WireguardGo {
+    binary: Option<PathBuf>,
+}
+
+impl WireguardGo {
+    /// `$WIREGUARD_GO_BIN`, else `wireguard-go` on PATH, else the binary
+    /// `go install` leaves in `~/go/bin` (or `$GOPATH/bin`).
+    pub fn locate() -> Self {
+        if let Some(path) = std::env::var_os(BINARY_ENV) {
+            return Self::at(PathBuf::from(path));
+        }
+        let mut fallbacks = Vec::new();
+        for bin_dir in [
+            std::env::var_os("GOPATH").map(|gopath| PathBuf::from(gopath).join("bin")),
+            super::home_path("go/bin"),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            fallbacks.push(bin_dir.join("wireguard-go"));
+            fallbacks.push(bin_dir.join("wireguard"));
+        }
+        Self {
+            binary: super::find_program("wireguard-go", &fallbacks),
+        }
+    }
+
+    pub fn at(binary: PathBuf) -> Self {
+        Self {
+            binary: Some(binary),
+        }
+    }
+}
+
+impl TunnelImpl for WireguardGo {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn installed(&self) -> Result<PathBuf, String> {
+        let binary = match &self.binary {
+            Some(path) if super::is_executable(path) => path.clone(),
+            Some(path) => return Err(format!("wireguard-go not found at {}", path.display())),
+            None => {
+                return Err(
+                    "wireguard-go not found; install with `go install golang.zx2c4.com/wireguard@latest`"
+                        .to_string(),
+                );
+            }
+        };
+        super::wg_tool()?;
+        Ok(binary)
+    }
+
+    fn start(
+        &self,
+        namespace: &Namespace,
+        side: &WgSide,
+        workdir: &Path,
+    ) -> Result<Box<dyn RunningSide>, PeerError> {
+        let binary = self.installed().map_err(PeerError::NotInstalled)?;
+        let mut command = namespace.command(&binary);
+        command
+            .env("WG_PROCESS_FOREGROUND", "1")
+            .args(["-f", &side.ifname]);
+        let mut daemon = Daemon::spawn(NAME, namespace, &side.ifname, workdir, &mut command, true)?;
+        let socket = daemon.uapi_socket();
+        daemon.wait_until(&format!("{} and its control socket", side.ifname), || {
+            socket.exists() && daemon::link_exists(namespace, &side.ifname)
+        })?;
+        daemon::configure_with_wg(&daemon, namespace, side, workdir)?;
+        Ok(Box::new(daemon))
+    }
+}
