@@ -4,5 +4,6 @@
 pub mod emulator;
 pub mod netns;
 pub mod peers;
+pub mod results;
 pub mod topology;
 pub mod traffic;

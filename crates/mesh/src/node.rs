@@ -4,6 +4,7 @@
 //! IPs of the peer that sent them. Still sans-I/O: same call order as
 //! [`fjord_proto::Device`], which it wraps.
 
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -19,6 +20,9 @@ use crate::cidr::Cidr;
 pub struct Node {
     device: Device,
     routes: AllowedIps<PeerId>,
+    /// The prefixes each peer owns in `routes`, so one peer's routes can be
+    /// cleared without walking everyone's (`wg setconf` clears every peer's).
+    owned: HashMap<PeerId, HashSet<Cidr>>,
     drops: DropCounters,
 }
 
@@ -27,6 +31,7 @@ impl Node {
         Self {
             device,
             routes: AllowedIps::new(),
+            owned: HashMap::new(),
             drops: DropCounters::default(),
         }
     }
@@ -44,19 +49,21 @@ impl Node {
     pub fn add_peer(&mut self, config: PeerConfig, allowed_ips: &[Cidr]) -> Result<PeerId, DeviceError> {
         let id = self.device.add_peer(config)?;
         for cidr in allowed_ips {
-            self.routes.insert(cidr.network(), id);
+            self.add_allowed_ip(id, *cidr);
         }
         Ok(id)
     }
 
     pub fn remove_peer(&mut self, id: PeerId) {
-        self.routes.retain(|owner| owner != id);
+        self.clear_allowed_ips(id);
+        self.owned.remove(&id);
         self.device.remove_peer(id);
     }
 
     /// Removes every peer and route at once (`replace_peers`).
     pub fn remove_all_peers(&mut self) {
         self.routes = AllowedIps::new();
+        self.owned.clear();
         let ids: Vec<PeerId> = self.device.peer_ids().collect();
         for id in ids {
             self.device.remove_peer(id);
@@ -64,23 +71,36 @@ impl Node {
     }
 
     /// Every route, grouped by peer, in one pass over the table.
-    pub fn allowed_ips_by_peer(&self) -> std::collections::HashMap<PeerId, Vec<Cidr>> {
-        let mut grouped: std::collections::HashMap<PeerId, Vec<Cidr>> = std::collections::HashMap::new();
+    pub fn allowed_ips_by_peer(&self) -> HashMap<PeerId, Vec<Cidr>> {
+        let mut grouped: HashMap<PeerId, Vec<Cidr>> = std::collections::HashMap::new();
         self.routes.for_each(|cidr, peer| grouped.entry(peer).or_default().push(cidr));
         grouped
     }
 
+    /// Routes `cidr` to `id`, taking it from its previous owner.
     pub fn add_allowed_ip(&mut self, id: PeerId, cidr: Cidr) {
-        self.routes.insert(cidr.network(), id);
+        let network = cidr.network();
+        if let Some(previous) = self.routes.insert(network, id)
+            && previous != id
+            && let Some(prefixes) = self.owned.get_mut(&previous)
+        {
+            prefixes.remove(&network);
+        }
+        self.owned.entry(id).or_default().insert(network);
     }
 
     /// Removes every allowed IP of `id`.
     pub fn clear_allowed_ips(&mut self, id: PeerId) {
-        self.routes.retain(|owner| owner != id);
+        for network in self.owned.remove(&id).unwrap_or_default() {
+            self.routes.remove(network);
+        }
     }
 
+    /// `id`'s prefixes, sorted.
     pub fn allowed_ips(&self, id: PeerId) -> Vec<Cidr> {
-        self.routes.prefixes_of(id)
+        let mut prefixes: Vec<Cidr> = self.owned.get(&id).into_iter().flatten().copied().collect();
+        prefixes.sort();
+        prefixes
     }
 
     pub fn route(&self, destination: &std::net::IpAddr) -> Option<PeerId> {
@@ -133,5 +153,76 @@ impl Node {
 
     pub fn poll_event(&mut self) -> Option<Event> {
         self.device.poll_event()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fjord_proto::{DeviceConfig, PresharedKey, PrivateKey, Rng, WallClock};
+
+    struct CountingRng(u8);
+
+    impl Rng for CountingRng {
+        fn fill_bytes(&mut self, dest: &mut [u8]) {
+            for byte in dest {
+                self.0 = self.0.wrapping_add(1);
+                *byte = self.0;
+            }
+        }
+    }
+
+    fn node() -> Node {
+        let device = Device::new(
+            DeviceConfig {
+                private_key: Some(PrivateKey::from_bytes([1; 32])),
+                mtu: 1420,
+            },
+            Box::new(CountingRng(0)),
+            WallClock {
+                base: Instant::now(),
+                base_since_epoch: std::time::Duration::from_secs(1_800_000_000),
+            },
+        );
+        Node::new(device)
+    }
+
+    fn peer(node: &mut Node, seed: u8, allowed: &[&str]) -> PeerId {
+        let cidrs: Vec<Cidr> = allowed.iter().map(|c| c.parse().unwrap()).collect();
+        let config = PeerConfig {
+            public_key: PrivateKey::from_bytes([seed; 32]).public_key(),
+            preshared_key: PresharedKey::zero(),
+            endpoint: None,
+            persistent_keepalive: None,
+        };
+        node.add_peer(config, &cidrs).unwrap()
+    }
+
+    #[test]
+    fn a_prefix_moves_to_its_newest_owner() {
+        let mut node = node();
+        let a = peer(&mut node, 2, &["198.19.0.0/24", "198.19.1.0/24"]);
+        let b = peer(&mut node, 3, &["198.19.1.9/24"]);
+        assert_eq!(node.allowed_ips(a), vec!["198.19.0.0/24".parse().unwrap()]);
+        assert_eq!(node.allowed_ips(b), vec!["198.19.1.0/24".parse().unwrap()]);
+        node.clear_allowed_ips(a);
+        assert_eq!(node.route(&"198.19.1.5".parse().unwrap()), Some(b));
+        assert_eq!(node.route(&"198.19.0.5".parse().unwrap()), None);
+        node.remove_peer(b);
+        assert_eq!(node.route(&"198.19.1.5".parse().unwrap()), None);
+        assert!(node.allowed_ips(b).is_empty());
+    }
+
+    #[test]
+    fn grouped_listing_matches_per_peer_listing() {
+        let mut node = node();
+        let a = peer(&mut node, 2, &["198.19.0.0/24", "fd00::/64"]);
+        let b = peer(&mut node, 3, &["198.19.2.0/24"]);
+        let grouped = node.allowed_ips_by_peer();
+        for id in [a, b] {
+            let mut listed = grouped.get(&id).cloned().unwrap_or_default();
+            listed.sort();
+            assert_eq!(listed, node.allowed_ips(id));
+        }
     }
 }

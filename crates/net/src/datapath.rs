@@ -35,6 +35,11 @@ use crate::udp::{RECV_BATCH, UdpTransport};
 const SEAL_OVERHEAD: usize = DATA_HEADROOM + 16;
 /// Largest payload of one GSO send: 65,535 minus IPv4 and UDP headers.
 const MAX_GSO_BYTES: usize = 65_535 - 20 - 8;
+/// Largest datagram sent as a GSO segment: one that fits a 1500-byte path
+/// behind IPv6 and UDP headers. The kernel refuses GSO segments larger
+/// than the path MTU (and quinn-udp then turns GSO off for good), so
+/// bigger datagrams (large tunnel MTUs) go one per send and may fragment.
+const MAX_GSO_SEGMENT: usize = 1500 - 40 - 8;
 /// Room for one GRO-coalesced UDP message.
 const GRO_BUFFER: usize = 65_536;
 /// Where a packet starts in a TUN write slot (tun-rs puts the virtio header before it).
@@ -139,7 +144,11 @@ impl Outbound {
         let stride = self.stride;
         // One GSO send is one UDP datagram to the kernel, so it must fit
         // the 16-bit length field (behind an IPv4 header, the tighter case).
-        let max_segments = udp.max_gso_segments().min(MAX_GSO_BYTES / stride).max(1);
+        let max_segments = if stride <= MAX_GSO_SEGMENT {
+            udp.max_gso_segments().min(MAX_GSO_BYTES / stride).max(1)
+        } else {
+            1
+        };
         let mut run: Option<GsoRun> = None;
         for index in 0..count {
             let slot = &mut self.area[index * stride..(index + 1) * stride];

@@ -70,6 +70,7 @@ impl UdpTransport {
             }
         }
         force_buffer_sizes(&socket);
+        allow_fragmentation(&socket).map_err(setup("allow fragmentation"))?;
         let port = socket.local_addr().map_err(setup("local address"))?.port();
         Ok(Self { socket, state, port })
     }
@@ -144,6 +145,32 @@ fn force_buffer_sizes(socket: &UdpSocket) {
             tracing::debug!(error = %io::Error::last_os_error(), "SO_*BUFFORCE refused");
         }
     }
+}
+
+/// quinn-udp sets DF (`IP_PMTUDISC_PROBE`); a tunnel with an inner MTU
+/// larger than the path (a 34 KB MTU over Ethernet) needs its datagrams
+/// fragmented instead, as kernel WireGuard lets them be.
+fn allow_fragmentation(socket: &UdpSocket) -> io::Result<()> {
+    for (level, option, value) in [
+        (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_DONT),
+        (libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, libc::IPV6_PMTUDISC_DONT),
+    ] {
+        // SAFETY: setsockopt reads one c_int from a live local; the fd is
+        // owned by `socket` for the duration of the call.
+        let rc = unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                level,
+                option,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// IPv4 peers arrive as v4-mapped IPv6 on a dual-stack socket.

@@ -254,6 +254,18 @@ impl Device {
         }
     }
 
+    /// Sends a keepalive to every peer with a current session, so that
+    /// each learns our new address at once (after a listen-port change).
+    pub fn keepalive_all_sessions(&mut self, now: Instant) {
+        for (index, slot) in self.peers.iter_mut().enumerate() {
+            if let Some(peer) = slot
+                && peer.can_send(now)
+            {
+                peer.send_keepalive(PeerId(index as u32), now, &mut self.ctx);
+            }
+        }
+    }
+
     /// Whether the peer has an established (or confirming) session.
     pub fn peer_has_session(&self, id: PeerId) -> bool {
         self.peer(id).is_some_and(Peer::has_session)

@@ -103,6 +103,11 @@ impl Peer {
         self.initiation = None;
     }
 
+    /// Whether the current session can carry a packet now.
+    pub fn can_send(&self, now: Instant) -> bool {
+        self.current.as_ref().is_some_and(|session| session.can_send(now))
+    }
+
     pub fn has_session(&self) -> bool {
         self.current.is_some() || self.next.is_some()
     }

@@ -11,6 +11,7 @@ use super::set::{PeerChange, SetError, SetRequest};
 
 pub fn apply(context: &mut ControlContext<'_>, request: SetRequest) -> Result<(), SetError> {
     if let Some(port) = request.listen_port {
+        let old_port = context.listen_port();
         context.rebind(port).map_err(|error| match error {
             UdpError::PortInUse { .. } => SetError {
                 errno: libc::EADDRINUSE,
@@ -21,6 +22,12 @@ pub fn apply(context: &mut ControlContext<'_>, request: SetRequest) -> Result<()
                 reason: other.to_string(),
             },
         })?;
+        if context.listen_port() != old_port {
+            // Peers still send to the old port; an authenticated packet from
+            // the new one moves their endpoint for us (wireguard-go does the same).
+            let now = context.now;
+            context.node.device_mut().keepalive_all_sessions(now);
+        }
     }
     if let Some(fwmark) = request.fwmark {
         context.set_fwmark(fwmark).map_err(|error| SetError {
