@@ -10,8 +10,14 @@ use fjord::keycmd;
 use fjord::up::{UpOptions, UsageError};
 
 #[derive(Parser)]
-#[command(name = "fjord", version, about = "A fast WireGuard-compatible VPN for Linux, with a measurement lab")]
-#[command(after_help = "Started as `fjord [-f] IFACE` (the way wg-quick starts a userspace implementation),\nfjord creates IFACE, serves the wg configuration protocol on /var/run/wireguard/IFACE.sock,\nand runs in the background unless -f is given or WG_PROCESS_FOREGROUND=1.")]
+#[command(
+    name = "fjord",
+    version,
+    about = "A fast WireGuard-compatible VPN for Linux, with a measurement lab"
+)]
+#[command(
+    after_help = "Started as `fjord [-f] IFACE` (the way wg-quick starts a userspace implementation),\nfjord creates IFACE, serves the wg configuration protocol on /var/run/wireguard/IFACE.sock,\nand runs in the background unless -f is given or WG_PROCESS_FOREGROUND=1."
+)]
 struct Cli {
     /// With `fjord IFACE`: stay in the foreground.
     #[arg(short, long, global = true)]
@@ -53,7 +59,8 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
-    let foreground = cli.foreground || std::env::var("WG_PROCESS_FOREGROUND").is_ok_and(|v| v == "1");
+    let foreground =
+        cli.foreground || std::env::var("WG_PROCESS_FOREGROUND").is_ok_and(|v| v == "1");
     match run(cli.command, foreground) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -85,7 +92,10 @@ fn init_logging() {
 
 fn require_root(what: &str) -> anyhow::Result<()> {
     if !fjord_net::sys::is_root() {
-        return Err(UsageError(format!("{what} needs root (CAP_NET_ADMIN); run it with sudo")).into());
+        return Err(UsageError(format!(
+            "{what} needs root (CAP_NET_ADMIN); run it with sudo"
+        ))
+        .into());
     }
     Ok(())
 }
@@ -128,10 +138,17 @@ fn run(command: Command, foreground: bool) -> anyhow::Result<()> {
 fn key_command(result: Result<(), keycmd::KeyCommandError>) -> anyhow::Result<()> {
     match result {
         Ok(()) => Ok(()),
-        Err(error) if error.io_error().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe) => Ok(()),
-        Err(error @ (keycmd::KeyCommandError::InvalidPrivateKey | keycmd::KeyCommandError::TrailingCharacters)) => {
-            Err(UsageError(error.to_string()).into())
+        Err(error)
+            if error
+                .io_error()
+                .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe) =>
+        {
+            Ok(())
         }
+        Err(
+            error @ (keycmd::KeyCommandError::InvalidPrivateKey
+            | keycmd::KeyCommandError::TrailingCharacters),
+        ) => Err(UsageError(error.to_string()).into()),
         Err(error) => Err(error.into()),
     }
 }

@@ -26,10 +26,13 @@ pub struct NetconfError {
 pub fn ip(args: &[&str]) -> Result<String, NetconfError> {
     let command = format!("ip {}", args.join(" "));
     tracing::debug!(%command, "run");
-    let output = Command::new("ip").args(args).output().map_err(|error| NetconfError {
-        command: command.clone(),
-        detail: error.to_string(),
-    })?;
+    let output = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|error| NetconfError {
+            command: command.clone(),
+            detail: error.to_string(),
+        })?;
     if !output.status.success() {
         return Err(NetconfError {
             command,
@@ -73,18 +76,44 @@ pub struct Netconf {
 
 impl Netconf {
     /// Gives the interface its addresses, MTU, and brings it up.
-    pub fn configure_link(&mut self, interface: &str, addresses: &[Cidr], mtu: u16) -> Result<(), NetconfError> {
+    pub fn configure_link(
+        &mut self,
+        interface: &str,
+        addresses: &[Cidr],
+        mtu: u16,
+    ) -> Result<(), NetconfError> {
         for address in addresses {
-            ip(&[family(address), "address", "add", &address.to_string(), "dev", interface])?;
+            ip(&[
+                family(address),
+                "address",
+                "add",
+                &address.to_string(),
+                "dev",
+                interface,
+            ])?;
         }
-        ip(&["link", "set", "mtu", &mtu.to_string(), "up", "dev", interface])?;
+        ip(&[
+            "link",
+            "set",
+            "mtu",
+            &mtu.to_string(),
+            "up",
+            "dev",
+            interface,
+        ])?;
         Ok(())
     }
 
     /// Adds routes for `allowed_ips`, most specific first. A default route
     /// uses `fwmark` (the UDP socket's mark, chosen with [`free_table`]
     /// when the file sets none) as its table and mark.
-    pub fn add_routes(&mut self, interface: &str, allowed_ips: &[Cidr], table: RouteTable, fwmark: u32) -> Result<(), NetconfError> {
+    pub fn add_routes(
+        &mut self,
+        interface: &str,
+        allowed_ips: &[Cidr],
+        table: RouteTable,
+        fwmark: u32,
+    ) -> Result<(), NetconfError> {
         let mut prefixes: Vec<Cidr> = allowed_ips.iter().map(Cidr::network).collect();
         prefixes.sort_by_key(|cidr| std::cmp::Reverse(cidr.prefix_len()));
         prefixes.dedup();
@@ -93,13 +122,30 @@ impl Netconf {
             match table {
                 RouteTable::Off => {}
                 RouteTable::Named(number) => {
-                    ip(&[family(&prefix), "route", "add", &text, "dev", interface, "table", &number.to_string()])?;
+                    ip(&[
+                        family(&prefix),
+                        "route",
+                        "add",
+                        &text,
+                        "dev",
+                        interface,
+                        "table",
+                        &number.to_string(),
+                    ])?;
                 }
                 RouteTable::Auto if prefix.prefix_len() == 0 => {
                     self.add_default_route(interface, &prefix, fwmark)?;
                 }
                 RouteTable::Auto => {
-                    let covered = ip(&[family(&prefix), "route", "show", "dev", interface, "match", &text])?;
+                    let covered = ip(&[
+                        family(&prefix),
+                        "route",
+                        "show",
+                        "dev",
+                        interface,
+                        "match",
+                        &text,
+                    ])?;
                     if covered.trim().is_empty() {
                         ip(&[family(&prefix), "route", "add", &text, "dev", interface])?;
                     }
@@ -109,16 +155,62 @@ impl Netconf {
         Ok(())
     }
 
-    fn add_default_route(&mut self, interface: &str, prefix: &Cidr, table: u32) -> Result<(), NetconfError> {
+    fn add_default_route(
+        &mut self,
+        interface: &str,
+        prefix: &Cidr,
+        table: u32,
+    ) -> Result<(), NetconfError> {
         let table_text = table.to_string();
         let proto = family(prefix);
-        ip(&[proto, "rule", "add", "not", "fwmark", &table_text, "table", &table_text])?;
-        self.undo
-            .push(vec![proto.into(), "rule".into(), "del".into(), "not".into(), "fwmark".into(), table_text.clone(), "table".into(), table_text.clone()]);
-        ip(&[proto, "rule", "add", "table", "main", "suppress_prefixlength", "0"])?;
-        self.undo
-            .push(vec![proto.into(), "rule".into(), "del".into(), "table".into(), "main".into(), "suppress_prefixlength".into(), "0".into()]);
-        ip(&[proto, "route", "add", &prefix.to_string(), "dev", interface, "table", &table_text])?;
+        ip(&[
+            proto,
+            "rule",
+            "add",
+            "not",
+            "fwmark",
+            &table_text,
+            "table",
+            &table_text,
+        ])?;
+        self.undo.push(vec![
+            proto.into(),
+            "rule".into(),
+            "del".into(),
+            "not".into(),
+            "fwmark".into(),
+            table_text.clone(),
+            "table".into(),
+            table_text.clone(),
+        ]);
+        ip(&[
+            proto,
+            "rule",
+            "add",
+            "table",
+            "main",
+            "suppress_prefixlength",
+            "0",
+        ])?;
+        self.undo.push(vec![
+            proto.into(),
+            "rule".into(),
+            "del".into(),
+            "table".into(),
+            "main".into(),
+            "suppress_prefixlength".into(),
+            "0".into(),
+        ]);
+        ip(&[
+            proto,
+            "route",
+            "add",
+            &prefix.to_string(),
+            "dev",
+            interface,
+            "table",
+            &table_text,
+        ])?;
         if prefix.is_ipv4()
             && let Err(error) = std::fs::write("/proc/sys/net/ipv4/conf/all/src_valid_mark", "1")
         {
@@ -157,10 +249,14 @@ impl Drop for Netconf {
 pub fn run_hook(kind: &str, command: &str, interface: &str) -> Result<(), NetconfError> {
     let command = command.replace("%i", interface);
     tracing::info!(hook = kind, %command, "running hook");
-    let status = Command::new("bash").arg("-c").arg(&command).status().map_err(|error| NetconfError {
-        command: command.clone(),
-        detail: error.to_string(),
-    })?;
+    let status = Command::new("bash")
+        .arg("-c")
+        .arg(&command)
+        .status()
+        .map_err(|error| NetconfError {
+            command: command.clone(),
+            detail: error.to_string(),
+        })?;
     if !status.success() {
         return Err(NetconfError {
             command,

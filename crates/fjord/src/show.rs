@@ -27,7 +27,10 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
     let drops: Vec<String> = interface
         .counters
         .iter()
-        .filter_map(|(key, n)| key.strip_prefix("drop_").map(|reason| format!("{n} {reason}")))
+        .filter_map(|(key, n)| {
+            key.strip_prefix("drop_")
+                .map(|reason| format!("{n} {reason}"))
+        })
         .collect();
     if !drops.is_empty() {
         let _ = writeln!(out, "  dropped: {}", drops.join(", "));
@@ -62,7 +65,11 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
             );
         }
         if peer.persistent_keepalive > 0 {
-            let _ = writeln!(out, "  persistent keepalive: every {}", ago_units(u64::from(peer.persistent_keepalive)));
+            let _ = writeln!(
+                out,
+                "  persistent keepalive: every {}",
+                ago_units(u64::from(peer.persistent_keepalive))
+            );
         }
     }
     out
@@ -72,7 +79,10 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
 pub fn report(name: &str, interface: &UapiInterface) -> InterfaceReport {
     InterfaceReport {
         interface: name.to_string(),
-        public_key: interface.public_key.map(|k| k.to_base64()).unwrap_or_default(),
+        public_key: interface
+            .public_key
+            .map(|k| k.to_base64())
+            .unwrap_or_default(),
         listen_port: interface.listen_port,
         fwmark: (interface.fwmark != 0).then_some(interface.fwmark),
         peers: interface
@@ -145,7 +155,10 @@ fn ago_units(total_secs: u64) -> String {
         let count = left / size;
         left %= size;
         if count > 0 {
-            parts.push(format!("{count} {name}{}", if count == 1 { "" } else { "s" }));
+            parts.push(format!(
+                "{count} {name}{}",
+                if count == 1 { "" } else { "s" }
+            ));
         }
     }
     parts.join(", ")

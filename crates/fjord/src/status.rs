@@ -51,7 +51,10 @@ impl InterfaceStatus {
                 let status = device.peer_status(id)?;
                 Some(PeerStatus {
                     public_key: status.public_key,
-                    preshared_key: device.peer_preshared_key(id).cloned().unwrap_or(PresharedKey::zero()),
+                    preshared_key: device
+                        .peer_preshared_key(id)
+                        .cloned()
+                        .unwrap_or(PresharedKey::zero()),
                     endpoint: status.endpoint,
                     allowed_ips: allowed_ips.remove(&id).unwrap_or_default(),
                     last_handshake: status.stats.last_handshake,
@@ -68,7 +71,11 @@ impl InterfaceStatus {
             listen_port: context.listen_port(),
             fwmark: context.fwmark(),
             peers,
-            drops: node.drops().nonzero().map(|(reason, n)| (reason.name(), n)).collect(),
+            drops: node
+                .drops()
+                .nonzero()
+                .map(|(reason, n)| (reason.name(), n))
+                .collect(),
             data: context.stats.clone(),
         }
     }

@@ -45,7 +45,9 @@ impl Rng for SystemRng {
 pub fn build_node(config: &Config, now: Instant) -> anyhow::Result<Node> {
     let wall_clock = WallClock {
         base: now,
-        base_since_epoch: SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default(),
+        base_since_epoch: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default(),
     };
     let device = Device::new(
         DeviceConfig {
@@ -78,7 +80,8 @@ pub fn build_node(config: &Config, now: Instant) -> anyhow::Result<Node> {
 
 pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
     let config = Config::load(config_path).map_err(|error| UsageError(error.to_string()))?;
-    let name = interface_name_from_path(config_path).map_err(|error| UsageError(error.to_string()))?;
+    let name =
+        interface_name_from_path(config_path).map_err(|error| UsageError(error.to_string()))?;
     let interface = name.as_str().to_string();
     let table = RouteTable::parse(config.interface.wg_quick.table.as_ref().map(|t| t.as_str()))
         .map_err(|problem| UsageError(format!("{}: {problem}", config_path.display())))?;
@@ -87,7 +90,11 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
     for hook in &config.interface.wg_quick.pre_up {
         run_hook("PreUp", hook.as_str(), &interface)?;
     }
-    let allowed: Vec<Cidr> = config.peers.iter().flat_map(|p| p.allowed_ips.iter().copied()).collect();
+    let allowed: Vec<Cidr> = config
+        .peers
+        .iter()
+        .flat_map(|p| p.allowed_ips.iter().copied())
+        .collect();
     // A default route needs the socket marked so its packets escape the tunnel.
     let needs_mark = table == RouteTable::Auto && allowed.iter().any(|c| c.prefix_len() == 0);
     let configured_mark = config.interface.fwmark.map_or(0, |m| m.get());
@@ -96,7 +103,8 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
     } else {
         configured_mark
     };
-    let (listener, _socket_guard) = uapi::bind(&interface).map_err(|error| UsageError(error.to_string()))?;
+    let (listener, _socket_guard) =
+        uapi::bind(&interface).map_err(|error| UsageError(error.to_string()))?;
     let udp = UdpTransport::bind(config.interface.listen_port.unwrap_or(0), fwmark)
         .map_err(|error| UsageError(error.to_string()))?;
     let mtu = config.interface.mtu().bytes();
@@ -127,7 +135,9 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
     let reason = worker.run()?;
     match reason {
         StopReason::Signal => tracing::info!(interface, "stopping on signal"),
-        StopReason::InterfaceDeleted => tracing::info!(interface, "interface was deleted; stopping"),
+        StopReason::InterfaceDeleted => {
+            tracing::info!(interface, "interface was deleted; stopping")
+        }
     }
     for hook in &config.interface.wg_quick.pre_down {
         if let Err(error) = run_hook("PreDown", hook.as_str(), &interface) {
@@ -145,7 +155,9 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
 
 fn warn_unapplied(config: &Config) {
     if !config.interface.wg_quick.dns.is_empty() {
-        tracing::warn!("DNS = … is not applied by `fjord up`; run wg-quick with WG_QUICK_USERSPACE_IMPLEMENTATION=fjord for that");
+        tracing::warn!(
+            "DNS = … is not applied by `fjord up`; run wg-quick with WG_QUICK_USERSPACE_IMPLEMENTATION=fjord for that"
+        );
     }
     if config.interface.wg_quick.save_config {
         tracing::warn!("SaveConfig = true is ignored by `fjord up`");

@@ -23,14 +23,17 @@ pub fn run_interface(name: &str, foreground: bool) -> anyhow::Result<()> {
         .parse()
         .map_err(|error: crate::config::InterfaceNameError| UsageError(error.to_string()))?;
     let interface = name.as_str();
-    let (listener, _socket_guard) = uapi::bind(interface).map_err(|error| UsageError(error.to_string()))?;
+    let (listener, _socket_guard) =
+        uapi::bind(interface).map_err(|error| UsageError(error.to_string()))?;
     let udp = UdpTransport::bind(0, 0)?;
     let mtu = DEFAULT_MTU.bytes();
     let tun = TunDevice::create(interface, mtu, true)?;
     let now = Instant::now();
     let wall_clock = WallClock {
         base: now,
-        base_since_epoch: SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default(),
+        base_since_epoch: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default(),
     };
     let device = Device::new(
         DeviceConfig {
@@ -41,7 +44,9 @@ pub fn run_interface(name: &str, foreground: bool) -> anyhow::Result<()> {
         wall_clock,
     );
     if !foreground {
-        eprintln!("fjord: {interface} is up; running in the background (use -f to stay in the foreground)");
+        eprintln!(
+            "fjord: {interface} is up; running in the background (use -f to stay in the foreground)"
+        );
         if daemonize()? == Daemonized::Parent {
             // The socket file now belongs to the child.
             std::mem::forget(_socket_guard);
@@ -55,7 +60,9 @@ pub fn run_interface(name: &str, foreground: bool) -> anyhow::Result<()> {
     tracing::info!(interface, "interface created; waiting for configuration");
     match worker.run()? {
         StopReason::Signal => tracing::info!(interface, "stopping on signal"),
-        StopReason::InterfaceDeleted => tracing::info!(interface, "interface was deleted; stopping"),
+        StopReason::InterfaceDeleted => {
+            tracing::info!(interface, "interface was deleted; stopping")
+        }
     }
     Ok(())
 }

@@ -34,7 +34,8 @@ fn key() -> PrivateKey {
 
 /// Runs `wg ARGS` in `ns`; panics with its stderr on failure.
 fn wg(ns: &Namespace, args: &[&str]) -> String {
-    ns.exec("wg", args).unwrap_or_else(|error| panic!("wg {args:?}: {error}"))
+    ns.exec("wg", args)
+        .unwrap_or_else(|error| panic!("wg {args:?}: {error}"))
 }
 
 fn wg_quick(ns: &Namespace, action: &str, conf: &Path) -> Result<String, netns::NetnsError> {
@@ -48,7 +49,8 @@ fn wg_quick(ns: &Namespace, action: &str, conf: &Path) -> Result<String, netns::
 }
 
 fn ping(ns: &Namespace, address: &str) -> bool {
-    ns.exec("ping", &["-c", "2", "-i", "0.2", "-W", "2", address]).is_ok()
+    ns.exec("ping", &["-c", "2", "-i", "0.2", "-W", "2", address])
+        .is_ok()
 }
 
 /// Waits until `address` answers a ping from `ns` (handshakes take a moment).
@@ -64,8 +66,12 @@ fn wait_ping_for(ns: &Namespace, address: &str, limit: Duration) {
 fn fjord_pids(ifname: &str) -> Vec<u32> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
         let args: Vec<String> = cmdline
             .split(|b| *b == 0)
             .map(|a| String::from_utf8_lossy(a).into_owned())
@@ -85,7 +91,10 @@ fn interface_text(key: &PrivateKey, port: u16, addresses: &str) -> String {
 }
 
 fn peer_text(key: &PrivateKey, psk: Option<&str>, endpoint: Option<&str>, allowed: &str) -> String {
-    let mut text = format!("\n[Peer]\nPublicKey = {}\nAllowedIPs = {allowed}\n", key.public_key());
+    let mut text = format!(
+        "\n[Peer]\nPublicKey = {}\nAllowedIPs = {allowed}\n",
+        key.public_key()
+    );
     if let Some(psk) = psk {
         text.push_str(&format!("PresharedKey = {psk}\n"));
     }
@@ -98,7 +107,9 @@ fn peer_text(key: &PrivateKey, psk: Option<&str>, endpoint: Option<&str>, allowe
 fn random_psk() -> String {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).unwrap();
-    fjord_proto::PresharedKey::from_bytes(bytes).to_base64().to_string()
+    fjord_proto::PresharedKey::from_bytes(bytes)
+        .to_base64()
+        .to_string()
 }
 
 #[test]
@@ -113,7 +124,12 @@ fn wg_quick_brings_fjord_up_and_down() {
     write_private(
         &left_conf,
         &(interface_text(&left_key, 51820, "198.19.0.1/24, fd00:19::1/64")
-            + &peer_text(&right_key, Some(&psk), Some("198.18.0.2:51820"), "198.19.0.2/32, fd00:19::2/128")),
+            + &peer_text(
+                &right_key,
+                Some(&psk),
+                Some("198.18.0.2:51820"),
+                "198.19.0.2/32, fd00:19::2/128",
+            )),
     );
     write_private(
         &right_conf,
@@ -133,23 +149,45 @@ fn wg_quick_brings_fjord_up_and_down() {
             .timeout(Duration::from_secs(60))
             .run(&hosts.left, &hosts.right, sink.parse().unwrap())
             .unwrap();
-        assert!(report.verified, "transfer to {sink} arrived altered: {report:?}");
+        assert!(
+            report.verified,
+            "transfer to {sink} arrived altered: {report:?}"
+        );
     }
     // UDP: datagrams echoed back through the tunnel.
-    assert_udp_echo(&hosts.left, &hosts.right, "198.19.0.2:7001".parse().unwrap());
+    assert_udp_echo(
+        &hosts.left,
+        &hosts.right,
+        "198.19.0.2:7001".parse().unwrap(),
+    );
 
     let endpoints = wg(&hosts.left, &["show", &left_if, "endpoints"]);
     assert!(endpoints.contains("198.18.0.2:51820"), "{endpoints}");
     let allowed = wg(&hosts.left, &["show", &left_if, "allowed-ips"]);
-    assert!(allowed.contains("198.19.0.2/32") && allowed.contains("fd00:19::2/128"), "{allowed}");
+    assert!(
+        allowed.contains("198.19.0.2/32") && allowed.contains("fd00:19::2/128"),
+        "{allowed}"
+    );
     let handshakes = wg(&hosts.left, &["show", &left_if, "latest-handshakes"]);
-    let stamp: u64 = handshakes.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let stamp: u64 = handshakes
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(stamp > 1_700_000_000, "{handshakes}");
     let transfer = wg(&hosts.left, &["show", &left_if, "transfer"]);
-    let fields: Vec<u64> = transfer.split_whitespace().skip(1).map(|n| n.parse().unwrap()).collect();
+    let fields: Vec<u64> = transfer
+        .split_whitespace()
+        .skip(1)
+        .map(|n| n.parse().unwrap())
+        .collect();
     assert!(fields[1] > 16 << 20, "sent bytes {transfer}");
     let showconf = wg(&hosts.left, &["showconf", &left_if]);
-    assert!(showconf.contains(&right_key.public_key().to_base64()), "{showconf}");
+    assert!(
+        showconf.contains(&right_key.public_key().to_base64()),
+        "{showconf}"
+    );
     assert!(showconf.contains("PresharedKey"), "{showconf}");
     let full = wg(&hosts.left, &["show", &left_if]);
     println!("wg show {left_if} (fjord):\n{full}");
@@ -157,9 +195,11 @@ fn wg_quick_brings_fjord_up_and_down() {
     let pids = fjord_pids(&left_if);
     assert_eq!(pids.len(), 1, "one fjord process serves {left_if}");
     wg_quick(&hosts.left, "down", &left_conf).unwrap();
-    netns::wait_until(Duration::from_secs(5), "fjord to exit after wg-quick down", || {
-        fjord_pids(&left_if).is_empty()
-    })
+    netns::wait_until(
+        Duration::from_secs(5),
+        "fjord to exit after wg-quick down",
+        || fjord_pids(&left_if).is_empty(),
+    )
     .unwrap();
     assert!(!Path::new(&format!("/var/run/wireguard/{left_if}.sock")).exists());
     wg_quick(&hosts.right, "down", &right_conf).unwrap();
@@ -206,7 +246,10 @@ fn assert_udp_echo(client: &Namespace, server: &Namespace, address: SocketAddr) 
         .unwrap()
         .unwrap();
     let _ = echo.join();
-    assert!(answered >= 195, "only {answered} of 200 UDP datagrams came back");
+    assert!(
+        answered >= 195,
+        "only {answered} of 200 UDP datagrams came back"
+    );
 }
 
 /// A hub with two peers, each on its own veth: left (B) and right (C).
@@ -222,10 +265,14 @@ fn star() -> Star {
     let c = Namespace::create("c").unwrap();
     netns::veth(&hub, "to-b", &b, "eth0").unwrap();
     netns::veth(&hub, "to-c", &c, "eth0").unwrap();
-    hub.ip(&["addr", "add", "198.18.1.1/24", "dev", "to-b"]).unwrap();
-    b.ip(&["addr", "add", "198.18.1.2/24", "dev", "eth0"]).unwrap();
-    hub.ip(&["addr", "add", "198.18.2.1/24", "dev", "to-c"]).unwrap();
-    c.ip(&["addr", "add", "198.18.2.2/24", "dev", "eth0"]).unwrap();
+    hub.ip(&["addr", "add", "198.18.1.1/24", "dev", "to-b"])
+        .unwrap();
+    b.ip(&["addr", "add", "198.18.1.2/24", "dev", "eth0"])
+        .unwrap();
+    hub.ip(&["addr", "add", "198.18.2.1/24", "dev", "to-c"])
+        .unwrap();
+    c.ip(&["addr", "add", "198.18.2.2/24", "dev", "eth0"])
+        .unwrap();
     Star { hub, b, c }
 }
 
@@ -236,13 +283,25 @@ fn live_edits_leave_other_peers_alone() {
     let (hub_key, b_key, c_key) = (key(), key(), key());
     let (hub_if, b_if, c_if) = (unique_ifname(), unique_ifname(), unique_ifname());
     let confs = [
-        (&net.hub, &hub_if, interface_text(&hub_key, 51820, "198.19.0.1/24")
-            + &peer_text(&b_key, None, Some("198.18.1.2:51820"), "198.19.0.2/32")
-            + &peer_text(&c_key, None, Some("198.18.2.2:51820"), "198.19.0.3/32")),
-        (&net.b, &b_if, interface_text(&b_key, 51820, "198.19.0.2/24")
-            + &peer_text(&hub_key, None, Some("198.18.1.1:51820"), "198.19.0.0/24")),
-        (&net.c, &c_if, interface_text(&c_key, 51820, "198.19.0.3/24")
-            + &peer_text(&hub_key, None, Some("198.18.2.1:51820"), "198.19.0.0/24")),
+        (
+            &net.hub,
+            &hub_if,
+            interface_text(&hub_key, 51820, "198.19.0.1/24")
+                + &peer_text(&b_key, None, Some("198.18.1.2:51820"), "198.19.0.2/32")
+                + &peer_text(&c_key, None, Some("198.18.2.2:51820"), "198.19.0.3/32"),
+        ),
+        (
+            &net.b,
+            &b_if,
+            interface_text(&b_key, 51820, "198.19.0.2/24")
+                + &peer_text(&hub_key, None, Some("198.18.1.1:51820"), "198.19.0.0/24"),
+        ),
+        (
+            &net.c,
+            &c_if,
+            interface_text(&c_key, 51820, "198.19.0.3/24")
+                + &peer_text(&hub_key, None, Some("198.18.2.1:51820"), "198.19.0.0/24"),
+        ),
     ];
     let mut paths = Vec::new();
     for (ns, ifname, text) in &confs {
@@ -268,12 +327,42 @@ fn live_edits_leave_other_peers_alone() {
                 .unwrap()
         });
         let edits: Vec<Vec<&str>> = vec![
-            vec!["set", &hub_if, "peer", &b_pub, "endpoint", "198.18.1.9:51820"],
-            vec!["set", &hub_if, "peer", &b_pub, "allowed-ips", "198.19.0.2/32,198.19.9.0/24"],
-            vec!["set", &hub_if, "peer", &b_pub, "preshared-key", new_psk_path.to_str().unwrap()],
+            vec![
+                "set",
+                &hub_if,
+                "peer",
+                &b_pub,
+                "endpoint",
+                "198.18.1.9:51820",
+            ],
+            vec![
+                "set",
+                &hub_if,
+                "peer",
+                &b_pub,
+                "allowed-ips",
+                "198.19.0.2/32,198.19.9.0/24",
+            ],
+            vec![
+                "set",
+                &hub_if,
+                "peer",
+                &b_pub,
+                "preshared-key",
+                new_psk_path.to_str().unwrap(),
+            ],
             vec!["set", &hub_if, "peer", &b_pub, "persistent-keepalive", "25"],
             vec!["set", &hub_if, "peer", &b_pub, "remove"],
-            vec!["set", &hub_if, "peer", &b_pub, "endpoint", "198.18.1.2:51820", "allowed-ips", "198.19.0.2/32"],
+            vec![
+                "set",
+                &hub_if,
+                "peer",
+                &b_pub,
+                "endpoint",
+                "198.18.1.2:51820",
+                "allowed-ips",
+                "198.19.0.2/32",
+            ],
             vec!["set", &hub_if, "listen-port", "51999"],
         ];
         for edit in edits {
@@ -289,18 +378,36 @@ fn live_edits_leave_other_peers_alone() {
         );
     });
     let c_pub = c_key.public_key().to_base64();
-    let line_for = |text: &str, key: &str| text.lines().find(|l| l.contains(key)).unwrap_or("").to_string();
+    let line_for = |text: &str, key: &str| {
+        text.lines()
+            .find(|l| l.contains(key))
+            .unwrap_or("")
+            .to_string()
+    };
     let c_handshake_after = wg(&net.hub, &["show", &hub_if, "latest-handshakes"]);
     assert_eq!(
         line_for(&c_handshake_before, &c_pub),
         line_for(&c_handshake_after, &c_pub),
         "C's session was renegotiated by edits to B"
     );
-    assert_eq!(wg(&net.hub, &["show", &hub_if, "listen-port"]).trim(), "51999");
+    assert_eq!(
+        wg(&net.hub, &["show", &hub_if, "listen-port"]).trim(),
+        "51999"
+    );
     // B was removed and re-added, so the hub forgot B's session while B
     // still holds it: as in WireGuard, B starts a new handshake once its
     // packets go unanswered for 15 s (KEEPALIVE + REKEY_TIMEOUT).
-    wg(&net.b, &["set", &b_if, "peer", &hub_key.public_key().to_base64(), "endpoint", "198.18.1.1:51999"]);
+    wg(
+        &net.b,
+        &[
+            "set",
+            &b_if,
+            "peer",
+            &hub_key.public_key().to_base64(),
+            "endpoint",
+            "198.18.1.1:51999",
+        ],
+    );
     wait_ping_for(&net.b, "198.19.0.1", Duration::from_secs(30));
     for (ns, path) in paths {
         let _ = wg_quick(ns, "down", &path);
@@ -311,12 +418,19 @@ fn live_edits_leave_other_peers_alone() {
 /// `fjord -f IFACE` in `ns`, as a guarded process of ours.
 fn start_foreground(ns: &Namespace, ifname: &str) -> Process {
     let process = ns
-        .spawn(ns.command(FJORD).arg("-f").arg(ifname).stderr(std::process::Stdio::null()))
+        .spawn(
+            ns.command(FJORD)
+                .arg("-f")
+                .arg(ifname)
+                .stderr(std::process::Stdio::null()),
+        )
         .unwrap();
     let socket = format!("/var/run/wireguard/{ifname}.sock");
-    netns::wait_until(Duration::from_secs(5), "fjord's configuration socket", || {
-        UnixStream::connect(&socket).is_ok()
-    })
+    netns::wait_until(
+        Duration::from_secs(5),
+        "fjord's configuration socket",
+        || UnixStream::connect(&socket).is_ok(),
+    )
     .unwrap();
     process
 }
@@ -339,16 +453,25 @@ fn interface_moved_to_another_namespace_keeps_working() {
             peer_text(&right_key, None, Some("198.18.0.2:51820"), "198.19.0.0/24")
         ),
     );
-    wg(&hosts.left, &["setconf", &left_if, left_setconf.to_str().unwrap()]);
+    wg(
+        &hosts.left,
+        &["setconf", &left_if, left_setconf.to_str().unwrap()],
+    );
     // The WireGuard pattern: the interface moves, the UDP socket stays.
-    hosts.left.ip(&["link", "set", &left_if, "netns", inner.name()]).unwrap();
-    inner.ip(&["addr", "add", "198.19.0.1/24", "dev", &left_if]).unwrap();
+    hosts
+        .left
+        .ip(&["link", "set", &left_if, "netns", inner.name()])
+        .unwrap();
+    inner
+        .ip(&["addr", "add", "198.19.0.1/24", "dev", &left_if])
+        .unwrap();
     inner.ip(&["link", "set", &left_if, "up"]).unwrap();
 
     let right_conf = dir.join(format!("{right_if}.conf"));
     write_private(
         &right_conf,
-        &(interface_text(&right_key, 51820, "198.19.0.2/24") + &peer_text(&left_key, None, None, "198.19.0.1/32")),
+        &(interface_text(&right_key, 51820, "198.19.0.2/24")
+            + &peer_text(&left_key, None, None, "198.19.0.1/32")),
     );
     wg_quick(&hosts.right, "up", &right_conf).unwrap();
 
@@ -378,7 +501,9 @@ fn process_exits_when_its_interface_is_deleted() {
 /// Sends one raw request on the configuration socket; returns the reply lines.
 fn uapi(ifname: &str, request: &str) -> Vec<String> {
     let mut stream = UnixStream::connect(format!("/var/run/wireguard/{ifname}.sock")).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     stream.write_all(request.as_bytes()).unwrap();
     let mut lines = Vec::new();
     for line in BufReader::new(stream).lines() {
@@ -402,7 +527,8 @@ fn bad_requests_get_an_errno_and_change_nothing() {
     let _process = start_foreground(&host, &ifname);
     let peer = key().public_key();
     let peer_hex: String = peer.as_bytes().iter().map(|b| format!("{b:02x}")).collect();
-    let good = format!("set=1\nlisten_port=51830\npublic_key={peer_hex}\nallowed_ip=198.19.0.2/32\n\n");
+    let good =
+        format!("set=1\nlisten_port=51830\npublic_key={peer_hex}\nallowed_ip=198.19.0.2/32\n\n");
     assert_eq!(uapi(&ifname, &good), vec!["errno=0"]);
     let before = uapi(&ifname, "get=1\n\n");
 
@@ -416,15 +542,26 @@ fn bad_requests_get_an_errno_and_change_nothing() {
         "set=1\nno equals sign\n\n".to_string(),
     ] {
         let reply = uapi(&ifname, &bad);
-        let errno = reply.last().and_then(|l| l.strip_prefix("errno=")).unwrap_or("missing");
+        let errno = reply
+            .last()
+            .and_then(|l| l.strip_prefix("errno="))
+            .unwrap_or("missing");
         assert_ne!(errno, "0", "{bad:?} was accepted");
         assert_ne!(errno, "missing", "{bad:?}: no errno in {reply:?}");
     }
     let after = uapi(&ifname, "get=1\n\n");
     let stable = |lines: &[String]| -> Vec<String> {
-        lines.iter().filter(|l| !l.starts_with("last_handshake")).cloned().collect()
+        lines
+            .iter()
+            .filter(|l| !l.starts_with("last_handshake"))
+            .cloned()
+            .collect()
     };
-    assert_eq!(stable(&before), stable(&after), "a refused request changed the interface");
+    assert_eq!(
+        stable(&before),
+        stable(&after),
+        "a refused request changed the interface"
+    );
     let show = wg(&host, &["show", &ifname, "listen-port"]);
     assert_eq!(show.trim(), "51830");
 }
@@ -436,7 +573,10 @@ fn setconf_with_a_thousand_peers_and_a_hundred_thousand_routes() {
     let _process = start_foreground(&host, &ifname);
     let dir = workdir("big");
 
-    let mut text = format!("[Interface]\nPrivateKey = {}\nListenPort = 51840\n", key().to_base64().as_str());
+    let mut text = format!(
+        "[Interface]\nPrivateKey = {}\nListenPort = 51840\n",
+        key().to_base64().as_str()
+    );
     let mut expected: BTreeSet<(String, String)> = BTreeSet::new();
     // One peer with 100,000 prefixes: 65,536 IPv4 host routes in 198.18.0.0/16
     // and 34,464 IPv6 /64s in fd00::/8.
@@ -461,7 +601,9 @@ fn setconf_with_a_thousand_peers_and_a_hundred_thousand_routes() {
     for i in 1..1000u32 {
         let public = key().public_key().to_base64();
         let route = format!("198.19.{}.{}/32", i >> 8, i & 0xff);
-        text.push_str(&format!("\n[Peer]\nPublicKey = {public}\nAllowedIPs = {route}\n"));
+        text.push_str(&format!(
+            "\n[Peer]\nPublicKey = {public}\nAllowedIPs = {route}\n"
+        ));
         expected.insert((public, route));
     }
     let path = dir.join("big.setconf");
@@ -488,7 +630,10 @@ fn setconf_with_a_thousand_peers_and_a_hundred_thousand_routes() {
         }
     }
     assert_eq!(reported.len(), expected.len());
-    assert!(reported == expected, "wg show allowed-ips differs from what was set");
+    assert!(
+        reported == expected,
+        "wg show allowed-ips differs from what was set"
+    );
     let peers = wg(&host, &["show", &ifname, "peers"]);
     assert_eq!(peers.lines().count(), 1000);
     let _ = std::fs::remove_dir_all(dir);
@@ -509,7 +654,8 @@ fn mtu_changes_while_traffic_flows() {
     );
     write_private(
         &right_conf,
-        &(interface_text(&right_key, 51820, "198.19.0.2/24") + &peer_text(&left_key, None, None, "198.19.0.1/32")),
+        &(interface_text(&right_key, 51820, "198.19.0.2/24")
+            + &peer_text(&left_key, None, None, "198.19.0.1/32")),
     );
     wg_quick(&hosts.left, "up", &left_conf).unwrap();
     wg_quick(&hosts.right, "up", &right_conf).unwrap();
@@ -533,10 +679,26 @@ fn mtu_changes_while_traffic_flows() {
     });
     // A 34 KB MTU carries a 30,000-byte ping in one tunnel packet.
     for (ns, ifname) in [(left, &left_if), (right, &right_if)] {
-        ns.ip(&["link", "set", "dev", ifname, "mtu", "34000"]).unwrap();
+        ns.ip(&["link", "set", "dev", ifname, "mtu", "34000"])
+            .unwrap();
     }
     std::thread::sleep(Duration::from_millis(1500));
-    let out = left.exec("ping", &["-c", "2", "-s", "30000", "-M", "do", "-W", "2", "198.19.0.2"]).unwrap();
+    let out = left
+        .exec(
+            "ping",
+            &[
+                "-c",
+                "2",
+                "-s",
+                "30000",
+                "-M",
+                "do",
+                "-W",
+                "2",
+                "198.19.0.2",
+            ],
+        )
+        .unwrap();
     assert!(out.contains("2 received"), "{out}");
     let _ = wg_quick(left, "down", &left_conf);
     let _ = wg_quick(right, "down", &right_conf);

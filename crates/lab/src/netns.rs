@@ -157,7 +157,18 @@ impl Drop for Namespace {
 /// both up.
 pub fn veth(a: &Namespace, a_if: &str, b: &Namespace, b_if: &str) -> Result<(), NetnsError> {
     // Create inside `a` so no interface ever appears in the caller's namespace.
-    a.ip(&["link", "add", a_if, "type", "veth", "peer", "name", b_if, "netns", b.name()])?;
+    a.ip(&[
+        "link",
+        "add",
+        a_if,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        b_if,
+        "netns",
+        b.name(),
+    ])?;
     a.ip(&["link", "set", a_if, "up"])?;
     b.ip(&["link", "set", b_if, "up"])?;
     Ok(())
@@ -194,7 +205,9 @@ impl Process {
 
     /// Whether the process has exited (and its status if so).
     pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.as_mut().and_then(|child| child.try_wait().ok().flatten())
+        self.child
+            .as_mut()
+            .and_then(|child| child.try_wait().ok().flatten())
     }
 
     /// Sends `signal` to the process (by its PID, which we own).
@@ -230,7 +243,10 @@ impl Process {
     }
 
     /// Waits for the process to exit by itself, up to `timeout`.
-    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<std::process::ExitStatus, NetnsError> {
+    pub fn wait_timeout(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<std::process::ExitStatus, NetnsError> {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(child) = self.child.as_mut()
@@ -240,7 +256,10 @@ impl Process {
                 return Ok(status);
             }
             if self.child.is_none() || Instant::now() >= deadline {
-                return Err(NetnsError::Timeout(timeout, format!("`{}` to exit", self.description)));
+                return Err(NetnsError::Timeout(
+                    timeout,
+                    format!("`{}` to exit", self.description),
+                ));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -254,7 +273,11 @@ impl Drop for Process {
 }
 
 /// Polls `check` every 20 ms until it returns true or `timeout` passes.
-pub fn wait_until(timeout: Duration, what: &str, mut check: impl FnMut() -> bool) -> Result<(), NetnsError> {
+pub fn wait_until(
+    timeout: Duration,
+    what: &str,
+    mut check: impl FnMut() -> bool,
+) -> Result<(), NetnsError> {
     let deadline = Instant::now() + timeout;
     loop {
         if check() {
@@ -274,7 +297,10 @@ pub fn remove_stale() -> Vec<String> {
         return Vec::new();
     };
     let mut removed = Vec::new();
-    for name in listing.lines().filter_map(|line| line.split_whitespace().next()) {
+    for name in listing
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+    {
         let Some(pid) = name
             .strip_prefix(NAME_PREFIX)
             .and_then(|rest| rest.split('-').next())

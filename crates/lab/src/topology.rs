@@ -69,10 +69,20 @@ impl TwoHosts {
     }
 
     fn address_hosts(&self) -> Result<(), NetnsError> {
-        self.left
-            .ip(&["addr", "add", &format!("{LEFT_UNDERLAY}/24"), "dev", HOST_LINK])?;
-        self.right
-            .ip(&["addr", "add", &format!("{RIGHT_UNDERLAY}/24"), "dev", HOST_LINK])?;
+        self.left.ip(&[
+            "addr",
+            "add",
+            &format!("{LEFT_UNDERLAY}/24"),
+            "dev",
+            HOST_LINK,
+        ])?;
+        self.right.ip(&[
+            "addr",
+            "add",
+            &format!("{RIGHT_UNDERLAY}/24"),
+            "dev",
+            HOST_LINK,
+        ])?;
         Ok(())
     }
 }
@@ -81,7 +91,9 @@ impl TwoHosts {
 pub fn disable_offloads(namespace: &Namespace, link: &str) -> Result<(), NetnsError> {
     namespace.exec(
         "ethtool",
-        &["-K", link, "tso", "off", "gso", "off", "gro", "off", "tx", "off", "rx", "off"],
+        &[
+            "-K", link, "tso", "off", "gso", "off", "gro", "off", "tx", "off", "rx", "off",
+        ],
     )?;
     Ok(())
 }

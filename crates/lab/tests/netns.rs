@@ -10,9 +10,13 @@ fn two_namespaces_ping_and_clean_up() {
         let a = Namespace::create("pa").unwrap();
         let b = Namespace::create("pb").unwrap();
         netns::veth(&a, "veth0", &b, "veth0").unwrap();
-        a.ip(&["addr", "add", "198.18.0.1/24", "dev", "veth0"]).unwrap();
-        b.ip(&["addr", "add", "198.18.0.2/24", "dev", "veth0"]).unwrap();
-        let out = a.exec("ping", &["-c", "1", "-W", "2", "198.18.0.2"]).unwrap();
+        a.ip(&["addr", "add", "198.18.0.1/24", "dev", "veth0"])
+            .unwrap();
+        b.ip(&["addr", "add", "198.18.0.2/24", "dev", "veth0"])
+            .unwrap();
+        let out = a
+            .exec("ping", &["-c", "1", "-W", "2", "198.18.0.2"])
+            .unwrap();
         assert!(out.contains("1 received"), "{out}");
         assert!(b.links().unwrap().contains(&"veth0".to_string()));
         names = [a.name().to_string(), b.name().to_string()];
@@ -28,9 +32,17 @@ fn middle_topology_builds_with_offloads_off() {
     let hosts = fjord_lab::topology::TwoHosts::with_middle().unwrap();
     let middle = hosts.middle.as_ref().unwrap();
     let features = middle.exec("ethtool", &["-k", "to-left"]).unwrap();
-    assert!(features.contains("tcp-segmentation-offload: off"), "{features}");
+    assert!(
+        features.contains("tcp-segmentation-offload: off"),
+        "{features}"
+    );
     // Nothing bridges the middle yet, so the hosts cannot reach each other.
-    assert!(hosts.left.exec("ping", &["-c", "1", "-W", "1", "198.18.0.2"]).is_err());
+    assert!(
+        hosts
+            .left
+            .exec("ping", &["-c", "1", "-W", "1", "198.18.0.2"])
+            .is_err()
+    );
 }
 
 #[test]

@@ -155,7 +155,12 @@ impl<T: Copy + PartialEq> Trie<T> {
                 visit(node.key, node.len, value);
             }
             // Push the 1-branch first so entries come out in address order.
-            stack.extend(node.children.iter().rev().filter_map(|child| child.as_deref()));
+            stack.extend(
+                node.children
+                    .iter()
+                    .rev()
+                    .filter_map(|child| child.as_deref()),
+            );
         }
     }
 }
@@ -261,8 +266,10 @@ impl<T: Copy + PartialEq> AllowedIps<T> {
 
     /// Visits every entry, IPv4 first, each family in address order.
     pub fn for_each(&self, mut visit: impl FnMut(Cidr, T)) {
-        self.v4.for_each(&mut |key, len, value| visit(from_key(key, len, true), value));
-        self.v6.for_each(&mut |key, len, value| visit(from_key(key, len, false), value));
+        self.v4
+            .for_each(&mut |key, len, value| visit(from_key(key, len, true), value));
+        self.v6
+            .for_each(&mut |key, len, value| visit(from_key(key, len, false), value));
     }
 
     /// Every prefix routed to `value`, IPv4 first, each in address order.
@@ -365,7 +372,10 @@ mod tests {
 
     fn op() -> impl Strategy<Value = Op> {
         // A narrow address space makes overlapping prefixes likely.
-        let address = prop_oneof![any::<u32>(), (0u32..64).prop_map(|x| 0xC613_0000 | (x << 10))];
+        let address = prop_oneof![
+            any::<u32>(),
+            (0u32..64).prop_map(|x| 0xC613_0000 | (x << 10))
+        ];
         prop_oneof![
             (address.clone(), 0u8..=32, 0u8..4).prop_map(|(a, l, v)| Op::Insert(a, l, v)),
             (address.clone(), 0u8..=32).prop_map(|(a, l)| Op::Remove(a, l)),

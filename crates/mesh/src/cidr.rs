@@ -28,9 +28,15 @@ impl Cidr {
     pub fn new(address: IpAddr, prefix_len: u8) -> Result<Self, CidrParseError> {
         let max = max_prefix_len(&address);
         if prefix_len > max {
-            return Err(CidrParseError::PrefixTooLong { len: prefix_len, max });
+            return Err(CidrParseError::PrefixTooLong {
+                len: prefix_len,
+                max,
+            });
         }
-        Ok(Self { address, prefix_len })
+        Ok(Self {
+            address,
+            prefix_len,
+        })
     }
 
     /// The host route for `address` (/32 or /128).
@@ -138,17 +144,38 @@ mod tests {
         let cidr: Cidr = "198.19.0.1/24".parse().unwrap();
         assert_eq!(cidr.to_string(), "198.19.0.1/24");
         assert_eq!(cidr.network().to_string(), "198.19.0.0/24");
-        assert_eq!("fd00::1".parse::<Cidr>().unwrap().to_string(), "fd00::1/128");
-        assert_eq!("0.0.0.0/0".parse::<Cidr>().unwrap().network().prefix_len(), 0);
+        assert_eq!(
+            "fd00::1".parse::<Cidr>().unwrap().to_string(),
+            "fd00::1/128"
+        );
+        assert_eq!(
+            "0.0.0.0/0".parse::<Cidr>().unwrap().network().prefix_len(),
+            0
+        );
     }
 
     #[test]
     fn refuses_bad_input() {
-        assert!(matches!("198.19.0.1/33".parse::<Cidr>(), Err(CidrParseError::PrefixTooLong { .. })));
-        assert!(matches!("fd00::/129".parse::<Cidr>(), Err(CidrParseError::PrefixTooLong { .. })));
-        assert!(matches!("198.19.0/24".parse::<Cidr>(), Err(CidrParseError::InvalidAddress(_))));
-        assert!(matches!("198.19.0.0/+4".parse::<Cidr>(), Err(CidrParseError::InvalidPrefixLength(_))));
-        assert!(matches!("198.19.0.0/".parse::<Cidr>(), Err(CidrParseError::InvalidPrefixLength(_))));
+        assert!(matches!(
+            "198.19.0.1/33".parse::<Cidr>(),
+            Err(CidrParseError::PrefixTooLong { .. })
+        ));
+        assert!(matches!(
+            "fd00::/129".parse::<Cidr>(),
+            Err(CidrParseError::PrefixTooLong { .. })
+        ));
+        assert!(matches!(
+            "198.19.0/24".parse::<Cidr>(),
+            Err(CidrParseError::InvalidAddress(_))
+        ));
+        assert!(matches!(
+            "198.19.0.0/+4".parse::<Cidr>(),
+            Err(CidrParseError::InvalidPrefixLength(_))
+        ));
+        assert!(matches!(
+            "198.19.0.0/".parse::<Cidr>(),
+            Err(CidrParseError::InvalidPrefixLength(_))
+        ));
     }
 
     #[test]

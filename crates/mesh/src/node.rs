@@ -10,8 +10,8 @@ use std::time::Instant;
 
 use fjord_proto::ip::IpHeader;
 use fjord_proto::{
-    DATA_HEADROOM, Device, DeviceError, DropCounters, DropReason, Event, PeerConfig, PeerId, Received,
-    Sent, Transmit,
+    DATA_HEADROOM, Device, DeviceError, DropCounters, DropReason, Event, PeerConfig, PeerId,
+    Received, Sent, Transmit,
 };
 
 use crate::allowed_ips::AllowedIps;
@@ -46,7 +46,11 @@ impl Node {
 
     /// Adds a peer and routes `allowed_ips` to it (taking them from any
     /// other peer that had them, as WireGuard does).
-    pub fn add_peer(&mut self, config: PeerConfig, allowed_ips: &[Cidr]) -> Result<PeerId, DeviceError> {
+    pub fn add_peer(
+        &mut self,
+        config: PeerConfig,
+        allowed_ips: &[Cidr],
+    ) -> Result<PeerId, DeviceError> {
         let id = self.device.add_peer(config)?;
         for cidr in allowed_ips {
             self.add_allowed_ip(id, *cidr);
@@ -73,7 +77,8 @@ impl Node {
     /// Every route, grouped by peer, in one pass over the table.
     pub fn allowed_ips_by_peer(&self) -> HashMap<PeerId, Vec<Cidr>> {
         let mut grouped: HashMap<PeerId, Vec<Cidr>> = std::collections::HashMap::new();
-        self.routes.for_each(|cidr, peer| grouped.entry(peer).or_default().push(cidr));
+        self.routes
+            .for_each(|cidr, peer| grouped.entry(peer).or_default().push(cidr));
         grouped
     }
 
@@ -128,7 +133,12 @@ impl Node {
     }
 
     /// Opens a datagram in place and applies the allowed-IPs source check.
-    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &mut [u8]) -> Received {
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &mut [u8],
+    ) -> Received {
         let received = self.device.handle_datagram(now, from, datagram);
         if let Received::Data { peer, source, .. } = &received
             && self.routes.lookup(source) != Some(*peer)

@@ -110,7 +110,12 @@ impl Outbound {
             let mut chunks = self.area.chunks_exact_mut(stride);
             let mut slots: [&mut [u8]; IDEAL_BATCH_SIZE] =
                 std::array::from_fn(|_| chunks.next().unwrap_or_default());
-            let read = tun.read_packets(&mut self.scratch, &mut slots, &mut self.sizes, DATA_HEADROOM);
+            let read = tun.read_packets(
+                &mut self.scratch,
+                &mut slots,
+                &mut self.sizes,
+                DATA_HEADROOM,
+            );
             let count = match read {
                 Ok(count) => count,
                 Err(error) => match error.kind() {
@@ -140,7 +145,14 @@ impl Outbound {
         Drained::MoreWaiting
     }
 
-    fn seal_and_send(&mut self, now: Instant, node: &mut Node, udp: &UdpTransport, stats: &mut DataStats, count: usize) {
+    fn seal_and_send(
+        &mut self,
+        now: Instant,
+        node: &mut Node,
+        udp: &UdpTransport,
+        stats: &mut DataStats,
+        count: usize,
+    ) {
         let stride = self.stride;
         // One GSO send is one UDP datagram to the kernel, so it must fit
         // the 16-bit length field (behind an IPv4 header, the tighter case).
@@ -259,7 +271,11 @@ impl Inbound {
                 Ok(count) => count,
                 Err(error) => match error.kind() {
                     io::ErrorKind::WouldBlock => {
-                        return if self.flush(tun, stats) { Drained::Empty } else { Drained::DeviceGone };
+                        return if self.flush(tun, stats) {
+                            Drained::Empty
+                        } else {
+                            Drained::DeviceGone
+                        };
                     }
                     io::ErrorKind::Interrupted => continue,
                     _ => {
@@ -273,14 +289,20 @@ impl Inbound {
             for message in 0..messages {
                 let meta = self.meta[message];
                 let base = message * GRO_BUFFER;
-                let stride = if meta.stride == 0 { meta.len } else { meta.stride };
+                let stride = if meta.stride == 0 {
+                    meta.len
+                } else {
+                    meta.stride
+                };
                 let mut offset = 0;
                 while offset < meta.len {
                     let end = (offset + stride).min(meta.len);
                     let datagram = &mut self.storage[base + offset..base + end];
                     offset = end;
                     stats.rx_datagrams += 1;
-                    if let Received::Data { packet, .. } = node.handle_datagram(now, meta.addr, datagram) {
+                    if let Received::Data { packet, .. } =
+                        node.handle_datagram(now, meta.addr, datagram)
+                    {
                         let slot = &mut self.tun_slots[self.pending];
                         slot.clear();
                         slot.resize(TUN_WRITE_OFFSET, 0);
@@ -326,5 +348,8 @@ impl Default for Inbound {
 
 /// The interface was deleted under us (`ip link del`).
 fn is_device_gone(error: &io::Error) -> bool {
-    matches!(error.raw_os_error(), Some(libc::EBADFD) | Some(libc::ENODEV))
+    matches!(
+        error.raw_os_error(),
+        Some(libc::EBADFD) | Some(libc::ENODEV)
+    )
 }

@@ -11,10 +11,15 @@ pub fn is_root() -> bool {
 /// Sends `signal` to process `pid`. Callers pass PIDs of processes they
 /// started themselves.
 pub fn send_signal(pid: u32, signal: i32) -> io::Result<()> {
-    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let pid =
+        libc::pid_t::try_from(pid).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: kill(2) takes plain integers and reports failure through errno.
     let rc = unsafe { libc::kill(pid, signal) };
-    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 pub use libc::{SIGINT, SIGKILL, SIGTERM};
@@ -28,7 +33,11 @@ pub fn enter_network_namespace(path: &std::path::Path) -> io::Result<()> {
     // SAFETY: setns takes a valid open fd (kept alive by `file` for the call)
     // and a namespace type constant; failure is reported through errno.
     let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Waits up to `timeout` for `fd` to accept writes.
@@ -72,7 +81,10 @@ pub fn daemonize() -> io::Result<Daemonized> {
     unsafe {
         libc::setsid();
     }
-    let null = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null")?;
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
     use std::os::fd::AsRawFd;
     for target in [0, 1, 2] {
         // SAFETY: dup2 with a valid open fd onto the standard descriptors.

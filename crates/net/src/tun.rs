@@ -116,7 +116,8 @@ impl TunDevice {
     /// coalescing same-flow packets when offload is on. The vectors may
     /// grow in place while coalescing, so give them spare capacity.
     pub fn write_packets(&mut self, packets: &mut [Vec<u8>], offset: usize) -> io::Result<usize> {
-        self.device.send_multiple(&mut self.gro_table, packets, offset)
+        self.device
+            .send_multiple(&mut self.gro_table, packets, offset)
     }
 }
 

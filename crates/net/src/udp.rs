@@ -40,7 +40,8 @@ impl UdpTransport {
     /// Binds `[::]:port` (0 = any free port), accepting IPv4 and IPv6.
     /// `fwmark` marks outgoing packets for policy routing (0 = none).
     pub fn bind(port: u16, fwmark: u32) -> Result<Self, UdpError> {
-        let setup = |what: &'static str| move |source: io::Error| UdpError::Setup { port, what, source };
+        let setup =
+            |what: &'static str| move |source: io::Error| UdpError::Setup { port, what, source };
         let socket =
             Socket::new(Domain::IPV6, Type::DGRAM, Some(Protocol::UDP)).map_err(setup("socket"))?;
         socket.set_only_v6(false).map_err(setup("dual stack"))?;
@@ -60,10 +61,17 @@ impl UdpTransport {
             }
         })?;
         let socket: UdpSocket = socket.into();
-        let state = UdpSocketState::new(UdpSockRef::from(&socket)).map_err(setup("offload probe"))?;
+        let state =
+            UdpSocketState::new(UdpSockRef::from(&socket)).map_err(setup("offload probe"))?;
         for (what, result) in [
-            ("send buffer", state.set_send_buffer_size(UdpSockRef::from(&socket), SOCKET_BUFFER_BYTES)),
-            ("receive buffer", state.set_recv_buffer_size(UdpSockRef::from(&socket), SOCKET_BUFFER_BYTES)),
+            (
+                "send buffer",
+                state.set_send_buffer_size(UdpSockRef::from(&socket), SOCKET_BUFFER_BYTES),
+            ),
+            (
+                "receive buffer",
+                state.set_recv_buffer_size(UdpSockRef::from(&socket), SOCKET_BUFFER_BYTES),
+            ),
         ] {
             if let Err(error) = result {
                 tracing::debug!(%error, what, "could not enlarge socket buffer");
@@ -72,7 +80,11 @@ impl UdpTransport {
         force_buffer_sizes(&socket);
         allow_fragmentation(&socket).map_err(setup("allow fragmentation"))?;
         let port = socket.local_addr().map_err(setup("local address"))?.port();
-        Ok(Self { socket, state, port })
+        Ok(Self {
+            socket,
+            state,
+            port,
+        })
     }
 
     pub fn port(&self) -> u16 {
@@ -97,7 +109,9 @@ impl UdpTransport {
     /// Receives up to `buffers.len()` messages; each may hold several
     /// datagrams of `meta[i].stride` bytes (GRO). Sources are canonical.
     pub fn recv(&self, buffers: &mut [IoSliceMut<'_>], meta: &mut [RecvMeta]) -> io::Result<usize> {
-        let count = self.state.recv(UdpSockRef::from(&self.socket), buffers, meta)?;
+        let count = self
+            .state
+            .recv(UdpSockRef::from(&self.socket), buffers, meta)?;
         for m in &mut meta[..count] {
             m.addr = canonical(m.addr);
         }
@@ -106,7 +120,12 @@ impl UdpTransport {
 
     /// Sends `contents` to `destination` as datagrams of `segment_size`
     /// bytes (the last may be shorter) in one call when GSO allows.
-    pub fn send(&self, destination: SocketAddr, contents: &[u8], segment_size: Option<usize>) -> io::Result<()> {
+    pub fn send(
+        &self,
+        destination: SocketAddr,
+        contents: &[u8],
+        segment_size: Option<usize>,
+    ) -> io::Result<()> {
         let transmit = Transmit {
             destination: mapped(destination),
             ecn: None,
@@ -114,7 +133,8 @@ impl UdpTransport {
             segment_size: segment_size.filter(|size| *size < contents.len()),
             src_ip: None,
         };
-        self.state.try_send(UdpSockRef::from(&self.socket), &transmit)
+        self.state
+            .try_send(UdpSockRef::from(&self.socket), &transmit)
     }
 }
 
@@ -152,8 +172,16 @@ fn force_buffer_sizes(socket: &UdpSocket) {
 /// fragmented instead, as kernel WireGuard lets them be.
 fn allow_fragmentation(socket: &UdpSocket) -> io::Result<()> {
     for (level, option, value) in [
-        (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_DONT),
-        (libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, libc::IPV6_PMTUDISC_DONT),
+        (
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            libc::IP_PMTUDISC_DONT,
+        ),
+        (
+            libc::IPPROTO_IPV6,
+            libc::IPV6_MTU_DISCOVER,
+            libc::IPV6_PMTUDISC_DONT,
+        ),
     ] {
         // SAFETY: setsockopt reads one c_int from a live local; the fd is
         // owned by `socket` for the duration of the call.
@@ -186,7 +214,9 @@ pub fn canonical(address: SocketAddr) -> SocketAddr {
 
 fn mapped(address: SocketAddr) -> SocketAddr {
     match address {
-        SocketAddr::V4(v4) => SocketAddr::V6(SocketAddrV6::new(v4.ip().to_ipv6_mapped(), v4.port(), 0, 0)),
+        SocketAddr::V4(v4) => {
+            SocketAddr::V6(SocketAddrV6::new(v4.ip().to_ipv6_mapped(), v4.port(), 0, 0))
+        }
         SocketAddr::V6(_) => address,
     }
 }
@@ -235,6 +265,9 @@ mod tests {
     #[test]
     fn port_in_use_is_reported() {
         let a = UdpTransport::bind(0, 0).unwrap();
-        assert!(matches!(UdpTransport::bind(a.port(), 0), Err(UdpError::PortInUse { .. })));
+        assert!(matches!(
+            UdpTransport::bind(a.port(), 0),
+            Err(UdpError::PortInUse { .. })
+        ));
     }
 }

@@ -78,14 +78,25 @@ pub struct Worker {
 
 impl Worker {
     /// Sets up the event loop. SIGINT and SIGTERM end [`Worker::run`].
-    pub fn new(node: Node, tun: TunDevice, udp: UdpTransport, fwmark: u32) -> Result<(Self, ControlHandle), WorkerError> {
-        let setup = |what: &'static str| move |source: io::Error| WorkerError::Setup { what, source };
+    pub fn new(
+        node: Node,
+        tun: TunDevice,
+        udp: UdpTransport,
+        fwmark: u32,
+    ) -> Result<(Self, ControlHandle), WorkerError> {
+        let setup =
+            |what: &'static str| move |source: io::Error| WorkerError::Setup { what, source };
         let poll = Poll::new().map_err(setup("epoll"))?;
         let waker = Arc::new(Waker::new(poll.registry(), CONTROL).map_err(setup("waker"))?);
         let (handle, control) = ControlHandle::new(waker);
-        let (shutdown, signal_end) = std::os::unix::net::UnixStream::pair().map_err(setup("signal pipe"))?;
-        shutdown.set_nonblocking(true).map_err(setup("signal pipe"))?;
-        signal_end.set_nonblocking(true).map_err(setup("signal pipe"))?;
+        let (shutdown, signal_end) =
+            std::os::unix::net::UnixStream::pair().map_err(setup("signal pipe"))?;
+        shutdown
+            .set_nonblocking(true)
+            .map_err(setup("signal pipe"))?;
+        signal_end
+            .set_nonblocking(true)
+            .map_err(setup("signal pipe"))?;
         let mut shutdown = mio::net::UnixStream::from_std(shutdown);
         for signal in [libc::SIGINT, libc::SIGTERM] {
             let end = signal_end.try_clone().map_err(setup("signal pipe"))?;
@@ -131,8 +142,12 @@ impl Worker {
             let deadline = self
                 .node
                 .poll_timeout()
-                .map_or(self.next_housekeeping, |next| next.min(self.next_housekeeping));
-            let timeout = Some(deadline.saturating_duration_since(Instant::now()) + Duration::from_micros(50));
+                .map_or(self.next_housekeeping, |next| {
+                    next.min(self.next_housekeeping)
+                });
+            let timeout = Some(
+                deadline.saturating_duration_since(Instant::now()) + Duration::from_micros(50),
+            );
             if let Err(error) = self.poll.poll(&mut events, timeout) {
                 if error.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -154,20 +169,28 @@ impl Worker {
             while tun_ready || udp_ready {
                 let now = Instant::now();
                 if tun_ready {
-                    match self
-                        .outbound
-                        .drain(now, &mut self.node, &self.tun, &self.udp, &mut self.stats, BATCHES_PER_TURN)
-                    {
+                    match self.outbound.drain(
+                        now,
+                        &mut self.node,
+                        &self.tun,
+                        &self.udp,
+                        &mut self.stats,
+                        BATCHES_PER_TURN,
+                    ) {
                         Drained::Empty => tun_ready = false,
                         Drained::MoreWaiting => {}
                         Drained::DeviceGone => return Ok(StopReason::InterfaceDeleted),
                     }
                 }
                 if udp_ready {
-                    match self
-                        .inbound
-                        .drain(now, &mut self.node, &mut self.tun, &self.udp, &mut self.stats, BATCHES_PER_TURN)
-                    {
+                    match self.inbound.drain(
+                        now,
+                        &mut self.node,
+                        &mut self.tun,
+                        &self.udp,
+                        &mut self.stats,
+                        BATCHES_PER_TURN,
+                    ) {
                         Drained::Empty => udp_ready = false,
                         Drained::MoreWaiting => {}
                         Drained::DeviceGone => return Ok(StopReason::InterfaceDeleted),
@@ -201,7 +224,11 @@ impl Worker {
         if now >= self.next_housekeeping {
             self.housekeeping(now);
         }
-        if self.node.poll_timeout().is_some_and(|deadline| deadline <= now) {
+        if self
+            .node
+            .poll_timeout()
+            .is_some_and(|deadline| deadline <= now)
+        {
             self.node.handle_timeout(now);
         }
         while let Some(transmit) = self.node.poll_transmit(&mut self.control_buffer) {
@@ -257,10 +284,10 @@ impl Worker {
             call(&mut context);
             if context.rebound {
                 let fd = self.udp.as_raw_fd();
-                if let Err(error) = self
-                    .poll
-                    .registry()
-                    .register(&mut SourceFd(&fd), UDP, Interest::READABLE)
+                if let Err(error) =
+                    self.poll
+                        .registry()
+                        .register(&mut SourceFd(&fd), UDP, Interest::READABLE)
                 {
                     tracing::error!(%error, "could not watch the new UDP socket");
                 }

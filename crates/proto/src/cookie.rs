@@ -107,7 +107,13 @@ impl CookieChecker {
     }
 
     /// Whether `message` carries a valid mac2 for a cookie we gave `source`.
-    pub fn check_mac2(&self, now: Instant, message: &[u8], layout: MacLayout, source: &SocketAddr) -> bool {
+    pub fn check_mac2(
+        &self,
+        now: Instant,
+        message: &[u8],
+        layout: MacLayout,
+        source: &SocketAddr,
+    ) -> bool {
         let Some(born) = self.secret_born else {
             return false;
         };
@@ -150,7 +156,9 @@ impl CookieChecker {
         }
         // The sender index sits right after the type in both handshake messages.
         let receiver_index = message.get(4..8).unwrap_or(&[0; 4]);
-        let message_mac1 = message.get(layout.mac1..layout.mac1 + MAC_LEN).unwrap_or(&[0; MAC_LEN]);
+        let message_mac1 = message
+            .get(layout.mac1..layout.mac1 + MAC_LEN)
+            .unwrap_or(&[0; MAC_LEN]);
         let mut cookie = self.cookie_for(source);
 
         out.fill(0);
@@ -188,7 +196,9 @@ impl CookieState {
         message[layout.mac1..layout.mac1 + MAC_LEN].copy_from_slice(&mac1);
         self.last_mac1 = Some(mac1);
         let mac2 = match self.cookie {
-            Some((cookie, received)) if now.saturating_duration_since(received) < COOKIE_REFRESH_TIME => {
+            Some((cookie, received))
+                if now.saturating_duration_since(received) < COOKIE_REFRESH_TIME =>
+            {
                 mac(&cookie, &[&message[..layout.mac2]])
             }
             _ => [0u8; MAC_LEN],
@@ -197,15 +207,25 @@ impl CookieState {
     }
 
     /// Stores the cookie from `reply` if it answers our last handshake message.
-    pub fn consume_reply(&mut self, now: Instant, reply: &CookieReply<'_>) -> Result<(), CookieError> {
+    pub fn consume_reply(
+        &mut self,
+        now: Instant,
+        reply: &CookieReply<'_>,
+    ) -> Result<(), CookieError> {
         let last_mac1 = self.last_mac1.ok_or(CookieError::NotExpected)?;
         let sealed = reply.encrypted_cookie();
         let mut cookie = [0u8; MAC_LEN];
         cookie.copy_from_slice(&sealed[..MAC_LEN]);
         let mut tag = [0u8; TAG_LEN];
         tag.copy_from_slice(&sealed[MAC_LEN..]);
-        crypto::xaead_open(&self.cookie_key, reply.nonce(), &mut cookie, &tag, &last_mac1)
-            .map_err(|_| CookieError::DecryptionFailed)?;
+        crypto::xaead_open(
+            &self.cookie_key,
+            reply.nonce(),
+            &mut cookie,
+            &tag,
+            &last_mac1,
+        )
+        .map_err(|_| CookieError::DecryptionFailed)?;
         self.cookie = Some((cookie, now));
         Ok(())
     }
@@ -250,8 +270,18 @@ mod tests {
         assert!(!checker.check_mac2(now, &message, MacLayout::INITIATION, &source));
 
         let mut reply = [0u8; COOKIE_REPLY_LEN];
-        checker.create_reply(now, [8; 32], [9; 24], &message, MacLayout::INITIATION, &source, &mut reply);
-        let Ok(Message::CookieReply(view)) = Message::parse(&reply) else { panic!() };
+        checker.create_reply(
+            now,
+            [8; 32],
+            [9; 24],
+            &message,
+            MacLayout::INITIATION,
+            &source,
+            &mut reply,
+        );
+        let Ok(Message::CookieReply(view)) = Message::parse(&reply) else {
+            panic!()
+        };
         assert_eq!(view.receiver_index(), u32::from_le_bytes([1, 1, 1, 1]));
         state.consume_reply(now, &view).unwrap();
 
@@ -272,11 +302,27 @@ mod tests {
         let now = Instant::now();
         let mut reply = [0u8; COOKIE_REPLY_LEN];
         let unrelated = [3u8; HANDSHAKE_INITIATION_LEN];
-        checker.create_reply(now, [8; 32], [9; 24], &unrelated, MacLayout::INITIATION, &source, &mut reply);
-        let Ok(Message::CookieReply(view)) = Message::parse(&reply) else { panic!() };
-        assert_eq!(state.consume_reply(now, &view), Err(CookieError::NotExpected));
+        checker.create_reply(
+            now,
+            [8; 32],
+            [9; 24],
+            &unrelated,
+            MacLayout::INITIATION,
+            &source,
+            &mut reply,
+        );
+        let Ok(Message::CookieReply(view)) = Message::parse(&reply) else {
+            panic!()
+        };
+        assert_eq!(
+            state.consume_reply(now, &view),
+            Err(CookieError::NotExpected)
+        );
         let mut mine = [4u8; HANDSHAKE_INITIATION_LEN];
         state.write_macs(now, &mut mine, MacLayout::INITIATION);
-        assert_eq!(state.consume_reply(now, &view), Err(CookieError::DecryptionFailed));
+        assert_eq!(
+            state.consume_reply(now, &view),
+            Err(CookieError::DecryptionFailed)
+        );
     }
 }

@@ -95,8 +95,9 @@ impl LoadMeter {
             start => {
                 // Only the window that just ended speaks for the current
                 // load: a burst from long ago must not demand cookies now.
-                let just_ended =
-                    start.is_some_and(|start| now.saturating_duration_since(start) < Duration::from_secs(2));
+                let just_ended = start.is_some_and(|start| {
+                    now.saturating_duration_since(start) < Duration::from_secs(2)
+                });
                 self.previous_window = if just_ended { self.in_window } else { 0 };
                 self.in_window = 0;
                 self.window_start = Some(now);
@@ -122,7 +123,9 @@ impl Device {
     /// real time for TAI64N stamps; `rng` must be cryptographically secure.
     pub fn new(config: DeviceConfig, rng: Box<dyn Rng + Send>, wall_clock: WallClock) -> Self {
         let identity = config.private_key.map(StaticIdentity::new);
-        let cookie_checker = identity.as_ref().map(|i| CookieChecker::new(i.public_key()));
+        let cookie_checker = identity
+            .as_ref()
+            .map(|i| CookieChecker::new(i.public_key()));
         Self {
             ctx: Context {
                 identity,
@@ -159,7 +162,9 @@ impl Device {
         {
             self.remove_peer(id);
         }
-        self.cookie_checker = identity.as_ref().map(|i| CookieChecker::new(i.public_key()));
+        self.cookie_checker = identity
+            .as_ref()
+            .map(|i| CookieChecker::new(i.public_key()));
         self.ctx.identity = identity;
         for peer in self.peers.iter_mut().flatten() {
             peer.remote.rekey(self.ctx.identity.as_ref());
@@ -189,10 +194,17 @@ impl Device {
         if Some(&config.public_key) == self.public_key() {
             return Err(DeviceError::OwnKey);
         }
-        let remote = RemoteKeys::new(self.ctx.identity.as_ref(), config.public_key, config.preshared_key);
+        let remote = RemoteKeys::new(
+            self.ctx.identity.as_ref(),
+            config.public_key,
+            config.preshared_key,
+        );
         let id = PeerId(u32::try_from(self.peers.len()).unwrap_or(u32::MAX));
-        self.peers
-            .push(Some(Peer::new(remote, config.endpoint, config.persistent_keepalive)));
+        self.peers.push(Some(Peer::new(
+            remote,
+            config.endpoint,
+            config.persistent_keepalive,
+        )));
         self.peer_ids.insert(config.public_key, id);
         Ok(id)
     }
@@ -239,7 +251,12 @@ impl Device {
         }
     }
 
-    pub fn set_peer_persistent_keepalive(&mut self, id: PeerId, now: Instant, interval: Option<Duration>) {
+    pub fn set_peer_persistent_keepalive(
+        &mut self,
+        id: PeerId,
+        now: Instant,
+        interval: Option<Duration>,
+    ) {
         let Some(peer) = self.peers.get_mut(id.index()).and_then(Option::as_mut) else {
             return;
         };
@@ -301,14 +318,23 @@ impl Device {
     // ---- inputs ---------------------------------------------------------
 
     /// Handles one received datagram in place.
-    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &mut [u8]) -> Received {
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &mut [u8],
+    ) -> Received {
         let (local_index, counter) = match Message::parse(datagram) {
             Ok(Message::TransportData(view)) => (view.receiver_index(), view.counter()),
-            Ok(Message::HandshakeInitiation(view)) => return self.handle_initiation(now, from, &view),
+            Ok(Message::HandshakeInitiation(view)) => {
+                return self.handle_initiation(now, from, &view);
+            }
             Ok(Message::HandshakeResponse(view)) => return self.handle_response(now, from, &view),
             Ok(Message::CookieReply(view)) => {
                 let peer = self.ctx.indices.get(&view.receiver_index()).copied();
-                return match peer.and_then(|id| self.peers.get_mut(id.index()).and_then(Option::as_mut)) {
+                return match peer
+                    .and_then(|id| self.peers.get_mut(id.index()).and_then(Option::as_mut))
+                {
                     Some(peer) => peer.handle_cookie_reply(now, &view, &mut self.ctx),
                     None => self.dropped(DropReason::UnexpectedHandshakeMessage),
                 };
@@ -326,7 +352,13 @@ impl Device {
     }
 
     /// Seals the TUN packet at `buf[DATA_HEADROOM..][..payload_len]` for `peer`.
-    pub fn encapsulate(&mut self, now: Instant, id: PeerId, buf: &mut [u8], payload_len: usize) -> Sent {
+    pub fn encapsulate(
+        &mut self,
+        now: Instant,
+        id: PeerId,
+        buf: &mut [u8],
+        payload_len: usize,
+    ) -> Sent {
         match self.peers.get_mut(id.index()).and_then(Option::as_mut) {
             Some(peer) => peer.encapsulate(id, now, buf, payload_len, &mut self.ctx),
             None => {
@@ -340,7 +372,11 @@ impl Device {
     pub fn handle_timeout(&mut self, now: Instant) {
         for (index, slot) in self.peers.iter_mut().enumerate() {
             let Some(peer) = slot else { continue };
-            if peer.timers.next_deadline().is_some_and(|deadline| deadline <= now) {
+            if peer
+                .timers
+                .next_deadline()
+                .is_some_and(|deadline| deadline <= now)
+            {
                 peer.handle_timers(PeerId(index as u32), now, &mut self.ctx);
             }
         }
@@ -383,7 +419,13 @@ impl Device {
 
     /// Checks mac1 and, under load, mac2; answers with a cookie reply when
     /// mac2 is missing. `true` when the message may be processed.
-    fn admit_handshake(&mut self, now: Instant, from: SocketAddr, message: &[u8], layout: MacLayout) -> Result<(), DropReason> {
+    fn admit_handshake(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        message: &[u8],
+        layout: MacLayout,
+    ) -> Result<(), DropReason> {
         let Some(cookie_checker) = self.cookie_checker.as_mut() else {
             return Err(DropReason::NoPrivateKey);
         };
@@ -405,7 +447,12 @@ impl Device {
         Ok(())
     }
 
-    fn handle_initiation(&mut self, now: Instant, from: SocketAddr, view: &HandshakeInitiation<'_>) -> Received {
+    fn handle_initiation(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        view: &HandshakeInitiation<'_>,
+    ) -> Received {
         if let Err(reason) = self.admit_handshake(now, from, view.bytes(), MacLayout::INITIATION) {
             return self.dropped(reason);
         }
@@ -420,7 +467,9 @@ impl Device {
         };
         let received = match handshake::consume_initiation(identity, view, lookup) {
             Ok(received) => received,
-            Err(handshake::HandshakeError::UnknownPeer) => return self.dropped(DropReason::UnknownPeer),
+            Err(handshake::HandshakeError::UnknownPeer) => {
+                return self.dropped(DropReason::UnknownPeer);
+            }
             Err(_) => return self.dropped(DropReason::HandshakeFailed),
         };
         let Some(id) = self.peer_ids.get(&received.remote_public).copied() else {
@@ -432,7 +481,12 @@ impl Device {
         }
     }
 
-    fn handle_response(&mut self, now: Instant, from: SocketAddr, view: &HandshakeResponse<'_>) -> Received {
+    fn handle_response(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        view: &HandshakeResponse<'_>,
+    ) -> Received {
         if let Err(reason) = self.admit_handshake(now, from, view.bytes(), MacLayout::RESPONSE) {
             return self.dropped(reason);
         }

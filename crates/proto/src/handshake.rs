@@ -104,8 +104,13 @@ pub struct RemoteKeys {
 impl RemoteKeys {
     /// Keys for `public`; without our own `identity` (no private key yet)
     /// no handshake with this peer can succeed until [`RemoteKeys::rekey`].
-    pub fn new(identity: Option<&StaticIdentity>, public: PublicKey, preshared: PresharedKey) -> Self {
-        let static_static = identity.and_then(|identity| dh(identity.private.secret(), public.as_bytes()).ok());
+    pub fn new(
+        identity: Option<&StaticIdentity>,
+        public: PublicKey,
+        preshared: PresharedKey,
+    ) -> Self {
+        let static_static =
+            identity.and_then(|identity| dh(identity.private.secret(), public.as_bytes()).ok());
         let (_, hash0) = initial_chain();
         let initiator_hash = hash(&[&hash0, public.as_bytes()]);
         Self {
@@ -126,7 +131,8 @@ impl RemoteKeys {
 
     /// Recomputes the cached values after our private key changed.
     pub fn rekey(&mut self, identity: Option<&StaticIdentity>) {
-        self.static_static = identity.and_then(|identity| dh(identity.private.secret(), self.public.as_bytes()).ok());
+        self.static_static = identity
+            .and_then(|identity| dh(identity.private.secret(), self.public.as_bytes()).ok());
     }
 
     pub fn set_preshared_key(&mut self, preshared: PresharedKey) {
@@ -189,7 +195,9 @@ fn open_field<const N: usize>(
     let mut plaintext = Zeroizing::new([0u8; N]);
     let (body, tag) = sealed.split_at(N);
     plaintext.copy_from_slice(body);
-    let tag: &[u8; TAG_LEN] = tag.try_into().map_err(|_| HandshakeError::DecryptionFailed)?;
+    let tag: &[u8; TAG_LEN] = tag
+        .try_into()
+        .map_err(|_| HandshakeError::DecryptionFailed)?;
     aead_open(key, 0, plaintext.as_mut(), tag, h).map_err(|_| HandshakeError::DecryptionFailed)?;
     Ok(plaintext)
 }
@@ -375,7 +383,15 @@ mod tests {
     fn handshake(p: &Pair) -> (SessionKeys, SessionKeys, Tai64N) {
         let stamp = Tai64N::from_unix(Duration::from_secs(1_700_000_000));
         let mut init = [0u8; HANDSHAKE_INITIATION_LEN];
-        let state = create_initiation(&p.alice, &p.bob_seen_by_alice, 11, [3; 32], stamp, &mut init).unwrap();
+        let state = create_initiation(
+            &p.alice,
+            &p.bob_seen_by_alice,
+            11,
+            [3; 32],
+            stamp,
+            &mut init,
+        )
+        .unwrap();
         let Ok(Message::HandshakeInitiation(view)) = Message::parse(&init) else {
             panic!("initiation must parse")
         };
@@ -385,7 +401,8 @@ mod tests {
         .unwrap();
         assert_eq!(received.remote_index, 11);
         let mut resp = [0u8; HANDSHAKE_RESPONSE_LEN];
-        let bob_keys = create_response(&p.alice_seen_by_bob, received, 22, [4; 32], &mut resp).unwrap();
+        let bob_keys =
+            create_response(&p.alice_seen_by_bob, received, 22, [4; 32], &mut resp).unwrap();
         let Ok(Message::HandshakeResponse(view)) = Message::parse(&resp) else {
             panic!("response must parse")
         };
@@ -413,7 +430,9 @@ mod tests {
         let stamp = Tai64N::from_unix(Duration::from_secs(5));
         let mut init = [0u8; HANDSHAKE_INITIATION_LEN];
         create_initiation(&p.alice, &p.bob_seen_by_alice, 1, [3; 32], stamp, &mut init).unwrap();
-        let Ok(Message::HandshakeInitiation(view)) = Message::parse(&init) else { panic!() };
+        let Ok(Message::HandshakeInitiation(view)) = Message::parse(&init) else {
+            panic!()
+        };
         let received = consume_initiation(&p.bob, &view, |_| Some(&p.alice_seen_by_bob)).unwrap();
         assert_eq!(received.timestamp, stamp);
         assert_eq!(received.remote_public, *p.alice.public_key());
@@ -423,8 +442,18 @@ mod tests {
     fn unknown_initiator_is_refused() {
         let p = pair(PresharedKey::zero());
         let mut init = [0u8; HANDSHAKE_INITIATION_LEN];
-        create_initiation(&p.alice, &p.bob_seen_by_alice, 1, [3; 32], Tai64N::default(), &mut init).unwrap();
-        let Ok(Message::HandshakeInitiation(view)) = Message::parse(&init) else { panic!() };
+        create_initiation(
+            &p.alice,
+            &p.bob_seen_by_alice,
+            1,
+            [3; 32],
+            Tai64N::default(),
+            &mut init,
+        )
+        .unwrap();
+        let Ok(Message::HandshakeInitiation(view)) = Message::parse(&init) else {
+            panic!()
+        };
         assert_eq!(
             consume_initiation(&p.bob, &view, |_| None).err(),
             Some(HandshakeError::UnknownPeer)
@@ -435,11 +464,21 @@ mod tests {
     fn every_flipped_bit_of_the_encrypted_fields_is_detected() {
         let p = pair(PresharedKey::zero());
         let mut init = [0u8; HANDSHAKE_INITIATION_LEN];
-        create_initiation(&p.alice, &p.bob_seen_by_alice, 1, [3; 32], Tai64N::default(), &mut init).unwrap();
+        create_initiation(
+            &p.alice,
+            &p.bob_seen_by_alice,
+            1,
+            [3; 32],
+            Tai64N::default(),
+            &mut init,
+        )
+        .unwrap();
         for byte in initiation::EPHEMERAL..initiation::MAC1 {
             let mut tampered = init;
             tampered[byte] ^= 0x01;
-            let Ok(Message::HandshakeInitiation(view)) = Message::parse(&tampered) else { panic!() };
+            let Ok(Message::HandshakeInitiation(view)) = Message::parse(&tampered) else {
+                panic!()
+            };
             assert!(
                 consume_initiation(&p.bob, &view, |_| Some(&p.alice_seen_by_bob)).is_err(),
                 "flip at byte {byte} went unnoticed"
@@ -450,14 +489,30 @@ mod tests {
     #[test]
     fn mismatched_preshared_keys_fail_at_the_initiator() {
         let mut p = pair(PresharedKey::zero());
-        p.alice_seen_by_bob = RemoteKeys::new(Some(&p.bob), *p.alice.public_key(), PresharedKey::from_bytes([1; 32]));
+        p.alice_seen_by_bob = RemoteKeys::new(
+            Some(&p.bob),
+            *p.alice.public_key(),
+            PresharedKey::from_bytes([1; 32]),
+        );
         let mut init = [0u8; HANDSHAKE_INITIATION_LEN];
-        let state = create_initiation(&p.alice, &p.bob_seen_by_alice, 1, [3; 32], Tai64N::default(), &mut init).unwrap();
-        let Ok(Message::HandshakeInitiation(view)) = Message::parse(&init) else { panic!() };
+        let state = create_initiation(
+            &p.alice,
+            &p.bob_seen_by_alice,
+            1,
+            [3; 32],
+            Tai64N::default(),
+            &mut init,
+        )
+        .unwrap();
+        let Ok(Message::HandshakeInitiation(view)) = Message::parse(&init) else {
+            panic!()
+        };
         let received = consume_initiation(&p.bob, &view, |_| Some(&p.alice_seen_by_bob)).unwrap();
         let mut resp = [0u8; HANDSHAKE_RESPONSE_LEN];
         create_response(&p.alice_seen_by_bob, received, 2, [4; 32], &mut resp).unwrap();
-        let Ok(Message::HandshakeResponse(view)) = Message::parse(&resp) else { panic!() };
+        let Ok(Message::HandshakeResponse(view)) = Message::parse(&resp) else {
+            panic!()
+        };
         assert_eq!(
             consume_response(&p.alice, &p.bob_seen_by_alice, &state, &view).err(),
             Some(HandshakeError::DecryptionFailed)
@@ -468,10 +523,20 @@ mod tests {
     fn low_order_ephemeral_is_refused() {
         let p = pair(PresharedKey::zero());
         let mut init = [0u8; HANDSHAKE_INITIATION_LEN];
-        create_initiation(&p.alice, &p.bob_seen_by_alice, 1, [3; 32], Tai64N::default(), &mut init).unwrap();
+        create_initiation(
+            &p.alice,
+            &p.bob_seen_by_alice,
+            1,
+            [3; 32],
+            Tai64N::default(),
+            &mut init,
+        )
+        .unwrap();
         // The all-zero point has order 1; DH with it gives zero.
         init[initiation::EPHEMERAL..initiation::EPHEMERAL + 32].fill(0);
-        let Ok(Message::HandshakeInitiation(view)) = Message::parse(&init) else { panic!() };
+        let Ok(Message::HandshakeInitiation(view)) = Message::parse(&init) else {
+            panic!()
+        };
         assert_eq!(
             consume_initiation(&p.bob, &view, |_| Some(&p.alice_seen_by_bob)).err(),
             Some(HandshakeError::LowOrderPoint)

@@ -32,7 +32,8 @@ impl IpHeader {
         let first = *bytes.first().ok_or(IpError::Truncated)?;
         let header = match first >> 4 {
             4 => {
-                let h: &[u8; IPV4_MIN_HEADER_LEN] = bytes.first_chunk().ok_or(IpError::Truncated)?;
+                let h: &[u8; IPV4_MIN_HEADER_LEN] =
+                    bytes.first_chunk().ok_or(IpError::Truncated)?;
                 let total_len = usize::from(u16::from_be_bytes([h[2], h[3]]));
                 if total_len < IPV4_MIN_HEADER_LEN {
                     return Err(IpError::Truncated);
@@ -109,9 +110,15 @@ mod tests {
     fn refuses_lies_and_garbage() {
         let mut p = ipv4(28);
         p[2..4].copy_from_slice(&100u16.to_be_bytes());
-        assert!(matches!(IpHeader::parse(&p), Err(IpError::LengthMismatch { .. })));
+        assert!(matches!(
+            IpHeader::parse(&p),
+            Err(IpError::LengthMismatch { .. })
+        ));
         assert_eq!(IpHeader::parse(&[0x45; 10]), Err(IpError::Truncated));
-        assert_eq!(IpHeader::parse(&[0x15; 40]), Err(IpError::UnknownVersion(1)));
+        assert_eq!(
+            IpHeader::parse(&[0x15; 40]),
+            Err(IpError::UnknownVersion(1))
+        );
         assert_eq!(IpHeader::parse(&[]), Err(IpError::Truncated));
     }
 

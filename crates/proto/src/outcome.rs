@@ -166,7 +166,9 @@ pub enum Received {
         destination: IpAddr,
     },
     /// An authenticated keepalive.
-    Keepalive { peer: PeerId },
+    Keepalive {
+        peer: PeerId,
+    },
     /// A handshake message or cookie reply was consumed; replies may be
     /// waiting in [`crate::Device::poll_transmit`].
     Control,
@@ -177,7 +179,10 @@ pub enum Received {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sent {
     /// The buffer now holds a `len`-byte datagram for `destination`.
-    Sealed { len: usize, destination: SocketAddr },
+    Sealed {
+        len: usize,
+        destination: SocketAddr,
+    },
     /// No session yet: the packet was copied and a handshake started.
     Staged,
     Dropped(DropReason),

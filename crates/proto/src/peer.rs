@@ -28,10 +28,12 @@ use crate::replay::ReplayError;
 use crate::session::{DATA_HEADROOM, DATA_TAILROOM, OpenError, SealError, Session};
 use crate::tai64n::Tai64N;
 use crate::timers::{
-    HANDSHAKE_INITIATION_RATE, KEEPALIVE_TIMEOUT, REJECT_AFTER_TIME, REKEY_AFTER_MESSAGES, REKEY_AFTER_TIME,
-    REKEY_TIMEOUT, Timers,
+    HANDSHAKE_INITIATION_RATE, KEEPALIVE_TIMEOUT, REJECT_AFTER_TIME, REKEY_AFTER_MESSAGES,
+    REKEY_AFTER_TIME, REKEY_TIMEOUT, Timers,
 };
-use crate::wire::{CookieReply, HANDSHAKE_INITIATION_LEN, HANDSHAKE_RESPONSE_LEN, HandshakeResponse};
+use crate::wire::{
+    CookieReply, HANDSHAKE_INITIATION_LEN, HANDSHAKE_RESPONSE_LEN, HandshakeResponse,
+};
 
 /// Packets kept per peer while waiting for a handshake (wireguard-go's size).
 pub const MAX_STAGED_PACKETS: usize = 128;
@@ -63,7 +65,11 @@ pub(crate) struct Peer {
 }
 
 impl Peer {
-    pub fn new(remote: RemoteKeys, endpoint: Option<SocketAddr>, keepalive: Option<Duration>) -> Self {
+    pub fn new(
+        remote: RemoteKeys,
+        endpoint: Option<SocketAddr>,
+        keepalive: Option<Duration>,
+    ) -> Self {
         let cookie = CookieState::new(remote.public_key());
         Self {
             remote,
@@ -105,7 +111,9 @@ impl Peer {
 
     /// Whether the current session can carry a packet now.
     pub fn can_send(&self, now: Instant) -> bool {
-        self.current.as_ref().is_some_and(|session| session.can_send(now))
+        self.current
+            .as_ref()
+            .is_some_and(|session| session.can_send(now))
     }
 
     pub fn has_session(&self) -> bool {
@@ -145,7 +153,14 @@ impl Peer {
         };
         let timestamp = ctx.timestamp(now);
         let created = match ctx.identity.as_ref() {
-            Some(identity) => handshake::create_initiation(identity, &self.remote, index, ephemeral, timestamp, out),
+            Some(identity) => handshake::create_initiation(
+                identity,
+                &self.remote,
+                index,
+                ephemeral,
+                timestamp,
+                out,
+            ),
             None => Err(handshake::HandshakeError::LowOrderPoint),
         };
         let state = match created {
@@ -156,7 +171,8 @@ impl Peer {
                 return;
             }
         };
-        self.cookie.write_macs(now, &mut message, MacLayout::INITIATION);
+        self.cookie
+            .write_macs(now, &mut message, MacLayout::INITIATION);
         self.initiation = Some(state);
         self.last_initiation_sent = Some(now);
         self.timers.any_authenticated_packet_traversal(now);
@@ -176,7 +192,10 @@ impl Peer {
         received: ReceivedInitiation,
         ctx: &mut Context,
     ) -> Received {
-        if self.greatest_timestamp.is_some_and(|greatest| received.timestamp <= greatest) {
+        if self
+            .greatest_timestamp
+            .is_some_and(|greatest| received.timestamp <= greatest)
+        {
             ctx.drop(DropReason::ReplayedInitiation);
             return Received::Dropped(DropReason::ReplayedInitiation);
         }
@@ -206,7 +225,8 @@ impl Peer {
         self.last_initiation_consumed = Some(now);
         self.stats.rx_bytes += HANDSHAKE_INITIATION_LEN as u64;
         self.set_endpoint(id, from, ctx);
-        self.cookie.write_macs(now, &mut message, MacLayout::RESPONSE);
+        self.cookie
+            .write_macs(now, &mut message, MacLayout::RESPONSE);
         self.install_responder_session(&keys, now, ctx);
         // A response counts as an initiation for rate limiting, so we do not
         // start a competing handshake while the initiator confirms ours.
@@ -265,7 +285,12 @@ impl Peer {
         Received::Control
     }
 
-    pub fn handle_cookie_reply(&mut self, now: Instant, reply: &CookieReply<'_>, ctx: &mut Context) -> Received {
+    pub fn handle_cookie_reply(
+        &mut self,
+        now: Instant,
+        reply: &CookieReply<'_>,
+        ctx: &mut Context,
+    ) -> Received {
         match self.cookie.consume_reply(now, reply) {
             Ok(()) => Received::Control,
             Err(_) => {
@@ -279,7 +304,10 @@ impl Peer {
         self.timers.handshake_complete();
         self.sent_last_minute_handshake = false;
         self.stats.last_handshake = Some(ctx.wall_clock.since_epoch(now));
-        ctx.events.push_back(Event::HandshakeCompleted { peer: id, initiator });
+        ctx.events.push_back(Event::HandshakeCompleted {
+            peer: id,
+            initiator,
+        });
     }
 
     fn install_initiator_session(&mut self, keys: &SessionKeys, now: Instant, ctx: &mut Context) {
@@ -304,14 +332,24 @@ impl Peer {
     fn set_endpoint(&mut self, id: PeerId, from: SocketAddr, ctx: &mut Context) {
         if self.endpoint != Some(from) {
             self.endpoint = Some(from);
-            ctx.events.push_back(Event::EndpointChanged { peer: id, endpoint: from });
+            ctx.events.push_back(Event::EndpointChanged {
+                peer: id,
+                endpoint: from,
+            });
         }
     }
 
     // ---- data -------------------------------------------------------------
 
     /// Seals the packet at `buf[DATA_HEADROOM..][..payload_len]` in place.
-    pub fn encapsulate(&mut self, id: PeerId, now: Instant, buf: &mut [u8], payload_len: usize, ctx: &mut Context) -> Sent {
+    pub fn encapsulate(
+        &mut self,
+        id: PeerId,
+        now: Instant,
+        buf: &mut [u8],
+        payload_len: usize,
+        ctx: &mut Context,
+    ) -> Sent {
         let Some(destination) = self.endpoint else {
             ctx.drop(DropReason::NoEndpoint);
             return Sent::Dropped(DropReason::NoEndpoint);
@@ -378,7 +416,9 @@ impl Peer {
     fn send_owned(&mut self, id: PeerId, now: Instant, payload: &[u8], ctx: &mut Context) {
         let mut buf = vec![0u8; DATA_HEADROOM + payload.len() + DATA_TAILROOM];
         buf[DATA_HEADROOM..DATA_HEADROOM + payload.len()].copy_from_slice(payload);
-        if let Sent::Sealed { len, destination } = self.encapsulate(id, now, &mut buf, payload.len(), ctx) {
+        if let Sent::Sealed { len, destination } =
+            self.encapsulate(id, now, &mut buf, payload.len(), ctx)
+        {
             buf.truncate(len);
             ctx.send(destination, buf);
         }
@@ -390,7 +430,9 @@ impl Peer {
 
     fn send_staged(&mut self, id: PeerId, now: Instant, ctx: &mut Context) {
         while self.current.as_ref().is_some_and(|s| s.can_send(now)) {
-            let Some(packet) = self.staged.pop_front() else { break };
+            let Some(packet) = self.staged.pop_front() else {
+                break;
+            };
             self.send_owned(id, now, &packet, ctx);
         }
     }
@@ -408,11 +450,23 @@ impl Peer {
         ctx: &mut Context,
     ) -> Received {
         let datagram_len = datagram.len();
-        let (session, is_next) = if let Some(s) = self.current.as_mut().filter(|s| s.local_index() == local_index) {
+        let (session, is_next) = if let Some(s) = self
+            .current
+            .as_mut()
+            .filter(|s| s.local_index() == local_index)
+        {
             (s, false)
-        } else if let Some(s) = self.next.as_mut().filter(|s| s.local_index() == local_index) {
+        } else if let Some(s) = self
+            .next
+            .as_mut()
+            .filter(|s| s.local_index() == local_index)
+        {
             (s, true)
-        } else if let Some(s) = self.previous.as_mut().filter(|s| s.local_index() == local_index) {
+        } else if let Some(s) = self
+            .previous
+            .as_mut()
+            .filter(|s| s.local_index() == local_index)
+        {
             (s, false)
         } else {
             ctx.drop(DropReason::UnknownReceiverIndex);

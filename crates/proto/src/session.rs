@@ -109,7 +109,12 @@ impl Session {
 
     /// Seals the `payload_len` plaintext bytes at `buf[DATA_HEADROOM..]`,
     /// padded for an interface of `mtu` bytes, and returns the datagram length.
-    pub fn seal(&mut self, buf: &mut [u8], payload_len: usize, mtu: usize) -> Result<usize, SealError> {
+    pub fn seal(
+        &mut self,
+        buf: &mut [u8],
+        payload_len: usize,
+        mtu: usize,
+    ) -> Result<usize, SealError> {
         let padded = padded_len(payload_len, mtu);
         let total = TRANSPORT_HEADER_LEN + padded + TAG_LEN;
         if buf.len() < total {
@@ -142,7 +147,9 @@ impl Session {
             .filter(|end| *end >= TRANSPORT_HEADER_LEN)
             .ok_or(OpenError::AuthenticationFailed)?;
         let (head, tag) = datagram.split_at_mut(body_end);
-        let tag: &[u8; TAG_LEN] = (&*tag).try_into().map_err(|_| OpenError::AuthenticationFailed)?;
+        let tag: &[u8; TAG_LEN] = (&*tag)
+            .try_into()
+            .map_err(|_| OpenError::AuthenticationFailed)?;
         self.receiving
             .open_in_place(counter, &mut head[TRANSPORT_HEADER_LEN..], tag)
             .map_err(|_| OpenError::AuthenticationFailed)?;
@@ -195,9 +202,13 @@ mod tests {
     }
 
     fn open(session: &mut Session, datagram: &mut [u8]) -> Result<Vec<u8>, OpenError> {
-        let Ok(Message::TransportData(view)) = Message::parse(datagram) else { panic!() };
+        let Ok(Message::TransportData(view)) = Message::parse(datagram) else {
+            panic!()
+        };
         let counter = view.counter();
-        session.open(counter, datagram).map(|range| datagram[range].to_vec())
+        session
+            .open(counter, datagram)
+            .map(|range| datagram[range].to_vec())
     }
 
     #[test]
@@ -229,7 +240,10 @@ mod tests {
         let second = seal_text(&mut a, b"two");
         let mut tampered = first.clone();
         tampered[20] ^= 0x80;
-        assert_eq!(open(&mut b, &mut tampered), Err(OpenError::AuthenticationFailed));
+        assert_eq!(
+            open(&mut b, &mut tampered),
+            Err(OpenError::AuthenticationFailed)
+        );
         // Reordered within the window: second before first, both accepted.
         assert!(open(&mut b, &mut second.clone()).is_ok());
         assert!(open(&mut b, &mut first.clone()).is_ok());
@@ -245,7 +259,10 @@ mod tests {
         let (mut a, mut b) = pair(now);
         let mut forged = seal_text(&mut a, b"x");
         forged[8..16].copy_from_slice(&1_000_000u64.to_le_bytes());
-        assert_eq!(open(&mut b, &mut forged), Err(OpenError::AuthenticationFailed));
+        assert_eq!(
+            open(&mut b, &mut forged),
+            Err(OpenError::AuthenticationFailed)
+        );
         let genuine = seal_text(&mut a, b"y");
         assert!(open(&mut b, &mut genuine.clone()).is_ok());
     }

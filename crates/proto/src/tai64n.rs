@@ -47,7 +47,10 @@ mod tests {
     #[test]
     fn layout_is_big_endian_seconds_then_nanoseconds() {
         let stamp = Tai64N::from_unix(Duration::new(1, 0x0300_0001));
-        assert_eq!(&stamp.as_bytes()[..8], &0x4000_0000_0000_000bu64.to_be_bytes());
+        assert_eq!(
+            &stamp.as_bytes()[..8],
+            &0x4000_0000_0000_000bu64.to_be_bytes()
+        );
         assert_eq!(&stamp.as_bytes()[8..], &0x0300_0000u32.to_be_bytes());
     }
 

@@ -210,7 +210,10 @@ mod tests {
         let mut timers = Timers::new(None);
         timers.data_received(t0);
         assert_eq!(timers.next_deadline(), Some(t0 + KEEPALIVE_TIMEOUT));
-        assert_eq!(timers.expired(t0 + KEEPALIVE_TIMEOUT - Duration::from_millis(1)), Expired::default());
+        assert_eq!(
+            timers.expired(t0 + KEEPALIVE_TIMEOUT - Duration::from_millis(1)),
+            Expired::default()
+        );
         assert!(timers.expired(t0 + KEEPALIVE_TIMEOUT).send_keepalive);
 
         timers.data_received(t0);
@@ -251,7 +254,11 @@ mod tests {
         timers.any_authenticated_packet_traversal(t0);
         timers.any_authenticated_packet_traversal(t0 + Duration::from_secs(10));
         assert_eq!(timers.next_deadline(), Some(t0 + Duration::from_secs(35)));
-        assert!(timers.expired(t0 + Duration::from_secs(35)).persistent_keepalive);
+        assert!(
+            timers
+                .expired(t0 + Duration::from_secs(35))
+                .persistent_keepalive
+        );
     }
 
     #[test]

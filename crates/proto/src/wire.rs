@@ -239,7 +239,10 @@ impl TransportData<'_> {
         read_u32(self.header, transport::RECEIVER)
     }
     pub fn counter(&self) -> u64 {
-        u64::from_le_bytes(*field::<8, TRANSPORT_HEADER_LEN>(self.header, transport::COUNTER))
+        u64::from_le_bytes(*field::<8, TRANSPORT_HEADER_LEN>(
+            self.header,
+            transport::COUNTER,
+        ))
     }
     /// Length of the encrypted payload including its tag.
     pub fn ciphertext_len(&self) -> usize {
@@ -248,7 +251,11 @@ impl TransportData<'_> {
 }
 
 /// Writes the transport header for `receiver_index` and `counter` into `header`.
-pub fn write_transport_header(header: &mut [u8; TRANSPORT_HEADER_LEN], receiver_index: u32, counter: u64) {
+pub fn write_transport_header(
+    header: &mut [u8; TRANSPORT_HEADER_LEN],
+    receiver_index: u32,
+    counter: u64,
+) {
     header[..4].copy_from_slice(&MESSAGE_TYPE_TRANSPORT_DATA.to_le_bytes());
     header[4..8].copy_from_slice(&receiver_index.to_le_bytes());
     header[8..16].copy_from_slice(&counter.to_le_bytes());
@@ -280,7 +287,11 @@ mod tests {
         }
         assert!(matches!(
             Message::parse(&init[..147]),
-            Err(ParseError::WrongLength { expected: 148, actual: 147, .. })
+            Err(ParseError::WrongLength {
+                expected: 148,
+                actual: 147,
+                ..
+            })
         ));
         let mut data = [0u8; 40];
         data[0] = 4;
@@ -299,8 +310,14 @@ mod tests {
         let mut data = [0u8; 40];
         data[0] = 4;
         data[1] = 1;
-        assert_eq!(Message::parse(&data).unwrap_err(), ParseError::UnknownType(0x104));
-        assert_eq!(Message::parse(&[4, 0]).unwrap_err(), ParseError::TruncatedHeader);
+        assert_eq!(
+            Message::parse(&data).unwrap_err(),
+            ParseError::UnknownType(0x104)
+        );
+        assert_eq!(
+            Message::parse(&[4, 0]).unwrap_err(),
+            ParseError::TruncatedHeader
+        );
     }
 
     #[test]

@@ -59,7 +59,10 @@ fn apply_peer(context: &mut ControlContext<'_>, change: PeerChange) {
     }
     let (id, keepalive_before) = match existing {
         Some(id) => {
-            let before = node.device().peer_status(id).and_then(|s| s.persistent_keepalive);
+            let before = node
+                .device()
+                .peer_status(id)
+                .and_then(|s| s.persistent_keepalive);
             (id, before)
         }
         None if change.update_only => return,
@@ -71,7 +74,9 @@ fn apply_peer(context: &mut ControlContext<'_>, change: PeerChange) {
                 persistent_keepalive: None,
             };
             // A peer with the interface's own key is ignored, as by wireguard-go.
-            let Ok(id) = node.add_peer(config, &[]) else { return };
+            let Ok(id) = node.add_peer(config, &[]) else {
+                return;
+            };
             (id, None)
         }
     };

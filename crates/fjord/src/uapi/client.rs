@@ -76,7 +76,9 @@ fn request(path: &Path, request: &str) -> Result<Vec<String>, UapiClientError> {
         source,
     };
     let mut stream = UnixStream::connect(path).map_err(io)?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).map_err(io)?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(io)?;
     stream.write_all(request.as_bytes()).map_err(io)?;
     let mut lines = Vec::new();
     for line in BufReader::new(stream).lines() {
@@ -103,7 +105,10 @@ fn request(path: &Path, request: &str) -> Result<Vec<String>, UapiClientError> {
 pub fn query(interface: &str) -> Result<UapiInterface, UapiClientError> {
     let path = socket_path(interface);
     if !path.exists() {
-        return Err(UapiClientError::NoSuchInterface(interface.to_string(), path));
+        return Err(UapiClientError::NoSuchInterface(
+            interface.to_string(),
+            path,
+        ));
     }
     let lines = request(&path, "get=1\n\n")?;
     let mut parsed = parse_get(&path, &lines)?;
@@ -146,7 +151,8 @@ fn parse_get(path: &Path, lines: &[String]) -> Result<UapiInterface, UapiClientE
         match interface.peers.last_mut() {
             None => match key {
                 "private_key" => {
-                    let bytes = zeroize::Zeroizing::new(unhex32(value).ok_or_else(|| malformed(line))?);
+                    let bytes =
+                        zeroize::Zeroizing::new(unhex32(value).ok_or_else(|| malformed(line))?);
                     interface.has_private_key = *bytes != [0u8; 32];
                     if interface.has_private_key {
                         let key = fjord_proto::PrivateKey::from_bytes(*bytes);

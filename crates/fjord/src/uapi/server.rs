@@ -150,4 +150,3 @@ fn reply_set(control: &ControlHandle, body: &[String]) -> Zeroizing<String> {
 fn errno_reply(errno: i32) -> Zeroizing<String> {
     Zeroizing::new(format!("errno={errno}\n\n"))
 }
-

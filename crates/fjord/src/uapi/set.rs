@@ -82,7 +82,9 @@ fn flag(key: &str, value: &str) -> Result<bool, SetError> {
     match value {
         "true" => Ok(true),
         "false" => Ok(false),
-        _ => Err(SetError::invalid(format!("{key}={value}: expected true or false"))),
+        _ => Err(SetError::invalid(format!(
+            "{key}={value}: expected true or false"
+        ))),
     }
 }
 
@@ -120,7 +122,8 @@ pub fn parse_set(lines: &[String]) -> Result<SetRequest, SetError> {
             match key {
                 "private_key" => {
                     let bytes = zeroize::Zeroizing::new(key_bytes(key, value)?);
-                    request.private_key = Some((*bytes != [0u8; 32]).then(|| PrivateKey::from_raw_bytes(*bytes)));
+                    request.private_key =
+                        Some((*bytes != [0u8; 32]).then(|| PrivateKey::from_raw_bytes(*bytes)));
                 }
                 "listen_port" => request.listen_port = Some(number(key, value)?),
                 "fwmark" => request.fwmark = Some(number(key, value)?),
@@ -137,7 +140,9 @@ pub fn parse_set(lines: &[String]) -> Result<SetRequest, SetError> {
                 peer.preshared_key = Some(PresharedKey::from_bytes(*bytes));
             }
             "endpoint" => peer.endpoint = Some(endpoint(value)?),
-            "persistent_keepalive_interval" => peer.persistent_keepalive = Some(number(key, value)?),
+            "persistent_keepalive_interval" => {
+                peer.persistent_keepalive = Some(number(key, value)?)
+            }
             "replace_allowed_ips" => peer.replace_allowed_ips = flag(key, value)?,
             "allowed_ip" => {
                 let cidr: Cidr = value
@@ -147,7 +152,9 @@ pub fn parse_set(lines: &[String]) -> Result<SetRequest, SetError> {
             }
             "protocol_version" => {
                 if value != "1" {
-                    return Err(SetError::invalid(format!("protocol_version={value}: only 1 is known")));
+                    return Err(SetError::invalid(format!(
+                        "protocol_version={value}: only 1 is known"
+                    )));
                 }
             }
             _ => return Err(SetError::invalid(format!("unknown peer key '{key}'"))),
@@ -185,7 +192,10 @@ mod tests {
         assert_eq!(request.peers.len(), 3);
         assert!(request.peers[2].remove);
         assert!(request.peers[0].replace_allowed_ips);
-        assert_eq!(request.peers[0].endpoint, Some("[fd00::33]:51820".parse().unwrap()));
+        assert_eq!(
+            request.peers[0].endpoint,
+            Some("[fd00::33]:51820".parse().unwrap())
+        );
         assert!(request.peers[1].update_only);
         assert_eq!(request.peers[1].persistent_keepalive, Some(111));
     }
@@ -208,14 +218,27 @@ mod tests {
             format!("public_key={KEY_A}\nremove=maybe"),
             format!("public_key={KEY_A}\nlisten_port=1"),
         ] {
-            assert_eq!(parse_set(&lines(&bad)).unwrap_err().errno, libc::EINVAL, "{bad}");
+            assert_eq!(
+                parse_set(&lines(&bad)).unwrap_err().errno,
+                libc::EINVAL,
+                "{bad}"
+            );
         }
-        assert_eq!(parse_set(&lines("garbage")).unwrap_err().errno, libc::EPROTO);
+        assert_eq!(
+            parse_set(&lines("garbage")).unwrap_err().errno,
+            libc::EPROTO
+        );
     }
 
     #[test]
     fn v4_mapped_endpoints_become_v4() {
-        let request = parse_set(&lines(&format!("public_key={KEY_A}\nendpoint=[::ffff:198.18.0.1]:5"))).unwrap();
-        assert_eq!(request.peers[0].endpoint, Some("198.18.0.1:5".parse().unwrap()));
+        let request = parse_set(&lines(&format!(
+            "public_key={KEY_A}\nendpoint=[::ffff:198.18.0.1]:5"
+        )))
+        .unwrap();
+        assert_eq!(
+            request.peers[0].endpoint,
+            Some("198.18.0.1:5".parse().unwrap())
+        );
     }
 }
