@@ -175,7 +175,7 @@ fn compact<T>(slot: &mut Option<Box<Node<T>>>) {
         (true, true) => {}
         (false, false) => *slot = None,
         _ => {
-            let [zero, one] = std::mem::replace(&mut node.children, [None, None]);
+            let [zero, one] = std::mem::take(&mut node.children);
             *slot = zero.or(one);
         }
     }
