@@ -4,6 +4,7 @@
 pub mod emulator;
 pub mod netns;
 pub mod peers;
+pub mod report;
 pub mod results;
 pub mod topology;
 pub mod traffic;

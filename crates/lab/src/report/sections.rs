@@ -1,0 +1,395 @@
+//! Shaping the run record into sections, shared by every renderer.
+//!
+//! Measurements are grouped by suite and test into [`Section`]s: rows are
+//! the distinct values of the parameters that vary (the frame size for RFC
+//! 2544, the drop rate for loss sweeps, the payload for latency), columns
+//! are systems in report order (bare, fjord, then the peers as recorded).
+//! Parameters that are constant within a section become its caption; for
+//! tests with a natural row parameter, every other varying parameter (the
+//! direction, say) splits the test into one section per value, so each
+//! section is one table and one chart.
+//! Nothing here formats a figure: `tables` and `charts` do that from the
+//! sections.
+
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::format;
+use crate::results::{Measurement, MeasurementStatus, RunRecord};
+
+/// The reference system every figure is compared with.
+pub const REFERENCE: &str = "bare";
+const FJORD: &str = "fjord";
+/// A cell with no measurement.
+pub const MISSING: &str = "–";
+
+/// Every system named in the record, bare first, fjord second, then the
+/// others in record order (listed systems first, then measured ones).
+pub fn system_order(record: &RunRecord) -> Vec<&str> {
+    let listed = record.systems.iter().map(|s| s.name.as_str());
+    let measured = record.measurements.iter().map(|m| m.system.as_str());
+    let mut names: Vec<&str> = Vec::new();
+    for name in listed.chain(measured) {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    // Stable: peers keep their record order.
+    names.sort_by_key(|name| match *name {
+        REFERENCE => 0,
+        FJORD => 1,
+        _ => 2,
+    });
+    names
+}
+
+/// Suites in the order run, then any that only appear in measurements.
+pub fn suite_order(record: &RunRecord) -> Vec<&str> {
+    let listed = record.suites.iter().map(String::as_str);
+    let measured = record.measurements.iter().map(|m| m.suite.as_str());
+    let mut suites: Vec<&str> = Vec::new();
+    for suite in listed.chain(measured) {
+        if !suites.contains(&suite) {
+            suites.push(suite);
+        }
+    }
+    suites
+}
+
+/// A heading for a suite name.
+pub fn suite_title(suite: &str) -> String {
+    match suite {
+        "quick" => "Quick check".to_string(),
+        "throughput" => "Throughput (RFC 2544, IMIX, overload)".to_string(),
+        "latency" => "Latency".to_string(),
+        "loss" => "Transfers under packet loss".to_string(),
+        "bdp" => "Long fat pipe (bandwidth-delay product)".to_string(),
+        other => {
+            let mut chars = other.chars();
+            match chars.next() {
+                Some(first) => first.to_uppercase().chain(chars).collect(),
+                None => String::new(),
+            }
+        }
+    }
+}
+
+/// Tests the report lays out specially; everything else is `Other`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestKind {
+    Rfc2544,
+    Overload,
+    Imix,
+    Rtt,
+    /// Latency of frames while the link carries a given load.
+    LatencyUnderLoad,
+    TransferTime,
+    /// RFC 2544 frame loss rate against offered load.
+    FrameLoss,
+    TcpBulk,
+    Other,
+}
+
+impl TestKind {
+    pub fn of(test: &str) -> Self {
+        match test {
+            "rfc2544_throughput" => TestKind::Rfc2544,
+            "overload_receive_rate" => TestKind::Overload,
+            "imix" => TestKind::Imix,
+            "rtt" => TestKind::Rtt,
+            "latency_under_load" => TestKind::LatencyUnderLoad,
+            "transfer_time" => TestKind::TransferTime,
+            "frame_loss_rate" => TestKind::FrameLoss,
+            "tcp_bulk" => TestKind::TcpBulk,
+            _ => TestKind::Other,
+        }
+    }
+
+    /// The parameter that makes the rows (and a chart's x axis).
+    pub fn row_key(self) -> Option<&'static str> {
+        match self {
+            TestKind::Rfc2544 | TestKind::Overload => Some("frame_size"),
+            TestKind::Rtt => Some("payload"),
+            TestKind::LatencyUnderLoad => Some("load_percent"),
+            TestKind::TransferTime => Some("drop_percent"),
+            TestKind::FrameLoss => Some("offered_percent"),
+            TestKind::Imix | TestKind::TcpBulk | TestKind::Other => None,
+        }
+    }
+
+    pub fn title(self, test: &str) -> String {
+        match self {
+            TestKind::Rfc2544 => "RFC 2544 throughput (zero-loss rate)".to_string(),
+            TestKind::Overload => "Receive rate under overload".to_string(),
+            TestKind::Imix => "IMIX throughput".to_string(),
+            TestKind::Rtt => "Round-trip time".to_string(),
+            TestKind::LatencyUnderLoad => "Latency under load".to_string(),
+            TestKind::TransferTime => "Transfer time under random drop".to_string(),
+            TestKind::FrameLoss => "Frame loss rate".to_string(),
+            TestKind::TcpBulk => "TCP bulk throughput".to_string(),
+            TestKind::Other => test.to_string(),
+        }
+    }
+}
+
+/// One table's worth of measurements: one suite and test, one value of
+/// each splitting parameter.
+#[derive(Debug)]
+pub struct Section<'a> {
+    pub suite: &'a str,
+    pub test: &'a str,
+    pub kind: TestKind,
+    pub unit: &'a str,
+    /// Parameters that vary within the test but not within this section
+    /// (the direction of an RFC 2544 sweep): they name the section.
+    pub split: Vec<Param<'a>>,
+    /// Other parameters with one value throughout, in key order.
+    pub fixed: Vec<Param<'a>>,
+    /// Parameters that label rows, the kind's row key first.
+    pub row_keys: Vec<&'a str>,
+    pub rows: Vec<Row<'a>>,
+    /// Columns, in report order.
+    pub systems: Vec<&'a str>,
+}
+
+#[derive(Debug)]
+pub struct Row<'a> {
+    /// The value of each row key (`None` where a measurement lacks it).
+    pub key: ParamValues<'a>,
+    /// One per system of the section.
+    pub cells: Vec<Option<&'a Measurement>>,
+}
+
+impl Row<'_> {
+    pub fn labels(&self) -> Vec<String> {
+        self.key
+            .iter()
+            .map(|value| value.map_or_else(|| MISSING.to_string(), format::param_value))
+            .collect()
+    }
+
+    /// The row key's value as a number (a chart's x), if it is one.
+    pub fn x(&self) -> Option<f64> {
+        self.key.first().copied().flatten().and_then(Value::as_f64)
+    }
+}
+
+impl<'a> Section<'a> {
+    /// The kind's title, with the splitting parameters:
+    /// `RFC 2544 throughput (zero-loss rate), direction: left_to_right`.
+    pub fn title(&self) -> String {
+        let mut title = self.kind.title(self.test);
+        for (key, value) in &self.split {
+            title.push_str(", ");
+            title.push_str(&format::param_pair(key, value));
+        }
+        title
+    }
+
+    /// Bare's measurement in `row`, when it ran fine.
+    pub fn reference(&self, row: &Row<'a>) -> Option<&'a Measurement> {
+        let index = self.systems.iter().position(|s| *s == REFERENCE)?;
+        row.cells[index].filter(|m| m.status == MeasurementStatus::Ok)
+    }
+
+    /// `k: v` pairs of the fixed parameters.
+    pub fn fixed_text(&self) -> Vec<String> {
+        self.fixed
+            .iter()
+            .map(|(key, value)| format::param_pair(key, value))
+            .collect()
+    }
+
+    /// The row's labels as `k: v` pairs (for notes).
+    pub fn row_text(&self, row: &Row) -> String {
+        self.row_keys
+            .iter()
+            .zip(&row.key)
+            .map(|(key, value)| match value {
+                Some(value) => format::param_pair(key, value),
+                None => format!("{key}: {MISSING}"),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// All sections of the record, suite by suite, tests in order of first
+/// appearance.
+pub fn sections(record: &RunRecord) -> Vec<Section<'_>> {
+    let order = system_order(record);
+    let mut sections = Vec::new();
+    for suite in suite_order(record) {
+        let mut tests: Vec<&str> = Vec::new();
+        for m in record.measurements.iter().filter(|m| m.suite == suite) {
+            if !tests.contains(&m.test.as_str()) {
+                tests.push(&m.test);
+            }
+        }
+        for test in tests {
+            let group: Vec<&Measurement> = record
+                .measurements
+                .iter()
+                .filter(|m| m.suite == suite && m.test == test)
+                .collect();
+            sections.extend(split(suite, test, group, &order));
+        }
+    }
+    sections
+}
+
+fn keys<'a>(group: &[&'a Measurement]) -> BTreeSet<&'a str> {
+    group
+        .iter()
+        .flat_map(|m| m.params.keys().map(String::as_str))
+        .collect()
+}
+
+fn varies(group: &[&Measurement], key: &str) -> bool {
+    group
+        .windows(2)
+        .any(|pair| pair[0].params.get(key) != pair[1].params.get(key))
+}
+
+/// A parameter's name and value.
+type Param<'a> = (&'a str, &'a Value);
+
+/// The values of some parameters of one measurement (`None`: absent).
+type ParamValues<'a> = Vec<Option<&'a Value>>;
+
+/// One section per combination of the splitting parameters.
+fn split<'a>(
+    suite: &'a str,
+    test: &'a str,
+    group: Vec<&'a Measurement>,
+    order: &[&'a str],
+) -> Vec<Section<'a>> {
+    let kind = TestKind::of(test);
+    let keys = keys(&group);
+    let splitting: Vec<&str> = match kind.row_key() {
+        Some(row_key) if keys.contains(row_key) => keys
+            .iter()
+            .copied()
+            .filter(|key| *key != row_key && varies(&group, key))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let mut parts: Vec<(ParamValues, Vec<&Measurement>)> = Vec::new();
+    for m in group {
+        let values: ParamValues = splitting.iter().map(|k| m.params.get(*k)).collect();
+        match parts.iter_mut().find(|(v, _)| *v == values) {
+            Some((_, members)) => members.push(m),
+            None => parts.push((values, vec![m])),
+        }
+    }
+    parts
+        .into_iter()
+        .map(|(_, members)| section(suite, test, kind, &splitting, members, order))
+        .collect()
+}
+
+/// Sort rank of a parameter value: numbers by value, then other values in
+/// order of first appearance, then missing ones.
+fn rank(value: Option<&Value>, seen: &[&Value]) -> (u8, f64) {
+    match value {
+        Some(value) => match value.as_f64() {
+            Some(number) => (0, number),
+            None => (1, seen.iter().position(|s| *s == value).unwrap_or(0) as f64),
+        },
+        None => (2, 0.0),
+    }
+}
+
+fn section<'a>(
+    suite: &'a str,
+    test: &'a str,
+    kind: TestKind,
+    splitting: &[&str],
+    members: Vec<&'a Measurement>,
+    order: &[&'a str],
+) -> Section<'a> {
+    let keys = keys(&members);
+    let mut row_keys: Vec<&str> = keys
+        .iter()
+        .copied()
+        .filter(|key| varies(&members, key))
+        .collect();
+    if let Some(position) = kind
+        .row_key()
+        .and_then(|k| row_keys.iter().position(|key| *key == k))
+    {
+        let key = row_keys.remove(position);
+        row_keys.insert(0, key);
+    }
+    let (split, fixed): (Vec<Param>, Vec<Param>) = keys
+        .iter()
+        .filter(|key| !row_keys.contains(key))
+        .filter_map(|key| Some((*key, members[0].params.get(*key)?)))
+        .partition(|(key, _)| splitting.contains(key));
+
+    let mut row_values: Vec<ParamValues> = Vec::new();
+    for m in &members {
+        let values: ParamValues = row_keys.iter().map(|k| m.params.get(*k)).collect();
+        if !row_values.contains(&values) {
+            row_values.push(values);
+        }
+    }
+    let seen: Vec<Vec<&Value>> = (0..row_keys.len())
+        .map(|index| {
+            let mut seen: Vec<&Value> = Vec::new();
+            for value in row_values.iter().filter_map(|values| values[index]) {
+                if !seen.contains(&value) {
+                    seen.push(value);
+                }
+            }
+            seen
+        })
+        .collect();
+    row_values.sort_by(|a, b| {
+        for (index, seen) in seen.iter().enumerate() {
+            let (a, b) = (rank(a[index], seen), rank(b[index], seen));
+            let ordering = a.0.cmp(&b.0).then(a.1.total_cmp(&b.1));
+            if ordering != Ordering::Equal {
+                return ordering;
+            }
+        }
+        Ordering::Equal
+    });
+
+    let systems: Vec<&str> = order
+        .iter()
+        .copied()
+        .filter(|system| members.iter().any(|m| m.system == *system))
+        .collect();
+    let rows = row_values
+        .into_iter()
+        .map(|key| {
+            let cells = systems
+                .iter()
+                .map(|system| {
+                    members.iter().copied().find(|m| {
+                        m.system == *system
+                            && row_keys
+                                .iter()
+                                .zip(&key)
+                                .all(|(k, v)| m.params.get(*k) == *v)
+                    })
+                })
+                .collect();
+            Row { key, cells }
+        })
+        .collect();
+    Section {
+        suite,
+        test,
+        kind,
+        unit: &members[0].unit,
+        split,
+        fixed,
+        row_keys,
+        rows,
+        systems,
+    }
+}

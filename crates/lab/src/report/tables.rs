@@ -1,0 +1,461 @@
+//! Text tables from sections, shaped like the reference studies: RFC 2544
+//! rows by frame size with the theoretical line rate, frames/s, the Mbit/s
+//! equivalent and the share of the line rate per system; latency rows by
+//! payload with p50 and p99; loss rows by drop rate; TCP bulk with the
+//! efficiency against the theoretical goodput. Cells are formatted for
+//! humans and carry their ratio to bare; Markdown, HTML and the terminal
+//! only lay them out and escape them. Tests this module does not know get
+//! the generic table: one row per distinct parameters, one column per
+//! system, cells "median unit (ratio× bare)".
+
+use serde_json::Value;
+
+use super::format;
+use super::sections::{MISSING, REFERENCE, Row, Section, TestKind, system_order};
+use crate::results::{Measurement, MeasurementStatus, RunRecord, SystemStatus};
+
+/// A table of formatted text, ready for any renderer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    pub title: String,
+    /// Fixed parameters and how to read the table; may be empty.
+    pub caption: String,
+    pub header: Vec<String>,
+    /// Leading columns that label rows (left-aligned); the rest are figures.
+    pub label_columns: usize,
+    pub rows: Vec<Vec<String>>,
+    /// Footnotes: measurement notes, failed checks.
+    pub notes: Vec<String>,
+}
+
+/// The "Systems" table: every system with its status, version and reason.
+pub fn systems_table(record: &RunRecord) -> Table {
+    let rows = system_order(record)
+        .into_iter()
+        .map(|name| {
+            let outcome = record.systems.iter().find(|s| s.name == name);
+            let status = match outcome.map(|o| o.status) {
+                Some(SystemStatus::Ran) | None => "ran",
+                Some(SystemStatus::Skipped) => "skipped",
+                Some(SystemStatus::Failed) => "failed",
+            };
+            vec![
+                name.to_string(),
+                status.to_string(),
+                outcome
+                    .and_then(|o| o.version.clone())
+                    .unwrap_or_else(|| MISSING.to_string()),
+                outcome.and_then(|o| o.reason.clone()).unwrap_or_default(),
+            ]
+        })
+        .collect();
+    Table {
+        title: "Systems".to_string(),
+        caption: String::new(),
+        header: ["system", "status", "version", "notes"]
+            .map(String::from)
+            .to_vec(),
+        label_columns: 4,
+        rows,
+        notes: Vec::new(),
+    }
+}
+
+fn extra_f64(m: &Measurement, key: &str) -> Option<f64> {
+    m.extra.get(key).and_then(Value::as_f64)
+}
+
+/// A latency statistic from `extra`: `p99`, or `p99_ms` as the UDP
+/// latency procedure names it.
+pub fn percentile(m: &Measurement, key: &str) -> Option<f64> {
+    extra_f64(m, key).or_else(|| extra_f64(m, &format!("{key}_ms")))
+}
+
+/// Frames/s an Ethernet link of `link_bits_per_sec` carries at most with
+/// `frame_size`-byte frames (20 bytes of preamble and gap per frame).
+pub fn line_rate_fps(link_bits_per_sec: f64, frame_size: f64) -> f64 {
+    link_bits_per_sec / ((frame_size + 20.0) * 8.0)
+}
+
+/// The theoretical maximum frames/s for `m`: recorded, or computed from
+/// the recorded link rate and the frame size.
+pub fn theoretical_fps(m: &Measurement) -> Option<f64> {
+    extra_f64(m, "theoretical_max_fps").or_else(|| {
+        let link = extra_f64(m, "link_bits_per_sec")?;
+        let frame_size = m.params.get("frame_size")?.as_f64()?;
+        Some(line_rate_fps(link, frame_size))
+    })
+}
+
+/// A figure with its ratio to bare: `1.23 Gbit/s (0.13×)`, `> 60.00 s
+/// (limit, > 4.10×)`, `failed`. Bare's own cells carry no ratio.
+pub fn figure(m: &Measurement, value: f64, ratio: Option<f64>) -> String {
+    let ratio = ratio.filter(|_| m.system != REFERENCE);
+    let mut text = match m.status {
+        MeasurementStatus::Failed => return "failed".to_string(),
+        MeasurementStatus::TimedOut => match ratio {
+            Some(r) => format!(
+                "> {} (limit, > {})",
+                format::quantity(value, &m.unit),
+                format::ratio(r)
+            ),
+            None => format!("> {} (limit)", format::quantity(value, &m.unit)),
+        },
+        MeasurementStatus::Ok => match ratio {
+            Some(r) => format!(
+                "{} ({})",
+                format::quantity(value, &m.unit),
+                format::ratio(r)
+            ),
+            None => format::quantity(value, &m.unit),
+        },
+    };
+    if unverified(m) {
+        text.push_str(" unverified");
+    }
+    text
+}
+
+fn unverified(m: &Measurement) -> bool {
+    m.extra.get("verified") == Some(&Value::Bool(false))
+}
+
+/// The measurement's own figure: its median and ratio to bare.
+fn median_figure(m: &Measurement) -> String {
+    figure(m, m.median, m.ratio_to_bare)
+}
+
+/// A caption: the fixed parameters (unless they label the only row), then
+/// `extra` remarks.
+fn caption(section: &Section, extra: &[String]) -> String {
+    let mut parts = if section.row_keys.is_empty() {
+        Vec::new()
+    } else {
+        section.fixed_text()
+    };
+    parts.extend(extra.iter().cloned());
+    parts.join(" · ")
+}
+
+/// Header cells and label cells for the row keys.
+fn label_columns(section: &Section) -> (Vec<String>, Vec<Vec<String>>) {
+    if section.row_keys.is_empty() {
+        let text = section.fixed_text().join(", ");
+        let text = if text.is_empty() {
+            MISSING.to_string()
+        } else {
+            text
+        };
+        let labels = section.rows.iter().map(|_| vec![text.clone()]).collect();
+        return (vec!["parameters".to_string()], labels);
+    }
+    let header = section
+        .row_keys
+        .iter()
+        .map(|k| format::param_heading(k))
+        .collect();
+    (header, section.rows.iter().map(Row::labels).collect())
+}
+
+/// Notes attached to measurements, and checks that failed.
+fn notes(section: &Section) -> Vec<String> {
+    let mut notes = Vec::new();
+    for row in &section.rows {
+        for m in row.cells.iter().flatten() {
+            let place = match section.row_text(row) {
+                text if text.is_empty() => m.system.clone(),
+                text => format!("{}, {text}", m.system),
+            };
+            if let Some(note) = &m.note {
+                notes.push(format!("{place}: {note}"));
+            } else if unverified(m) {
+                notes.push(format!(
+                    "{place}: the received data did not match its checksum"
+                ));
+            }
+        }
+    }
+    notes
+}
+
+/// A column placed between the row labels and the systems (e.g. the
+/// theoretical maximum): its heading and how to fill it for a row.
+type ExtraColumn<'f> = (String, &'f dyn Fn(&Row) -> String);
+
+/// A table with `per_system` columns for every system, each cell made by
+/// `cell(section, row, system index, column)`.
+fn grid(
+    section: &Section,
+    title: String,
+    caption: String,
+    before: &[ExtraColumn],
+    per_system: &[&str],
+    cell: &dyn Fn(&Row, usize, usize) -> String,
+) -> Table {
+    let (mut header, labels) = label_columns(section);
+    let label_count = header.len();
+    header.extend(before.iter().map(|(name, _)| name.clone()));
+    for system in &section.systems {
+        for column in per_system {
+            header.push(if column.is_empty() {
+                system.to_string()
+            } else {
+                format!("{system} {column}")
+            });
+        }
+    }
+    let rows = section
+        .rows
+        .iter()
+        .zip(labels)
+        .map(|(row, mut cells)| {
+            cells.extend(before.iter().map(|(_, make)| make(row)));
+            for index in 0..section.systems.len() {
+                for column in 0..per_system.len() {
+                    cells.push(cell(row, index, column));
+                }
+            }
+            cells
+        })
+        .collect();
+    Table {
+        title,
+        caption,
+        header,
+        label_columns: label_count,
+        rows,
+        notes: notes(section),
+    }
+}
+
+/// The tables for one section, shaped by its kind.
+pub fn section_tables(section: &Section) -> Vec<Table> {
+    let title = section.title();
+    match section.kind {
+        TestKind::Rfc2544 | TestKind::Overload => vec![frame_rate_table(section, title)],
+        TestKind::Rtt | TestKind::LatencyUnderLoad => vec![latency_table(section, title)],
+        TestKind::TcpBulk => bulk_tables(section, title),
+        TestKind::Imix => {
+            let cell = |row: &Row, index: usize, _: usize| match row.cells[index] {
+                Some(m) => match extra_f64(m, "bits_per_sec")
+                    .or_else(|| extra_f64(m, "frame_bits_per_sec"))
+                {
+                    Some(bits) if m.status == MeasurementStatus::Ok => {
+                        format!("{} · {}", median_figure(m), format::quantity(bits, "bit/s"))
+                    }
+                    _ => median_figure(m),
+                },
+                None => MISSING.to_string(),
+            };
+            vec![grid(
+                section,
+                title,
+                caption(section, &[]),
+                &[],
+                &[""],
+                &cell,
+            )]
+        }
+        TestKind::TransferTime | TestKind::FrameLoss | TestKind::Other => {
+            let cell = |row: &Row, index: usize, _: usize| {
+                row.cells[index].map_or_else(|| MISSING.to_string(), median_figure)
+            };
+            vec![grid(
+                section,
+                title,
+                caption(section, &[]),
+                &[],
+                &[""],
+                &cell,
+            )]
+        }
+    }
+}
+
+/// Rows frame size; theoretical maximum; per system frames/s (ratio) and
+/// the Mbit/s equivalent with its share of the line rate.
+fn frame_rate_table(section: &Section, title: String) -> Table {
+    let all = section.rows.iter().flat_map(|r| r.cells.iter().flatten());
+    let mut extra = Vec::new();
+    if let Some(link) = all.clone().find_map(|m| extra_f64(m, "link_bits_per_sec")) {
+        extra.push(format!("link: {}", format::quantity(link, "bit/s")));
+    }
+    if let Some(tolerance) = all.clone().find_map(|m| m.extra.get("loss_tolerance")) {
+        extra.push(format!(
+            "loss tolerance: {}",
+            format::param_value(tolerance)
+        ));
+    }
+    let has_line_rate = all.clone().any(|m| theoretical_fps(m).is_some());
+    extra.push(if has_line_rate {
+        "Mbit/s = frames/s × frame size × 8; % line = share of the Ethernet line rate \
+         (20 bytes of preamble and gap per frame)"
+            .to_string()
+    } else {
+        "Mbit/s = frames/s × frame size × 8".to_string()
+    });
+    let theoretical = |row: &Row| {
+        row.cells
+            .iter()
+            .flatten()
+            .find_map(|m| theoretical_fps(m))
+            .map_or_else(
+                || MISSING.to_string(),
+                |fps| format!("{} fps", format::thousands(fps)),
+            )
+    };
+    let cell = |row: &Row, index: usize, column: usize| {
+        let Some(m) = row.cells[index] else {
+            return MISSING.to_string();
+        };
+        if column == 0 {
+            return median_figure(m);
+        }
+        // From the frame size; for mixed sizes, from the recorded bits.
+        let bits = m
+            .params
+            .get("frame_size")
+            .and_then(Value::as_f64)
+            .map(|frame_size| m.median * frame_size * 8.0)
+            .or_else(|| extra_f64(m, "frame_bits_per_sec"));
+        match (m.status, bits) {
+            (MeasurementStatus::Failed, _) | (_, None) => MISSING.to_string(),
+            (_, Some(bits)) => {
+                let mbit = bits / 1e6;
+                let mbit = if mbit >= 1000.0 {
+                    format::thousands(mbit)
+                } else {
+                    format::plain(mbit)
+                };
+                match theoretical_fps(m).filter(|fps| *fps > 0.0) {
+                    Some(fps) => format!("{mbit} ({})", format::percent(m.median / fps * 100.0)),
+                    None => mbit,
+                }
+            }
+        }
+    };
+    let before: Vec<ExtraColumn> = if has_line_rate {
+        vec![("theoretical max".to_string(), &theoretical)]
+    } else {
+        Vec::new()
+    };
+    grid(
+        section,
+        title,
+        caption(section, &extra),
+        &before,
+        &["frames/s", "Mbit/s (% line)"],
+        &cell,
+    )
+}
+
+/// Rows payload; per system p50 and p99 with ratios to bare's.
+fn latency_table(section: &Section, title: String) -> Table {
+    const PERCENTILES: [&str; 2] = ["p50", "p99"];
+    let value = |m: &Measurement, key: &str| match key {
+        "p50" => percentile(m, key).or(Some(m.median)),
+        _ => percentile(m, key),
+    };
+    let cell = |row: &Row, index: usize, column: usize| {
+        let Some(m) = row.cells[index] else {
+            return MISSING.to_string();
+        };
+        let key = PERCENTILES[column];
+        let Some(own) = value(m, key) else {
+            return MISSING.to_string();
+        };
+        let ratio = section
+            .reference(row)
+            .and_then(|bare| value(bare, key))
+            .filter(|bare| *bare > 0.0)
+            .map(|bare| own / bare);
+        figure(m, own, ratio)
+    };
+    let extra = ["p99.9, min and max are in results.json".to_string()];
+    grid(
+        section,
+        title,
+        caption(section, &extra),
+        &[],
+        &PERCENTILES,
+        &cell,
+    )
+}
+
+/// TCP bulk goodput; with a theoretical goodput (long fat pipes) also the
+/// efficiency; and a second table of retransmits and CPU time if recorded.
+fn bulk_tables(section: &Section, title: String) -> Vec<Table> {
+    let goodput = |m: &Measurement| extra_f64(m, "theoretical_goodput_bits_per_sec");
+    let all: Vec<&Measurement> = section
+        .rows
+        .iter()
+        .flat_map(|r| r.cells.iter().flatten().copied())
+        .collect();
+    let has_goodput = all.iter().any(|m| goodput(m).is_some());
+    let theoretical = |row: &Row| {
+        row.cells
+            .iter()
+            .flatten()
+            .find_map(|m| goodput(m))
+            .map_or_else(
+                || MISSING.to_string(),
+                |bits| format::quantity(bits, "bit/s"),
+            )
+    };
+    let cell = |row: &Row, index: usize, _: usize| {
+        let Some(m) = row.cells[index] else {
+            return MISSING.to_string();
+        };
+        match goodput(m).filter(|g| *g > 0.0 && m.status == MeasurementStatus::Ok) {
+            Some(g) => format!(
+                "{} · {} eff.",
+                median_figure(m),
+                format::percent(m.median / g * 100.0)
+            ),
+            None => median_figure(m),
+        }
+    };
+    let mut extra = Vec::new();
+    let before: Vec<ExtraColumn> = if has_goodput {
+        extra.push("eff. = share of the theoretical goodput".to_string());
+        vec![("theoretical goodput".to_string(), &theoretical)]
+    } else {
+        Vec::new()
+    };
+    let mut tables = vec![grid(
+        section,
+        title.clone(),
+        caption(section, &extra),
+        &before,
+        &[""],
+        &cell,
+    )];
+
+    let details = |m: &Measurement| {
+        let mut parts = Vec::new();
+        if let Some(retransmits) = extra_f64(m, "retransmits") {
+            parts.push(format!("{} retx", format::thousands(retransmits)));
+        }
+        if let Some(cpu) = extra_f64(m, "cpu_seconds") {
+            parts.push(format!("{} CPU", format::quantity(cpu, "s")));
+        }
+        parts
+    };
+    if all.iter().any(|m| !details(m).is_empty()) {
+        let cell = |row: &Row, index: usize, _: usize| match row.cells[index].map(details) {
+            Some(parts) if !parts.is_empty() => parts.join(" · "),
+            _ => MISSING.to_string(),
+        };
+        let mut table = grid(
+            section,
+            format!("{title}: retransmits and CPU time"),
+            caption(section, &[]),
+            &[],
+            &[""],
+            &cell,
+        );
+        table.notes.clear();
+        tables.push(table);
+    }
+    tables
+}

@@ -1,0 +1,187 @@
+//! The plain-text summary printed at the end of a run: one compact table
+//! per section, no line longer than [`WIDTH`] columns. Bare's cells hold
+//! its median; every other cell holds the median and its ratio to bare,
+//! which is the figure that matters on a shared machine. When systems do
+//! not fit side by side, the table continues below with the rest of them.
+//! Control characters from the record are replaced, so a name cannot
+//! drive the terminal.
+
+use std::fmt::Write;
+
+use super::format;
+use super::sections::{self, MISSING, REFERENCE, Section};
+use crate::results::{Measurement, MeasurementStatus, RunRecord, SystemStatus};
+
+/// The widest line the summary prints.
+pub const WIDTH: usize = 100;
+const INDENT: &str = "  ";
+const GAP: usize = 2;
+/// Longest row label and column before they are shortened.
+const MAX_LABEL: usize = 32;
+const MAX_COLUMN: usize = 24;
+
+/// `text` with control characters replaced and cut to `width` characters
+/// (the last one an ellipsis when cut).
+fn fit(text: &str, width: usize) -> String {
+    let clean: Vec<char> = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if clean.len() <= width {
+        clean.into_iter().collect()
+    } else {
+        let mut cut: String = clean[..width.saturating_sub(1)].iter().collect();
+        cut.push('…');
+        cut
+    }
+}
+
+fn width_of(text: &str) -> usize {
+    text.chars().count()
+}
+
+fn cell(m: Option<&Measurement>) -> String {
+    let Some(m) = m else {
+        return MISSING.to_string();
+    };
+    let ratio = m.ratio_to_bare.filter(|_| m.system != REFERENCE);
+    let mut text = match (m.status, ratio) {
+        (MeasurementStatus::Failed, _) => "failed".to_string(),
+        (MeasurementStatus::TimedOut, Some(r)) => {
+            format!(
+                ">{} >{}",
+                format::terse(m.median, &m.unit),
+                format::ratio(r)
+            )
+        }
+        (MeasurementStatus::TimedOut, None) => format!(">{}", format::terse(m.median, &m.unit)),
+        (MeasurementStatus::Ok, Some(r)) => {
+            format!("{} {}", format::terse(m.median, &m.unit), format::ratio(r))
+        }
+        (MeasurementStatus::Ok, None) => format::terse(m.median, &m.unit),
+    };
+    if m.extra.get("verified") == Some(&serde_json::Value::Bool(false)) {
+        text.push('!');
+    }
+    text
+}
+
+pub fn render(record: &RunRecord) -> String {
+    let mut out = String::new();
+    let machine = &record.machine;
+    let head = format!(
+        "fjord lab · fjord {} · {} · {} · {} CPUs · Linux {}",
+        record.fjord_version,
+        record.started_at,
+        format::quantity(record.duration_secs, "s"),
+        machine.cpus,
+        machine.kernel
+    );
+    let _ = writeln!(out, "{}", fit(&head, WIDTH));
+    let _ = writeln!(
+        out,
+        "cells: median and its ratio to bare (no tunnel); >: hit the time limit; !: unverified"
+    );
+    for system in &record.systems {
+        let status = match system.status {
+            SystemStatus::Ran => continue,
+            SystemStatus::Skipped => "skipped",
+            SystemStatus::Failed => "failed",
+        };
+        let line = format!(
+            "{status} {}: {}",
+            system.name,
+            system.reason.as_deref().unwrap_or("no reason given")
+        );
+        let _ = writeln!(out, "{}", fit(&line, WIDTH));
+    }
+
+    let sections = sections::sections(record);
+    for suite in sections::suite_order(record) {
+        let _ = write!(out, "\n{}\n", fit(&sections::suite_title(suite), WIDTH));
+        for section in sections.iter().filter(|s| s.suite == suite) {
+            write_section(&mut out, section);
+        }
+    }
+    out
+}
+
+fn write_section(out: &mut String, section: &Section) {
+    let mut heading = format!("{INDENT}{} [{}]", section.title(), section.unit);
+    let fixed = section.fixed_text();
+    if !fixed.is_empty() {
+        let _ = write!(heading, " {}", fixed.join(", "));
+    }
+    let _ = writeln!(out, "{}", fit(&heading, WIDTH));
+
+    let label_header = fit(
+        &section
+            .row_keys
+            .iter()
+            .map(|k| format::param_heading(k))
+            .collect::<Vec<_>>()
+            .join(" / "),
+        MAX_LABEL,
+    );
+    let labels: Vec<String> = section
+        .rows
+        .iter()
+        .map(|row| fit(&row.labels().join(" / "), MAX_LABEL))
+        .collect();
+    let label_width = labels
+        .iter()
+        .chain([&label_header])
+        .map(|l| width_of(l))
+        .max()
+        .unwrap_or(0);
+
+    let columns: Vec<(String, Vec<String>)> = section
+        .systems
+        .iter()
+        .enumerate()
+        .map(|(index, system)| {
+            let cells = section
+                .rows
+                .iter()
+                .map(|row| fit(&cell(row.cells[index]), MAX_COLUMN))
+                .collect();
+            (fit(system, MAX_COLUMN), cells)
+        })
+        .collect();
+    let column_width = |(name, cells): &(String, Vec<String>)| {
+        cells
+            .iter()
+            .chain([name])
+            .map(|c| width_of(c))
+            .max()
+            .unwrap_or(0)
+    };
+
+    // Greedy chunks of systems that fit beside the labels.
+    let mut start = 0;
+    while start < columns.len() {
+        let mut used = INDENT.len() + label_width;
+        let mut end = start;
+        while end < columns.len()
+            && (end == start || used + GAP + column_width(&columns[end]) <= WIDTH)
+        {
+            used += GAP + column_width(&columns[end]);
+            end += 1;
+        }
+        let chunk = &columns[start..end];
+        let widths: Vec<usize> = chunk.iter().map(column_width).collect();
+        let mut line = format!("{INDENT}{label_header:<label_width$}");
+        for ((name, _), width) in chunk.iter().zip(&widths) {
+            let _ = write!(line, "{}{name:>width$}", " ".repeat(GAP));
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+        for (row, label) in labels.iter().enumerate() {
+            let mut line = format!("{INDENT}{label:<label_width$}");
+            for ((_, cells), width) in chunk.iter().zip(&widths) {
+                let _ = write!(line, "{}{:>width$}", " ".repeat(GAP), cells[row]);
+            }
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+        start = end;
+    }
+}

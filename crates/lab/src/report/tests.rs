@@ -1,0 +1,460 @@
+//! Report tests: golden files rendered from a committed fixture record
+//! (`tests/data/report/`; `UPDATE_GOLDEN=1` rewrites them), the write/load
+//! round trip, load errors, escaping, the offline guarantee of the HTML
+//! and the terminal width.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::{env, fs, process};
+
+use super::axis::Axis;
+use super::charts::{self, Chart};
+use super::sections::{self, TestKind};
+use super::svg::LineChart;
+use super::tables;
+use super::*;
+use crate::results::{Machine, Measurement, MeasurementStatus, SystemOutcome, SystemStatus};
+
+fn data_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/report")
+}
+
+fn fixture() -> RunRecord {
+    load_record(&data_dir().join("fixture_results.json")).expect("fixture loads")
+}
+
+/// Compares `actual` with the golden file `name`, or rewrites the file
+/// when `UPDATE_GOLDEN` is set.
+fn golden(name: &str, actual: &str) {
+    let path = data_dir().join(name);
+    if env::var_os("UPDATE_GOLDEN").is_some() {
+        fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = fs::read_to_string(&path).unwrap_or_else(|error| {
+        panic!(
+            "{}: {error}; create it with UPDATE_GOLDEN=1",
+            path.display()
+        )
+    });
+    if expected != actual {
+        let line = expected
+            .lines()
+            .zip(actual.lines())
+            .position(|(e, a)| e != a)
+            .unwrap_or_else(|| expected.lines().count().min(actual.lines().count()));
+        panic!(
+            "{name} differs from its golden file at line {}:\nexpected: {:?}\nactual:   {:?}\n\
+             If the change is intended: UPDATE_GOLDEN=1 cargo test -p fjord-lab --lib report",
+            line + 1,
+            expected.lines().nth(line),
+            actual.lines().nth(line)
+        );
+    }
+}
+
+/// A scratch directory removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let path = env::temp_dir().join(format!("fjord-report-{}-{name}", process::id()));
+        let _ = fs::remove_dir_all(&path);
+        Scratch(path)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn measurement(
+    system: &str,
+    test: &str,
+    params: &[(&str, serde_json::Value)],
+    median: f64,
+) -> Measurement {
+    Measurement {
+        suite: "quick".into(),
+        test: test.into(),
+        system: system.into(),
+        params: params
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+        unit: "bit/s".into(),
+        samples: vec![median],
+        median,
+        ratio_to_bare: None,
+        status: MeasurementStatus::Ok,
+        extra: BTreeMap::new(),
+        note: None,
+    }
+}
+
+fn record(systems: &[&str], measurements: Vec<Measurement>) -> RunRecord {
+    let mut record = RunRecord {
+        schema_version: SCHEMA_VERSION,
+        fjord_version: "test".into(),
+        started_at: "2026-11-22T00:00:00Z".into(),
+        duration_secs: 1.0,
+        machine: Machine {
+            cpus: 2,
+            kernel: "6.18.0".into(),
+            cpu_model: "test cpu".into(),
+        },
+        suites: vec!["quick".into()],
+        systems: systems
+            .iter()
+            .map(|name| SystemOutcome {
+                name: name.to_string(),
+                status: SystemStatus::Ran,
+                reason: None,
+                version: None,
+            })
+            .collect(),
+        measurements,
+    };
+    record.compute_ratios();
+    record
+}
+
+#[test]
+fn markdown_matches_golden() {
+    golden("expected_report.md", &markdown_report(&fixture()));
+}
+
+#[test]
+fn html_matches_golden() {
+    golden("expected_report.html", &html_report(&fixture()));
+}
+
+#[test]
+fn terminal_summary_matches_golden() {
+    golden("expected_terminal.txt", &terminal_summary(&fixture()));
+}
+
+/// The charts of the first section of `suite`/`test` (and `direction`).
+fn fixture_charts(suite: &str, test: &str, direction: Option<&str>) -> Vec<String> {
+    let record = fixture();
+    let order = sections::system_order(&record);
+    let sections = sections::sections(&record);
+    let section = sections
+        .iter()
+        .find(|s| {
+            s.suite == suite
+                && s.test == test
+                && direction.is_none_or(|d| {
+                    s.split
+                        .iter()
+                        .any(|(k, v)| *k == "direction" && v.as_str() == Some(d))
+                })
+        })
+        .expect("section in fixture");
+    charts::section_charts(section, &order)
+        .iter()
+        .map(Chart::to_svg)
+        .collect()
+}
+
+#[test]
+fn charts_match_golden() {
+    let throughput = fixture_charts("throughput", "rfc2544_throughput", Some("right_to_left"));
+    assert_eq!(throughput.len(), 1);
+    golden("expected_chart_throughput.svg", &throughput[0]);
+    let latency = fixture_charts("latency", "rtt", None);
+    assert_eq!(latency.len(), 3, "one chart per payload");
+    golden("expected_chart_latency.svg", &latency[0]);
+    let loss = fixture_charts("loss", "transfer_time", None);
+    golden("expected_chart_loss.svg", &loss[0]);
+    let bulk = fixture_charts("quick", "tcp_bulk", None);
+    golden("expected_chart_quick_tcp.svg", &bulk[0]);
+
+    let cdf = LineChart::cdf(
+        "RTT distribution",
+        Axis::linear("ms"),
+        vec![
+            (
+                "bare".into(),
+                0,
+                (1..=25).map(|i| 0.006 + i as f64 * 0.0002).collect(),
+            ),
+            (
+                "fjord".into(),
+                1,
+                (1..=25).map(|i| 0.03 + (i * i) as f64 * 0.0001).collect(),
+            ),
+        ],
+    );
+    golden("expected_chart_cdf.svg", &cdf.to_svg());
+}
+
+#[test]
+fn rendering_is_deterministic() {
+    let record = fixture();
+    assert_eq!(html_report(&record), html_report(&record));
+    assert_eq!(markdown_report(&record), markdown_report(&record));
+}
+
+#[test]
+fn html_is_self_contained() {
+    let html = html_report(&fixture());
+    for forbidden in [
+        "http://", "https://", "<script", "src=", "@import", "url(", "<link",
+    ] {
+        assert!(
+            !html.contains(forbidden),
+            "report.html contains {forbidden:?}"
+        );
+    }
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.ends_with("</html>\n"));
+    assert_eq!(html.matches("<svg").count(), html.matches("</svg>").count());
+    // Charts: two RFC 2544 sweeps and the quick one, four latency bar
+    // charts, the loss sweep, TCP bulk bars (quick, bdp), IMIX bars.
+    assert!(
+        html.matches("<svg").count() >= 10,
+        "{}",
+        html.matches("<svg").count()
+    );
+}
+
+#[test]
+fn write_then_load_round_trips() {
+    let scratch = Scratch::new("round-trip");
+    let record = fixture();
+    write_reports(&record, &scratch.0).unwrap();
+    for file in [RESULTS_FILE, MARKDOWN_FILE, HTML_FILE] {
+        assert!(scratch.0.join(file).is_file(), "{file} written");
+    }
+    let json = fs::read_to_string(scratch.0.join(RESULTS_FILE)).unwrap();
+    assert!(json.contains("\n  \"schema_version\": 1"), "pretty printed");
+    assert_eq!(load_record(&scratch.0).unwrap(), record);
+}
+
+#[test]
+fn load_errors_say_what_is_wrong() {
+    let scratch = Scratch::new("load-errors");
+    let error = load_record(&scratch.0).unwrap_err();
+    assert!(matches!(error, LoadError::Missing { .. }), "{error}");
+    assert!(error.to_string().contains("results.json"), "{error}");
+
+    fs::create_dir_all(&scratch.0).unwrap();
+    let path = scratch.0.join(RESULTS_FILE);
+    let mut value: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(data_dir().join("fixture_results.json")).unwrap())
+            .unwrap();
+    value["schema_version"] = serde_json::json!(2);
+    value["measurements"] = serde_json::json!("changed shape");
+    fs::write(&path, value.to_string()).unwrap();
+    let error = load_record(&scratch.0).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            LoadError::SchemaVersion {
+                found: 2,
+                expected: 1,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert!(error.to_string().contains("schema version 2"), "{error}");
+
+    fs::write(&path, "{\"measurements\": []}").unwrap();
+    let error = load_record(&scratch.0).unwrap_err();
+    assert!(
+        matches!(error, LoadError::NoSchemaVersion { .. }),
+        "{error}"
+    );
+
+    fs::write(&path, "{\"schema_version\": 1}").unwrap();
+    let error = load_record(&scratch.0).unwrap_err();
+    assert!(matches!(error, LoadError::Malformed { .. }), "{error}");
+
+    fs::write(&path, "not json").unwrap();
+    assert!(matches!(
+        load_record(&scratch.0),
+        Err(LoadError::Malformed { .. })
+    ));
+}
+
+#[test]
+fn record_text_is_escaped_everywhere() {
+    let evil = "<img src=x onerror=alert(1)>|*x*";
+    let mut bare = measurement("bare", "tcp_bulk", &[], 10e9);
+    bare.note = Some("</td><script>bad()</script>".into());
+    let mut tunnel = measurement(evil, "tcp_bulk", &[], 1e9);
+    tunnel.note = Some("a | b".into());
+    let record = record(&["bare", evil], vec![bare, tunnel]);
+
+    let html = html_report(&record);
+    assert!(!html.contains("<img"), "system name escaped in HTML");
+    assert!(!html.contains("<script"), "note escaped in HTML");
+    assert!(html.contains("&lt;img src=x onerror=alert(1)&gt;"));
+    for chart in charts::section_charts(&sections::sections(&record)[0], &[]) {
+        assert!(!chart.to_svg().contains("<img"));
+    }
+
+    let markdown = markdown_report(&record);
+    assert!(!markdown.contains("<img") && !markdown.contains("<script"));
+    assert!(markdown.contains("a \\| b"), "pipes cannot split a cell");
+
+    let terminal = terminal_summary(&record);
+    assert!(!terminal.contains('\u{1b}'));
+}
+
+#[test]
+fn terminal_summary_fits_100_columns() {
+    let fixture_summary = terminal_summary(&fixture());
+    let names = [
+        "bare",
+        "fjord",
+        "wireguard-go",
+        "boringtun",
+        "vpncloud",
+        "openvpn",
+        "ssh",
+        "a-peer-with-a-very-long-name-indeed-it-goes-on",
+        "tinc",
+        "nebula",
+        "zerotier",
+        "tailscale",
+    ];
+    let measurements = names
+        .iter()
+        .enumerate()
+        .map(|(index, name)| {
+            measurement(
+                name,
+                "tcp_bulk",
+                &[("streams", serde_json::json!(1))],
+                1e9 / (index + 1) as f64,
+            )
+        })
+        .collect();
+    let many = terminal_summary(&record(&names, measurements));
+    for summary in [&fixture_summary, &many] {
+        for line in summary.lines() {
+            assert!(
+                line.chars().count() <= terminal::WIDTH,
+                "too wide: {line:?}"
+            );
+        }
+    }
+    for name in ["tailscale", "zerotier", "bare"] {
+        assert!(many.contains(name), "{name} missing:\n{many}");
+    }
+    assert!(fixture_summary.contains("skipped vpncloud: not installed"));
+    assert!(fixture_summary.contains("failed ssh:"));
+}
+
+#[test]
+fn sections_order_systems_and_rows() {
+    let frames = |system: &str, size: i64| {
+        let mut m = measurement(
+            system,
+            "rfc2544_throughput",
+            &[
+                ("frame_size", serde_json::json!(size)),
+                ("direction", serde_json::json!("left_to_right")),
+            ],
+            1e5,
+        );
+        m.unit = "frames/s".into();
+        m.extra
+            .insert("link_bits_per_sec".into(), serde_json::json!(100e6));
+        m
+    };
+    let record = record(
+        &["openvpn", "fjord", "boringtun", "bare"],
+        vec![
+            frames("openvpn", 1518),
+            frames("fjord", 64),
+            frames("bare", 1518),
+            frames("bare", 64),
+            frames("boringtun", 512),
+        ],
+    );
+    assert_eq!(
+        sections::system_order(&record),
+        ["bare", "fjord", "openvpn", "boringtun"]
+    );
+    let sections = sections::sections(&record);
+    assert_eq!(sections.len(), 1, "one direction, one section");
+    let section = &sections[0];
+    assert_eq!(section.kind, TestKind::Rfc2544);
+    assert_eq!(section.row_keys, ["frame_size"]);
+    let sizes: Vec<f64> = section.rows.iter().filter_map(|r| r.x()).collect();
+    assert_eq!(sizes, [64.0, 512.0, 1518.0], "numeric order");
+
+    let table = &tables::section_tables(section)[0];
+    assert_eq!(table.header[1], "theoretical max");
+    // 100 Mbit/s Ethernet carries 148,810 frames/s of 64 bytes.
+    assert_eq!(table.rows[0][1], "148,810 fps");
+    assert!(
+        table.caption.contains("link: 100.0 Mbit/s"),
+        "{}",
+        table.caption
+    );
+    // fjord at 64 bytes: 100 kfps is 51.2 Mbit/s, 67.2 % of the line rate.
+    let fjord = table
+        .header
+        .iter()
+        .position(|h| h == "fjord Mbit/s (% line)")
+        .unwrap();
+    assert_eq!(table.rows[0][fjord], "51.20 (67.2 %)");
+}
+
+#[test]
+fn line_rates_match_the_reference_study() {
+    assert_eq!(
+        format::thousands(tables::line_rate_fps(100e6, 64.0)),
+        "148,810"
+    );
+    assert_eq!(
+        format::thousands(tables::line_rate_fps(10e9, 64.0)),
+        "14,880,952"
+    );
+    assert_eq!(
+        format::thousands(tables::line_rate_fps(10e9, 1518.0)),
+        "812,744"
+    );
+}
+
+#[test]
+fn unknown_tests_get_the_generic_table() {
+    let mut bare = measurement("bare", "new_test", &[("size", serde_json::json!(3))], 2.0);
+    bare.unit = "widgets".into();
+    let mut fjord = measurement("fjord", "new_test", &[("size", serde_json::json!(3))], 1.0);
+    fjord.unit = "widgets".into();
+    let mut other = measurement("fjord", "new_test", &[("size", serde_json::json!(1))], 4.0);
+    other.unit = "widgets".into();
+    let record = record(&["bare", "fjord"], vec![bare, fjord, other]);
+    let sections = sections::sections(&record);
+    let table = &tables::section_tables(&sections[0])[0];
+    assert_eq!(table.title, "new_test");
+    assert_eq!(table.header, ["size", "bare", "fjord"]);
+    assert_eq!(table.rows[0], ["1", MISSING_CELL, "4.00 widgets"]);
+    assert_eq!(table.rows[1], ["3", "2.00 widgets", "1.00 widgets (0.50×)"]);
+    assert!(markdown_report(&record).contains("### new_test"));
+}
+
+const MISSING_CELL: &str = sections::MISSING;
+
+#[test]
+fn timed_out_and_failed_cells() {
+    let record = fixture();
+    let markdown = markdown_report(&record);
+    assert!(markdown.contains("> 120.0 s (limit, > "), "timed-out cells");
+    assert!(markdown.contains("| failed |") || markdown.contains(" failed |"));
+    assert!(markdown.contains("receiver exited early"), "notes are kept");
+    assert!(
+        markdown
+            .lines()
+            .any(|line| line.contains("vpncloud") && line.contains("| skipped")),
+        "systems section"
+    );
+}
