@@ -3,6 +3,7 @@
 
 pub mod control;
 mod datapath;
+pub mod mmsg;
 pub mod packet;
 pub mod stats;
 pub mod sys;

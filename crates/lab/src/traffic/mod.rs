@@ -1,7 +1,13 @@
 //! Traffic between lab hosts: reachability (ping) and generators that
 //! measure and verify what crosses a link or tunnel.
 
+pub mod frame;
+pub mod imix;
+pub mod latency;
+pub mod rfc2544;
 pub mod tcp_bulk;
+pub mod udp;
+pub mod udp_measurements;
 
 use std::io;
 use std::net::IpAddr;

@@ -1,0 +1,585 @@
+//! One UDP trial between two namespaces: a paced (or flooding, or bursting)
+//! sender and a counting, timing receiver. Everything RFC 2544 measures is
+//! a sequence of these trials.
+//!
+//! Flow of [`Trial::run`]:
+//! 1. The receiver thread binds the destination in its namespace, raises its
+//!    receive buffer (64 MiB), and reports ready.
+//! 2. The sender thread connects from its namespace and warms the path up:
+//!    one warm-up frame (stream 0) every 5 ms until the receiver has seen
+//!    one, which resolves ARP and lets a tunnel finish its handshake before
+//!    the clock starts.
+//! 3. The sender offers the trial's frames (stream = a fresh number per
+//!    trial, sequence from 0) and stamps the time it finished.
+//! 4. The receiver keeps counting until `finish + drain`, where drain is the
+//!    larger of [`Trial::drain`] and twice the highest latency seen, then
+//!    reports.
+//!
+//! Pacing: frame `n` is due at `start + n / rate`, computed from the start
+//! every time, so the schedule never drifts. The sender wakes, sends every
+//! frame already due in batches of [`SEND_BATCH`] (one `sendmmsg` each),
+//! and sleeps (1 µs timer slack, no spinning) until the next frame is due
+//! but at least [`Trial::pacing_quantum`] after its last wake — so at high
+//! rates frames leave in small bursts of `rate × quantum` and the sender
+//! uses a fraction of a core, leaving the rest to the tunnel under test.
+//! A frame the local stack refuses (socket buffer full, `ENOBUFS`) is
+//! counted as offered and lost, as on a tester whose port never blocks; the
+//! send buffer is 32 MiB so that this happens only when the path itself
+//! queues that much. Frames still unsent when the schedule's end plus 2 %
+//! (and 5 ms) has passed are given up and reported as `unsent`: the sender
+//! could not offer the load, and the trial proves nothing about that rate.
+//!
+//! Priority: a tester is normally its own hardware; here it shares two
+//! cores with the tunnel under test and whatever else runs. A paced sender
+//! that is not scheduled for 50 ms sends the missed frames in one burst
+//! afterwards, which a queue in the path may drop — loss the path did not
+//! cause. Nice values do not help where the kernel groups threads by
+//! session (autogroups), so the paced sender and the receiver of paced
+//! trials and bursts run in the real-time FIFO class at
+//! [`Trial::realtime_priority`] (default 1, the lowest): they sleep most of
+//! the time and use only what the offered rate costs — the path under test
+//! gets the same CPU time as before — but are woken first, as a hardware
+//! tester would be. A flooding sender (and its receiver) keeps the normal
+//! class, since it is busy by design and would otherwise crowd out the path;
+//! and a paced thread that has worked [`MAX_REALTIME_BUSY`] without a pause
+//! (it cannot keep up) returns to the normal class for the rest of the trial.
+//!
+//! Receiver accounting: a frame counts once (a bitmap by sequence catches
+//! duplicates); a frame below the highest sequence seen so far is
+//! reordered; a frame more than one above it opens a gap. Lost frames are
+//! `offered − received` (with offered from the sender), so tail loss counts
+//! too. Latency goes into an HDR histogram in nanoseconds (3 significant
+//! figures). Frames dropped by the receiver's own socket (buffer overrun,
+//! `SO_MEMINFO`) are reported apart: they are the tester's loss, not the
+//! path's.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use fjord_net::mmsg;
+use hdrhistogram::Histogram;
+
+use super::TrafficError;
+use super::frame::{FrameSizes, IpVersion, WARMUP_STREAM, udp_payload_bytes};
+use super::latency::LatencySummary;
+use crate::netns::Namespace;
+
+mod receiver;
+mod sender;
+
+/// Datagrams per `sendmmsg`.
+pub const SEND_BATCH: usize = 64;
+/// Longest a real-time generator thread may work without a pause before
+/// it returns to the normal class.
+pub const MAX_REALTIME_BUSY: Duration = Duration::from_millis(20);
+/// Default UDP port of the receiver.
+pub const DEFAULT_PORT: u16 = 47_000;
+
+/// How the sender offers frames.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Offer {
+    /// Paced at `frames_per_sec` for `duration`.
+    Rate {
+        frames_per_sec: f64,
+        duration: Duration,
+    },
+    /// As fast as the sender can, for `duration`.
+    Flood { duration: Duration },
+    /// `frames` back to back, as fast as the sender can.
+    Burst { frames: u64 },
+}
+
+impl Offer {
+    /// How long the offer lasts if the sender keeps up (bursts: unknown, 0).
+    pub fn nominal_duration(&self) -> Duration {
+        match *self {
+            Self::Rate { duration, .. } | Self::Flood { duration } => duration,
+            Self::Burst { .. } => Duration::ZERO,
+        }
+    }
+}
+
+/// Which namespace sends, which receives, and where to.
+#[derive(Debug, Clone, Copy)]
+pub struct UdpPath<'a> {
+    pub sender: &'a Namespace,
+    pub receiver: &'a Namespace,
+    /// An address of the receiver's namespace (bare underlay or a tunnel's
+    /// overlay address) and the port to receive on.
+    pub destination: SocketAddr,
+}
+
+impl<'a> UdpPath<'a> {
+    pub fn new(sender: &'a Namespace, receiver: &'a Namespace, destination: SocketAddr) -> Self {
+        Self {
+            sender,
+            receiver,
+            destination,
+        }
+    }
+}
+
+/// One trial's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trial {
+    pub offer: Offer,
+    pub frames: FrameSizes,
+    /// Least time the receiver keeps listening after the sender finished
+    /// (default 500 ms; twice the highest latency seen if that is longer).
+    pub drain: Duration,
+    /// Least time between two wakes of a pacing sender (default 200 µs):
+    /// frames leave in bursts of `rate × quantum` at high rates. Each wake
+    /// costs the sender (and, through the frames it wakes them with, the
+    /// receiver) tens of µs of CPU in a VM, so a shorter quantum buys
+    /// smoother pacing with CPU taken from the path under test: at
+    /// 24,000 frames/s, 50 µs cost about twice the CPU of 200 µs here.
+    pub pacing_quantum: Duration,
+    /// How long warm-up frames may go unanswered before the path counts as
+    /// down (default 5 s).
+    pub warmup_timeout: Duration,
+    /// Real-time FIFO priority of the paced sender and of the receiver of
+    /// paced trials and bursts (default 1; `None` keeps the normal class).
+    /// Without `CAP_SYS_NICE` the threads stay in the normal class.
+    pub realtime_priority: Option<i32>,
+}
+
+impl Trial {
+    pub fn new(offer: Offer, frames: FrameSizes) -> Self {
+        Self {
+            offer,
+            frames,
+            drain: Duration::from_millis(500),
+            pacing_quantum: Duration::from_micros(200),
+            warmup_timeout: Duration::from_secs(5),
+            realtime_priority: Some(1),
+        }
+    }
+
+    /// `frames_per_sec` of `frames` for `duration`.
+    pub fn rate(frames: FrameSizes, frames_per_sec: f64, duration: Duration) -> Self {
+        Self::new(
+            Offer::Rate {
+                frames_per_sec,
+                duration,
+            },
+            frames,
+        )
+    }
+
+    pub fn drain(mut self, drain: Duration) -> Self {
+        self.drain = drain;
+        self
+    }
+
+    pub fn pacing_quantum(mut self, quantum: Duration) -> Self {
+        self.pacing_quantum = quantum;
+        self
+    }
+
+    fn validate(&self, ip: IpVersion) -> Result<(), TrafficError> {
+        let invalid = |what: String| TrafficError::Io {
+            operation: "check the UDP trial".into(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, what),
+        };
+        for &size in self.frames.as_slice() {
+            if udp_payload_bytes(size, ip).is_none() {
+                return Err(invalid(format!(
+                    "a {size}-byte frame cannot carry the payload header over {ip:?} \
+                     (smallest {}, largest {})",
+                    ip.min_frame_bytes(),
+                    super::frame::MAX_FRAME_BYTES
+                )));
+            }
+        }
+        match self.offer {
+            Offer::Rate { frames_per_sec, .. }
+                if !(frames_per_sec > 0.0 && frames_per_sec.is_finite()) =>
+            {
+                Err(invalid(format!("offered rate {frames_per_sec} frames/s")))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs the trial on `path`: receiver first, then the sender; returns
+    /// both sides' counts.
+    pub fn run(&self, path: &UdpPath<'_>) -> Result<TrialReport, TrafficError> {
+        let ip = IpVersion::of(&path.destination);
+        self.validate(ip)?;
+        let stream = next_stream();
+        let shared = Arc::new(Shared::default());
+        let destination = path.destination;
+        // The receiver's last resort if the sender's finish never comes.
+        let give_up_after =
+            self.offer.nominal_duration() * 2 + self.warmup_timeout + Duration::from_secs(30);
+
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let receiver = {
+            let shared = shared.clone();
+            let listen = receiver::Listen {
+                bind: destination,
+                frames: self.frames.clone(),
+                stream,
+                drain: self.drain,
+                give_up_after,
+                realtime_priority: match self.offer {
+                    Offer::Flood { .. } => None,
+                    _ => self.realtime_priority,
+                },
+            };
+            path.receiver
+                .spawn_thread(move || {
+                    let result = receiver::receive(&listen, &shared, ready_tx);
+                    if result.is_err() {
+                        shared.abort.store(true, Ordering::Relaxed);
+                    }
+                    result
+                })
+                .map_err(|source| io_error("start the UDP receiver thread", source))?
+        };
+        if ready_rx.recv_timeout(Duration::from_secs(10)).is_err() {
+            shared.abort.store(true, Ordering::Relaxed);
+            return Err(join("UDP receiver", receiver).err().unwrap_or_else(|| {
+                io_error("UDP receiver", io::Error::other("ended before binding"))
+            }));
+        }
+
+        let sender = {
+            let shared = shared.clone();
+            let trial = self.clone();
+            path.sender.spawn_thread(move || {
+                let result = sender::send(destination, &trial, stream, &shared);
+                if result.is_err() {
+                    shared.abort.store(true, Ordering::Relaxed);
+                }
+                shared
+                    .sender_done_ns
+                    .store(mmsg::monotonic_nanos().max(1), Ordering::Release);
+                result
+            })
+        };
+        let sender = match sender {
+            Ok(handle) => join("UDP sender", handle),
+            Err(source) => {
+                shared.abort.store(true, Ordering::Relaxed);
+                Err(io_error("start the UDP sender thread", source))
+            }
+        };
+        let receiver = join("UDP receiver", receiver);
+        // The side that failed first explains the other's abort.
+        let sender = sender?;
+        let receiver = receiver?;
+        let target_frames_per_sec = match self.offer {
+            Offer::Rate { frames_per_sec, .. } => Some(frames_per_sec),
+            _ => None,
+        };
+        Ok(TrialReport {
+            frames: self.frames.clone(),
+            target_frames_per_sec,
+            sender,
+            receiver,
+        })
+    }
+}
+
+/// A generator thread's stay in the real-time class: entered when paced
+/// work starts, left for good once the thread has been busy without a
+/// pause for [`MAX_REALTIME_BUSY`].
+struct Realtime {
+    active: bool,
+    /// Monotonic ns when the thread last ran out of work.
+    idle_at: u64,
+}
+
+impl Realtime {
+    /// Enters the real-time class at `priority` (if any), or says once why
+    /// it could not.
+    fn enter(priority: Option<i32>) -> Self {
+        static WARNED: AtomicBool = AtomicBool::new(false);
+        let active = match priority.map(mmsg::set_thread_realtime) {
+            Some(Ok(())) => true,
+            Some(Err(error)) => {
+                if !WARNED.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(%error, "generator threads stay in the normal scheduling class");
+                }
+                false
+            }
+            None => false,
+        };
+        Self {
+            active,
+            idle_at: mmsg::monotonic_nanos(),
+        }
+    }
+
+    /// The thread ran out of work at `now` (it is about to sleep or wait).
+    fn idle(&mut self, now: u64) {
+        self.idle_at = now;
+    }
+
+    /// The thread is still working at `now`.
+    fn busy(&mut self, now: u64) {
+        if self.active && now.saturating_sub(self.idle_at) > nanos(MAX_REALTIME_BUSY) {
+            self.active = false;
+            if let Err(error) = mmsg::set_thread_normal() {
+                tracing::warn!(%error, "could not leave the real-time class");
+            }
+        }
+    }
+}
+
+fn io_error(operation: &str, source: io::Error) -> TrafficError {
+    TrafficError::Io {
+        operation: operation.into(),
+        source,
+    }
+}
+
+fn join<T>(what: &str, handle: JoinHandle<io::Result<T>>) -> Result<T, TrafficError> {
+    match handle.join() {
+        Ok(result) => result.map_err(|source| io_error(what, source)),
+        Err(_) => Err(io_error(what, io::Error::other("thread panicked"))),
+    }
+}
+
+/// Trial stream numbers, never [`WARMUP_STREAM`]: frames of an earlier
+/// trial still in flight do not count in the next.
+fn next_stream() -> u16 {
+    static NEXT: AtomicU16 = AtomicU16::new(1);
+    loop {
+        let stream = NEXT.fetch_add(1, Ordering::Relaxed);
+        if stream != WARMUP_STREAM {
+            return stream;
+        }
+    }
+}
+
+/// State one trial's two threads share.
+#[derive(Default)]
+struct Shared {
+    /// Set by whichever side fails; the other gives up.
+    abort: AtomicBool,
+    /// Set by the receiver when a warm-up frame arrived.
+    warmed_up: AtomicBool,
+    /// Monotonic ns when the sender finished (0 = still sending).
+    sender_done_ns: AtomicU64,
+}
+
+/// The sender's side of a trial.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SenderReport {
+    /// Frames the offer called for (for a flood: those offered).
+    pub scheduled: u64,
+    /// Frames the kernel accepted.
+    pub sent: u64,
+    /// Frames offered but refused by the local stack (buffer full): lost.
+    pub refused: u64,
+    /// Frames never offered because the sender fell too far behind.
+    pub unsent: u64,
+    /// Ethernet frame bytes of the offered frames (sent and refused).
+    pub frame_bytes: u64,
+    /// Monotonic ns of the first and the last batch.
+    pub first_send_ns: u64,
+    pub last_send_ns: u64,
+    /// Longest time a batch left after its first frame was due (pacing only).
+    pub max_lag: Duration,
+    /// CPU time the sender thread used (kernel work done on its behalf
+    /// included, such as the path's processing of what it sent).
+    pub cpu_time: Duration,
+}
+
+impl SenderReport {
+    /// Frames offered to the path: sent plus refused.
+    pub fn offered(&self) -> u64 {
+        self.sent + self.refused
+    }
+
+    /// Time from the first batch to the last.
+    pub fn elapsed(&self) -> Duration {
+        Duration::from_nanos(self.last_send_ns.saturating_sub(self.first_send_ns))
+    }
+
+    /// Frames per second offered: `(offered − 1)` frame intervals over the
+    /// time from first to last batch (0 with fewer than two frames).
+    pub fn offered_frames_per_sec(&self) -> f64 {
+        rate(self.offered(), self.first_send_ns, self.last_send_ns)
+    }
+}
+
+/// The receiver's side of a trial.
+#[derive(Debug, Clone)]
+pub struct ReceiverReport {
+    /// Distinct frames of this trial that arrived.
+    pub received: u64,
+    pub duplicates: u64,
+    /// Frames that arrived after a higher-numbered one.
+    pub reordered: u64,
+    /// Times a frame skipped past the next expected number.
+    pub gaps: u64,
+    pub highest_sequence: Option<u64>,
+    /// Frames whose length was not the one the pattern gives their number.
+    pub size_mismatches: u64,
+    /// Datagrams that were not this trial's frames (warm-up, strays, junk).
+    pub foreign: u64,
+    /// Datagrams the receiver's own socket dropped (tester overload).
+    pub socket_drops: u64,
+    /// Ethernet frame bytes of the distinct frames received.
+    pub frame_bytes: u64,
+    pub first_receive_ns: u64,
+    pub last_receive_ns: u64,
+    /// One-way latency in ns of each distinct frame.
+    pub latency: Histogram<u64>,
+    /// CPU time the receiver thread used.
+    pub cpu_time: Duration,
+}
+
+impl ReceiverReport {
+    /// Frames below the highest number seen that never arrived.
+    pub fn missing_below_highest(&self) -> u64 {
+        self.highest_sequence
+            .map_or(0, |highest| (highest + 1).saturating_sub(self.received))
+    }
+
+    /// Frames per second between the first and the last arrival.
+    pub fn received_frames_per_sec(&self) -> f64 {
+        rate(self.received, self.first_receive_ns, self.last_receive_ns)
+    }
+}
+
+fn rate(frames: u64, first_ns: u64, last_ns: u64) -> f64 {
+    if frames < 2 || last_ns <= first_ns {
+        return 0.0;
+    }
+    (frames - 1) as f64 / ((last_ns - first_ns) as f64 / 1e9)
+}
+
+/// Both sides of one trial.
+#[derive(Debug, Clone)]
+pub struct TrialReport {
+    pub frames: FrameSizes,
+    /// The paced rate asked for (none for floods and bursts).
+    pub target_frames_per_sec: Option<f64>,
+    pub sender: SenderReport,
+    pub receiver: ReceiverReport,
+}
+
+impl TrialReport {
+    /// Offered frames that did not arrive.
+    pub fn lost(&self) -> u64 {
+        self.sender.offered().saturating_sub(self.receiver.received)
+    }
+
+    /// Lost over offered (0 when nothing was offered).
+    pub fn loss_ratio(&self) -> f64 {
+        match self.sender.offered() {
+            0 => 0.0,
+            offered => self.lost() as f64 / offered as f64,
+        }
+    }
+
+    /// Whether the sender offered every scheduled frame.
+    pub fn offered_in_full(&self) -> bool {
+        self.sender.unsent == 0
+    }
+
+    /// Offered in full with a loss ratio of at most `tolerance`.
+    pub fn passed(&self, tolerance: f64) -> bool {
+        self.offered_in_full()
+            && self.sender.offered() > 0
+            && if tolerance <= 0.0 {
+                self.lost() == 0
+            } else {
+                self.loss_ratio() <= tolerance
+            }
+    }
+
+    pub fn latency_summary(&self) -> LatencySummary {
+        LatencySummary::from_histogram(&self.receiver.latency)
+    }
+
+    /// Ethernet frame bits per second arriving (frame bytes × 8, no
+    /// preamble or gap), between first and last arrival.
+    pub fn received_frame_bits_per_sec(&self) -> f64 {
+        let frames_per_sec = self.receiver.received_frames_per_sec();
+        match self.receiver.received {
+            0 => 0.0,
+            received => frames_per_sec * self.receiver.frame_bytes as f64 / received as f64 * 8.0,
+        }
+    }
+}
+
+fn aborted() -> io::Error {
+    io::Error::new(io::ErrorKind::Interrupted, "aborted: the other side failed")
+}
+
+fn check_abort(abort: &AtomicBool) -> io::Result<()> {
+    if abort.load(Ordering::Relaxed) {
+        Err(aborted())
+    } else {
+        Ok(())
+    }
+}
+
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn context(error: io::Error, operation: &str) -> io::Error {
+    io::Error::new(error.kind(), format!("{operation}: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passing_needs_the_full_offer_and_no_loss() {
+        let frames = FrameSizes::fixed(64);
+        let receiver = ReceiverReport {
+            received: 0,
+            duplicates: 0,
+            reordered: 0,
+            gaps: 0,
+            highest_sequence: None,
+            size_mismatches: 0,
+            foreign: 0,
+            socket_drops: 0,
+            frame_bytes: 0,
+            first_receive_ns: 0,
+            last_receive_ns: 0,
+            latency: Histogram::new(3).unwrap(),
+            cpu_time: Duration::ZERO,
+        };
+        let sender = SenderReport {
+            scheduled: 100,
+            sent: 98,
+            refused: 2,
+            unsent: 0,
+            frame_bytes: 6400,
+            first_send_ns: 1,
+            last_send_ns: 1_000_000_001,
+            max_lag: Duration::ZERO,
+            cpu_time: Duration::ZERO,
+        };
+        let mut report = TrialReport {
+            frames,
+            target_frames_per_sec: Some(100.0),
+            sender,
+            receiver: ReceiverReport {
+                received: 98,
+                ..receiver
+            },
+        };
+        assert_eq!(report.lost(), 2);
+        assert!(!report.passed(0.0));
+        assert!(report.passed(0.02));
+        assert!((report.sender.offered_frames_per_sec() - 99.0).abs() < 1e-9);
+        report.sender.unsent = 1;
+        assert!(!report.passed(0.5));
+    }
+}
