@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod keycmd;
+pub mod labcmd;
 pub mod netconf;
 pub mod show;
 pub mod status;

@@ -43,6 +43,9 @@ enum Command {
         #[arg(long)]
         no_offload: bool,
     },
+    /// The measurement lab: compare fjord with bare links and other VPNs.
+    #[command(subcommand)]
+    Lab(fjord::labcmd::LabCommand),
     /// `fjord IFACE`: create IFACE and wait for `wg` to configure it.
     #[command(external_subcommand)]
     Interface(Vec<String>),
@@ -58,7 +61,8 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    // The lab prints its own progress; its libraries' logs are for debugging.
+    init_logging(if matches!(cli.command, Command::Lab(_)) { "warn" } else { "info" });
     let foreground =
         cli.foreground || std::env::var("WG_PROCESS_FOREGROUND").is_ok_and(|v| v == "1");
     match run(cli.command, foreground) {
@@ -79,9 +83,9 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging() {
+fn init_logging(default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FJORD_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(io::stderr)
@@ -126,6 +130,7 @@ fn run(command: Command, foreground: bool) -> anyhow::Result<()> {
             require_root("creating an interface")?;
             fjord::userspace::run_interface(name, foreground)
         }
+        Command::Lab(command) => fjord::labcmd::run(command),
         Command::Show { interface, json } => {
             require_root("fjord show")?;
             let text = fjord::show::show(interface.as_deref(), json)?;

@@ -1,10 +1,16 @@
 //! fjord lab: builds hosts in network namespaces, emulates links, drives
 //! tunnels (fjord and its peers) and measures them.
 
+
 pub mod emulator;
+pub mod measure;
 pub mod netns;
 pub mod peers;
+pub mod progress;
 pub mod report;
 pub mod results;
+pub mod run;
+pub mod suites;
+pub mod systems;
 pub mod topology;
 pub mod traffic;

@@ -17,6 +17,15 @@ const NAME: &str = "fjord";
 /// Environment variable naming the fjord binary explicitly.
 pub const BINARY_ENV: &str = "FJORD_BIN";
 
+/// The binary a running `fjord lab` registered as itself; used when
+/// `$FJORD_BIN` is unset, so the lab measures the fjord that runs it.
+static RUNNING_BINARY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Makes [`Fjord::locate`] prefer `binary` (after `$FJORD_BIN`).
+pub fn use_binary(binary: PathBuf) {
+    let _ = RUNNING_BINARY.set(binary);
+}
+
 #[derive(Debug, Clone)]
 pub struct Fjord {
     binary: Option<PathBuf>,
@@ -28,6 +37,9 @@ impl Fjord {
     pub fn locate() -> Self {
         if let Some(path) = std::env::var_os(BINARY_ENV) {
             return Self::at(PathBuf::from(path));
+        }
+        if let Some(path) = RUNNING_BINARY.get() {
+            return Self::at(path.clone());
         }
         let target = std::env::var_os("CARGO_TARGET_DIR")
             .map(PathBuf::from)

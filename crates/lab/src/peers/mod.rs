@@ -35,7 +35,7 @@ use fjord_proto::PublicKey;
 
 pub use boringtun::Boringtun;
 pub use daemon::link_exists;
-pub use fjord::Fjord;
+pub use fjord::{Fjord, use_binary as use_fjord_binary};
 pub use side::{
     DEFAULT_MTU, Initiator, LEFT_OVERLAY, LISTEN_PORT, OVERLAY_PREFIX_LEN, RIGHT_OVERLAY, WgPeer,
     WgSide, generate_private_key, point_to_point, unique_ifname,

@@ -1,0 +1,138 @@
+//! `fjord lab …`: the command line of the measurement lab.
+
+use std::path::{Path, PathBuf};
+
+use clap::Subcommand;
+use fjord_lab::run::{RunOptions, default_out_dir};
+use fjord_lab::suites::Suite;
+use fjord_lab::{report, systems};
+
+use crate::up::UsageError;
+
+/// Systems of `fjord lab quick` when none are named.
+const QUICK_SYSTEMS: &str = "bare,fjord";
+
+#[derive(Subcommand)]
+pub enum LabCommand {
+    /// A few-minute overview of bare and fjord (TCP throughput, 64- and
+    /// 1518-byte frame rates, RTT) on two hosts joined by veth.
+    Quick {
+        /// Systems to compare (comma-separated); see `fjord lab list`.
+        #[arg(long, default_value = QUICK_SYSTEMS)]
+        systems: String,
+        /// Directory for results.json, report.md and report.html
+        /// (default: lab-runs/<time>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Run suites for systems.
+    Run {
+        /// Suites to run (comma-separated): quick, throughput, latency, loss, bdp.
+        #[arg(long = "suite", required = true)]
+        suites: String,
+        /// Systems to compare (comma-separated); bare is added first if missing.
+        #[arg(long, default_value = QUICK_SYSTEMS)]
+        systems: String,
+        /// Shorter trials and fewer points.
+        #[arg(long)]
+        quick: bool,
+        /// Directory for the results (default: lab-runs/<time>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Re-render report.md and report.html from a run's results.json.
+    Report {
+        /// The run directory.
+        dir: PathBuf,
+    },
+    /// Install the peers to compare (wireguard-go, boringtun, vpncloud,
+    /// OpenVPN, OpenSSH) and the tools the lab uses.
+    InstallPeers {
+        /// Show what would be installed, install nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// List suites and systems, and which systems are installed.
+    List,
+}
+
+pub fn run(command: LabCommand) -> anyhow::Result<()> {
+    // The lab's fjord system is this very binary unless $FJORD_BIN says otherwise.
+    if let Ok(me) = std::env::current_exe() {
+        fjord_lab::peers::use_fjord_binary(me);
+    }
+    match command {
+        LabCommand::Quick { systems, out } => run_suites(vec![Suite::Quick], &systems, true, out),
+        LabCommand::Run {
+            suites,
+            systems,
+            quick,
+            out,
+        } => {
+            let suites = Suite::parse_list(&suites).map_err(UsageError)?;
+            run_suites(suites, &systems, quick, out)
+        }
+        LabCommand::Report { dir } => rerender(&dir),
+        LabCommand::InstallPeers { dry_run } => install(dry_run),
+        LabCommand::List => {
+            print!("{}", list());
+            Ok(())
+        }
+    }
+}
+
+fn run_suites(suites: Vec<Suite>, systems: &str, quick: bool, out: Option<PathBuf>) -> anyhow::Result<()> {
+    let mut names = systems.to_string();
+    if !names.split(',').any(|n| n.trim() == "bare") {
+        names = format!("bare,{names}");
+    }
+    let systems = systems::select(&names).map_err(UsageError)?;
+    if !fjord_net::sys::is_root() {
+        return Err(UsageError("fjord lab builds network namespaces and needs root; run it with sudo".into()).into());
+    }
+    let out_dir = out.unwrap_or_else(default_out_dir);
+    let summary = fjord_lab::run::run(RunOptions {
+        suites,
+        systems,
+        quick,
+        out_dir,
+    })?;
+    println!("{}", report::terminal_summary(&summary.record));
+    println!(
+        "results: {}/results.json, report.md, report.html",
+        summary.out_dir.display()
+    );
+    if summary.interrupted {
+        anyhow::bail!("interrupted; the results above are partial");
+    }
+    Ok(())
+}
+
+fn rerender(dir: &Path) -> anyhow::Result<()> {
+    let record = report::load_record(dir).map_err(|error| UsageError(error.to_string()))?;
+    report::write_reports(&record, dir)?;
+    println!("{}", report::terminal_summary(&record));
+    println!("rewrote {}/report.md and report.html", dir.display());
+    Ok(())
+}
+
+fn install(dry_run: bool) -> anyhow::Result<()> {
+    let _ = dry_run;
+    anyhow::bail!("install-peers is not available yet")
+}
+
+fn list() -> String {
+    let mut text = String::from("suites:\n");
+    for suite in Suite::ALL {
+        text.push_str(&format!("  {:<11} {}\n", suite.name(), suite.description()));
+    }
+    text.push_str("\nsystems:\n");
+    for system in systems::all() {
+        let state = match system.check() {
+            Ok(version) => format!("installed ({version})"),
+            Err(how) => format!("not installed: {how}"),
+        };
+        text.push_str(&format!("  {:<13} {}\n  {:<13} {state}\n", system.name(), system.description(), ""));
+    }
+    text
+}

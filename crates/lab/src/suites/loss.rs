@@ -1,0 +1,75 @@
+//! `loss`: how long a 10 MB file takes at 0–25 % random drop, bare against
+//! tunnels, as in the TCP-over-TCP study. Drops happen in the middle
+//! namespace (where a network loses packets), both directions, on a link
+//! with 5 ms of delay each way. A trial that hits its time limit is
+//! reported as such (status `timed_out`, the limit as its figure).
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{Context, tcp};
+use crate::emulator::{LinkConfig, Probability};
+use crate::measure::Row;
+use crate::results::{Measurement, MeasurementStatus};
+
+const FILE_BYTES: u64 = 10_000_000;
+const ONE_WAY_DELAY: Duration = Duration::from_millis(5);
+
+pub fn drop_rates(quick: bool) -> &'static [f64] {
+    if quick {
+        &[0.0, 1.0, 5.0, 10.0]
+    } else {
+        &[0.0, 1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 25.0]
+    }
+}
+
+/// The emulated link at `drop_percent` random loss.
+pub fn link(drop_percent: f64) -> LinkConfig {
+    LinkConfig {
+        loss: Probability::from_percent(drop_percent).unwrap_or(Probability::ZERO),
+        ..LinkConfig::delayed(ONE_WAY_DELAY)
+    }
+}
+
+pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
+    let (samples, limit) = if context.quick {
+        (1, Duration::from_secs(60))
+    } else {
+        (3, Duration::from_secs(180))
+    };
+    let mut rows = Vec::new();
+    for (index, &drop_percent) in drop_rates(context.quick).iter().enumerate() {
+        let system = context.system_name;
+        context
+            .progress
+            .step(&format!("{system}: loss: 10 MB at {drop_percent} % drop"));
+        let row = Row::new("loss", "transfer_time", system, "s")
+            .param("drop_percent", drop_percent)
+            .param("bytes", FILE_BYTES);
+        if let Err(why) = context.shape(link(drop_percent)) {
+            rows.push(row.failed(why));
+            context.progress.done();
+            continue;
+        }
+        let port = 5301 + (index * 10) as u16;
+        let series = tcp::series(context, FILE_BYTES, 1, samples, limit, port);
+        let mut times: Vec<f64> = series.reports.iter().map(|r| r.elapsed.as_secs_f64()).collect();
+        let mut extra = series.extra(context.has_processes());
+        extra.insert("time_limit_secs".into(), json!(limit.as_secs_f64()));
+        extra.insert("one_way_delay_ms".into(), json!(ONE_WAY_DELAY.as_secs_f64() * 1e3));
+        let status = series.status();
+        if status == MeasurementStatus::TimedOut {
+            times.push(limit.as_secs_f64());
+        }
+        let mut measurement = row.measured(times, status, extra);
+        if let Some(why) = series.failure {
+            measurement.note = Some(why);
+        } else if status == MeasurementStatus::TimedOut {
+            measurement.note = Some(format!("stopped at the {} s limit", limit.as_secs()));
+        }
+        rows.push(measurement);
+        context.progress.done();
+    }
+    rows
+}

@@ -1,0 +1,94 @@
+//! TCP bulk transfers with a SHA-256 check, shared by the suites.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::Context;
+use crate::measure::{CpuCharge, add_cpu, charged};
+use crate::results::MeasurementStatus;
+use crate::traffic::TrafficError;
+use crate::traffic::tcp_bulk::{BulkReport, BulkTransfer};
+
+/// What a series of transfers gave.
+pub struct Series {
+    pub reports: Vec<BulkReport>,
+    pub charges: Vec<CpuCharge>,
+    /// Set when a trial hit its time limit (the series stops there).
+    pub timed_out: bool,
+    /// Set when a trial failed for another reason.
+    pub failure: Option<String>,
+}
+
+impl Series {
+    pub fn status(&self) -> MeasurementStatus {
+        if self.failure.is_some() {
+            MeasurementStatus::Failed
+        } else if self.timed_out {
+            MeasurementStatus::TimedOut
+        } else {
+            MeasurementStatus::Ok
+        }
+    }
+
+    /// Every transfer arrived intact.
+    pub fn verified(&self) -> bool {
+        !self.reports.is_empty() && self.reports.iter().all(|r| r.verified)
+    }
+
+    /// Bytes moved, checksums, CPU: the `extra` of a row.
+    pub fn extra(&self, has_processes: bool) -> BTreeMap<String, Value> {
+        let mut extra = BTreeMap::new();
+        let bytes: u64 = self.reports.iter().map(|r| r.bytes).sum();
+        extra.insert("bytes".into(), json!(bytes));
+        extra.insert("verified".into(), json!(self.verified()));
+        if let Some(first) = self.reports.first() {
+            extra.insert("sha256".into(), json!(first.receiver_sha256.to_string()));
+        }
+        add_cpu(&mut extra, &self.charges, bytes as f64 * 8.0, has_processes);
+        extra
+    }
+}
+
+fn timed_out(error: &TrafficError) -> bool {
+    matches!(error, TrafficError::Io { source, .. } if source.kind() == io::ErrorKind::TimedOut)
+}
+
+/// Runs `samples` transfers of `bytes` from left to right, each limited to
+/// `limit`, on consecutive ports from `port`.
+pub fn series(context: &Context<'_>, bytes: u64, streams: usize, samples: usize, limit: Duration, port: u16) -> Series {
+    let mut series = Series {
+        reports: Vec::new(),
+        charges: Vec::new(),
+        timed_out: false,
+        failure: None,
+    };
+    for sample in 0..samples {
+        let sink = SocketAddr::new(context.system.right_address(), port + sample as u16);
+        let transfer = BulkTransfer::new(bytes)
+            .streams(streams)
+            .timeout(limit)
+            .stall_timeout(limit);
+        let (result, charge) = charged(context.system, || {
+            transfer.run(&context.hosts.left, &context.hosts.right, sink)
+        });
+        match result {
+            Ok(report) => {
+                series.reports.push(report);
+                series.charges.push(charge);
+            }
+            Err(error) if timed_out(&error) => {
+                series.timed_out = true;
+                break;
+            }
+            Err(error) => {
+                series.failure = Some(error.to_string());
+                break;
+            }
+        }
+    }
+    series
+}

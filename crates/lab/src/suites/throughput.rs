@@ -1,0 +1,129 @@
+//! `throughput`: RFC 2544 zero-loss frame rates by frame size in both
+//! directions, IMIX, and the receive rate under overload.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::Context;
+use crate::measure::{Row, add_cpu, charged};
+use crate::results::Measurement;
+use crate::traffic::frame::FrameSizes;
+use crate::traffic::imix::Imix;
+use crate::traffic::rfc2544::{ThroughputSearch, overload_receive_rate};
+use crate::traffic::udp::UdpPath;
+use crate::traffic::udp_measurements::{imix_measurement, overload_measurement, throughput_measurement};
+
+/// RFC 2544's Ethernet frame sizes.
+pub const FRAME_SIZES: [usize; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
+const OVERLOAD_SIZES: [usize; 2] = [64, 1518];
+const UDP_PORT: u16 = 6001;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    LeftToRight,
+    RightToLeft,
+}
+
+impl Direction {
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::LeftToRight => "left_to_right",
+            Direction::RightToLeft => "right_to_left",
+        }
+    }
+}
+
+pub fn steps(_quick: bool) -> u64 {
+    (FRAME_SIZES.len() * 2 + Imix::builtin().len() + OVERLOAD_SIZES.len()) as u64
+}
+
+fn path<'a>(context: &'a Context<'_>, direction: Direction) -> UdpPath<'a> {
+    let hosts = context.hosts;
+    match direction {
+        Direction::LeftToRight => UdpPath::new(
+            &hosts.left,
+            &hosts.right,
+            SocketAddr::new(context.system.right_address(), UDP_PORT),
+        ),
+        Direction::RightToLeft => UdpPath::new(
+            &hosts.right,
+            &hosts.left,
+            SocketAddr::new(context.system.left_address(), UDP_PORT),
+        ),
+    }
+}
+
+/// The zero-loss rate for one frame size. `overview` trades precision for
+/// time (1 s trials, 2 % resolution), for the quick suite.
+pub fn rfc2544(context: &Context<'_>, frame_size: usize, direction: Direction, overview: bool) -> Measurement {
+    let frames = FrameSizes::fixed(frame_size);
+    let mut search = if context.quick || overview {
+        ThroughputSearch::quick(frames)
+    } else {
+        ThroughputSearch::full(frames)
+    };
+    if overview {
+        search.trial_duration = Duration::from_secs(1);
+        search.resolution = 0.02;
+        search.max_iterations = 12;
+    }
+    let (result, charge) = charged(context.system, || search.run(&path(context, direction)));
+    match result {
+        Ok(result) => {
+            let bits = result.frames_per_sec.unwrap_or(0.0) * frame_size as f64 * 8.0;
+            let mut measurement = throughput_measurement(context.system_name, direction.name(), &[result]);
+            let seconds = search.trial_duration.as_secs_f64();
+            add_cpu(&mut measurement.extra, &[charge], bits * seconds, context.has_processes());
+            measurement
+        }
+        Err(error) => Row::new("throughput", "rfc2544_throughput", context.system_name, "frames/s")
+            .param("frame_size", frame_size)
+            .param("direction", direction.name())
+            .failed(error.to_string()),
+    }
+}
+
+pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
+    let mut rows = Vec::new();
+    let system = context.system_name;
+    for direction in [Direction::LeftToRight, Direction::RightToLeft] {
+        for frame_size in FRAME_SIZES {
+            context.progress.step(&format!(
+                "{system}: throughput: RFC 2544, {frame_size}-byte frames, {}",
+                direction.name()
+            ));
+            rows.push(rfc2544(context, frame_size, direction, false));
+            context.progress.done();
+        }
+    }
+    for mix in Imix::builtin() {
+        context.progress.step(&format!("{system}: throughput: IMIX {}", mix.name.clone()));
+        let search = mix.throughput_search(!context.quick);
+        let row = match search.run(&path(context, Direction::LeftToRight)) {
+            Ok(result) => imix_measurement(system, &[result]),
+            Err(error) => Row::new("throughput", "imix", system, "frames/s")
+                .param("mix", mix.name.clone())
+                .failed(error.to_string()),
+        };
+        rows.push(row);
+        context.progress.done();
+    }
+    for frame_size in OVERLOAD_SIZES {
+        context
+            .progress
+            .step(&format!("{system}: throughput: receive rate under overload, {frame_size}-byte frames"));
+        let duration = Duration::from_secs(if context.quick { 2 } else { 10 });
+        let frames = FrameSizes::fixed(frame_size);
+        let link = crate::traffic::rfc2544::NOMINAL_LINK_BITS_PER_SEC;
+        let row = match overload_receive_rate(&path(context, Direction::LeftToRight), frames, duration, link) {
+            Ok(result) => overload_measurement(system, Direction::LeftToRight.name(), &[result]),
+            Err(error) => Row::new("throughput", "overload_receive_rate", system, "frames/s")
+                .param("frame_size", frame_size)
+                .param("direction", Direction::LeftToRight.name())
+                .failed(error.to_string()),
+        };
+        rows.push(row);
+        context.progress.done();
+    }
+    rows
+}

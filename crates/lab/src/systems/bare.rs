@@ -1,0 +1,48 @@
+//! `bare`: no tunnel. Traffic goes straight over the underlay veth; every
+//! other system's figures are reported as ratios to this one.
+
+use std::net::IpAddr;
+use std::path::Path;
+
+use super::{RunningSystem, System, SystemError};
+use crate::topology::{LEFT_UNDERLAY, RIGHT_UNDERLAY, TwoHosts};
+
+pub struct Bare;
+
+struct BareLink;
+
+impl System for Bare {
+    fn name(&self) -> &str {
+        "bare"
+    }
+
+    fn description(&self) -> &str {
+        "no tunnel: the underlay link itself (the reference)"
+    }
+
+    fn check(&self) -> Result<String, String> {
+        Ok("kernel".to_string())
+    }
+
+    fn start(&self, _hosts: &TwoHosts, _workdir: &Path) -> Result<Box<dyn RunningSystem>, SystemError> {
+        Ok(Box::new(BareLink))
+    }
+}
+
+impl RunningSystem for BareLink {
+    fn left_address(&self) -> IpAddr {
+        IpAddr::V4(LEFT_UNDERLAY)
+    }
+
+    fn right_address(&self) -> IpAddr {
+        IpAddr::V4(RIGHT_UNDERLAY)
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        Vec::new()
+    }
+
+    fn mtu(&self) -> u16 {
+        1500
+    }
+}
