@@ -3,6 +3,7 @@
 
 
 pub mod emulator;
+pub mod install;
 pub mod measure;
 pub mod netns;
 pub mod peers;

@@ -4,6 +4,10 @@
 //! traffic generators should use, and which processes to charge CPU to.
 
 mod bare;
+mod openvpn;
+mod ssh;
+mod support;
+mod vpncloud;
 mod wireguard;
 
 use std::net::IpAddr;
@@ -11,6 +15,9 @@ use std::path::Path;
 use std::time::Duration;
 
 pub use bare::Bare;
+pub use openvpn::OpenVpn;
+pub use ssh::SshTunnel;
+pub use vpncloud::VpnCloud;
 pub use wireguard::WireGuardSystem;
 
 use crate::topology::TwoHosts;
@@ -54,6 +61,9 @@ pub trait RunningSystem: Send {
 pub fn all() -> Vec<Box<dyn System>> {
     let mut systems: Vec<Box<dyn System>> = vec![Box::new(Bare)];
     systems.extend(wireguard::all().into_iter().map(|s| Box::new(s) as Box<dyn System>));
+    systems.push(Box::new(VpnCloud::locate()));
+    systems.push(Box::new(OpenVpn::locate()));
+    systems.push(Box::new(SshTunnel::locate()));
     systems
 }
 
