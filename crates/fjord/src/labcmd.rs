@@ -81,14 +81,22 @@ pub fn run(command: LabCommand) -> anyhow::Result<()> {
     }
 }
 
-fn run_suites(suites: Vec<Suite>, systems: &str, quick: bool, out: Option<PathBuf>) -> anyhow::Result<()> {
+fn run_suites(
+    suites: Vec<Suite>,
+    systems: &str,
+    quick: bool,
+    out: Option<PathBuf>,
+) -> anyhow::Result<()> {
     let mut names = systems.to_string();
     if !names.split(',').any(|n| n.trim() == "bare") {
         names = format!("bare,{names}");
     }
     let systems = systems::select(&names).map_err(UsageError)?;
     if !fjord_net::sys::is_root() {
-        return Err(UsageError("fjord lab builds network namespaces and needs root; run it with sudo".into()).into());
+        return Err(UsageError(
+            "fjord lab builds network namespaces and needs root; run it with sudo".into(),
+        )
+        .into());
     }
     let out_dir = out.unwrap_or_else(default_out_dir);
     let summary = fjord_lab::run::run(RunOptions {
@@ -117,8 +125,26 @@ fn rerender(dir: &Path) -> anyhow::Result<()> {
 }
 
 fn install(dry_run: bool) -> anyhow::Result<()> {
-    let _ = dry_run;
-    anyhow::bail!("install-peers is not available yet")
+    let steps = fjord_lab::install::plan();
+    if steps.is_empty() {
+        println!("every peer and tool is already installed");
+        return Ok(());
+    }
+    if dry_run {
+        for step in &steps {
+            println!("{step}");
+        }
+        return Ok(());
+    }
+    if !fjord_net::sys::is_root() {
+        return Err(UsageError("installing packages needs root; run it with sudo".into()).into());
+    }
+    let summary = fjord_lab::install::run(steps, fjord_lab::install::Progress::Auto);
+    print!("{summary}");
+    if !summary.succeeded() {
+        anyhow::bail!("some installs failed (see above)");
+    }
+    Ok(())
 }
 
 fn list() -> String {
@@ -132,7 +158,12 @@ fn list() -> String {
             Ok(version) => format!("installed ({version})"),
             Err(how) => format!("not installed: {how}"),
         };
-        text.push_str(&format!("  {:<13} {}\n  {:<13} {state}\n", system.name(), system.description(), ""));
+        text.push_str(&format!(
+            "  {:<13} {}\n  {:<13} {state}\n",
+            system.name(),
+            system.description(),
+            ""
+        ));
     }
     text
 }
