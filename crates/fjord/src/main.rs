@@ -62,7 +62,11 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The lab prints its own progress; its libraries' logs are for debugging.
-    init_logging(if matches!(cli.command, Command::Lab(_)) { "warn" } else { "info" });
+    init_logging(if matches!(cli.command, Command::Lab(_)) {
+        "warn"
+    } else {
+        "info"
+    });
     let foreground =
         cli.foreground || std::env::var("WG_PROCESS_FOREGROUND").is_ok_and(|v| v == "1");
     match run(cli.command, foreground) {

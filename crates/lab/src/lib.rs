@@ -1,7 +1,6 @@
 //! fjord lab: builds hosts in network namespaces, emulates links, drives
 //! tunnels (fjord and its peers) and measures them.
 
-
 pub mod emulator;
 pub mod install;
 pub mod measure;

@@ -35,7 +35,12 @@ impl Row {
     }
 
     /// The finished measurement.
-    pub fn measured(self, samples: Vec<f64>, status: MeasurementStatus, extra: BTreeMap<String, Value>) -> Measurement {
+    pub fn measured(
+        self,
+        samples: Vec<f64>,
+        status: MeasurementStatus,
+        extra: BTreeMap<String, Value>,
+    ) -> Measurement {
         Measurement {
             suite: self.suite.to_string(),
             test: self.test.to_string(),
@@ -77,7 +82,12 @@ pub fn charged<T>(system: &dyn RunningSystem, work: impl FnOnce() -> T) -> (T, C
 }
 
 /// Adds CPU figures to `extra`: seconds, and seconds per Gbit carried.
-pub fn add_cpu(extra: &mut BTreeMap<String, Value>, charges: &[CpuCharge], bits: f64, has_processes: bool) {
+pub fn add_cpu(
+    extra: &mut BTreeMap<String, Value>,
+    charges: &[CpuCharge],
+    bits: f64,
+    has_processes: bool,
+) {
     if !has_processes {
         return;
     }

@@ -17,8 +17,11 @@ impl Progress {
     pub fn new(total_steps: u64) -> Self {
         let interactive = std::io::stderr().is_terminal();
         let bar = if interactive {
-            let bar = ProgressBar::with_draw_target(Some(total_steps), ProgressDrawTarget::stderr());
-            if let Ok(style) = ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}") {
+            let bar =
+                ProgressBar::with_draw_target(Some(total_steps), ProgressDrawTarget::stderr());
+            if let Ok(style) =
+                ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+            {
                 bar.set_style(style.progress_chars("=> "));
             }
             bar

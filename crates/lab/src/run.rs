@@ -84,12 +84,18 @@ pub fn run(options: RunOptions) -> Result<RunSummary, RunError> {
     for system in &options.systems {
         match system.check() {
             Ok(version) => {
-                outcomes.insert(system.name().to_string(), outcome(system.name(), SystemStatus::Ran, None, Some(version)));
+                outcomes.insert(
+                    system.name().to_string(),
+                    outcome(system.name(), SystemStatus::Ran, None, Some(version)),
+                );
                 runnable.push(system.as_ref());
             }
             Err(how) => {
                 eprintln!("skipping {}: {how}", system.name());
-                outcomes.insert(system.name().to_string(), outcome(system.name(), SystemStatus::Skipped, Some(how), None));
+                outcomes.insert(
+                    system.name().to_string(),
+                    outcome(system.name(), SystemStatus::Skipped, Some(how), None),
+                );
             }
         }
     }
@@ -109,10 +115,20 @@ pub fn run(options: RunOptions) -> Result<RunSummary, RunError> {
                 break 'suites;
             }
             let steps = suite.steps(options.quick);
-            match run_one(*suite, *system, options.quick, &progress, &workdir.join(format!("{}-{}", suite.name(), system.name()))) {
+            match run_one(
+                *suite,
+                *system,
+                options.quick,
+                &progress,
+                &workdir.join(format!("{}-{}", suite.name(), system.name())),
+            ) {
                 Ok(rows) => measurements.extend(rows),
                 Err(error) => {
-                    progress.line(&format!("{} could not run the {} suite: {error}", system.name(), suite.name()));
+                    progress.line(&format!(
+                        "{} could not run the {} suite: {error}",
+                        system.name(),
+                        suite.name()
+                    ));
                     progress.skip(steps);
                     if let Some(entry) = outcomes.get_mut(system.name()) {
                         entry.status = SystemStatus::Failed;
@@ -131,7 +147,11 @@ pub fn run(options: RunOptions) -> Result<RunSummary, RunError> {
         started_at,
         duration_secs: started.elapsed().as_secs_f64(),
         machine: machine(),
-        suites: options.suites.iter().map(|s| s.name().to_string()).collect(),
+        suites: options
+            .suites
+            .iter()
+            .map(|s| s.name().to_string())
+            .collect(),
         systems: options
             .systems
             .iter()
@@ -167,10 +187,17 @@ fn run_one(
         TwoHosts::direct()
     }
     .map_err(|e| failed(format!("building hosts: {e}")))?;
-    progress.line(&format!("{}: bringing the tunnel up for the {} suite", system.name(), suite.name()));
+    progress.line(&format!(
+        "{}: bringing the tunnel up for the {} suite",
+        system.name(),
+        suite.name()
+    ));
     let mut context_emulator = None;
     if suite.needs_emulator() {
-        let middle = hosts.middle.as_ref().ok_or_else(|| failed("no middle namespace".into()))?;
+        let middle = hosts
+            .middle
+            .as_ref()
+            .ok_or_else(|| failed("no middle namespace".into()))?;
         let link = suite.idle_link();
         let emulator = crate::emulator::Emulator::start(
             middle,
@@ -200,7 +227,12 @@ fn run_one(
     Ok(rows)
 }
 
-fn outcome(name: &str, status: SystemStatus, reason: Option<String>, version: Option<String>) -> SystemOutcome {
+fn outcome(
+    name: &str,
+    status: SystemStatus,
+    reason: Option<String>,
+    version: Option<String>,
+) -> SystemOutcome {
     SystemOutcome {
         name: name.to_string(),
         status,
@@ -237,11 +269,16 @@ pub fn rfc3339(time: SystemTime) -> String {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let day_of_era = z.rem_euclid(146_097);
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let month_index = (5 * day_of_year + 2) / 153;
     let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z")
 }
@@ -254,7 +291,13 @@ mod tests {
     #[test]
     fn formats_utc_times() {
         assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)), "2000-02-29T00:00:00Z");
-        assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(1_795_310_974)), "2026-11-22T01:29:34Z");
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            "2000-02-29T00:00:00Z"
+        );
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_secs(1_795_310_974)),
+            "2026-11-22T01:29:34Z"
+        );
     }
 }

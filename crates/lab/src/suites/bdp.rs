@@ -37,7 +37,11 @@ pub fn link() -> LinkConfig {
 
 pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
     let system = context.system_name;
-    let (bytes, samples) = if context.quick { (256u64 << 20, 1) } else { (1u64 << 30, 3) };
+    let (bytes, samples) = if context.quick {
+        (256u64 << 20, 1)
+    } else {
+        (1u64 << 30, 3)
+    };
     context.progress.step(&format!(
         "{system}: bdp: {} MiB over 1 Gbit/s, 45 ms each way",
         bytes >> 20
@@ -47,7 +51,10 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
         .param("rate", "1gbit");
     for namespace in [&context.hosts.left, &context.hosts.right] {
         for key in ["net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"] {
-            let _ = namespace.exec("sysctl", &["-q", "-w", &format!("{key}={TCP_BUFFER_BYTES}")]);
+            let _ = namespace.exec(
+                "sysctl",
+                &["-q", "-w", &format!("{key}={TCP_BUFFER_BYTES}")],
+            );
         }
     }
     if let Err(why) = context.shape(link()) {
@@ -55,9 +62,16 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
         return vec![row.failed(why)];
     }
     let series = tcp::series(context, bytes, 1, samples, Duration::from_secs(120), 5401);
-    let rates: Vec<f64> = series.reports.iter().map(|r| r.throughput_bits_per_sec).collect();
+    let rates: Vec<f64> = series
+        .reports
+        .iter()
+        .map(|r| r.throughput_bits_per_sec)
+        .collect();
     let mut extra = series.extra(context.has_processes());
-    extra.insert("theoretical_goodput_bits_per_sec".into(), json!(THEORETICAL_GOODPUT));
+    extra.insert(
+        "theoretical_goodput_bits_per_sec".into(),
+        json!(THEORETICAL_GOODPUT),
+    );
     let median = crate::results::median(&rates);
     extra.insert("efficiency".into(), json!(median / THEORETICAL_GOODPUT));
     let mut measurement = row.measured(rates, series.status(), extra);

@@ -18,9 +18,10 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
     PAYLOADS
         .iter()
         .map(|&payload| {
-            context
-                .progress
-                .step(&format!("{}: latency: {count} pings of {payload} bytes", context.system_name));
+            context.progress.step(&format!(
+                "{}: latency: {count} pings of {payload} bytes",
+                context.system_name
+            ));
             let row = rtt(context, payload, count);
             context.progress.done();
             row
@@ -31,7 +32,12 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
 /// Round trips of `count` pings with `payload` bytes, left to right, in ms.
 pub fn rtt(context: &Context<'_>, payload: usize, count: usize) -> Measurement {
     let row = Row::new("latency", "rtt", context.system_name, "ms").param("payload", payload);
-    let rtts = match ping_times(&context.hosts.left, context.system.right_address(), payload, count) {
+    let rtts = match ping_times(
+        &context.hosts.left,
+        context.system.right_address(),
+        payload,
+        count,
+    ) {
         Ok(rtts) if !rtts.is_empty() => rtts,
         Ok(_) => return row.failed("no ping was answered"),
         Err(why) => return row.failed(why),
@@ -52,10 +58,25 @@ pub fn rtt(context: &Context<'_>, payload: usize, count: usize) -> Measurement {
 }
 
 /// Runs `ping` and returns each reply's round trip in milliseconds.
-fn ping_times(namespace: &Namespace, destination: IpAddr, payload: usize, count: usize) -> Result<Vec<f64>, String> {
+fn ping_times(
+    namespace: &Namespace,
+    destination: IpAddr,
+    payload: usize,
+    count: usize,
+) -> Result<Vec<f64>, String> {
     let output = namespace
         .command("ping")
-        .args(["-n", "-c", &count.to_string(), "-i", "0.01", "-W", "1", "-s", &payload.to_string()])
+        .args([
+            "-n",
+            "-c",
+            &count.to_string(),
+            "-i",
+            "0.01",
+            "-W",
+            "1",
+            "-s",
+            &payload.to_string(),
+        ])
         .arg(destination.to_string())
         .output()
         .map_err(|e| format!("running ping: {e}"))?;

@@ -54,10 +54,17 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
         }
         let port = 5301 + (index * 10) as u16;
         let series = tcp::series(context, FILE_BYTES, 1, samples, limit, port);
-        let mut times: Vec<f64> = series.reports.iter().map(|r| r.elapsed.as_secs_f64()).collect();
+        let mut times: Vec<f64> = series
+            .reports
+            .iter()
+            .map(|r| r.elapsed.as_secs_f64())
+            .collect();
         let mut extra = series.extra(context.has_processes());
         extra.insert("time_limit_secs".into(), json!(limit.as_secs_f64()));
-        extra.insert("one_way_delay_ms".into(), json!(ONE_WAY_DELAY.as_secs_f64() * 1e3));
+        extra.insert(
+            "one_way_delay_ms".into(),
+            json!(ONE_WAY_DELAY.as_secs_f64() * 1e3),
+        );
         let status = series.status();
         if status == MeasurementStatus::TimedOut {
             times.push(limit.as_secs_f64());

@@ -28,7 +28,13 @@ pub enum Suite {
 }
 
 impl Suite {
-    pub const ALL: [Suite; 5] = [Suite::Quick, Suite::Throughput, Suite::Latency, Suite::Loss, Suite::Bdp];
+    pub const ALL: [Suite; 5] = [
+        Suite::Quick,
+        Suite::Throughput,
+        Suite::Latency,
+        Suite::Loss,
+        Suite::Bdp,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -42,11 +48,21 @@ impl Suite {
 
     pub fn description(self) -> &'static str {
         match self {
-            Suite::Quick => "a few-minute overview: TCP throughput, 64- and 1518-byte frame rates, RTT",
-            Suite::Throughput => "RFC 2544 frame-size sweep, IMIX and overload receive rate, both directions",
-            Suite::Latency => "ping RTT by payload size (56, 500, 1000 bytes), as in the VpnCloud tests",
-            Suite::Loss => "time to move a 10 MB file at 0-25 % random drop, as in the TCP-over-TCP study",
-            Suite::Bdp => "TCP efficiency on a 1 Gbit/s, 45 ms one-way long fat pipe, as in the HPN-SSH study",
+            Suite::Quick => {
+                "a few-minute overview: TCP throughput, 64- and 1518-byte frame rates, RTT"
+            }
+            Suite::Throughput => {
+                "RFC 2544 frame-size sweep, IMIX and overload receive rate, both directions"
+            }
+            Suite::Latency => {
+                "ping RTT by payload size (56, 500, 1000 bytes), as in the VpnCloud tests"
+            }
+            Suite::Loss => {
+                "time to move a 10 MB file at 0-25 % random drop, as in the TCP-over-TCP study"
+            }
+            Suite::Bdp => {
+                "TCP efficiency on a 1 Gbit/s, 45 ms one-way long fat pipe, as in the HPN-SSH study"
+            }
         }
     }
 
@@ -61,7 +77,10 @@ impl Suite {
         for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
             let Some(suite) = Suite::ALL.into_iter().find(|s| s.name() == name) else {
                 let valid: Vec<&str> = Suite::ALL.iter().map(|s| s.name()).collect();
-                return Err(format!("unknown suite '{name}'; valid suites: {}", valid.join(", ")));
+                return Err(format!(
+                    "unknown suite '{name}'; valid suites: {}",
+                    valid.join(", ")
+                ));
             };
             if !suites.contains(&suite) {
                 suites.push(suite);
@@ -124,10 +143,18 @@ impl Context<'_> {
             return Err("this topology has no middle namespace for the emulator".into());
         };
         if let Some(running) = self.emulator.take() {
-            running.stop().map_err(|e| format!("stopping the emulator: {e}"))?;
+            running
+                .stop()
+                .map_err(|e| format!("stopping the emulator: {e}"))?;
         }
-        let started = Emulator::start(middle, MIDDLE_LEFT_LINK, MIDDLE_RIGHT_LINK, link.clone(), link)
-            .map_err(|e| format!("starting the emulator: {e}"))?;
+        let started = Emulator::start(
+            middle,
+            MIDDLE_LEFT_LINK,
+            MIDDLE_RIGHT_LINK,
+            link.clone(),
+            link,
+        )
+        .map_err(|e| format!("starting the emulator: {e}"))?;
         self.emulator = Some(started);
         // Give queued frames of the previous trial time to drain away.
         std::thread::sleep(Duration::from_millis(50));

@@ -18,13 +18,23 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
     let mut rows = Vec::new();
     let system = context.system_name;
 
-    context.progress.step(&format!("{system}: quick: TCP, {TCP_SAMPLES} × 256 MiB with SHA-256"));
+    context.progress.step(&format!(
+        "{system}: quick: TCP, {TCP_SAMPLES} × 256 MiB with SHA-256"
+    ));
     let series = tcp::series(context, TCP_BYTES, 1, TCP_SAMPLES, TCP_LIMIT, 5201);
     let row = Row::new("quick", "tcp_bulk", system, "bit/s")
         .param("streams", 1)
         .param("direction", "left_to_right");
-    let samples = series.reports.iter().map(|r| r.throughput_bits_per_sec).collect();
-    let mut measurement = row.measured(samples, series.status(), series.extra(context.has_processes()));
+    let samples = series
+        .reports
+        .iter()
+        .map(|r| r.throughput_bits_per_sec)
+        .collect();
+    let mut measurement = row.measured(
+        samples,
+        series.status(),
+        series.extra(context.has_processes()),
+    );
     if let Some(why) = &series.failure {
         measurement.note = Some(why.clone());
     }
@@ -35,16 +45,23 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
     context.progress.done();
 
     for frame_size in [64, 1518] {
-        context
-            .progress
-            .step(&format!("{system}: quick: RFC 2544 zero-loss rate, {frame_size}-byte frames"));
-        let mut measurement = throughput::rfc2544(context, frame_size, throughput::Direction::LeftToRight, true);
+        context.progress.step(&format!(
+            "{system}: quick: RFC 2544 zero-loss rate, {frame_size}-byte frames"
+        ));
+        let mut measurement = throughput::rfc2544(
+            context,
+            frame_size,
+            throughput::Direction::LeftToRight,
+            true,
+        );
         measurement.suite = "quick".into();
         rows.push(measurement);
         context.progress.done();
     }
 
-    context.progress.step(&format!("{system}: quick: ping RTT, 56 bytes"));
+    context
+        .progress
+        .step(&format!("{system}: quick: ping RTT, 56 bytes"));
     let mut measurement = latency::rtt(context, 56, 50);
     measurement.suite = "quick".into();
     rows.push(measurement);

@@ -59,7 +59,14 @@ fn timed_out(error: &TrafficError) -> bool {
 
 /// Runs `samples` transfers of `bytes` from left to right, each limited to
 /// `limit`, on consecutive ports from `port`.
-pub fn series(context: &Context<'_>, bytes: u64, streams: usize, samples: usize, limit: Duration, port: u16) -> Series {
+pub fn series(
+    context: &Context<'_>,
+    bytes: u64,
+    streams: usize,
+    samples: usize,
+    limit: Duration,
+    port: u16,
+) -> Series {
     let mut series = Series {
         reports: Vec::new(),
         charges: Vec::new(),

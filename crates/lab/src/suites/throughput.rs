@@ -11,7 +11,9 @@ use crate::traffic::frame::FrameSizes;
 use crate::traffic::imix::Imix;
 use crate::traffic::rfc2544::{ThroughputSearch, overload_receive_rate};
 use crate::traffic::udp::UdpPath;
-use crate::traffic::udp_measurements::{imix_measurement, overload_measurement, throughput_measurement};
+use crate::traffic::udp_measurements::{
+    imix_measurement, overload_measurement, throughput_measurement,
+};
 
 /// RFC 2544's Ethernet frame sizes.
 pub const FRAME_SIZES: [usize; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
@@ -55,7 +57,12 @@ fn path<'a>(context: &'a Context<'_>, direction: Direction) -> UdpPath<'a> {
 
 /// The zero-loss rate for one frame size. `overview` trades precision for
 /// time (1 s trials, 2 % resolution), for the quick suite.
-pub fn rfc2544(context: &Context<'_>, frame_size: usize, direction: Direction, overview: bool) -> Measurement {
+pub fn rfc2544(
+    context: &Context<'_>,
+    frame_size: usize,
+    direction: Direction,
+    overview: bool,
+) -> Measurement {
     let frames = FrameSizes::fixed(frame_size);
     let mut search = if context.quick || overview {
         ThroughputSearch::quick(frames)
@@ -71,15 +78,26 @@ pub fn rfc2544(context: &Context<'_>, frame_size: usize, direction: Direction, o
     match result {
         Ok(result) => {
             let bits = result.frames_per_sec.unwrap_or(0.0) * frame_size as f64 * 8.0;
-            let mut measurement = throughput_measurement(context.system_name, direction.name(), &[result]);
+            let mut measurement =
+                throughput_measurement(context.system_name, direction.name(), &[result]);
             let seconds = search.trial_duration.as_secs_f64();
-            add_cpu(&mut measurement.extra, &[charge], bits * seconds, context.has_processes());
+            add_cpu(
+                &mut measurement.extra,
+                &[charge],
+                bits * seconds,
+                context.has_processes(),
+            );
             measurement
         }
-        Err(error) => Row::new("throughput", "rfc2544_throughput", context.system_name, "frames/s")
-            .param("frame_size", frame_size)
-            .param("direction", direction.name())
-            .failed(error.to_string()),
+        Err(error) => Row::new(
+            "throughput",
+            "rfc2544_throughput",
+            context.system_name,
+            "frames/s",
+        )
+        .param("frame_size", frame_size)
+        .param("direction", direction.name())
+        .failed(error.to_string()),
     }
 }
 
@@ -97,7 +115,9 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
         }
     }
     for mix in Imix::builtin() {
-        context.progress.step(&format!("{system}: throughput: IMIX {}", mix.name.clone()));
+        context
+            .progress
+            .step(&format!("{system}: throughput: IMIX {}", mix.name.clone()));
         let search = mix.throughput_search(!context.quick);
         let row = match search.run(&path(context, Direction::LeftToRight)) {
             Ok(result) => imix_measurement(system, &[result]),
@@ -109,13 +129,18 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
         context.progress.done();
     }
     for frame_size in OVERLOAD_SIZES {
-        context
-            .progress
-            .step(&format!("{system}: throughput: receive rate under overload, {frame_size}-byte frames"));
+        context.progress.step(&format!(
+            "{system}: throughput: receive rate under overload, {frame_size}-byte frames"
+        ));
         let duration = Duration::from_secs(if context.quick { 2 } else { 10 });
         let frames = FrameSizes::fixed(frame_size);
         let link = crate::traffic::rfc2544::NOMINAL_LINK_BITS_PER_SEC;
-        let row = match overload_receive_rate(&path(context, Direction::LeftToRight), frames, duration, link) {
+        let row = match overload_receive_rate(
+            &path(context, Direction::LeftToRight),
+            frames,
+            duration,
+            link,
+        ) {
             Ok(result) => overload_measurement(system, Direction::LeftToRight.name(), &[result]),
             Err(error) => Row::new("throughput", "overload_receive_rate", system, "frames/s")
                 .param("frame_size", frame_size)

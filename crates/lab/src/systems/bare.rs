@@ -24,7 +24,11 @@ impl System for Bare {
         Ok("kernel".to_string())
     }
 
-    fn start(&self, _hosts: &TwoHosts, _workdir: &Path) -> Result<Box<dyn RunningSystem>, SystemError> {
+    fn start(
+        &self,
+        _hosts: &TwoHosts,
+        _workdir: &Path,
+    ) -> Result<Box<dyn RunningSystem>, SystemError> {
         Ok(Box::new(BareLink))
     }
 }

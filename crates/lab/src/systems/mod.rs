@@ -40,7 +40,11 @@ pub trait System: Send + Sync {
     /// Whether it can run here: its version, or how to install it.
     fn check(&self) -> Result<String, String>;
     /// Brings the tunnel up between `hosts.left` and `hosts.right`.
-    fn start(&self, hosts: &TwoHosts, workdir: &Path) -> Result<Box<dyn RunningSystem>, SystemError>;
+    fn start(
+        &self,
+        hosts: &TwoHosts,
+        workdir: &Path,
+    ) -> Result<Box<dyn RunningSystem>, SystemError>;
 }
 
 /// A tunnel that is up. Dropping it takes it down.
@@ -60,7 +64,11 @@ pub trait RunningSystem: Send {
 /// Every system the lab knows, in report order (bare first).
 pub fn all() -> Vec<Box<dyn System>> {
     let mut systems: Vec<Box<dyn System>> = vec![Box::new(Bare)];
-    systems.extend(wireguard::all().into_iter().map(|s| Box::new(s) as Box<dyn System>));
+    systems.extend(
+        wireguard::all()
+            .into_iter()
+            .map(|s| Box::new(s) as Box<dyn System>),
+    );
     systems.push(Box::new(VpnCloud::locate()));
     systems.push(Box::new(OpenVpn::locate()));
     systems.push(Box::new(SshTunnel::locate()));
@@ -82,12 +90,18 @@ pub fn select(list: &str) -> Result<Vec<Box<dyn System>>, String> {
             if chosen.iter().any(|s| s.name() == name) {
                 continue;
             }
-            return Err(format!("unknown system '{name}'; valid systems: {}", names().join(", ")));
+            return Err(format!(
+                "unknown system '{name}'; valid systems: {}",
+                names().join(", ")
+            ));
         };
         chosen.push(known.remove(position));
     }
     if chosen.is_empty() {
-        return Err(format!("no systems given; valid systems: {}", names().join(", ")));
+        return Err(format!(
+            "no systems given; valid systems: {}",
+            names().join(", ")
+        ));
     }
     Ok(chosen)
 }
@@ -131,9 +145,15 @@ mod tests {
     #[test]
     fn selection_keeps_order_and_rejects_unknown_names() {
         let chosen = select("fjord, bare").unwrap();
-        assert_eq!(chosen.iter().map(|s| s.name()).collect::<Vec<_>>(), ["fjord", "bare"]);
+        assert_eq!(
+            chosen.iter().map(|s| s.name()).collect::<Vec<_>>(),
+            ["fjord", "bare"]
+        );
         let error = select("bare,nope").err().unwrap();
-        assert!(error.contains("unknown system 'nope'") && error.contains("wireguard-go"), "{error}");
+        assert!(
+            error.contains("unknown system 'nope'") && error.contains("wireguard-go"),
+            "{error}"
+        );
         assert!(select("").is_err());
     }
 

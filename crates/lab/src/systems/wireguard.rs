@@ -54,16 +54,23 @@ impl System for WireGuardSystem {
     }
 
     fn check(&self) -> Result<String, String> {
-        self.implementation.installed().map(|path| path.display().to_string())
+        self.implementation
+            .installed()
+            .map(|path| path.display().to_string())
     }
 
-    fn start(&self, hosts: &TwoHosts, workdir: &Path) -> Result<Box<dyn RunningSystem>, SystemError> {
+    fn start(
+        &self,
+        hosts: &TwoHosts,
+        workdir: &Path,
+    ) -> Result<Box<dyn RunningSystem>, SystemError> {
         let failed = |detail: String| SystemError::StartFailed {
             system: self.name().to_string(),
             detail,
         };
         self.check().map_err(SystemError::NotInstalled)?;
-        let (left_side, right_side) = peers::point_to_point(Initiator::Left).map_err(|e| failed(e.to_string()))?;
+        let (left_side, right_side) =
+            peers::point_to_point(Initiator::Left).map_err(|e| failed(e.to_string()))?;
         let right = self
             .implementation
             .start(&hosts.right, &right_side, workdir)
