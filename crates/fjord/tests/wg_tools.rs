@@ -704,3 +704,129 @@ fn mtu_changes_while_traffic_flows() {
     let _ = wg_quick(right, "down", &right_conf);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn ipv6_endpoints_carry_the_tunnel() {
+    let hosts = TwoHosts::direct().unwrap();
+    for (ns, address) in [
+        (&hosts.left, "fd00:18::1/64"),
+        (&hosts.right, "fd00:18::2/64"),
+    ] {
+        ns.ip(&["-6", "addr", "add", address, "dev", "eth0", "nodad"])
+            .unwrap();
+    }
+    let dir = workdir("v6");
+    let (left_key, right_key) = (key(), key());
+    let (left_if, right_if) = (unique_ifname(), unique_ifname());
+    let left_conf = dir.join(format!("{left_if}.conf"));
+    let right_conf = dir.join(format!("{right_if}.conf"));
+    write_private(
+        &left_conf,
+        &(interface_text(&left_key, 51820, "198.19.0.1/24")
+            + &peer_text(
+                &right_key,
+                None,
+                Some("[fd00:18::2]:51820"),
+                "198.19.0.2/32",
+            )),
+    );
+    write_private(
+        &right_conf,
+        &(interface_text(&right_key, 51820, "198.19.0.2/24")
+            + &peer_text(&left_key, None, None, "198.19.0.1/32")),
+    );
+    wg_quick(&hosts.left, "up", &left_conf).unwrap();
+    wg_quick(&hosts.right, "up", &right_conf).unwrap();
+    wait_ping(&hosts.left, "198.19.0.2");
+    let endpoints = wg(&hosts.right, &["show", &right_if, "endpoints"]);
+    assert!(endpoints.contains("[fd00:18::1]:51820"), "{endpoints}");
+    let report = BulkTransfer::new(16 << 20)
+        .timeout(Duration::from_secs(60))
+        .run(
+            &hosts.right,
+            &hosts.left,
+            "198.19.0.1:5601".parse().unwrap(),
+        )
+        .unwrap();
+    assert!(report.verified, "{report:?}");
+    let _ = wg_quick(&hosts.left, "down", &left_conf);
+    let _ = wg_quick(&hosts.right, "down", &right_conf);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Left sits behind a masquerading router; its persistent keepalive keeps
+/// the NAT mapping open and, when the router's public address changes,
+/// tells right where left went.
+#[test]
+fn roaming_behind_nat_with_persistent_keepalive() {
+    let left = Namespace::create("natl").unwrap();
+    let router = Namespace::create("natr").unwrap();
+    let right = Namespace::create("natp").unwrap();
+    netns::veth(&left, "eth0", &router, "inside").unwrap();
+    netns::veth(&router, "outside", &right, "eth0").unwrap();
+    left.ip(&["addr", "add", "198.18.5.2/24", "dev", "eth0"])
+        .unwrap();
+    left.ip(&["route", "add", "198.18.0.0/24", "via", "198.18.5.1"])
+        .unwrap();
+    router
+        .ip(&["addr", "add", "198.18.5.1/24", "dev", "inside"])
+        .unwrap();
+    router
+        .ip(&["addr", "add", "198.18.0.1/24", "dev", "outside"])
+        .unwrap();
+    right
+        .ip(&["addr", "add", "198.18.0.2/24", "dev", "eth0"])
+        .unwrap();
+    router
+        .exec("sysctl", &["-q", "-w", "net.ipv4.ip_forward=1"])
+        .unwrap();
+    let dir = workdir("nat");
+    let rules = dir.join("nat.nft");
+    std::fs::write(
+        &rules,
+        "table ip nat {\n  chain post {\n    type nat hook postrouting priority 100;\n    \
+         oifname \"outside\" ip saddr 198.18.5.0/24 masquerade\n  }\n}\n",
+    )
+    .unwrap();
+    netns::run(router.command("nft").arg("-f").arg(&rules)).unwrap();
+
+    let (left_key, right_key) = (key(), key());
+    let (left_if, right_if) = (unique_ifname(), unique_ifname());
+    let left_conf = dir.join(format!("{left_if}.conf"));
+    let right_conf = dir.join(format!("{right_if}.conf"));
+    write_private(
+        &left_conf,
+        &(interface_text(&left_key, 51820, "198.19.0.1/24")
+            + &peer_text(&right_key, None, Some("198.18.0.2:51820"), "198.19.0.2/32")
+            + "PersistentKeepalive = 1\n"),
+    );
+    write_private(
+        &right_conf,
+        &(interface_text(&right_key, 51820, "198.19.0.2/24")
+            + &peer_text(&left_key, None, None, "198.19.0.1/32")),
+    );
+    wg_quick(&right, "up", &right_conf).unwrap();
+    wg_quick(&left, "up", &left_conf).unwrap();
+    // Right never had left's address; the keepalive taught it the NAT's.
+    wait_ping(&right, "198.19.0.1");
+    let endpoint = wg(&right, &["show", &right_if, "endpoints"]);
+    assert!(endpoint.contains("198.18.0.1:"), "{endpoint}");
+
+    // The router's public address changes (masquerade forgets its mappings).
+    router
+        .ip(&["addr", "del", "198.18.0.1/24", "dev", "outside"])
+        .unwrap();
+    router
+        .ip(&["addr", "add", "198.18.0.3/24", "dev", "outside"])
+        .unwrap();
+    netns::wait_until(
+        Duration::from_secs(10),
+        "right to learn left's new address",
+        || wg(&right, &["show", &right_if, "endpoints"]).contains("198.18.0.3:"),
+    )
+    .unwrap();
+    wait_ping(&right, "198.19.0.1");
+    let _ = wg_quick(&left, "down", &left_conf);
+    let _ = wg_quick(&right, "down", &right_conf);
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -55,8 +55,15 @@ fn path<'a>(context: &'a Context<'_>, direction: Direction) -> UdpPath<'a> {
     }
 }
 
-/// The zero-loss rate for one frame size. `overview` trades precision for
-/// time (1 s trials, 2 % resolution), for the quick suite.
+/// Trades precision for time: 1 s trials, 2 % resolution, at most 12
+/// trials (quick runs).
+fn overview(search: &mut ThroughputSearch) {
+    search.trial_duration = Duration::from_secs(1);
+    search.resolution = 0.02;
+    search.max_iterations = 12;
+}
+
+/// The zero-loss rate for one frame size; `overview` as [`overview`].
 pub fn rfc2544(
     context: &Context<'_>,
     frame_size: usize,
@@ -70,9 +77,7 @@ pub fn rfc2544(
         ThroughputSearch::full(frames)
     };
     if overview {
-        search.trial_duration = Duration::from_secs(1);
-        search.resolution = 0.02;
-        search.max_iterations = 12;
+        self::overview(&mut search);
     }
     let (result, charge) = charged(context.system, || search.run(&path(context, direction)));
     match result {
@@ -110,7 +115,7 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
                 "{system}: throughput: RFC 2544, {frame_size}-byte frames, {}",
                 direction.name()
             ));
-            rows.push(rfc2544(context, frame_size, direction, false));
+            rows.push(rfc2544(context, frame_size, direction, context.quick));
             context.progress.done();
         }
     }
@@ -118,7 +123,10 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
         context
             .progress
             .step(&format!("{system}: throughput: IMIX {}", mix.name.clone()));
-        let search = mix.throughput_search(!context.quick);
+        let mut search = mix.throughput_search(!context.quick);
+        if context.quick {
+            overview(&mut search);
+        }
         let row = match search.run(&path(context, Direction::LeftToRight)) {
             Ok(result) => imix_measurement(system, &[result]),
             Err(error) => Row::new("throughput", "imix", system, "frames/s")
