@@ -11,7 +11,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use fjord_mesh::{Cidr, Node};
 use fjord_net::{StopReason, TunDevice, UdpTransport, Worker};
-use fjord_proto::{Device, DeviceConfig, PeerConfig, PresharedKey, Rng, WallClock};
+use fjord_proto::{Device, DeviceConfig, PeerConfig, PresharedKey, PrivateKey, Rng, WallClock};
 
 use crate::config::{Config, interface_name_from_path};
 use crate::netconf::{self, Netconf, RouteTable, run_hook};
@@ -41,23 +41,26 @@ impl Rng for SystemRng {
     }
 }
 
-/// Builds the protocol node for `config`.
-pub fn build_node(config: &Config, now: Instant) -> anyhow::Result<Node> {
+/// A protocol device with the system's randomness and wall clock pinned
+/// to `now`.
+pub fn new_device(private_key: Option<PrivateKey>, mtu: u16, now: Instant) -> Device {
     let wall_clock = WallClock {
         base: now,
         base_since_epoch: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default(),
     };
-    let device = Device::new(
-        DeviceConfig {
-            private_key: Some(config.interface.private_key.clone()),
-            mtu: usize::from(config.interface.mtu().bytes()),
-        },
-        Box::new(SystemRng),
-        wall_clock,
-    );
-    let mut node = Node::new(device);
+    let config = DeviceConfig {
+        private_key,
+        mtu: usize::from(mtu),
+    };
+    Device::new(config, Box::new(SystemRng), wall_clock)
+}
+
+/// Builds the protocol node for `config`.
+pub fn build_node(config: &Config, now: Instant) -> anyhow::Result<Node> {
+    let private_key = Some(config.interface.private_key.clone());
+    let mut node = Node::new(new_device(private_key, config.interface.mtu().bytes(), now));
     for peer in &config.peers {
         let id = node
             .add_peer(

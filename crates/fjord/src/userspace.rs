@@ -7,16 +7,15 @@
 //! process ends when the interface is deleted (`ip link del`,
 //! `wg-quick down`) or on SIGINT/SIGTERM.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use fjord_mesh::Node;
 use fjord_net::sys::{Daemonized, daemonize};
 use fjord_net::{StopReason, TunDevice, UdpTransport, Worker};
-use fjord_proto::{Device, DeviceConfig, WallClock};
 
 use crate::config::{DEFAULT_MTU, InterfaceName};
 use crate::uapi;
-use crate::up::{SystemRng, UsageError};
+use crate::up::{UsageError, new_device};
 
 pub fn run_interface(name: &str, foreground: bool) -> anyhow::Result<()> {
     let name: InterfaceName = name
@@ -28,21 +27,7 @@ pub fn run_interface(name: &str, foreground: bool) -> anyhow::Result<()> {
     let udp = UdpTransport::bind(0, 0)?;
     let mtu = DEFAULT_MTU.bytes();
     let tun = TunDevice::create(interface, mtu, true)?;
-    let now = Instant::now();
-    let wall_clock = WallClock {
-        base: now,
-        base_since_epoch: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default(),
-    };
-    let device = Device::new(
-        DeviceConfig {
-            private_key: None,
-            mtu: usize::from(mtu),
-        },
-        Box::new(SystemRng),
-        wall_clock,
-    );
+    let device = new_device(None, mtu, Instant::now());
     if !foreground {
         eprintln!(
             "fjord: {interface} is up; running in the background (use -f to stay in the foreground)"

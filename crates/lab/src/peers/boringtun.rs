@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::daemon::{self, Daemon};
+use super::daemon;
 use super::{PeerError, RunningSide, TunnelImpl, WgSide};
 use crate::netns::Namespace;
 
@@ -49,16 +49,11 @@ impl TunnelImpl for Boringtun {
     }
 
     fn installed(&self) -> Result<PathBuf, String> {
-        let binary = match &self.binary {
-            Some(path) if super::is_executable(path) => path.clone(),
-            Some(path) => return Err(format!("boringtun-cli not found at {}", path.display())),
-            None => {
-                return Err(
-                    "boringtun-cli not found; install with `cargo install boringtun-cli`"
-                        .to_string(),
-                );
-            }
-        };
+        let binary = daemon::require_binary(
+            &self.binary,
+            "boringtun-cli",
+            "install with `cargo install boringtun-cli`",
+        )?;
         super::wg_tool()?;
         Ok(binary)
     }
@@ -72,12 +67,6 @@ impl TunnelImpl for Boringtun {
         let binary = self.installed().map_err(PeerError::NotInstalled)?;
         let mut command = namespace.command(&binary);
         command.args(["-f", "--disable-drop-privileges", &side.ifname]);
-        let mut daemon = Daemon::spawn(NAME, namespace, &side.ifname, workdir, &mut command, true)?;
-        let socket = daemon.uapi_socket();
-        daemon.wait_until(&format!("{} and its control socket", side.ifname), || {
-            socket.exists() && daemon::link_exists(namespace, &side.ifname)
-        })?;
-        daemon::configure_with_wg(&daemon, namespace, side, workdir)?;
-        Ok(Box::new(daemon))
+        daemon::start_configured_by_wg(NAME, namespace, side, workdir, &mut command)
     }
 }

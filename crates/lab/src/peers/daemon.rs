@@ -282,3 +282,36 @@ mod tests {
         assert_eq!((stats[0].rx_bytes, stats[0].tx_bytes), (440, 532));
     }
 }
+
+/// `binary` when it is an executable file; otherwise one line saying it
+/// is missing (`program`) and how to get it (`install`).
+pub(super) fn require_binary(
+    binary: &Option<PathBuf>,
+    program: &str,
+    install: &str,
+) -> Result<PathBuf, String> {
+    match binary {
+        Some(path) if super::is_executable(path) => Ok(path.clone()),
+        Some(path) => Err(format!("{program} not found at {}", path.display())),
+        None => Err(format!("{program} not found; {install}")),
+    }
+}
+
+/// Starts a userspace implementation that creates `side.ifname` and serves
+/// the configuration protocol (wireguard-go's convention), waits for the
+/// link and the socket, and configures it with `wg` and `ip`.
+pub(super) fn start_configured_by_wg(
+    name: &'static str,
+    namespace: &Namespace,
+    side: &WgSide,
+    workdir: &Path,
+    command: &mut std::process::Command,
+) -> Result<Box<dyn RunningSide>, PeerError> {
+    let mut daemon = Daemon::spawn(name, namespace, &side.ifname, workdir, command, true)?;
+    let socket = daemon.uapi_socket();
+    daemon.wait_until(&format!("{} and its control socket", side.ifname), || {
+        socket.exists() && link_exists(namespace, &side.ifname)
+    })?;
+    configure_with_wg(&daemon, namespace, side, workdir)?;
+    Ok(Box::new(daemon))
+}

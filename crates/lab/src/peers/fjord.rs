@@ -65,13 +65,11 @@ impl TunnelImpl for Fjord {
     }
 
     fn installed(&self) -> Result<PathBuf, String> {
-        match &self.binary {
-            Some(path) if super::is_executable(path) => Ok(path.clone()),
-            Some(path) => Err(format!("fjord binary not found at {}", path.display())),
-            None => Err(format!(
-                "fjord binary not found; build it with `cargo build --release -p fjord` or set {BINARY_ENV}"
-            )),
-        }
+        daemon::require_binary(
+            &self.binary,
+            "fjord binary",
+            &format!("build it with `cargo build --release -p fjord` or set {BINARY_ENV}"),
+        )
     }
 
     fn start(

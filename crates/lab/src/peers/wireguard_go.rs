@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::daemon::{self, Daemon};
+use super::daemon;
 use super::{PeerError, RunningSide, TunnelImpl, WgSide};
 use crate::netns::Namespace;
 
@@ -60,16 +60,11 @@ impl TunnelImpl for WireguardGo {
     }
 
     fn installed(&self) -> Result<PathBuf, String> {
-        let binary = match &self.binary {
-            Some(path) if super::is_executable(path) => path.clone(),
-            Some(path) => return Err(format!("wireguard-go not found at {}", path.display())),
-            None => {
-                return Err(
-                    "wireguard-go not found; install with `go install golang.zx2c4.com/wireguard@latest`"
-                        .to_string(),
-                );
-            }
-        };
+        let binary = daemon::require_binary(
+            &self.binary,
+            "wireguard-go",
+            "install with `go install golang.zx2c4.com/wireguard@latest`",
+        )?;
         super::wg_tool()?;
         Ok(binary)
     }
@@ -85,12 +80,6 @@ impl TunnelImpl for WireguardGo {
         command
             .env("WG_PROCESS_FOREGROUND", "1")
             .args(["-f", &side.ifname]);
-        let mut daemon = Daemon::spawn(NAME, namespace, &side.ifname, workdir, &mut command, true)?;
-        let socket = daemon.uapi_socket();
-        daemon.wait_until(&format!("{} and its control socket", side.ifname), || {
-            socket.exists() && daemon::link_exists(namespace, &side.ifname)
-        })?;
-        daemon::configure_with_wg(&daemon, namespace, side, workdir)?;
-        Ok(Box::new(daemon))
+        daemon::start_configured_by_wg(NAME, namespace, side, workdir, &mut command)
     }
 }
