@@ -266,23 +266,6 @@ pub(crate) fn configure_with_wg(
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    #[test]
-    fn parses_wg_dump() {
-        let key = "HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw=";
-        let text = format!(
-            "priv\tpub\t51820\toff\n{key}\t(none)\t198.18.0.2:51820\t198.19.0.2/32\t1700000000\t440\t532\toff\n"
-        );
-        let stats = parse_dump(&text);
-        assert_eq!(stats.len(), 1);
-        assert_eq!(stats[0].endpoint, Some("198.18.0.2:51820".parse().unwrap()));
-        assert!(stats[0].latest_handshake.is_some());
-        assert_eq!((stats[0].rx_bytes, stats[0].tx_bytes), (440, 532));
-    }
-}
-
 /// `binary` when it is an executable file; otherwise one line saying it
 /// is missing (`program`) and how to get it (`install`).
 pub(super) fn require_binary(
@@ -314,4 +297,21 @@ pub(super) fn start_configured_by_wg(
     })?;
     configure_with_wg(&daemon, namespace, side, workdir)?;
     Ok(Box::new(daemon))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn parses_wg_dump() {
+        let key = "HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw=";
+        let text = format!(
+            "priv\tpub\t51820\toff\n{key}\t(none)\t198.18.0.2:51820\t198.19.0.2/32\t1700000000\t440\t532\toff\n"
+        );
+        let stats = parse_dump(&text);
+        assert_eq!(stats.len(), 1);
+        assert_eq!(stats[0].endpoint, Some("198.18.0.2:51820".parse().unwrap()));
+        assert!(stats[0].latest_handshake.is_some());
+        assert_eq!((stats[0].rx_bytes, stats[0].tx_bytes), (440, 532));
+    }
 }
