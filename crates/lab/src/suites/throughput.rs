@@ -82,14 +82,16 @@ pub fn rfc2544(
     let (result, charge) = charged(context.system, || search.run(&path(context, direction)));
     match result {
         Ok(result) => {
-            let bits = result.frames_per_sec.unwrap_or(0.0) * frame_size as f64 * 8.0;
+            // CPU over the whole search per bit received in its trials (the
+            // upper-bound probe's traffic is not counted, so this errs high).
+            let received: u64 = result.trials.iter().map(|trial| trial.received).sum();
+            let bits = received as f64 * frame_size as f64 * 8.0;
             let mut measurement =
                 throughput_measurement(context.system_name, direction.name(), &[result]);
-            let seconds = search.trial_duration.as_secs_f64();
             add_cpu(
                 &mut measurement.extra,
                 &[charge],
-                bits * seconds,
+                bits,
                 context.has_processes(),
             );
             measurement
