@@ -192,7 +192,7 @@ pub fn send_refusal(error: &io::Error) -> Option<SendRefusal> {
 }
 
 /// Sends up to [`MAX_BATCH`] datagrams with one `sendmmsg` on a connected
-/// socket; returns how many the kernel took. An error means the first one
+/// socket (or a bound packet socket); returns how many the kernel took. An error means the first one
 /// failed; a short count means the next one would have (call again to learn
 /// why).
 pub fn send_batch<'a, I>(fd: BorrowedFd<'_>, datagrams: I) -> io::Result<usize>

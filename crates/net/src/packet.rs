@@ -355,43 +355,8 @@ fn timestamp_of(message: &libc::msghdr) -> Option<SystemTime> {
     None
 }
 
-/// Sends up to [`MAX_BATCH`] messages with one `sendmmsg` on a connected
-/// or bound socket; returns how many went out. An error means the first
-/// message failed; a short count means a later one would have.
-pub fn send_batch<'a, I>(fd: BorrowedFd<'_>, messages: I) -> io::Result<usize>
-where
-    I: IntoIterator<Item = &'a [u8]>,
-{
-    // SAFETY: iovec and mmsghdr are plain old data; all-zero is valid.
-    let mut iovecs: [libc::iovec; MAX_BATCH] = unsafe { mem::zeroed() };
-    // SAFETY: as above.
-    let mut headers: [libc::mmsghdr; MAX_BATCH] = unsafe { mem::zeroed() };
-    let mut count = 0;
-    for (message, (iovec, header)) in messages
-        .into_iter()
-        .zip(iovecs.iter_mut().zip(headers.iter_mut()))
-    {
-        iovec.iov_base = message.as_ptr().cast_mut().cast();
-        iovec.iov_len = message.len();
-        header.msg_hdr.msg_iov = iovec;
-        header.msg_hdr.msg_iovlen = 1;
-        count += 1;
-    }
-    if count == 0 {
-        return Ok(0);
-    }
-    // SAFETY: the first `count` headers point at iovecs on this stack frame
-    // and at messages borrowed for 'a; sendmmsg only reads them.
-    let rc = unsafe {
-        libc::sendmmsg(
-            fd.as_raw_fd(),
-            headers.as_mut_ptr(),
-            count as libc::c_uint,
-            0,
-        )
-    };
-    Ok(usize::try_from(check(rc)?).unwrap_or(0))
-}
+/// One `sendmmsg` of several frames: the same call as for UDP sockets.
+pub use crate::mmsg::send_batch;
 
 /// Sleeps until one of `fds` is readable or `timeout` passes (nanosecond
 /// deadline, subject to the thread's timer slack). With no fds, a precise
