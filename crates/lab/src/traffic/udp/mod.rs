@@ -439,6 +439,25 @@ pub struct ReceiverReport {
 }
 
 impl ReceiverReport {
+    /// A report of nothing received yet, recording latency into `latency`.
+    pub fn empty(latency: Histogram<u64>) -> Self {
+        Self {
+            received: 0,
+            duplicates: 0,
+            reordered: 0,
+            gaps: 0,
+            highest_sequence: None,
+            size_mismatches: 0,
+            foreign: 0,
+            socket_drops: 0,
+            frame_bytes: 0,
+            first_receive_ns: 0,
+            last_receive_ns: 0,
+            latency,
+            cpu_time: Duration::ZERO,
+        }
+    }
+
     /// Frames below the highest number seen that never arrived.
     pub fn missing_below_highest(&self) -> u64 {
         self.highest_sequence
@@ -540,21 +559,7 @@ mod tests {
     #[test]
     fn passing_needs_the_full_offer_and_no_loss() {
         let frames = FrameSizes::fixed(64);
-        let receiver = ReceiverReport {
-            received: 0,
-            duplicates: 0,
-            reordered: 0,
-            gaps: 0,
-            highest_sequence: None,
-            size_mismatches: 0,
-            foreign: 0,
-            socket_drops: 0,
-            frame_bytes: 0,
-            first_receive_ns: 0,
-            last_receive_ns: 0,
-            latency: Histogram::new(3).unwrap(),
-            cpu_time: Duration::ZERO,
-        };
+        let receiver = ReceiverReport::empty(Histogram::new(3).unwrap());
         let sender = SenderReport {
             scheduled: 100,
             sent: 98,

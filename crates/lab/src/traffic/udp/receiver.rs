@@ -144,21 +144,7 @@ pub(super) fn receive(
         stream,
         seen: Vec::new(),
         max_latency_ns: 0,
-        report: ReceiverReport {
-            received: 0,
-            duplicates: 0,
-            reordered: 0,
-            gaps: 0,
-            highest_sequence: None,
-            size_mismatches: 0,
-            foreign: 0,
-            socket_drops: 0,
-            frame_bytes: 0,
-            first_receive_ns: 0,
-            last_receive_ns: 0,
-            latency,
-            cpu_time: Duration::ZERO,
-        },
+        report: ReceiverReport::empty(latency),
     };
     let cpu_at_start = mmsg::thread_cpu_time();
     let mut realtime = Realtime::enter(realtime_priority);
@@ -223,21 +209,9 @@ mod tests {
             stream: 7,
             seen: Vec::new(),
             max_latency_ns: 0,
-            report: ReceiverReport {
-                received: 0,
-                duplicates: 0,
-                reordered: 0,
-                gaps: 0,
-                highest_sequence: None,
-                size_mismatches: 0,
-                foreign: 0,
-                socket_drops: 0,
-                frame_bytes: 0,
-                first_receive_ns: 0,
-                last_receive_ns: 0,
-                latency: Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3).unwrap(),
-                cpu_time: Duration::ZERO,
-            },
+            report: ReceiverReport::empty(
+                Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3).unwrap(),
+            ),
         }
     }
 
