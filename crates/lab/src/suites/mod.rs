@@ -49,7 +49,7 @@ impl Suite {
     pub fn description(self) -> &'static str {
         match self {
             Suite::Quick => {
-                "a few-minute overview: TCP throughput, 64- and 1518-byte frame rates, RTT"
+                "a few-minute overview: TCP throughput (1 and 4 streams), 64- and 1518-byte frame rates, RTT"
             }
             Suite::Throughput => {
                 "RFC 2544 frame-size sweep, IMIX and overload receive rate, both directions"
@@ -95,7 +95,7 @@ impl Suite {
     /// How many progress steps the suite takes per system.
     pub fn steps(self, quick: bool) -> u64 {
         match self {
-            Suite::Quick => 4,
+            Suite::Quick => 5,
             Suite::Throughput => throughput::steps(quick),
             Suite::Latency => latency::PAYLOADS.len() as u64,
             Suite::Loss => loss::drop_rates(quick).len() as u64,
