@@ -48,6 +48,28 @@ fn wg_quick(ns: &Namespace, action: &str, conf: &Path) -> Result<String, netns::
     Ok(String::from_utf8_lossy(&output.stderr).into_owned())
 }
 
+/// A fjord daemon started by `wg-quick up`. Dropping the guard sends it
+/// SIGTERM if it still runs, so a failing test leaves no daemon behind
+/// (its UDP socket would keep the deleted namespace, and itself, alive).
+struct QuickUp {
+    ifname: String,
+}
+
+impl Drop for QuickUp {
+    fn drop(&mut self) {
+        for pid in fjord_pids(&self.ifname) {
+            let _ = fjord_net::sys::send_signal(pid, fjord_net::sys::SIGTERM);
+        }
+    }
+}
+
+/// `wg-quick up CONF` with fjord as the userspace implementation.
+fn wg_quick_up(ns: &Namespace, conf: &Path) -> QuickUp {
+    wg_quick(ns, "up", conf).unwrap();
+    let ifname = conf.file_stem().unwrap().to_string_lossy().into_owned();
+    QuickUp { ifname }
+}
+
 fn ping(ns: &Namespace, address: &str) -> bool {
     ns.exec("ping", &["-c", "2", "-i", "0.2", "-W", "2", address])
         .is_ok()
@@ -136,8 +158,8 @@ fn wg_quick_brings_fjord_up_and_down() {
         &(interface_text(&right_key, 51820, "198.19.0.2/24, fd00:19::2/64")
             + &peer_text(&left_key, Some(&psk), None, "198.19.0.1/32, fd00:19::1/128")),
     );
-    wg_quick(&hosts.left, "up", &left_conf).unwrap();
-    wg_quick(&hosts.right, "up", &right_conf).unwrap();
+    let _up2 = wg_quick_up(&hosts.left, &left_conf);
+    let _up3 = wg_quick_up(&hosts.right, &right_conf);
 
     wait_ping(&hosts.left, "198.19.0.2");
     wait_ping(&hosts.left, "fd00:19::2");
@@ -304,10 +326,11 @@ fn live_edits_leave_other_peers_alone() {
         ),
     ];
     let mut paths = Vec::new();
+    let mut daemons = Vec::new();
     for (ns, ifname, text) in &confs {
         let path = dir.join(format!("{ifname}.conf"));
         write_private(&path, text);
-        wg_quick(ns, "up", &path).unwrap();
+        daemons.push(wg_quick_up(ns, &path));
         paths.push(((*ns), path));
     }
     wait_ping(&net.c, "198.19.0.1");
@@ -473,7 +496,7 @@ fn interface_moved_to_another_namespace_keeps_working() {
         &(interface_text(&right_key, 51820, "198.19.0.2/24")
             + &peer_text(&left_key, None, None, "198.19.0.1/32")),
     );
-    wg_quick(&hosts.right, "up", &right_conf).unwrap();
+    let _up5 = wg_quick_up(&hosts.right, &right_conf);
 
     wait_ping(&inner, "198.19.0.2");
     let report = BulkTransfer::new(32 << 20)
@@ -657,8 +680,8 @@ fn mtu_changes_while_traffic_flows() {
         &(interface_text(&right_key, 51820, "198.19.0.2/24")
             + &peer_text(&left_key, None, None, "198.19.0.1/32")),
     );
-    wg_quick(&hosts.left, "up", &left_conf).unwrap();
-    wg_quick(&hosts.right, "up", &right_conf).unwrap();
+    let _up6 = wg_quick_up(&hosts.left, &left_conf);
+    let _up7 = wg_quick_up(&hosts.right, &right_conf);
     wait_ping(&hosts.left, "198.19.0.2");
     let (left, right) = (&hosts.left, &hosts.right);
     std::thread::scope(|scope| {
@@ -735,8 +758,8 @@ fn ipv6_endpoints_carry_the_tunnel() {
         &(interface_text(&right_key, 51820, "198.19.0.2/24")
             + &peer_text(&left_key, None, None, "198.19.0.1/32")),
     );
-    wg_quick(&hosts.left, "up", &left_conf).unwrap();
-    wg_quick(&hosts.right, "up", &right_conf).unwrap();
+    let _up8 = wg_quick_up(&hosts.left, &left_conf);
+    let _up9 = wg_quick_up(&hosts.right, &right_conf);
     wait_ping(&hosts.left, "198.19.0.2");
     let endpoints = wg(&hosts.right, &["show", &right_if, "endpoints"]);
     assert!(endpoints.contains("[fd00:18::1]:51820"), "{endpoints}");
@@ -805,8 +828,8 @@ fn roaming_behind_nat_with_persistent_keepalive() {
         &(interface_text(&right_key, 51820, "198.19.0.2/24")
             + &peer_text(&left_key, None, None, "198.19.0.1/32")),
     );
-    wg_quick(&right, "up", &right_conf).unwrap();
-    wg_quick(&left, "up", &left_conf).unwrap();
+    let _up10 = wg_quick_up(&right, &right_conf);
+    let _up11 = wg_quick_up(&left, &left_conf);
     // Right never had left's address; the keepalive taught it the NAT's.
     wait_ping(&right, "198.19.0.1");
     let endpoint = wg(&right, &["show", &right_if, "endpoints"]);
