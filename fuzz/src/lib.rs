@@ -2,12 +2,14 @@
 //! committed seeds can be replayed on stable (`cargo test` here, and
 //! `crates/proto/tests/fuzz_corpus.rs` in the main workspace).
 
+mod net_targets;
 mod proto_targets;
 
 use std::str::FromStr;
 
 use fjord_mesh::Cidr;
 
+pub use net_targets::tun_coalesce;
 pub use proto_targets::{device_datagram, ip_header, wire_parse};
 
 /// `Cidr::from_str` on arbitrary text; a success must print and parse back
@@ -56,5 +58,6 @@ mod tests {
         replay("ip_header", super::ip_header);
         replay("device_datagram", super::device_datagram);
         replay("cidr_parse", super::cidr_parse);
+        replay("tun_coalesce", super::tun_coalesce);
     }
 }

@@ -224,3 +224,137 @@ fn fjord_exits_cleanly_on_sigterm() {
         &tunnel.right_side.ifname
     ));
 }
+
+/// fjord's own counters from its UAPI socket (`get=fjord`).
+fn fjord_counters(ifname: &str) -> std::collections::HashMap<String, u64> {
+    use std::io::{Read, Write};
+    let path = format!("/var/run/wireguard/{ifname}.sock");
+    let mut socket = std::os::unix::net::UnixStream::connect(&path).expect("UAPI socket");
+    socket.write_all(b"get=fjord\n\n").expect("UAPI request");
+    let mut reply = String::new();
+    socket.read_to_string(&mut reply).expect("UAPI reply");
+    reply
+        .lines()
+        .filter_map(|line| {
+            let (key, value) = line.split_once('=')?;
+            Some((key.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+const BURSTS: usize = 20;
+const BURST_DATAGRAMS: usize = 40;
+const DATAGRAM_BYTES: usize = 1200;
+
+/// Datagram `index` of the UDP burst test: its index, then bytes derived from it.
+fn burst_datagram(index: usize) -> Vec<u8> {
+    let mut datagram = (index as u32).to_be_bytes().to_vec();
+    datagram.extend((4..DATAGRAM_BYTES).map(|i| (i * 31 + index * 7) as u8));
+    datagram
+}
+
+/// Sends the bursts with UDP GSO (one `send` per burst), so they cross
+/// the tunnel back to back and reach the far side in one receive batch.
+fn send_bursts(destination: SocketAddr) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0")?;
+    socket.connect(destination)?;
+    let segment = DATAGRAM_BYTES as libc::c_int;
+    // SAFETY: a valid socket and a c_int option value of the right size.
+    let set = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_UDP,
+            libc::UDP_SEGMENT,
+            (&segment as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if set != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    for burst in 0..BURSTS {
+        let contents: Vec<u8> = (0..BURST_DATAGRAMS)
+            .flat_map(|i| burst_datagram(burst * BURST_DATAGRAMS + i))
+            .collect();
+        socket.send(&contents)?;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+#[test]
+fn udp_bursts_reach_the_kernel_merged_intact_and_in_order() {
+    let test = "udp_bursts_reach_the_kernel_merged_intact_and_in_order";
+    if !ready(test) {
+        return;
+    }
+    let tunnel = Tunnel::up(test);
+    let ifname = tunnel.right_side.ifname.clone();
+    let before = fjord_counters(&ifname);
+    let sink = SocketAddr::new(right_overlay(), 6000);
+    let receiver = tunnel
+        .hosts
+        .right
+        .spawn_thread(move || {
+            let socket = std::net::UdpSocket::bind(sink)?;
+            socket.set_read_timeout(Some(Duration::from_secs(3)))?;
+            let mut received = Vec::new();
+            let mut buffer = [0u8; 2048];
+            while received.len() < BURSTS * BURST_DATAGRAMS {
+                match socket.recv(&mut buffer) {
+                    Ok(len) => received.push(buffer[..len].to_vec()),
+                    Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(error) => return Err(error),
+                }
+            }
+            Ok(received)
+        })
+        .expect("receiver thread");
+    std::thread::sleep(Duration::from_millis(200));
+    tunnel
+        .hosts
+        .left
+        .spawn_thread(move || send_bursts(sink))
+        .expect("sender thread")
+        .join()
+        .expect("sender")
+        .unwrap_or_else(|error| panic!("{}", tunnel.context(&format!("send: {error}"))));
+    let received = receiver.join().expect("receiver").expect("receive");
+    let after = fjord_counters(&ifname);
+    let delta = |key: &str| after[key] - before.get(key).copied().unwrap_or(0);
+    eprintln!(
+        "{test}: {} datagrams received; right side: {} packets to TUN in {} writes, {} write errors",
+        received.len(),
+        delta("rx_packets"),
+        delta("tun_writes"),
+        delta("tun_write_errors"),
+    );
+    let expected: Vec<Vec<u8>> = (0..BURSTS * BURST_DATAGRAMS).map(burst_datagram).collect();
+    assert!(
+        received == expected,
+        "{}",
+        tunnel.context(&format!(
+            "{} of {} datagrams arrived, or some changed or out of order",
+            received.len(),
+            expected.len()
+        ))
+    );
+    assert_eq!(
+        delta("tun_write_errors"),
+        0,
+        "{}",
+        tunnel.context("TUN write errors")
+    );
+    assert!(
+        delta("tun_writes") < delta("rx_packets") / 4,
+        "{}",
+        tunnel.context("bursts were not merged into few TUN writes")
+    );
+    let log = std::fs::read_to_string(tunnel.right.log_path()).unwrap_or_default();
+    assert!(
+        !log.contains("refused"),
+        "{}",
+        tunnel.context("fjord fell back")
+    );
+}

@@ -15,8 +15,8 @@
 //!
 //! ```text
 //! recvmmsg (GRO: each message holds several datagrams) ─ open in place ─
-//! allowed-IPs check ─ copy the plaintext packet into a TUN write slot ─
-//! one coalescing TUN write per batch (tun-rs GRO)
+//! allowed-IPs check ─ queue the plaintext where it lies ─ after the batch,
+//! same-flow packets merged into one writev each (userspace GRO, no copy)
 //! ```
 
 use std::io::{self, IoSliceMut};
@@ -27,7 +27,7 @@ use fjord_proto::{DATA_HEADROOM, Received, Sent};
 use quinn_udp::RecvMeta;
 
 use crate::stats::DataStats;
-use crate::tun::{IDEAL_BATCH_SIZE, MAX_SUPER_PACKET, TunDevice, VIRTIO_NET_HDR_LEN};
+use crate::tun::{IDEAL_BATCH_SIZE, MAX_SUPER_PACKET, TunDevice, is_device_gone};
 use crate::udp::{RECV_BATCH, UdpTransport};
 
 /// Bytes a sealed datagram adds to a packet: header and tag (padding never
@@ -42,8 +42,6 @@ const MAX_GSO_BYTES: usize = 65_535 - 20 - 8;
 const MAX_GSO_SEGMENT: usize = 1500 - 40 - 8;
 /// Room for one GRO-coalesced UDP message.
 const GRO_BUFFER: usize = 65_536;
-/// Where a packet starts in a TUN write slot (tun-rs puts the virtio header before it).
-const TUN_WRITE_OFFSET: usize = VIRTIO_NET_HDR_LEN;
 
 /// What one drain call found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -237,8 +235,6 @@ pub fn send_blocking(
 pub struct Inbound {
     storage: Vec<u8>,
     meta: [RecvMeta; RECV_BATCH],
-    tun_slots: Vec<Vec<u8>>,
-    pending: usize,
 }
 
 impl Inbound {
@@ -246,10 +242,6 @@ impl Inbound {
         Self {
             storage: vec![0; GRO_BUFFER * RECV_BATCH],
             meta: [RecvMeta::default(); RECV_BATCH],
-            tun_slots: (0..IDEAL_BATCH_SIZE)
-                .map(|_| Vec::with_capacity(TUN_WRITE_OFFSET + 65_535))
-                .collect(),
-            pending: 0,
         }
     }
 
@@ -296,19 +288,18 @@ impl Inbound {
                 };
                 let mut offset = 0;
                 while offset < meta.len {
+                    let start = base + offset;
                     let end = (offset + stride).min(meta.len);
-                    let datagram = &mut self.storage[base + offset..base + end];
+                    let datagram = &mut self.storage[start..base + end];
                     offset = end;
                     stats.rx_datagrams += 1;
                     if let Received::Data { packet, .. } =
                         node.handle_datagram(now, meta.addr, datagram)
                     {
-                        let slot = &mut self.tun_slots[self.pending];
-                        slot.clear();
-                        slot.resize(TUN_WRITE_OFFSET, 0);
-                        slot.extend_from_slice(&datagram[packet]);
-                        self.pending += 1;
-                        if self.pending == self.tun_slots.len() && !self.flush(tun, stats) {
+                        // The plaintext stays where it was opened until the
+                        // flush below: the storage is not reused before it.
+                        tun.queue_write(&self.storage, start + packet.start..start + packet.end);
+                        if !tun.has_write_room() && !self.flush(tun, stats) {
                             return Drained::DeviceGone;
                         }
                     }
@@ -323,19 +314,14 @@ impl Inbound {
 
     /// Writes pending packets to the TUN device; `false` if it is gone.
     fn flush(&mut self, tun: &mut TunDevice, stats: &mut DataStats) -> bool {
-        if self.pending == 0 {
-            return true;
-        }
-        let pending = std::mem::take(&mut self.pending);
-        stats.rx_packets += pending as u64;
-        match tun.write_packets(&mut self.tun_slots[..pending], TUN_WRITE_OFFSET) {
-            Ok(_) => true,
-            Err(error) if is_device_gone(&error) => false,
-            Err(error) => {
-                stats.tun_write_errors += 1;
-                tracing::trace!(%error, "TUN write failed");
+        match tun.flush_writes(&mut self.storage) {
+            Ok(outcome) => {
+                stats.rx_packets += outcome.written as u64;
+                stats.tun_write_errors += outcome.lost as u64;
+                stats.tun_writes += outcome.writes as u64;
                 true
             }
+            Err(_) => false,
         }
     }
 }
@@ -344,12 +330,4 @@ impl Default for Inbound {
     fn default() -> Self {
         Self::new()
     }
-}
-
-/// The interface was deleted under us (`ip link del`).
-fn is_device_gone(error: &io::Error) -> bool {
-    matches!(
-        error.raw_os_error(),
-        Some(libc::EBADFD) | Some(libc::ENODEV)
-    )
 }

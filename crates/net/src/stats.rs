@@ -5,7 +5,10 @@
 pub struct DataStats {
     pub tun_reads: u64,
     pub tun_read_errors: u64,
+    /// Packets lost to failed TUN writes.
     pub tun_write_errors: u64,
+    /// TUN write calls; fewer than `rx_packets` when packets were merged.
+    pub tun_writes: u64,
     pub tx_packets: u64,
     pub rx_packets: u64,
     pub rx_datagrams: u64,

@@ -49,6 +49,7 @@ pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
         ("rx_packets", data.rx_packets),
         ("rx_datagrams", data.rx_datagrams),
         ("tun_reads", data.tun_reads),
+        ("tun_writes", data.tun_writes),
         ("udp_sends", data.udp_sends),
         ("udp_recvs", data.udp_recvs),
         ("tun_read_errors", data.tun_read_errors),

@@ -1,0 +1,441 @@
+//! The property that matters: cutting each written super-packet the way
+//! the kernel does (by `gso_size`, headers copied, lengths, sequence
+//! numbers and checksums redone) gives back exactly the packets pushed,
+//! in an order that keeps every flow in sequence.
+
+use super::*;
+
+const A4: [u8; 4] = [198, 19, 0, 1];
+const B4: [u8; 4] = [198, 19, 0, 2];
+const A6: [u8; 16] = [0xfd, 0, 0x19, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+const B6: [u8; 16] = [0xfd, 0, 0x19, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+
+#[derive(Clone)]
+struct Tcp {
+    v6: bool,
+    src_port: u16,
+    seq: u32,
+    ack: u32,
+    flags: u8,
+    window: u16,
+    options: Vec<u8>,
+    payload: Vec<u8>,
+    ip_id: u16,
+}
+
+impl Tcp {
+    fn data(seq: u32, len: usize) -> Self {
+        Self {
+            v6: false,
+            src_port: 40_000,
+            seq,
+            ack: 7,
+            flags: TCP_ACK,
+            window: 500,
+            options: vec![1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2],
+            payload: (0..len).map(|i| (seq as usize + i) as u8).collect(),
+            ip_id: 0,
+        }
+    }
+
+    fn build(&self) -> Vec<u8> {
+        let mut tcp = Vec::new();
+        tcp.extend_from_slice(&self.src_port.to_be_bytes());
+        tcp.extend_from_slice(&5201u16.to_be_bytes());
+        tcp.extend_from_slice(&self.seq.to_be_bytes());
+        tcp.extend_from_slice(&self.ack.to_be_bytes());
+        tcp.push((((20 + self.options.len()) / 4) << 4) as u8);
+        tcp.push(self.flags);
+        tcp.extend_from_slice(&self.window.to_be_bytes());
+        tcp.extend_from_slice(&[0, 0, 0, 0]);
+        tcp.extend_from_slice(&self.options);
+        tcp.extend_from_slice(&self.payload);
+        ip_packet(self.v6, PROTO_TCP, self.ip_id, tcp)
+    }
+}
+
+fn udp_packet(v6: bool, src_port: u16, payload_len: usize, ip_id: u16) -> Vec<u8> {
+    let mut udp = Vec::new();
+    udp.extend_from_slice(&src_port.to_be_bytes());
+    udp.extend_from_slice(&9u16.to_be_bytes());
+    udp.extend_from_slice(&((8 + payload_len) as u16).to_be_bytes());
+    udp.extend_from_slice(&[0, 0]);
+    udp.extend((0..payload_len).map(|i| (i as u8) ^ (ip_id as u8)));
+    ip_packet(v6, PROTO_UDP, ip_id, udp)
+}
+
+/// An IP packet around `transport`, with correct IP and transport checksums.
+fn ip_packet(v6: bool, protocol: u8, ip_id: u16, mut transport: Vec<u8>) -> Vec<u8> {
+    let checksum_at = if protocol == PROTO_TCP { 16 } else { 6 };
+    let addresses: Vec<u8> = if v6 {
+        [A6, B6].concat()
+    } else {
+        [A4, B4].concat()
+    };
+    let sum = sum_words(
+        &transport,
+        sum_words(&addresses, u32::from(protocol) + transport.len() as u32),
+    );
+    transport[checksum_at..checksum_at + 2].copy_from_slice(&(!fold(sum)).to_be_bytes());
+    let mut packet = if v6 {
+        let mut header = vec![0x60, 0, 0, 0];
+        header.extend_from_slice(&(transport.len() as u16).to_be_bytes());
+        header.extend_from_slice(&[protocol, 64]);
+        header.extend_from_slice(&addresses);
+        header
+    } else {
+        let mut header = vec![0x45, 0];
+        header.extend_from_slice(&((20 + transport.len()) as u16).to_be_bytes());
+        header.extend_from_slice(&ip_id.to_be_bytes());
+        header.extend_from_slice(&[0x40, 0, 64, protocol, 0, 0]);
+        header.extend_from_slice(&addresses);
+        let checksum = !fold(sum_words(&header, 0));
+        header[10..12].copy_from_slice(&checksum.to_be_bytes());
+        header
+    };
+    packet.extend_from_slice(&transport);
+    packet
+}
+
+/// What the kernel makes of one write: the packets it segments it into.
+fn segment_like_the_kernel(write: &Write<'_>, buffer: &[u8]) -> Vec<Vec<u8>> {
+    let mut whole = buffer[write.first.clone()].to_vec();
+    for payload in write.payloads.clone_ranges() {
+        whole.extend_from_slice(&buffer[payload]);
+    }
+    let header = write.header;
+    let field = |index: usize| {
+        usize::from(u16::from_ne_bytes([
+            header[2 + 2 * index],
+            header[3 + 2 * index],
+        ]))
+    };
+    if header[1] == VIRTIO_GSO_NONE {
+        assert_eq!(header, [0; VIRTIO_HEADER_LEN]);
+        assert_eq!(write.packets, 1);
+        return vec![whole];
+    }
+    assert_eq!(header[0], VIRTIO_F_NEEDS_CSUM);
+    let (header_len, gso_size, ip_len, checksum_offset) = (field(0), field(1), field(2), field(3));
+    let v6 = whole[0] >> 4 == 6;
+    let addresses = if v6 { 8..40 } else { 12..20 };
+    // The kernel completes the checksum from the pseudo-header sum we left:
+    // check that it is the right one.
+    let l4_len = whole.len() - ip_len;
+    let protocol = whole[if v6 { 6 } else { 9 }];
+    let pseudo = fold(sum_words(
+        &whole[addresses.clone()],
+        u32::from(protocol) + l4_len as u32,
+    ));
+    assert_eq!(be16(&whole, ip_len + checksum_offset), pseudo);
+    if !v6 {
+        assert_eq!(
+            fold(sum_words(&whole[..20], 0)),
+            0xffff,
+            "IPv4 header checksum"
+        );
+        assert_eq!(usize::from(be16(&whole, 2)), whole.len());
+    } else {
+        assert_eq!(usize::from(be16(&whole, 4)), whole.len() - 40);
+    }
+    let tcp = header[1] != VIRTIO_GSO_UDP_L4;
+    let payload = &whole[header_len..];
+    let chunks: Vec<&[u8]> = payload.chunks(gso_size).collect();
+    assert_eq!(chunks.len(), write.packets);
+    chunks
+        .iter()
+        .enumerate()
+        .map(|(index, chunk)| {
+            let mut packet = whole[..header_len].to_vec();
+            packet.extend_from_slice(chunk);
+            let total = packet.len();
+            if v6 {
+                packet[4..6].copy_from_slice(&((total - 40) as u16).to_be_bytes());
+            } else {
+                packet[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+                let id = be16(&packet, 4).wrapping_add(index as u16);
+                packet[4..6].copy_from_slice(&id.to_be_bytes());
+                packet[10..12].copy_from_slice(&[0, 0]);
+                let checksum = !fold(sum_words(&packet[..20], 0));
+                packet[10..12].copy_from_slice(&checksum.to_be_bytes());
+            }
+            if tcp {
+                let seq = be32(&packet, ip_len + 4).wrapping_add((index * gso_size) as u32);
+                packet[ip_len + 4..ip_len + 8].copy_from_slice(&seq.to_be_bytes());
+                if index + 1 < chunks.len() {
+                    packet[ip_len + 13] &= !TCP_PSH;
+                }
+            } else {
+                packet[ip_len + 4..ip_len + 6]
+                    .copy_from_slice(&((total - ip_len) as u16).to_be_bytes());
+            }
+            let at = ip_len + checksum_offset;
+            packet[at..at + 2].copy_from_slice(&[0, 0]);
+            let sum = sum_words(
+                &packet[ip_len..],
+                sum_words(
+                    &packet[addresses.clone()],
+                    u32::from(protocol) + (total - ip_len) as u32,
+                ),
+            );
+            packet[at..at + 2].copy_from_slice(&(!fold(sum)).to_be_bytes());
+            packet
+        })
+        .collect()
+}
+
+impl PayloadRanges<'_> {
+    fn clone_ranges(&self) -> PayloadRanges<'_> {
+        PayloadRanges {
+            parts: self.parts,
+            next: self.next,
+        }
+    }
+}
+
+/// Pushes `packets` from one buffer (with gaps, as in a receive buffer)
+/// and returns what the writes carry: per write, its packet count and the
+/// packets the kernel would make of it.
+fn coalesce(packets: &[Vec<u8>], merge_udp: bool) -> Vec<Vec<Vec<u8>>> {
+    let mut buffer = Vec::new();
+    let mut ranges = Vec::new();
+    for packet in packets {
+        buffer.extend_from_slice(&[0xee; 48]);
+        ranges.push(buffer.len()..buffer.len() + packet.len());
+        buffer.extend_from_slice(packet);
+    }
+    let mut coalescer = Coalescer::new(true, merge_udp);
+    for range in ranges {
+        coalescer.push(&buffer, range);
+    }
+    assert_eq!(coalescer.packets(), packets.len());
+    coalescer.finish(&mut buffer);
+    let writes: Vec<Vec<Vec<u8>>> = coalescer
+        .writes()
+        .map(|write| segment_like_the_kernel(&write, &buffer))
+        .collect();
+    coalescer.clear();
+    assert_eq!(coalescer.packets(), 0);
+    writes
+}
+
+fn sizes(writes: &[Vec<Vec<u8>>]) -> Vec<usize> {
+    writes.iter().map(Vec::len).collect()
+}
+
+fn flatten(writes: Vec<Vec<Vec<u8>>>) -> Vec<Vec<u8>> {
+    writes.into_iter().flatten().collect()
+}
+
+fn stream(start: u32, segment: usize, count: usize) -> Vec<Tcp> {
+    (0..count)
+        .map(|index| Tcp::data(start + (index * segment) as u32, segment))
+        .collect()
+}
+
+/// The packets, with consecutive IPv4 IDs as a sender gives them (the
+/// kernel numbers the segments of a super-packet that way).
+fn built(segments: &[Tcp]) -> Vec<Vec<u8>> {
+    segments
+        .iter()
+        .enumerate()
+        .map(|(index, segment)| {
+            let mut segment = segment.clone();
+            segment.ip_id = index as u16;
+            segment.build()
+        })
+        .collect()
+}
+
+#[test]
+fn a_tcp_run_becomes_one_write_that_segments_back_into_the_same_packets() {
+    let mut segments = stream(1000, 1368, 10);
+    segments.push(Tcp::data(1000 + 13_680, 200));
+    segments.last_mut().unwrap().flags |= TCP_PSH;
+    let packets = built(&segments);
+    let writes = coalesce(&packets, true);
+    assert_eq!(sizes(&writes), [11]);
+    assert_eq!(flatten(writes), packets);
+}
+
+#[test]
+fn ipv6_tcp_merges_too() {
+    let mut segments = stream(5, 1348, 6);
+    for segment in &mut segments {
+        segment.v6 = true;
+    }
+    let packets = built(&segments);
+    let writes = coalesce(&packets, true);
+    assert_eq!(sizes(&writes), [6]);
+    assert_eq!(flatten(writes), packets);
+}
+
+#[test]
+fn a_sequence_gap_psh_or_short_segment_ends_a_group() {
+    let mut segments = stream(0, 1000, 3);
+    segments.push(Tcp::data(4000, 1000)); // gap: 3000 is missing
+    segments.push(Tcp::data(5000, 1000));
+    segments[4].flags |= TCP_PSH; // nothing may follow a PSH
+    segments.push(Tcp::data(6000, 500)); // shorter: last of its group
+    segments.push(Tcp::data(6500, 1000)); // larger than the one before
+    let packets = built(&segments);
+    let writes = coalesce(&packets, true);
+    assert_eq!(sizes(&writes), [3, 2, 1, 1]);
+    assert_eq!(flatten(writes), packets);
+}
+
+#[test]
+fn interleaved_flows_merge_each_and_keep_their_own_order() {
+    let first = built(&stream(0, 1000, 4));
+    let mut second = stream(90_000, 1000, 4);
+    for segment in &mut second {
+        segment.src_port = 40_001;
+    }
+    let second = built(&second);
+    let packets: Vec<Vec<u8>> = first
+        .iter()
+        .zip(&second)
+        .flat_map(|(a, b)| [a.clone(), b.clone()])
+        .collect();
+    let writes = coalesce(&packets, true);
+    assert_eq!(sizes(&writes), [4, 4]);
+    let out = flatten(writes);
+    assert_eq!(out[..4], first[..]);
+    assert_eq!(out[4..], second[..]);
+}
+
+#[test]
+fn headers_the_kernel_would_not_merge_start_a_new_group() {
+    let base = stream(0, 1000, 2);
+    let variants: [fn(&mut Tcp); 5] = [
+        |t| t.ack += 1,
+        |t| t.window += 1,
+        |t| t.options[11] += 1,
+        |t| t.options.truncate(8),
+        |t| t.src_port += 1,
+    ];
+    for change in variants {
+        let mut segments = base.clone();
+        change(&mut segments[1]);
+        let packets = built(&segments);
+        let writes = coalesce(&packets, true);
+        assert_eq!(sizes(&writes), [1, 1]);
+        assert_eq!(flatten(writes), packets);
+    }
+}
+
+#[test]
+fn packets_that_cannot_merge_go_out_alone_and_unchanged() {
+    let mut syn = Tcp::data(0, 0);
+    syn.flags = 0x02;
+    let pure_ack = Tcp::data(0, 0);
+    let mut fin = Tcp::data(0, 10);
+    fin.flags |= 0x01;
+    let mut with_ip_options = Tcp::data(0, 100).build();
+    with_ip_options[0] = 0x46;
+    let mut fragment = Tcp::data(0, 100).build();
+    fragment[6] = 0x20; // more fragments
+    let mut wrong_length = Tcp::data(0, 100).build();
+    wrong_length[3] ^= 1;
+    let icmp = ip_packet(false, 1, 1, vec![8, 0, 0, 0, 1, 2, 3, 4]);
+    let packets = vec![
+        syn.build(),
+        pure_ack.build(),
+        fin.build(),
+        with_ip_options,
+        fragment,
+        wrong_length,
+        icmp,
+        vec![0x45],
+        Vec::new(),
+        vec![0x60; 39],
+    ];
+    let writes = coalesce(&packets, true);
+    assert_eq!(sizes(&writes), vec![1; packets.len()]);
+    assert_eq!(flatten(writes), packets);
+}
+
+#[test]
+fn a_packet_sent_alone_is_not_overtaken_by_later_packets_between_the_same_hosts() {
+    let segments = built(&stream(0, 1000, 4));
+    let mut ack = Tcp::data(0, 0);
+    ack.src_port = 40_009;
+    let packets = vec![
+        segments[0].clone(),
+        segments[1].clone(),
+        ack.build(),
+        segments[2].clone(),
+        segments[3].clone(),
+    ];
+    let writes = coalesce(&packets, true);
+    assert_eq!(sizes(&writes), [2, 1, 2]);
+    assert_eq!(flatten(writes), packets);
+}
+
+#[test]
+fn udp_merges_only_when_the_kernel_takes_udp_gso() {
+    let mut packets: Vec<Vec<u8>> = (0..5).map(|id| udp_packet(false, 3000, 1200, id)).collect();
+    packets.push(udp_packet(false, 3000, 100, 5));
+    packets.push(udp_packet(true, 3000, 1200, 6));
+    packets.push(udp_packet(true, 3000, 1200, 7));
+    let writes = coalesce(&packets, true);
+    assert_eq!(sizes(&writes), [6, 2]);
+    assert_eq!(flatten(writes), packets);
+
+    let writes = coalesce(&packets, false);
+    assert_eq!(sizes(&writes), vec![1; packets.len()]);
+    assert_eq!(flatten(writes), packets);
+}
+
+#[test]
+fn groups_stay_within_64_kib_and_the_segment_limit() {
+    let packets = built(&stream(0, 1400, 100));
+    let writes = coalesce(&packets, true);
+    // 1400-byte payloads behind 52 bytes of headers: 46 fit in 65,535.
+    assert_eq!(sizes(&writes), [46, 46, 8]);
+    assert_eq!(flatten(writes), packets);
+
+    let packets = built(&stream(0, 100, 150));
+    let writes = coalesce(&packets, true);
+    assert_eq!(
+        sizes(&writes),
+        [MAX_SEGMENTS, MAX_SEGMENTS, 150 - 2 * MAX_SEGMENTS]
+    );
+    assert_eq!(flatten(writes), packets);
+}
+
+#[test]
+fn random_bytes_never_panic() {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let template = Tcp::data(0, 64).build();
+    for _ in 0..2000 {
+        let count = (next() % 8) as usize + 1;
+        let packets: Vec<Vec<u8>> = (0..count)
+            .map(|_| {
+                let mut packet = template.clone();
+                packet.truncate((next() % template.len() as u64) as usize + 1);
+                for _ in 0..(next() % 4) {
+                    let at = (next() as usize) % packet.len();
+                    packet[at] = next() as u8;
+                }
+                packet
+            })
+            .collect();
+        let mut buffer: Vec<u8> = packets.concat();
+        let mut coalescer = Coalescer::new(true, true);
+        let mut start = 0;
+        for packet in &packets {
+            coalescer.push(&buffer, start..start + packet.len());
+            start += packet.len();
+        }
+        coalescer.finish(&mut buffer);
+        let carried: usize = coalescer.writes().map(|write| write.packets).sum();
+        assert_eq!(carried, count);
+    }
+}

@@ -1,0 +1,233 @@
+//! The TUN device, with virtio-net offload when the kernel allows it.
+//!
+//! With offload on (`IFF_VNET_HDR` + `TUNSETOFFLOAD`), one read returns a
+//! TCP (or UDP) super-packet of up to 64 KiB that tun-rs splits into
+//! MTU-sized packets straight into our slots, and one write hands the
+//! kernel several same-flow packets merged into one ([`coalesce`], a
+//! `writev` straight from the receive buffer). Without offload, each read
+//! and write carries one packet. The choice is made once at start: if the
+//! kernel refuses offload, fjord logs it and runs without.
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+
+pub mod coalesce;
+
+use std::io::IoSlice;
+use std::ops::Range;
+
+use tun_rs::{DeviceBuilder, SyncDevice};
+
+use coalesce::{Coalescer, MAX_SEGMENTS};
+
+pub use tun_rs::{IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
+
+/// Largest read from the TUN device: a virtio header and a 64 KiB super-packet.
+pub const MAX_SUPER_PACKET: usize = VIRTIO_NET_HDR_LEN + 65_535;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TunError {
+    #[error("could not create TUN interface {name}: {source}")]
+    Create {
+        name: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("could not configure TUN interface {name} ({what}): {source}")]
+    Configure {
+        name: String,
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+}
+
+pub struct TunDevice {
+    device: SyncDevice,
+    name: String,
+    offload: bool,
+    pending: Coalescer,
+}
+
+impl TunDevice {
+    /// Creates interface `name` with `mtu`, trying offload first when asked.
+    pub fn create(name: &str, mtu: u16, want_offload: bool) -> Result<Self, TunError> {
+        let build = |offload: bool| {
+            DeviceBuilder::new()
+                .name(name)
+                .mtu(mtu)
+                .offload(offload)
+                .tx_queue_len(1000)
+                .build_sync()
+        };
+        let (device, offload) = match build(want_offload) {
+            Ok(device) => (device, want_offload),
+            Err(error) if want_offload => {
+                tracing::warn!(%error, interface = name, "TUN offload refused; running without it");
+                let device = build(false).map_err(|source| TunError::Create {
+                    name: name.to_string(),
+                    source,
+                })?;
+                (device, false)
+            }
+            Err(source) => {
+                return Err(TunError::Create {
+                    name: name.to_string(),
+                    source,
+                });
+            }
+        };
+        device
+            .set_nonblocking(true)
+            .map_err(|source| TunError::Configure {
+                name: name.to_string(),
+                what: "non-blocking mode",
+                source,
+            })?;
+        Ok(Self {
+            name: name.to_string(),
+            offload,
+            pending: Coalescer::new(offload, offload && device.udp_gso()),
+            device,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The interface's current MTU; fails once the interface has moved to
+    /// another network namespace (the lookup is by name in ours).
+    pub fn mtu(&self) -> io::Result<u16> {
+        self.device.mtu()
+    }
+
+    /// Whether reads return super-packets and writes coalesce.
+    pub fn offload(&self) -> bool {
+        self.offload
+    }
+
+    /// Reads one (super-)packet and splits it into `slots`, each packet at
+    /// `slots[i][offset..][..sizes[i]]`. Returns the number of packets.
+    /// `scratch` holds the raw read and must be [`MAX_SUPER_PACKET`] long.
+    pub fn read_packets(
+        &self,
+        scratch: &mut [u8],
+        slots: &mut [&mut [u8]],
+        sizes: &mut [usize],
+        offset: usize,
+    ) -> io::Result<usize> {
+        self.device.recv_multiple(scratch, slots, sizes, offset)
+    }
+
+    /// Queues the packet at `buffer[range]` for the next
+    /// [`TunDevice::flush_writes`]; `buffer` must not change until then.
+    pub fn queue_write(&mut self, buffer: &[u8], range: Range<usize>) {
+        self.pending.push(buffer, range);
+    }
+
+    /// Whether another packet can be queued before a flush.
+    pub fn has_write_room(&self) -> bool {
+        self.pending.has_room()
+    }
+
+    /// Writes the queued packets, merged where the kernel allows. Returns
+    /// how many packets were written and how many were lost to write
+    /// errors; fails only when the device is gone.
+    pub fn flush_writes(&mut self, buffer: &mut [u8]) -> io::Result<FlushOutcome> {
+        let mut outcome = FlushOutcome::default();
+        self.pending.finish(buffer);
+        let mut refused = None;
+        let mut gone = None;
+        for write in self.pending.writes() {
+            let mut slices = [IoSlice::new(&[]); MAX_SEGMENTS + 1];
+            let mut count = 0;
+            if self.offload {
+                slices[0] = IoSlice::new(&write.header);
+                count = 1;
+            }
+            for range in std::iter::once(write.first).chain(write.payloads) {
+                slices[count] = IoSlice::new(&buffer[range]);
+                count += 1;
+            }
+            outcome.writes += 1;
+            match self.writev(&slices[..count]) {
+                Ok(()) => outcome.written += write.packets,
+                Err(error) if is_device_gone(&error) => {
+                    gone = Some(error);
+                    break;
+                }
+                Err(error) => {
+                    outcome.lost += write.packets;
+                    if write.packets > 1 && error.raw_os_error() == Some(libc::EINVAL) {
+                        refused = Some((write.is_udp_gso, error));
+                    } else {
+                        tracing::trace!(%error, "TUN write failed");
+                    }
+                }
+            }
+        }
+        self.pending.clear();
+        if let Some(error) = gone {
+            return Err(error);
+        }
+        if let Some((udp, error)) = refused {
+            // Probed by use: a kernel that refuses merged writes refuses
+            // them every time, so stop merging for good.
+            if udp {
+                tracing::warn!(%error, interface = %self.name, "kernel refused a UDP GSO write to TUN; no longer merging UDP");
+                self.pending.disable_udp();
+            } else {
+                tracing::warn!(%error, interface = %self.name, "kernel refused a TCP GSO write to TUN; no longer merging");
+                self.pending = Coalescer::new(false, false);
+            }
+        }
+        Ok(outcome)
+    }
+
+    fn writev(&self, slices: &[IoSlice<'_>]) -> io::Result<()> {
+        loop {
+            // SAFETY: `IoSlice` is ABI-compatible with `iovec`, and every
+            // entry borrows a live buffer for the duration of the call.
+            let written = unsafe {
+                libc::writev(
+                    self.device.as_raw_fd(),
+                    slices.as_ptr().cast::<libc::iovec>(),
+                    slices.len() as libc::c_int,
+                )
+            };
+            if written >= 0 {
+                return Ok(());
+            }
+            let error = io::Error::last_os_error();
+            if error.kind() != io::ErrorKind::Interrupted {
+                return Err(error);
+            }
+        }
+    }
+}
+
+/// What one [`TunDevice::flush_writes`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlushOutcome {
+    /// Packets the kernel took.
+    pub written: usize,
+    /// Packets lost to failed writes.
+    pub lost: usize,
+    /// Write calls made.
+    pub writes: usize,
+}
+
+/// The interface was deleted under us (`ip link del`).
+pub fn is_device_gone(error: &io::Error) -> bool {
+    matches!(
+        error.raw_os_error(),
+        Some(libc::EBADFD) | Some(libc::ENODEV)
+    )
+}
+
+impl AsRawFd for TunDevice {
+    fn as_raw_fd(&self) -> RawFd {
+        self.device.as_raw_fd()
+    }
+}
