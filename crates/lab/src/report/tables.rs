@@ -232,7 +232,11 @@ fn grid(
 pub fn section_tables(section: &Section) -> Vec<Table> {
     let title = section.title();
     match section.kind {
-        TestKind::Rfc2544 | TestKind::Overload => vec![frame_rate_table(section, title)],
+        TestKind::Rfc2544 | TestKind::Overload => {
+            let mut tables = vec![frame_rate_table(section, title.clone())];
+            tables.extend(cost_table(section, &title));
+            tables
+        }
         TestKind::Rtt | TestKind::LatencyUnderLoad => vec![latency_table(section, title)],
         TestKind::TcpBulk => bulk_tables(section, title),
         TestKind::Imix => {
@@ -383,7 +387,7 @@ fn latency_table(section: &Section, title: String) -> Table {
 }
 
 /// TCP bulk goodput; with a theoretical goodput (long fat pipes) also the
-/// efficiency; and a second table of retransmits and CPU time if recorded.
+/// efficiency; and the [`cost_table`].
 fn bulk_tables(section: &Section, title: String) -> Vec<Table> {
     let goodput = |m: &Measurement| extra_f64(m, "theoretical_goodput_bits_per_sec");
     let all: Vec<&Measurement> = section
@@ -431,6 +435,14 @@ fn bulk_tables(section: &Section, title: String) -> Vec<Table> {
         &cell,
     )];
 
+    tables.extend(cost_table(section, &title));
+    tables
+}
+
+/// What carrying the traffic cost each system, if recorded: retransmits
+/// (TCP), the process CPU time of both tunnel endpoints, that CPU time per
+/// Gbit carried, and both endpoints' resident memory after the test.
+fn cost_table(section: &Section, title: &str) -> Option<Table> {
     let details = |m: &Measurement| {
         let mut parts = Vec::new();
         if let Some(retransmits) = extra_f64(m, "retransmits") {
@@ -439,23 +451,42 @@ fn bulk_tables(section: &Section, title: String) -> Vec<Table> {
         if let Some(cpu) = extra_f64(m, "cpu_seconds") {
             parts.push(format!("{} CPU", format::quantity(cpu, "s")));
         }
+        if let Some(per_gbit) = extra_f64(m, "cpu_seconds_per_gbit") {
+            parts.push(format!("{} s/Gbit", format::plain(per_gbit)));
+        }
+        if let Some(rss) = extra_f64(m, "rss_bytes") {
+            parts.push(format!(
+                "{} MiB RSS",
+                format::plain(rss / (1024.0 * 1024.0))
+            ));
+        }
         parts
     };
-    if all.iter().any(|m| !details(m).is_empty()) {
-        let cell = |row: &Row, index: usize, _: usize| match row.cells[index].map(details) {
-            Some(parts) if !parts.is_empty() => parts.join(" · "),
-            _ => MISSING.to_string(),
-        };
-        let mut table = grid(
-            section,
-            format!("{title}: retransmits and CPU time"),
-            caption(section, &[]),
-            &[],
-            &[""],
-            &cell,
-        );
-        table.notes.clear();
-        tables.push(table);
+    let recorded = section
+        .rows
+        .iter()
+        .flat_map(|r| r.cells.iter().flatten())
+        .any(|m| !details(m).is_empty());
+    if !recorded {
+        return None;
     }
-    tables
+    let cell = |row: &Row, index: usize, _: usize| match row.cells[index].map(details) {
+        Some(parts) if !parts.is_empty() => parts.join(" · "),
+        _ => MISSING.to_string(),
+    };
+    let explained = [
+        "CPU = user + system time of both endpoints' processes; s/Gbit = that \
+         CPU time per Gbit carried; RSS = both endpoints' resident memory at the end"
+            .to_string(),
+    ];
+    let mut table = grid(
+        section,
+        format!("{title}: cost"),
+        caption(section, &explained),
+        &[],
+        &[""],
+        &cell,
+    );
+    table.notes.clear();
+    Some(table)
 }
