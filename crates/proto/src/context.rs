@@ -54,6 +54,7 @@ pub(crate) struct Context {
     /// which every handshake is refused.
     pub identity: Option<StaticIdentity>,
     pub rng: Box<dyn Rng + Send>,
+    pub jitter_state: JitterSource,
     /// Receiver index → owning peer, for every index a session or an
     /// in-flight initiation of ours uses.
     pub indices: HashMap<u32, PeerId>,
@@ -81,8 +82,8 @@ impl Context {
     }
 
     pub fn jitter(&mut self) -> Duration {
-        let max_ms = MAX_TIMER_JITTER.as_millis() as u32;
-        Duration::from_millis(u64::from(self.rng.next_u32() % max_ms))
+        let max_ms = MAX_TIMER_JITTER.as_millis() as u64;
+        Duration::from_millis(self.jitter_state.next() % max_ms)
     }
 
     pub fn timestamp(&self, now: Instant) -> Tai64N {
@@ -95,5 +96,56 @@ impl Context {
 
     pub fn send(&mut self, destination: SocketAddr, bytes: Vec<u8>) {
         self.transmits.push_back(Outgoing { destination, bytes });
+    }
+}
+
+/// Timer jitter only has to keep peers from acting in lockstep, not be
+/// secret, and it is drawn on the data path (after a send that follows a
+/// receive): a xorshift64* seeded once from the secure generator saves a
+/// `getrandom` call per draw.
+pub(crate) struct JitterSource(u64);
+
+impl JitterSource {
+    pub fn seeded(rng: &mut (dyn Rng + Send)) -> Self {
+        let mut seed = [0; 8];
+        rng.fill_bytes(&mut seed);
+        // Zero is xorshift's one fixed point.
+        Self(u64::from_le_bytes(seed) | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Zeros;
+
+    impl Rng for Zeros {
+        fn fill_bytes(&mut self, dest: &mut [u8]) {
+            dest.fill(0);
+        }
+    }
+
+    #[test]
+    fn jitter_spreads_over_its_whole_range_even_from_a_zero_seed() {
+        let mut source = JitterSource::seeded(&mut Zeros);
+        let max_ms = MAX_TIMER_JITTER.as_millis() as u64;
+        let mut buckets = [0u32; 10];
+        for _ in 0..10_000 {
+            let ms = source.next() % max_ms;
+            buckets[(ms * 10 / max_ms) as usize] += 1;
+        }
+        // Each tenth of the range gets roughly its share (1,000).
+        assert!(
+            buckets.iter().all(|&n| (800..1200).contains(&n)),
+            "{buckets:?}"
+        );
     }
 }

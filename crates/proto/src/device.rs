@@ -30,7 +30,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::context::{Context, Rng, WallClock};
+use crate::context::{Context, JitterSource, Rng, WallClock};
 use crate::cookie::{CookieChecker, MacLayout};
 use crate::handshake::{self, RemoteKeys, StaticIdentity};
 use crate::keys::{PresharedKey, PrivateKey, PublicKey};
@@ -126,10 +126,13 @@ impl Device {
         let cookie_checker = identity
             .as_ref()
             .map(|i| CookieChecker::new(i.public_key()));
+        let mut rng = rng;
+        let jitter_state = JitterSource::seeded(rng.as_mut());
         Self {
             ctx: Context {
                 identity,
                 rng,
+                jitter_state,
                 indices: HashMap::new(),
                 transmits: VecDeque::new(),
                 events: VecDeque::new(),
