@@ -4,11 +4,13 @@
 //! Outbound (TUN → UDP):
 //!
 //! ```text
-//! TUN read (one super-packet) ─ split by tun-rs into slots of one contiguous
-//! area, each packet at slot[16..] ─ route + seal in place (header before,
-//! padding and tag after) ─ runs of full-size datagrams to one peer leave
-//! in one UDP GSO send (slot stride = MTU + 32 = a full datagram, so the
-//! sealed slots are already laid out as GSO segments)
+//! TUN reads (each one packet or a super-packet, several per turn) ─ split
+//! by tun-rs into slots of one contiguous area, each packet at slot[16..] ─
+//! route + seal in place (header before, padding and tag after) ─ after
+//! the turn's reads, runs of equal-length datagrams to one peer leave in
+//! one UDP GSO send each: full-size ones where they lie (slot stride =
+//! MTU + 32 = a full datagram, so the slots are already GSO segments),
+//! shorter ones packed together first
 //! ```
 //!
 //! Inbound (UDP → TUN):
@@ -54,12 +56,25 @@ pub enum Drained {
     DeviceGone,
 }
 
-/// A run of sealed slots going to one destination in one send.
+/// Slots in the outbound area: room for one more full read (a super-packet
+/// needs up to [`IDEAL_BATCH_SIZE`] slots) after the sends were deferred.
+const OUTBOUND_SLOTS: usize = 2 * IDEAL_BATCH_SIZE;
+
+/// A run of sealed datagrams to one destination, all of one length but
+/// perhaps the last shorter: one GSO send.
 struct GsoRun {
     destination: std::net::SocketAddr,
     first_slot: usize,
     count: usize,
+    segment: usize,
     last_len: usize,
+}
+
+/// What sealing a slot produced: the datagram length and where it goes.
+#[derive(Clone, Copy)]
+struct Sealed {
+    len: usize,
+    destination: std::net::SocketAddr,
 }
 
 pub struct Outbound {
@@ -67,6 +82,12 @@ pub struct Outbound {
     area: Vec<u8>,
     stride: usize,
     sizes: [usize; IDEAL_BATCH_SIZE],
+    /// Per slot, the sealed datagram waiting to be sent (`None`: dropped).
+    sealed: Vec<Option<Sealed>>,
+    /// Slots in use since the last send.
+    filled: usize,
+    /// Where runs of short datagrams are packed together for one GSO send.
+    packed: Vec<u8>,
 }
 
 impl Outbound {
@@ -76,24 +97,30 @@ impl Outbound {
             area: Vec::new(),
             stride: 0,
             sizes: [0; IDEAL_BATCH_SIZE],
+            sealed: vec![None; OUTBOUND_SLOTS],
+            filled: 0,
+            packed: vec![0; MAX_GSO_BYTES],
         };
         outbound.set_mtu(mtu);
         outbound
     }
 
     /// Re-cuts the slot area for a new MTU: a slot holds exactly one
-    /// full-size sealed datagram, which is what lets runs of slots go out
-    /// as one GSO send.
+    /// full-size sealed datagram, which is what lets runs of full slots go
+    /// out as one GSO send where they lie. Call with no sends pending.
     pub fn set_mtu(&mut self, mtu: usize) {
+        debug_assert_eq!(self.filled, 0, "sends pending while re-cutting slots");
         self.stride = mtu + SEAL_OVERHEAD;
-        self.area.resize(self.stride * IDEAL_BATCH_SIZE, 0);
+        self.area.resize(self.stride * OUTBOUND_SLOTS, 0);
     }
 
     pub fn mtu(&self) -> usize {
         self.stride - SEAL_OVERHEAD
     }
 
-    /// Reads, seals and sends up to `max_batches` TUN reads.
+    /// Reads and seals up to `max_batches` TUN reads, sending what they
+    /// produced after the last one (or when the slots run out), so that
+    /// single small packets read one by one still leave in few sends.
     pub fn drain(
         &mut self,
         now: Instant,
@@ -104,8 +131,11 @@ impl Outbound {
         max_batches: usize,
     ) -> Drained {
         for _ in 0..max_batches {
+            if self.filled > OUTBOUND_SLOTS - IDEAL_BATCH_SIZE {
+                self.send_sealed(udp, stats);
+            }
             let stride = self.stride;
-            let mut chunks = self.area.chunks_exact_mut(stride);
+            let mut chunks = self.area[self.filled * stride..].chunks_exact_mut(stride);
             let mut slots: [&mut [u8]; IDEAL_BATCH_SIZE] =
                 std::array::from_fn(|_| chunks.next().unwrap_or_default());
             let read = tun.read_packets(
@@ -117,9 +147,15 @@ impl Outbound {
             let count = match read {
                 Ok(count) => count,
                 Err(error) => match error.kind() {
-                    io::ErrorKind::WouldBlock => return Drained::Empty,
+                    io::ErrorKind::WouldBlock => {
+                        self.send_sealed(udp, stats);
+                        return Drained::Empty;
+                    }
                     io::ErrorKind::Interrupted => continue,
-                    _ if is_device_gone(&error) => return Drained::DeviceGone,
+                    _ if is_device_gone(&error) => {
+                        self.send_sealed(udp, stats);
+                        return Drained::DeviceGone;
+                    }
                     _ if error.to_string().contains("overflows bufs element") => {
                         // A packet longer than our MTU: the MTU grew where we
                         // cannot see it (interface moved to another namespace).
@@ -127,6 +163,7 @@ impl Outbound {
                         // after this one packet.
                         stats.tun_read_errors += 1;
                         tracing::warn!(%error, "TUN packet longer than the known MTU; using 64 KiB slots");
+                        self.send_sealed(udp, stats);
                         self.set_mtu(65_535);
                         continue;
                     }
@@ -138,70 +175,85 @@ impl Outbound {
                 },
             };
             stats.tun_reads += 1;
-            self.seal_and_send(now, node, udp, stats, count);
+            for index in 0..count {
+                let slot_index = self.filled + index;
+                let slot = &mut self.area[slot_index * stride..(slot_index + 1) * stride];
+                self.sealed[slot_index] = match node.handle_tun_packet(now, slot, self.sizes[index])
+                {
+                    Sent::Sealed { len, destination } => {
+                        stats.tx_packets += 1;
+                        Some(Sealed { len, destination })
+                    }
+                    _ => None,
+                };
+            }
+            self.filled += count;
         }
+        self.send_sealed(udp, stats);
         Drained::MoreWaiting
     }
 
-    fn seal_and_send(
-        &mut self,
-        now: Instant,
-        node: &mut Node,
-        udp: &UdpTransport,
-        stats: &mut DataStats,
-        count: usize,
-    ) {
-        let stride = self.stride;
-        // One GSO send is one UDP datagram to the kernel, so it must fit
-        // the 16-bit length field (behind an IPv4 header, the tighter case).
-        let max_segments = if stride <= MAX_GSO_SEGMENT {
-            udp.max_gso_segments().min(MAX_GSO_BYTES / stride).max(1)
-        } else {
-            1
-        };
+    /// Sends every sealed slot, runs of equal-length datagrams to one
+    /// destination as one GSO send each, in slot order.
+    fn send_sealed(&mut self, udp: &UdpTransport, stats: &mut DataStats) {
+        let max_segments = udp.max_gso_segments();
         let mut run: Option<GsoRun> = None;
-        for index in 0..count {
-            let slot = &mut self.area[index * stride..(index + 1) * stride];
-            let outcome = node.handle_tun_packet(now, slot, self.sizes[index]);
-            let Sent::Sealed { len, destination } = outcome else {
-                if let Some(done) = run.take() {
-                    self.send_run(udp, stats, &done);
-                }
+        for index in 0..std::mem::take(&mut self.filled) {
+            let Some(Sealed { len, destination }) = self.sealed[index].take() else {
                 continue;
             };
-            stats.tx_packets += 1;
-            match run.as_mut() {
-                Some(current)
-                    if current.destination == destination
-                        && current.last_len == stride
-                        && current.count < max_segments =>
-                {
+            if let Some(current) = run.as_mut() {
+                // The kernel cuts a GSO send into equal segments with a
+                // shorter last one; each send is one UDP datagram to it,
+                // so it must fit the 16-bit length behind an IPv4 header.
+                let joins = current.destination == destination
+                    && current.last_len == current.segment
+                    && len <= current.segment
+                    && current.segment <= MAX_GSO_SEGMENT
+                    && current.count < max_segments
+                    && (current.count + 1) * current.segment <= MAX_GSO_BYTES;
+                if joins {
                     current.count += 1;
                     current.last_len = len;
+                    continue;
                 }
-                _ => {
-                    if let Some(done) = run.take() {
-                        self.send_run(udp, stats, &done);
-                    }
-                    run = Some(GsoRun {
-                        destination,
-                        first_slot: index,
-                        count: 1,
-                        last_len: len,
-                    });
-                }
+                self.send_run(udp, stats, current);
             }
+            run = Some(GsoRun {
+                destination,
+                first_slot: index,
+                count: 1,
+                segment: len,
+                last_len: len,
+            });
         }
         if let Some(done) = run.take() {
             self.send_run(udp, stats, &done);
         }
     }
 
-    fn send_run(&self, udp: &UdpTransport, stats: &mut DataStats, run: &GsoRun) {
+    fn send_run(&mut self, udp: &UdpTransport, stats: &mut DataStats, run: &GsoRun) {
+        let segment = (run.count > 1).then_some(run.segment);
         let start = run.first_slot * self.stride;
-        let end = start + (run.count - 1) * self.stride + run.last_len;
-        let segment = (run.count > 1).then_some(self.stride);
-        send_blocking(udp, run.destination, &self.area[start..end], segment, stats);
+        let contents = if run.count == 1 || run.segment == self.stride {
+            // Full-size datagrams already lie one stride apart, as GSO wants them.
+            &self.area[start..start + (run.count - 1) * self.stride + run.last_len]
+        } else {
+            // Shorter ones are packed together first (a small copy).
+            let mut at = 0;
+            for index in 0..run.count {
+                let len = if index + 1 == run.count {
+                    run.last_len
+                } else {
+                    run.segment
+                };
+                let slot = start + index * self.stride;
+                self.packed[at..at + len].copy_from_slice(&self.area[slot..slot + len]);
+                at += len;
+            }
+            &self.packed[..at]
+        };
+        send_blocking(udp, run.destination, contents, segment, stats);
         stats.udp_sends += 1;
     }
 }
