@@ -118,9 +118,10 @@ impl Outbound {
         self.stride - SEAL_OVERHEAD
     }
 
-    /// Reads and seals up to `max_batches` TUN reads, sending what they
-    /// produced after the last one (or when the slots run out), so that
-    /// single small packets read one by one still leave in few sends.
+    /// Reads and seals up to `max_batches` TUN reads. A super-packet leaves
+    /// at once; single packets wait for the turn's last read (or for the
+    /// next super-packet), so that small packets read one by one still
+    /// leave in few sends.
     pub fn drain(
         &mut self,
         now: Instant,
@@ -188,6 +189,11 @@ impl Outbound {
                 };
             }
             self.filled += count;
+            if count > 1 {
+                // A super-packet is a GSO send by itself; sending it now
+                // lets the peer start on it while we read the next one.
+                self.send_sealed(udp, stats);
+            }
         }
         self.send_sealed(udp, stats);
         Drained::MoreWaiting
