@@ -20,9 +20,7 @@
 
 use std::ops::Range;
 
-/// `struct virtio_net_hdr` (without `num_buffers`), the prefix of every
-/// TUN read and write when offload is on.
-pub const VIRTIO_HEADER_LEN: usize = 10;
+use tun_rs::{VIRTIO_NET_HDR_LEN, checksum};
 const VIRTIO_F_NEEDS_CSUM: u8 = 1;
 const VIRTIO_GSO_NONE: u8 = 0;
 const VIRTIO_GSO_TCPV4: u8 = 1;
@@ -96,7 +94,7 @@ struct Part {
 /// One write to hand the kernel: a virtio header and the buffer ranges
 /// that follow it.
 pub struct Write<'a> {
-    pub header: [u8; VIRTIO_HEADER_LEN],
+    pub header: [u8; VIRTIO_NET_HDR_LEN],
     pub first: Range<usize>,
     pub payloads: PayloadRanges<'a>,
     /// How many packets the write carries.
@@ -425,8 +423,8 @@ fn finish_headers(group: &Group, first: &mut [u8]) {
     } else {
         first[2..4].copy_from_slice(&(total as u16).to_be_bytes());
         first[10..12].copy_from_slice(&[0, 0]);
-        let checksum = !fold(sum_words(&first[..20], 0));
-        first[10..12].copy_from_slice(&checksum.to_be_bytes());
+        let header_checksum = !checksum(&first[..20], 0);
+        first[10..12].copy_from_slice(&header_checksum.to_be_bytes());
     }
     let l4 = group.ip_header_len;
     let (protocol, checksum_at) = if group.kind.is_udp() {
@@ -439,12 +437,12 @@ fn finish_headers(group: &Group, first: &mut [u8]) {
         (PROTO_TCP, l4 + 16)
     };
     let addresses = if group.kind.is_v6() { 8..40 } else { 12..20 };
-    let pseudo = sum_words(&first[addresses], u32::from(protocol) + l4_len as u32);
-    first[checksum_at..checksum_at + 2].copy_from_slice(&fold(pseudo).to_be_bytes());
+    let pseudo = checksum(&first[addresses], u64::from(protocol) + l4_len as u64);
+    first[checksum_at..checksum_at + 2].copy_from_slice(&pseudo.to_be_bytes());
 }
 
-fn virtio_header(group: &Group) -> [u8; VIRTIO_HEADER_LEN] {
-    let mut header = [0; VIRTIO_HEADER_LEN];
+fn virtio_header(group: &Group) -> [u8; VIRTIO_NET_HDR_LEN] {
+    let mut header = [0; VIRTIO_NET_HDR_LEN];
     if group.segments == 1 {
         header[1] = VIRTIO_GSO_NONE;
         return header;
@@ -468,29 +466,6 @@ fn virtio_header(group: &Group) -> [u8; VIRTIO_HEADER_LEN] {
         header[2 + 2 * index..4 + 2 * index].copy_from_slice(&field.to_ne_bytes());
     }
     header
-}
-
-/// One's-complement sum of big-endian 16-bit words, unfolded.
-fn sum_words(bytes: &[u8], initial: u32) -> u32 {
-    let mut sum = u64::from(initial);
-    let mut chunks = bytes.chunks_exact(2);
-    for word in &mut chunks {
-        sum += u64::from(u16::from_be_bytes([word[0], word[1]]));
-    }
-    if let [last] = chunks.remainder() {
-        sum += u64::from(*last) << 8;
-    }
-    while sum > 0xffff_ffff {
-        sum = (sum & 0xffff_ffff) + (sum >> 32);
-    }
-    sum as u32
-}
-
-fn fold(mut sum: u32) -> u16 {
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
 }
 
 #[cfg(test)]

@@ -187,21 +187,9 @@ impl TunDevice {
 
     fn writev(&self, slices: &[IoSlice<'_>]) -> io::Result<()> {
         loop {
-            // SAFETY: `IoSlice` is ABI-compatible with `iovec`, and every
-            // entry borrows a live buffer for the duration of the call.
-            let written = unsafe {
-                libc::writev(
-                    self.device.as_raw_fd(),
-                    slices.as_ptr().cast::<libc::iovec>(),
-                    slices.len() as libc::c_int,
-                )
-            };
-            if written >= 0 {
-                return Ok(());
-            }
-            let error = io::Error::last_os_error();
-            if error.kind() != io::ErrorKind::Interrupted {
-                return Err(error);
+            match self.device.send_vectored(slices) {
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                result => return result.map(drop),
             }
         }
     }

@@ -4,6 +4,7 @@
 //! in an order that keeps every flow in sequence.
 
 use super::*;
+use tun_rs::checksum_no_fold;
 
 const A4: [u8; 4] = [198, 19, 0, 1];
 const B4: [u8; 4] = [198, 19, 0, 2];
@@ -72,11 +73,11 @@ fn ip_packet(v6: bool, protocol: u8, ip_id: u16, mut transport: Vec<u8>) -> Vec<
     } else {
         [A4, B4].concat()
     };
-    let sum = sum_words(
+    let sum = checksum(
         &transport,
-        sum_words(&addresses, u32::from(protocol) + transport.len() as u32),
+        checksum_no_fold(&addresses, u64::from(protocol) + transport.len() as u64),
     );
-    transport[checksum_at..checksum_at + 2].copy_from_slice(&(!fold(sum)).to_be_bytes());
+    transport[checksum_at..checksum_at + 2].copy_from_slice(&(!sum).to_be_bytes());
     let mut packet = if v6 {
         let mut header = vec![0x60, 0, 0, 0];
         header.extend_from_slice(&(transport.len() as u16).to_be_bytes());
@@ -89,8 +90,8 @@ fn ip_packet(v6: bool, protocol: u8, ip_id: u16, mut transport: Vec<u8>) -> Vec<
         header.extend_from_slice(&ip_id.to_be_bytes());
         header.extend_from_slice(&[0x40, 0, 64, protocol, 0, 0]);
         header.extend_from_slice(&addresses);
-        let checksum = !fold(sum_words(&header, 0));
-        header[10..12].copy_from_slice(&checksum.to_be_bytes());
+        let header_checksum = !checksum(&header, 0);
+        header[10..12].copy_from_slice(&header_checksum.to_be_bytes());
         header
     };
     packet.extend_from_slice(&transport);
@@ -111,7 +112,7 @@ fn segment_like_the_kernel(write: &Write<'_>, buffer: &[u8]) -> Vec<Vec<u8>> {
         ]))
     };
     if header[1] == VIRTIO_GSO_NONE {
-        assert_eq!(header, [0; VIRTIO_HEADER_LEN]);
+        assert_eq!(header, [0; VIRTIO_NET_HDR_LEN]);
         assert_eq!(write.packets, 1);
         return vec![whole];
     }
@@ -123,17 +124,13 @@ fn segment_like_the_kernel(write: &Write<'_>, buffer: &[u8]) -> Vec<Vec<u8>> {
     // check that it is the right one.
     let l4_len = whole.len() - ip_len;
     let protocol = whole[if v6 { 6 } else { 9 }];
-    let pseudo = fold(sum_words(
+    let pseudo = checksum(
         &whole[addresses.clone()],
-        u32::from(protocol) + l4_len as u32,
-    ));
+        u64::from(protocol) + l4_len as u64,
+    );
     assert_eq!(be16(&whole, ip_len + checksum_offset), pseudo);
     if !v6 {
-        assert_eq!(
-            fold(sum_words(&whole[..20], 0)),
-            0xffff,
-            "IPv4 header checksum"
-        );
+        assert_eq!(checksum(&whole[..20], 0), 0xffff, "IPv4 header checksum");
         assert_eq!(usize::from(be16(&whole, 2)), whole.len());
     } else {
         assert_eq!(usize::from(be16(&whole, 4)), whole.len() - 40);
@@ -156,8 +153,8 @@ fn segment_like_the_kernel(write: &Write<'_>, buffer: &[u8]) -> Vec<Vec<u8>> {
                 let id = be16(&packet, 4).wrapping_add(index as u16);
                 packet[4..6].copy_from_slice(&id.to_be_bytes());
                 packet[10..12].copy_from_slice(&[0, 0]);
-                let checksum = !fold(sum_words(&packet[..20], 0));
-                packet[10..12].copy_from_slice(&checksum.to_be_bytes());
+                let header_checksum = !checksum(&packet[..20], 0);
+                packet[10..12].copy_from_slice(&header_checksum.to_be_bytes());
             }
             if tcp {
                 let seq = be32(&packet, ip_len + 4).wrapping_add((index * gso_size) as u32);
@@ -171,14 +168,14 @@ fn segment_like_the_kernel(write: &Write<'_>, buffer: &[u8]) -> Vec<Vec<u8>> {
             }
             let at = ip_len + checksum_offset;
             packet[at..at + 2].copy_from_slice(&[0, 0]);
-            let sum = sum_words(
+            let sum = checksum(
                 &packet[ip_len..],
-                sum_words(
+                checksum_no_fold(
                     &packet[addresses.clone()],
-                    u32::from(protocol) + (total - ip_len) as u32,
+                    u64::from(protocol) + (total - ip_len) as u64,
                 ),
             );
-            packet[at..at + 2].copy_from_slice(&(!fold(sum)).to_be_bytes());
+            packet[at..at + 2].copy_from_slice(&(!sum).to_be_bytes());
             packet
         })
         .collect()
