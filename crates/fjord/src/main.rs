@@ -42,6 +42,10 @@ enum Command {
         /// Do not use TUN or UDP segmentation offloads.
         #[arg(long)]
         no_offload: bool,
+        /// Always sleep when idle instead of polling for 250 µs after
+        /// traffic (saves up to 5 % of a core; adds about 0.1 ms per round trip).
+        #[arg(long)]
+        no_busy_poll: bool,
     },
     /// The measurement lab: compare fjord with bare links and other VPNs.
     #[command(subcommand)]
@@ -119,9 +123,17 @@ fn run(command: Command, foreground: bool) -> anyhow::Result<()> {
         }
         Command::Genpsk => key_command(keycmd::genpsk(&mut stdout.lock())),
         Command::Pubkey => key_command(keycmd::pubkey(&mut io::stdin().lock(), &mut stdout.lock())),
-        Command::Up { config, no_offload } => {
+        Command::Up {
+            config,
+            no_offload,
+            no_busy_poll,
+        } => {
             require_root("fjord up")?;
-            fjord::up::up(&config, &UpOptions { no_offload })
+            let options = UpOptions {
+                no_offload,
+                no_busy_poll,
+            };
+            fjord::up::up(&config, &options)
         }
         Command::Interface(args) => {
             let [name] = args.as_slice() else {

@@ -28,6 +28,8 @@ pub struct UsageError(pub String);
 pub struct UpOptions {
     /// Turn off TUN and UDP segmentation offloads (for measurements).
     pub no_offload: bool,
+    /// Sleep at once when idle (see `fjord_net::Worker::without_busy_poll`).
+    pub no_busy_poll: bool,
 }
 
 /// The operating system's CSPRNG.
@@ -126,7 +128,10 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
     let node = build_node(&config, Instant::now())?;
     netconf.add_routes(&interface, &allowed, table, fwmark)?;
 
-    let (worker, control) = Worker::new(node, tun, udp, fwmark)?;
+    let (mut worker, control) = Worker::new(node, tun, udp, fwmark)?;
+    if options.no_busy_poll {
+        worker = worker.without_busy_poll();
+    }
     std::thread::Builder::new()
         .name("uapi".into())
         .spawn(move || uapi::serve(listener, control))?;

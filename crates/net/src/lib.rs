@@ -1,6 +1,7 @@
 //! fjord's Linux I/O: the TUN device, the UDP socket, and the worker that
 //! drives the sans-I/O core. The only crate with `unsafe`.
 
+mod busy_poll;
 pub mod control;
 mod datapath;
 pub mod mmsg;

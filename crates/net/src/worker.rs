@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! loop {
-//!     epoll wait (TUN readable | UDP readable | control waker | signal | next timer)
+//!     epoll wait (TUN readable | UDP readable | control waker | signal | next timer),
+//!         or just poll while a reply to recent traffic may be coming (busy_poll.rs)
 //!     alternate bounded batches of outbound and inbound work until both are empty
 //!     run due timers, send queued control datagrams, log events, run control calls
 //! }
@@ -23,6 +24,7 @@ use fjord_proto::Event;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 
+use crate::busy_poll::{BusyPoll, SPIN_WINDOW};
 use crate::control::{ControlCall, ControlContext, ControlHandle};
 use crate::datapath::{Drained, Inbound, Outbound, send_blocking};
 use crate::stats::DataStats;
@@ -74,6 +76,7 @@ pub struct Worker {
     control_buffer: Vec<u8>,
     stats: DataStats,
     next_housekeeping: Instant,
+    busy_poll_window: Duration,
 }
 
 impl Worker {
@@ -125,8 +128,16 @@ impl Worker {
             control_buffer: vec![0; 65_536],
             stats: DataStats::default(),
             next_housekeeping: Instant::now() + HOUSEKEEPING_INTERVAL,
+            busy_poll_window: SPIN_WINDOW,
         };
         Ok((worker, handle))
+    }
+
+    /// Always sleep when there is nothing to do (see `busy_poll.rs` for
+    /// what polling briefly after traffic buys and costs).
+    pub fn without_busy_poll(mut self) -> Self {
+        self.busy_poll_window = Duration::ZERO;
+        self
     }
 
     pub fn stats(&self) -> &DataStats {
@@ -138,6 +149,7 @@ impl Worker {
         let mut events = Events::with_capacity(64);
         // Send initiations and persistent keepalives that are due at start.
         self.after_io(Instant::now());
+        let mut busy_poll = BusyPoll::with_window(Instant::now(), self.busy_poll_window);
         loop {
             let deadline = self
                 .node
@@ -145,14 +157,22 @@ impl Worker {
                 .map_or(self.next_housekeeping, |next| {
                     next.min(self.next_housekeeping)
                 });
-            let timeout = Some(
-                deadline.saturating_duration_since(Instant::now()) + Duration::from_micros(50),
-            );
-            if let Err(error) = self.poll.poll(&mut events, timeout) {
+            let before_poll = Instant::now();
+            let spinning = busy_poll.should_spin(before_poll);
+            let timeout = if spinning {
+                std::thread::yield_now();
+                Duration::ZERO
+            } else {
+                deadline.saturating_duration_since(before_poll) + Duration::from_micros(50)
+            };
+            if let Err(error) = self.poll.poll(&mut events, Some(timeout)) {
                 if error.kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
                 return Err(WorkerError::Poll(error));
+            }
+            if spinning && events.is_empty() {
+                busy_poll.spent(before_poll.elapsed());
             }
             let mut tun_ready = false;
             let mut udp_ready = false;
@@ -165,6 +185,9 @@ impl Worker {
                     SHUTDOWN => return Ok(StopReason::Signal),
                     _ => {}
                 }
+            }
+            if tun_ready || udp_ready {
+                busy_poll.traffic(Instant::now());
             }
             while tun_ready || udp_ready {
                 let now = Instant::now();
