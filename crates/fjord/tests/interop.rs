@@ -5,7 +5,7 @@
 //! The initiator is the only side with an `Endpoint`, so the responder
 //! cannot send first: the initiator's handshake must be accepted as is.
 //! Each pair must handshake, ping both ways, and carry 64 MiB each way
-//! with identical SHA-256 at both ends.
+//! with identical XXH3-128 digests at both ends.
 //!
 //! Needs root. A peer that is not installed skips the test with one line,
 //! except under CI (`CI=true`), where it fails.
@@ -141,7 +141,7 @@ fn pair(test: &str, initiator: &dyn TunnelImpl, responder: &dyn TunnelImpl) {
             context(&format!("{direction}: {report:?}"))
         );
         assert_eq!(report.bytes, TRANSFER_BYTES);
-        assert_eq!(report.sender_sha256, report.receiver_sha256);
+        assert_eq!(report.sender_digest, report.receiver_digest);
     }
     // Sides stop (and remove their interfaces) before the namespaces go.
     drop(left);

@@ -1,6 +1,6 @@
 //! fjord↔fjord through a real tunnel between two namespaces joined by
 //! veth (underlay 198.18.0.1/.2, overlay 198.19.0.1/24 and .2/24): ping
-//! both ways, 256 MiB of TCP with identical SHA-256 (beside the bare veth
+//! both ways, 256 MiB of TCP with identical XXH3-128 digests (beside the bare veth
 //! rate measured the same way), recovery from a SIGKILLed side, and a
 //! clean exit on SIGTERM.
 //!
@@ -136,7 +136,7 @@ fn fjord_to_fjord_ping_and_bulk_transfer() {
         tunnel.context(&format!("{tunneled:?}"))
     );
     assert_eq!(tunneled.bytes, TRANSFER_BYTES);
-    assert_eq!(tunneled.sender_sha256, tunneled.receiver_sha256);
+    assert_eq!(tunneled.sender_digest, tunneled.receiver_digest);
 }
 
 #[test]

@@ -20,7 +20,7 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
 
     for (streams, port) in [(1, 5201), (4, 5211)] {
         context.progress.step(&format!(
-            "{system}: quick: TCP, {streams} stream(s), {TCP_SAMPLES} × 256 MiB with SHA-256"
+            "{system}: quick: TCP, {streams} stream(s), {TCP_SAMPLES} × 256 MiB, digest-checked"
         ));
         rows.push(tcp_row(context, streams, port));
         context.progress.done();

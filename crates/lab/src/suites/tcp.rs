@@ -1,4 +1,4 @@
-//! TCP bulk transfers with a SHA-256 check, shared by the suites.
+//! TCP bulk transfers with a content digest check, shared by the suites.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -46,7 +46,7 @@ impl Series {
         extra.insert("bytes".into(), json!(bytes));
         extra.insert("verified".into(), json!(self.verified()));
         if let Some(first) = self.reports.first() {
-            extra.insert("sha256".into(), json!(first.receiver_sha256.to_string()));
+            extra.insert("xxh3_128".into(), json!(first.receiver_digest.to_string()));
         }
         add_cpu(&mut extra, &self.charges, bytes as f64 * 8.0, has_processes);
         extra

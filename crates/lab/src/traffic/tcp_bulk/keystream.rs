@@ -1,7 +1,7 @@
 //! The payload: per-stream keystreams, fast to generate, and the digest
 //! of what a source sent.
 
-use sha2::{Digest, Sha256};
+use xxhash_rust::xxh3::Xxh3;
 
 use super::CHUNK_BYTES;
 
@@ -10,12 +10,12 @@ pub(super) fn chunk_len(left: u64) -> usize {
     usize::try_from(left).map_or(CHUNK_BYTES, |left| left.min(CHUNK_BYTES))
 }
 
-/// SHA-256 of the first `length` bytes of `seed`'s keystream, generated in
+/// XXH3-128 of the first `length` bytes of `seed`'s keystream, generated in
 /// the same chunks as they were sent. Run after the transfer, so the
 /// source's hashing never slows the sender (the sink hashes as it reads).
-pub(super) fn content_digest(seed: u64, length: u64) -> [u8; 32] {
+pub(super) fn content_digest(seed: u64, length: u64) -> u128 {
     let mut keystream = Keystream::new(seed);
-    let mut hasher = Sha256::new();
+    let mut hasher = Xxh3::new();
     let mut chunk = vec![0u8; CHUNK_BYTES];
     let mut done = 0u64;
     while done < length {
@@ -24,7 +24,7 @@ pub(super) fn content_digest(seed: u64, length: u64) -> [u8; 32] {
         hasher.update(&chunk[..take]);
         done += take as u64;
     }
-    hasher.finalize().into()
+    hasher.digest128()
 }
 
 /// Stream `index`'s seed: splitmix64 over the run seed and the index.
@@ -37,7 +37,7 @@ pub(super) fn stream_seed(seed: u64, index: usize) -> u64 {
 }
 
 /// Four interleaved xorshift64* generators: not cryptographic, just fast
-/// (several GB/s, so never the bottleneck next to SHA-256) and
+/// (several GB/s, never the bottleneck) and
 /// incompressible enough that no layer can shortcut the transfer.
 pub(super) struct Keystream {
     lanes: [u64; LANES],
@@ -109,7 +109,7 @@ mod tests {
             keystream.fill(&mut chunk);
             content.extend_from_slice(&chunk);
         }
-        let expected: [u8; 32] = Sha256::digest(&content).into();
+        let expected = xxhash_rust::xxh3::xxh3_128(&content);
         assert_eq!(content_digest(9, length as u64), expected);
     }
 }

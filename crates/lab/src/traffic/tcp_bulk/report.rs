@@ -4,24 +4,21 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
+use xxhash_rust::xxh3::Xxh3;
 
-/// A SHA-256 digest, printed as lowercase hex.
+/// An XXH3-128 digest of a stream's content, printed as 32 hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Sha256Digest(pub [u8; 32]);
+pub struct ContentDigest(pub u128);
 
-impl fmt::Display for Sha256Digest {
+impl fmt::Display for ContentDigest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for byte in self.0 {
-            write!(f, "{byte:02x}")?;
-        }
-        Ok(())
+        write!(f, "{:032x}", self.0)
     }
 }
 
-impl fmt::Debug for Sha256Digest {
+impl fmt::Debug for ContentDigest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Sha256Digest({self})")
+        write!(f, "ContentDigest({self})")
     }
 }
 
@@ -31,19 +28,19 @@ pub struct StreamReport {
     pub index: usize,
     pub sent_bytes: u64,
     pub received_bytes: u64,
-    pub sender_sha256: Sha256Digest,
-    pub receiver_sha256: Sha256Digest,
+    pub sender_digest: ContentDigest,
+    pub receiver_digest: ContentDigest,
 }
 
 /// The whole run. With one stream the digests are that stream's; with
-/// several they are SHA-256 over the per-stream digests in stream order.
+/// several they are XXH3-128 over the per-stream digests in stream order.
 #[derive(Debug, Clone)]
 pub struct BulkReport {
     /// Payload bytes received, all streams.
     pub bytes: u64,
     pub elapsed: Duration,
-    pub sender_sha256: Sha256Digest,
-    pub receiver_sha256: Sha256Digest,
+    pub sender_digest: ContentDigest,
+    pub receiver_digest: ContentDigest,
     /// Every stream arrived whole with the digest it was sent with.
     pub verified: bool,
     pub throughput_bits_per_sec: f64,
@@ -60,12 +57,12 @@ impl fmt::Display for BulkReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} bytes in {:.3} s over {} stream(s): {:.3} Gbit/s, sha256 {} ({})",
+            "{} bytes in {:.3} s over {} stream(s): {:.3} Gbit/s, xxh3-128 {} ({})",
             self.bytes,
             self.elapsed.as_secs_f64(),
             self.streams.len(),
             self.throughput_gbit_per_sec(),
-            self.receiver_sha256,
+            self.receiver_digest,
             if self.verified {
                 "verified"
             } else {
@@ -78,14 +75,14 @@ impl fmt::Display for BulkReport {
 pub(super) struct SentStream {
     pub(super) index: usize,
     pub(super) bytes: u64,
-    pub(super) digest: [u8; 32],
+    pub(super) digest: u128,
 }
 
 pub(super) struct ReceivedStream {
     pub(super) index: usize,
     pub(super) expected: u64,
     pub(super) bytes: u64,
-    pub(super) digest: [u8; 32],
+    pub(super) digest: u128,
     pub(super) finished: Instant,
 }
 
@@ -111,8 +108,8 @@ pub(super) fn report(
                 index: out.index,
                 sent_bytes: out.bytes,
                 received_bytes: back.map_or(0, |stream| stream.bytes),
-                sender_sha256: Sha256Digest(out.digest),
-                receiver_sha256: Sha256Digest(back.map_or([0; 32], |stream| stream.digest)),
+                sender_digest: ContentDigest(out.digest),
+                receiver_digest: ContentDigest(back.map_or(0, |stream| stream.digest)),
             }
         })
         .collect();
@@ -122,32 +119,32 @@ pub(super) fn report(
             .all(|stream| stream.bytes == stream.expected)
         && streams.iter().all(|stream| {
             stream.sent_bytes == stream.received_bytes
-                && stream.sender_sha256 == stream.receiver_sha256
+                && stream.sender_digest == stream.receiver_digest
         });
-    let combine = |digests: Vec<[u8; 32]>| -> Sha256Digest {
+    let combine = |digests: Vec<u128>| -> ContentDigest {
         if let [single] = digests.as_slice() {
-            return Sha256Digest(*single);
+            return ContentDigest(*single);
         }
-        let mut hasher = Sha256::new();
+        let mut hasher = Xxh3::new();
         for digest in &digests {
-            hasher.update(digest);
+            hasher.update(&digest.to_be_bytes());
         }
-        Sha256Digest(hasher.finalize().into())
+        ContentDigest(hasher.digest128())
     };
     let seconds = elapsed.as_secs_f64();
     BulkReport {
         bytes,
         elapsed,
-        sender_sha256: combine(
+        sender_digest: combine(
             streams
                 .iter()
-                .map(|stream| stream.sender_sha256.0)
+                .map(|stream| stream.sender_digest.0)
                 .collect(),
         ),
-        receiver_sha256: combine(
+        receiver_digest: combine(
             streams
                 .iter()
-                .map(|stream| stream.receiver_sha256.0)
+                .map(|stream| stream.receiver_digest.0)
                 .collect(),
         ),
         verified,
@@ -166,10 +163,8 @@ mod tests {
 
     #[test]
     fn digest_prints_as_hex() {
-        let digest = Sha256Digest(Sha256::digest(b"abc").into());
-        assert_eq!(
-            digest.to_string(),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
+        let digest = ContentDigest(0x0123_4567_89ab_cdef_0011_2233_4455_6677);
+        assert_eq!(digest.to_string(), "0123456789abcdef0011223344556677");
+        assert_eq!(ContentDigest(1).to_string().len(), 32);
     }
 }
