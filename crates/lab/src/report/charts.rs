@@ -47,13 +47,14 @@ pub fn section_charts(section: &Section, order: &[&str]) -> Vec<Chart> {
         | TestKind::Overload
         | TestKind::TransferTime
         | TestKind::LatencyUnderLoad
-        | TestKind::FrameLoss => sweep_chart(section, &class)
+        | TestKind::FrameLoss
+        | TestKind::Memory => sweep_chart(section, &class)
             .map(Chart::Line)
             .into_iter()
             .collect(),
         TestKind::Rtt => latency_charts(section, &class),
         TestKind::TcpBulk | TestKind::Imix => vec![Chart::Bars(bars_per_row(section, &class))],
-        TestKind::Other => Vec::new(),
+        TestKind::MemoryGrowth | TestKind::Other => Vec::new(),
     }
 }
 
@@ -152,6 +153,7 @@ fn sweep_chart(section: &Section, class: &dyn Fn(&str) -> usize) -> Option<LineC
         TestKind::TransferTime => format!("transfer time ({})", section.unit),
         TestKind::LatencyUnderLoad => format!("p50 latency ({})", section.unit),
         TestKind::FrameLoss => "frames lost (%)".to_string(),
+        TestKind::Memory => "resident size, both endpoints (bytes)".to_string(),
         _ => section.unit.to_string(),
     };
     let y = value_axis(&y_label, series.iter().flat_map(|s| &s.points).map(|p| p.y));

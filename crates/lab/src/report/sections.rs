@@ -66,6 +66,7 @@ pub fn suite_title(suite: &str) -> String {
         "latency" => "Latency".to_string(),
         "loss" => "Transfers under packet loss".to_string(),
         "bdp" => "Long fat pipe (bandwidth-delay product)".to_string(),
+        "soak" => "Memory under sustained load".to_string(),
         other => {
             let mut chars = other.chars();
             match chars.next() {
@@ -89,6 +90,10 @@ pub enum TestKind {
     /// RFC 2544 frame loss rate against offered load.
     FrameLoss,
     TcpBulk,
+    /// Resident size of the tunnel processes during a soak, by minute.
+    Memory,
+    /// How much that resident size grew over the soak.
+    MemoryGrowth,
     Other,
 }
 
@@ -103,6 +108,8 @@ impl TestKind {
             "transfer_time" => TestKind::TransferTime,
             "frame_loss_rate" => TestKind::FrameLoss,
             "tcp_bulk" => TestKind::TcpBulk,
+            "rss_under_load" => TestKind::Memory,
+            "rss_growth" => TestKind::MemoryGrowth,
             _ => TestKind::Other,
         }
     }
@@ -115,7 +122,8 @@ impl TestKind {
             TestKind::LatencyUnderLoad => Some("load_percent"),
             TestKind::TransferTime => Some("drop_percent"),
             TestKind::FrameLoss => Some("offered_percent"),
-            TestKind::Imix | TestKind::TcpBulk | TestKind::Other => None,
+            TestKind::Memory => Some("minute"),
+            TestKind::Imix | TestKind::TcpBulk | TestKind::MemoryGrowth | TestKind::Other => None,
         }
     }
 
@@ -129,6 +137,8 @@ impl TestKind {
             TestKind::TransferTime => "Transfer time under random drop".to_string(),
             TestKind::FrameLoss => "Frame loss rate".to_string(),
             TestKind::TcpBulk => "TCP bulk throughput".to_string(),
+            TestKind::Memory => "Resident memory under load".to_string(),
+            TestKind::MemoryGrowth => "Resident memory growth".to_string(),
             TestKind::Other => test.to_string(),
         }
     }

@@ -260,6 +260,61 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
                 &cell,
             )]
         }
+        TestKind::Memory => {
+            let cell = |row: &Row, index: usize, _: usize| match row.cells[index] {
+                Some(m) if m.status == MeasurementStatus::Ok => {
+                    let mut text = format::quantity(m.median, "bytes");
+                    if let Some(peak) = extra_f64(m, "peak_bytes") {
+                        text.push_str(&format!(" · peak {}", format::quantity(peak, "bytes")));
+                    }
+                    if let Some(bits) = extra_f64(m, "bits_per_sec") {
+                        text.push_str(&format!(" · {}", format::quantity(bits, "bit/s")));
+                    }
+                    text
+                }
+                Some(m) => median_figure(m),
+                None => MISSING.to_string(),
+            };
+            let remark = "median resident size of both endpoints in each interval · \
+                          peak · TCP throughput carried"
+                .to_string();
+            vec![grid(
+                section,
+                title,
+                caption(section, &[remark]),
+                &[],
+                &[""],
+                &cell,
+            )]
+        }
+        TestKind::MemoryGrowth => {
+            let cell = |row: &Row, index: usize, _: usize| match row.cells[index] {
+                Some(m) if m.status == MeasurementStatus::Ok => {
+                    let peaks =
+                        extra_f64(m, "first_peak_bytes").zip(extra_f64(m, "last_peak_bytes"));
+                    match peaks {
+                        Some((first, last)) => format!(
+                            "{:+.1} % ({} → {})",
+                            m.median,
+                            format::quantity(first, "bytes"),
+                            format::quantity(last, "bytes")
+                        ),
+                        None => format!("{:+.1} %", m.median),
+                    }
+                }
+                Some(m) => median_figure(m),
+                None => MISSING.to_string(),
+            };
+            let remark = "from the first interval's peak to the last one's".to_string();
+            vec![grid(
+                section,
+                title,
+                caption(section, &[remark]),
+                &[],
+                &[""],
+                &cell,
+            )]
+        }
         TestKind::TransferTime | TestKind::FrameLoss | TestKind::Other => {
             let cell = |row: &Row, index: usize, _: usize| {
                 row.cells[index].map_or_else(|| MISSING.to_string(), median_figure)

@@ -458,3 +458,65 @@ fn timed_out_and_failed_cells() {
         "systems section"
     );
 }
+
+#[test]
+fn soak_rows_show_memory_by_minute_and_growth() {
+    let mib = 1_048_576.0;
+    let minute = |system: &str, at: f64, median: f64, peak: f64| {
+        let mut m = measurement(
+            system,
+            "rss_under_load",
+            &[
+                ("minute", serde_json::json!(at)),
+                ("streams", serde_json::json!(4)),
+            ],
+            median,
+        );
+        m.suite = "soak".into();
+        m.unit = "bytes".into();
+        m.extra.insert("peak_bytes".into(), serde_json::json!(peak));
+        m.extra
+            .insert("bits_per_sec".into(), serde_json::json!(4.5e9));
+        m
+    };
+    let mut growth = measurement(
+        "fjord",
+        "rss_growth",
+        &[("minutes", serde_json::json!(10.0))],
+        2.0,
+    );
+    growth.suite = "soak".into();
+    growth.unit = "percent".into();
+    growth
+        .extra
+        .insert("first_peak_bytes".into(), serde_json::json!(10.0 * mib));
+    growth
+        .extra
+        .insert("last_peak_bytes".into(), serde_json::json!(10.2 * mib));
+    let mut record = record(
+        &["bare", "fjord"],
+        vec![
+            minute("fjord", 1.0, 9.5 * mib, 10.0 * mib),
+            minute("fjord", 2.0, 9.6 * mib, 10.2 * mib),
+            growth,
+        ],
+    );
+    record.suites = vec!["soak".into()];
+    let sections = sections::sections(&record);
+    let memory = &tables::section_tables(&sections[0])[0];
+    assert_eq!(memory.title, "Resident memory under load");
+    // bare has no tunnel processes, so it gets no column.
+    assert_eq!(memory.header, ["minute", "fjord"]);
+    assert_eq!(
+        memory.rows[1],
+        ["2.0", "10.07 MB · peak 10.70 MB · 4.50 Gbit/s"]
+    );
+    let growth = &tables::section_tables(&sections[1])[0];
+    assert_eq!(growth.title, "Resident memory growth");
+    assert_eq!(growth.rows[0][1], "+2.0 % (10.49 MB → 10.70 MB)");
+    assert_eq!(
+        charts::section_charts(&sections[0], &["bare", "fjord"]).len(),
+        1
+    );
+    assert!(markdown_report(&record).contains("## Memory under sustained load"));
+}

@@ -7,6 +7,7 @@ mod bdp;
 mod latency;
 mod loss;
 mod quick;
+mod soak;
 mod tcp;
 mod throughput;
 
@@ -25,15 +26,17 @@ pub enum Suite {
     Latency,
     Loss,
     Bdp,
+    Soak,
 }
 
 impl Suite {
-    pub const ALL: [Suite; 5] = [
+    pub const ALL: [Suite; 6] = [
         Suite::Quick,
         Suite::Throughput,
         Suite::Latency,
         Suite::Loss,
         Suite::Bdp,
+        Suite::Soak,
     ];
 
     pub fn name(self) -> &'static str {
@@ -43,6 +46,7 @@ impl Suite {
             Suite::Latency => "latency",
             Suite::Loss => "loss",
             Suite::Bdp => "bdp",
+            Suite::Soak => "soak",
         }
     }
 
@@ -62,6 +66,9 @@ impl Suite {
             }
             Suite::Bdp => {
                 "TCP efficiency on a 1 Gbit/s, 45 ms one-way long fat pipe, as in the HPN-SSH study"
+            }
+            Suite::Soak => {
+                "tunnel memory under 10 minutes of 4-stream TCP (2 with --quick): resident size and its growth"
             }
         }
     }
@@ -100,6 +107,7 @@ impl Suite {
             Suite::Latency => latency::PAYLOADS.len() as u64,
             Suite::Loss => loss::drop_rates(quick).len() as u64,
             Suite::Bdp => 1,
+            Suite::Soak => u64::from(soak::CHECKPOINTS),
         }
     }
 
@@ -111,6 +119,7 @@ impl Suite {
             Suite::Latency => latency::run(context),
             Suite::Loss => loss::run(context),
             Suite::Bdp => bdp::run(context),
+            Suite::Soak => soak::run(context),
         }
     }
 
