@@ -22,6 +22,13 @@ struct Cli {
     /// With `fjord IFACE`: stay in the foreground.
     #[arg(short, long, global = true)]
     foreground: bool,
+    /// Threads that share the encryption and decryption of large batches,
+    /// for `up` and `fjord IFACE` [default: one per two CPUs]. One keeps
+    /// everything on one thread; more lift one tunnel, even one TCP flow,
+    /// past what one core can encrypt, if there are cores to spare.
+    #[arg(long, global = true, env = "FJORD_THREADS",
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    threads: Option<u16>,
     #[command(subcommand)]
     command: Command,
 }
@@ -73,7 +80,10 @@ fn main() -> ExitCode {
     });
     let foreground =
         cli.foreground || std::env::var("WG_PROCESS_FOREGROUND").is_ok_and(|v| v == "1");
-    match run(cli.command, foreground) {
+    let threads = cli
+        .threads
+        .map_or_else(fjord_net::default_threads, usize::from);
+    match run(cli.command, foreground, threads) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             if let Some(io) = error.downcast_ref::<io::Error>()
@@ -112,7 +122,7 @@ fn require_root(what: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run(command: Command, foreground: bool) -> anyhow::Result<()> {
+fn run(command: Command, foreground: bool, threads: usize) -> anyhow::Result<()> {
     let stdout = io::stdout();
     match command {
         Command::Genkey => {
@@ -132,6 +142,7 @@ fn run(command: Command, foreground: bool) -> anyhow::Result<()> {
             let options = UpOptions {
                 no_offload,
                 no_busy_poll,
+                threads,
             };
             fjord::up::up(&config, &options)
         }
@@ -144,7 +155,7 @@ fn run(command: Command, foreground: bool) -> anyhow::Result<()> {
                 .into());
             };
             require_root("creating an interface")?;
-            fjord::userspace::run_interface(name, foreground)
+            fjord::userspace::run_interface(name, foreground, threads)
         }
         Command::Lab(command) => fjord::labcmd::run(command),
         Command::Show { interface, json } => {

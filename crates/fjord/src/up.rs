@@ -30,6 +30,8 @@ pub struct UpOptions {
     pub no_offload: bool,
     /// Sleep at once when idle (see `fjord_net::Worker::without_busy_poll`).
     pub no_busy_poll: bool,
+    /// Threads sharing the crypto (`--threads`); 0 counts as 1.
+    pub threads: usize,
 }
 
 /// The operating system's CSPRNG.
@@ -129,6 +131,7 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
     netconf.add_routes(&interface, &allowed, table, fwmark)?;
 
     let (mut worker, control) = Worker::new(node, tun, udp, fwmark)?;
+    worker = worker.with_threads(options.threads);
     if options.no_busy_poll {
         worker = worker.without_busy_poll();
     }

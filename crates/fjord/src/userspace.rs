@@ -17,7 +17,7 @@ use crate::config::{DEFAULT_MTU, InterfaceName};
 use crate::uapi;
 use crate::up::{UsageError, new_device};
 
-pub fn run_interface(name: &str, foreground: bool) -> anyhow::Result<()> {
+pub fn run_interface(name: &str, foreground: bool, threads: usize) -> anyhow::Result<()> {
     let name: InterfaceName = name
         .parse()
         .map_err(|error: crate::config::InterfaceNameError| UsageError(error.to_string()))?;
@@ -39,6 +39,7 @@ pub fn run_interface(name: &str, foreground: bool) -> anyhow::Result<()> {
         }
     }
     let (worker, control) = Worker::new(Node::new(device), tun, udp, 0)?;
+    let worker = worker.with_threads(threads);
     std::thread::Builder::new()
         .name("uapi".into())
         .spawn(move || uapi::serve(listener, control))?;

@@ -10,8 +10,8 @@ use std::time::Instant;
 
 use fjord_proto::ip::IpHeader;
 use fjord_proto::{
-    DATA_HEADROOM, Device, DeviceError, DropCounters, DropReason, Event, PeerConfig, PeerId,
-    Received, Sent, Transmit,
+    DATA_HEADROOM, Device, DeviceError, DropCounters, DropReason, Event, Incoming, Outgoing,
+    PeerConfig, PeerId, PendingData, Received, Sent, Transmit,
 };
 
 use crate::allowed_ips::AllowedIps;
@@ -121,15 +121,33 @@ impl Node {
 
     /// Routes and seals the TUN packet at `buf[DATA_HEADROOM..][..len]`.
     pub fn handle_tun_packet(&mut self, now: Instant, buf: &mut [u8], len: usize) -> Sent {
+        match self.route_packet(buf, len) {
+            Some(peer) => self.device.encapsulate(now, peer, buf, len),
+            None => Sent::Dropped(DropReason::NoRoute),
+        }
+    }
+
+    /// [`Node::handle_tun_packet`] but the encryption, which the caller
+    /// runs (see [`Outgoing`]).
+    pub fn prepare_tun_packet(&mut self, now: Instant, buf: &mut [u8], len: usize) -> Outgoing {
+        match self.route_packet(buf, len) {
+            Some(peer) => self.device.prepare_encapsulate(now, peer, buf, len),
+            None => Outgoing::Done(Sent::Dropped(DropReason::NoRoute)),
+        }
+    }
+
+    /// The peer whose allowed IPs hold the packet's destination (counted
+    /// as a `NoRoute` drop when none does).
+    fn route_packet(&mut self, buf: &[u8], len: usize) -> Option<PeerId> {
         let destination = buf
             .get(DATA_HEADROOM..DATA_HEADROOM + len)
             .and_then(|packet| IpHeader::parse(packet).ok())
             .map(|header| header.destination);
-        let Some(peer) = destination.and_then(|address| self.routes.lookup(&address)) else {
+        let peer = destination.and_then(|address| self.routes.lookup(&address));
+        if peer.is_none() {
             self.drops.count(DropReason::NoRoute);
-            return Sent::Dropped(DropReason::NoRoute);
-        };
-        self.device.encapsulate(now, peer, buf, len)
+        }
+        peer
     }
 
     /// Opens a datagram in place and applies the allowed-IPs source check.
@@ -140,6 +158,40 @@ impl Node {
         datagram: &mut [u8],
     ) -> Received {
         let received = self.device.handle_datagram(now, from, datagram);
+        self.check_source(received)
+    }
+
+    /// The first half of [`Node::handle_datagram`]; see
+    /// [`Device::receive_datagram`].
+    pub fn receive_datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &mut [u8],
+    ) -> Incoming {
+        match self.device.receive_datagram(now, from, datagram) {
+            Incoming::Done(received) => Incoming::Done(self.check_source(received)),
+            data => data,
+        }
+    }
+
+    /// The second half of [`Node::handle_datagram`], with the allowed-IPs
+    /// source check; call in arrival order.
+    pub fn finish_data(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        pending: &PendingData,
+        authenticated: bool,
+        datagram: &[u8],
+    ) -> Received {
+        let received = self
+            .device
+            .finish_data(now, from, pending, authenticated, datagram);
+        self.check_source(received)
+    }
+
+    fn check_source(&mut self, received: Received) -> Received {
         if let Received::Data { peer, source, .. } = &received
             && self.routes.lookup(source) != Some(*peer)
         {

@@ -6,7 +6,8 @@
 //! ```text
 //! TUN reads (each one packet or a super-packet, several per turn) ─ split
 //! by tun-rs into slots of one contiguous area, each packet at slot[16..] ─
-//! route + seal in place (header before, padding and tag after) ─ after
+//! route, counter, header (in order) ─ seal in place, halves of a large
+//! read on other threads (crypto_stage.rs) ─ after
 //! the turn's reads, runs of equal-length datagrams to one peer leave in
 //! one UDP GSO send each: full-size ones where they lie (slot stride =
 //! MTU + 32 = a full datagram, so the slots are already GSO segments),
@@ -16,8 +17,10 @@
 //! Inbound (UDP → TUN):
 //!
 //! ```text
-//! recvmmsg (GRO: each message holds several datagrams) ─ open in place ─
-//! allowed-IPs check ─ queue the plaintext where it lies ─ after the batch,
+//! recvmmsg (GRO: each message holds several datagrams) ─ replay check (in
+//! order) ─ open in place, halves of a large batch on other threads ─
+//! replay commit, allowed-IPs check (in order) ─ queue the plaintext where
+//! it lies ─ after the batch,
 //! same-flow packets merged into one writev each (userspace GRO, no copy)
 //! ```
 
@@ -25,9 +28,10 @@ use std::io::{self, IoSliceMut};
 use std::time::Instant;
 
 use fjord_mesh::Node;
-use fjord_proto::{DATA_HEADROOM, Received, Sent};
+use fjord_proto::{DATA_HEADROOM, Incoming, Outgoing, Received, Sent};
 use quinn_udp::RecvMeta;
 
+use crate::crypto_stage::{CryptoStage, OpenJob, SealSlot};
 use crate::stats::DataStats;
 use crate::tun::{IDEAL_BATCH_SIZE, MAX_SUPER_PACKET, TunDevice, is_device_gone};
 use crate::udp::{RECV_BATCH, UdpTransport};
@@ -70,20 +74,14 @@ struct GsoRun {
     last_len: usize,
 }
 
-/// What sealing a slot produced: the datagram length and where it goes.
-#[derive(Clone, Copy)]
-struct Sealed {
-    len: usize,
-    destination: std::net::SocketAddr,
-}
-
 pub struct Outbound {
     scratch: Vec<u8>,
     area: Vec<u8>,
     stride: usize,
     sizes: [usize; IDEAL_BATCH_SIZE],
-    /// Per slot, the sealed datagram waiting to be sent (`None`: dropped).
-    sealed: Vec<Option<Sealed>>,
+    /// Per slot, the datagram waiting to be sealed and sent (length zero:
+    /// nothing to send).
+    sealed: Vec<SealSlot>,
     /// Slots in use since the last send.
     filled: usize,
     /// Where runs of short datagrams are packed together for one GSO send.
@@ -97,7 +95,9 @@ impl Outbound {
             area: Vec::new(),
             stride: 0,
             sizes: [0; IDEAL_BATCH_SIZE],
-            sealed: vec![None; OUTBOUND_SLOTS],
+            sealed: std::iter::repeat_with(|| SealSlot::EMPTY)
+                .take(OUTBOUND_SLOTS)
+                .collect(),
             filled: 0,
             packed: vec![0; MAX_GSO_BYTES],
         };
@@ -122,12 +122,14 @@ impl Outbound {
     /// at once; single packets wait for the turn's last read (or for the
     /// next super-packet), so that small packets read one by one still
     /// leave in few sends.
+    #[allow(clippy::too_many_arguments)]
     pub fn drain(
         &mut self,
         now: Instant,
         node: &mut Node,
         tun: &TunDevice,
         udp: &UdpTransport,
+        stage: &CryptoStage,
         stats: &mut DataStats,
         max_batches: usize,
     ) -> Drained {
@@ -176,17 +178,26 @@ impl Outbound {
                 },
             };
             stats.tun_reads += 1;
-            for index in 0..count {
-                let slot_index = self.filled + index;
-                let slot = &mut self.area[slot_index * stride..(slot_index + 1) * stride];
-                self.sealed[slot_index] = match node.handle_tun_packet(now, slot, self.sizes[index])
-                {
-                    Sent::Sealed { len, destination } => {
-                        stats.tx_packets += 1;
-                        Some(Sealed { len, destination })
-                    }
-                    _ => None,
-                };
+            let first = self.filled;
+            if stage.parallel() && count > 1 {
+                self.seal_shared(now, node, stage, stats, first, count);
+            } else {
+                for index in 0..count {
+                    let slot_index = first + index;
+                    let slot = &mut self.area[slot_index * stride..(slot_index + 1) * stride];
+                    self.sealed[slot_index] =
+                        match node.handle_tun_packet(now, slot, self.sizes[index]) {
+                            Sent::Sealed { len, destination } => {
+                                stats.tx_packets += 1;
+                                SealSlot {
+                                    len,
+                                    destination,
+                                    seal: None,
+                                }
+                            }
+                            _ => SealSlot::EMPTY,
+                        };
+                }
             }
             self.filled += count;
             if count > 1 {
@@ -199,15 +210,62 @@ impl Outbound {
         Drained::MoreWaiting
     }
 
+    /// Prepares the `count` packets read into slots from `first` in order,
+    /// then seals them with the stage's threads.
+    fn seal_shared(
+        &mut self,
+        now: Instant,
+        node: &mut Node,
+        stage: &CryptoStage,
+        stats: &mut DataStats,
+        first: usize,
+        count: usize,
+    ) {
+        let stride = self.stride;
+        for index in 0..count {
+            let slot_index = first + index;
+            let slot = &mut self.area[slot_index * stride..(slot_index + 1) * stride];
+            self.sealed[slot_index] = match node.prepare_tun_packet(now, slot, self.sizes[index]) {
+                Outgoing::Ready {
+                    len,
+                    destination,
+                    seal,
+                } => SealSlot {
+                    len,
+                    destination,
+                    seal: Some(seal),
+                },
+                Outgoing::Done(_) => SealSlot::EMPTY,
+            };
+        }
+        if stage.seal_slots(
+            &mut self.area[first * stride..(first + count) * stride],
+            stride,
+            &mut self.sealed[first..first + count],
+        ) {
+            stats.crypto_splits += 1;
+        }
+        for slot in &mut self.sealed[first..first + count] {
+            // Dropped here, so the keys' reference counts change on this
+            // thread only.
+            if slot.seal.take().is_some() && slot.len > 0 {
+                stats.tx_packets += 1;
+            }
+        }
+    }
+
     /// Sends every sealed slot, runs of equal-length datagrams to one
     /// destination as one GSO send each, in slot order.
     fn send_sealed(&mut self, udp: &UdpTransport, stats: &mut DataStats) {
         let max_segments = udp.max_gso_segments();
         let mut run: Option<GsoRun> = None;
         for index in 0..std::mem::take(&mut self.filled) {
-            let Some(Sealed { len, destination }) = self.sealed[index].take() else {
+            let SealSlot {
+                len, destination, ..
+            } = std::mem::replace(&mut self.sealed[index], SealSlot::EMPTY);
+            if len == 0 {
                 continue;
-            };
+            }
             if let Some(current) = run.as_mut() {
                 // The kernel cuts a GSO send into equal segments with a
                 // shorter last one; each send is one UDP datagram to it,
@@ -293,6 +351,10 @@ pub fn send_blocking(
 pub struct Inbound {
     storage: Vec<u8>,
     meta: [RecvMeta; RECV_BATCH],
+    /// The batch's data messages between their two halves of protocol
+    /// work; emptied every batch, so it stops growing once it has held
+    /// the largest batch.
+    jobs: Vec<OpenJob>,
 }
 
 impl Inbound {
@@ -300,16 +362,19 @@ impl Inbound {
         Self {
             storage: vec![0; GRO_BUFFER * RECV_BATCH],
             meta: [RecvMeta::default(); RECV_BATCH],
+            jobs: Vec::with_capacity(RECV_BATCH * 64),
         }
     }
 
     /// Receives, opens and delivers up to `max_batches` recvmmsg calls.
+    #[allow(clippy::too_many_arguments)]
     pub fn drain(
         &mut self,
         now: Instant,
         node: &mut Node,
         tun: &mut TunDevice,
         udp: &UdpTransport,
+        stage: &CryptoStage,
         stats: &mut DataStats,
         max_batches: usize,
     ) -> Drained {
@@ -351,23 +416,79 @@ impl Inbound {
                     let datagram = &mut self.storage[start..base + end];
                     offset = end;
                     stats.rx_datagrams += 1;
-                    if let Received::Data { packet, .. } =
-                        node.handle_datagram(now, meta.addr, datagram)
-                    {
-                        // The plaintext stays where it was opened until the
-                        // flush below: the storage is not reused before it.
-                        tun.queue_write(&self.storage, start + packet.start..start + packet.end);
-                        if !tun.has_write_room() && !self.flush(tun, stats) {
-                            return Drained::DeviceGone;
+                    if !stage.parallel() {
+                        if let Received::Data { packet, .. } =
+                            node.handle_datagram(now, meta.addr, datagram)
+                        {
+                            // The plaintext stays where it was opened until
+                            // the flush: the storage is not reused before it.
+                            tun.queue_write(
+                                &self.storage,
+                                start + packet.start..start + packet.end,
+                            );
+                            if !tun.has_write_room() && !self.flush(tun, stats) {
+                                return Drained::DeviceGone;
+                            }
                         }
+                    } else if let Incoming::Data(data) =
+                        node.receive_datagram(now, meta.addr, datagram)
+                    {
+                        self.jobs.push(OpenJob {
+                            range: start..base + end,
+                            from: meta.addr,
+                            data,
+                            authenticated: false,
+                        });
                     }
                 }
+            }
+            if !self.jobs.is_empty() && !self.open_shared(now, node, tun, stage, stats) {
+                return Drained::DeviceGone;
             }
             if !self.flush(tun, stats) {
                 return Drained::DeviceGone;
             }
         }
         Drained::MoreWaiting
+    }
+
+    /// Opens the batch's data messages with the stage's threads, then
+    /// finishes them in arrival order and queues their packets for TUN;
+    /// `false` if the device is gone.
+    fn open_shared(
+        &mut self,
+        now: Instant,
+        node: &mut Node,
+        tun: &mut TunDevice,
+        stage: &CryptoStage,
+        stats: &mut DataStats,
+    ) -> bool {
+        if stage.open_all(&mut self.storage, &mut self.jobs) {
+            stats.crypto_splits += 1;
+        }
+        // Taken out (and put back, capacity kept) so that flushing can
+        // borrow the storage while the jobs are walked.
+        let mut jobs = std::mem::take(&mut self.jobs);
+        let mut device_gone = false;
+        for job in jobs.drain(..) {
+            if device_gone {
+                continue;
+            }
+            let datagram = &self.storage[job.range.clone()];
+            if let Received::Data { packet, .. } =
+                node.finish_data(now, job.from, &job.data, job.authenticated, datagram)
+            {
+                // The plaintext stays where it was opened until the
+                // flush below: the storage is not reused before it.
+                let start = job.range.start;
+                tun.queue_write(&self.storage, start + packet.start..start + packet.end);
+                if !tun.has_write_room() && !self.flush(tun, stats) {
+                    device_gone = true;
+                }
+            }
+        }
+        self.jobs = jobs;
+        !device_gone
     }
 
     /// Writes pending packets to the TUN device; `false` if it is gone.

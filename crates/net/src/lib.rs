@@ -3,6 +3,7 @@
 
 mod busy_poll;
 pub mod control;
+pub mod crypto_stage;
 mod datapath;
 pub mod mmsg;
 pub mod packet;
@@ -16,4 +17,4 @@ pub use control::{ControlContext, ControlHandle, WorkerStopped};
 pub use stats::DataStats;
 pub use tun::TunDevice;
 pub use udp::UdpTransport;
-pub use worker::{StopReason, Worker, WorkerError};
+pub use worker::{StopReason, Worker, WorkerError, default_threads};

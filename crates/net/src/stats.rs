@@ -16,4 +16,7 @@ pub struct DataStats {
     pub udp_recvs: u64,
     pub udp_send_errors: u64,
     pub udp_recv_errors: u64,
+    /// Batches whose encryption or decryption was shared with other
+    /// threads (`--threads`).
+    pub crypto_splits: u64,
 }

@@ -17,6 +17,11 @@
 //! }
 //! ```
 //!
+//! A driver that spreads encryption over threads splits the two data
+//! calls in halves: `receive_datagram` → [`PendingData::open`] (any thread)
+//! → `finish_data` (in arrival order), and `prepare_encapsulate` →
+//! [`crate::PendingSeal::seal`] (any thread) → send.
+//!
 //! Buffers belong to the caller. A TUN packet sits at
 //! `buf[DATA_HEADROOM..]` with [`DATA_TAILROOM`] spare bytes behind it, and
 //! is sealed in place; a data datagram is opened in place.
@@ -34,7 +39,10 @@ use crate::context::{Context, JitterSource, Rng, WallClock};
 use crate::cookie::{CookieChecker, MacLayout};
 use crate::handshake::{self, RemoteKeys, StaticIdentity};
 use crate::keys::{PresharedKey, PrivateKey, PublicKey};
-use crate::outcome::{DropCounters, DropReason, Event, PeerId, Received, Sent, Transmit};
+use crate::outcome::{
+    DropCounters, DropReason, Event, Incoming, Outgoing, PeerId, PendingData, Received, Sent,
+    Transmit,
+};
 use crate::peer::{Peer, PeerStats};
 use crate::wire::{COOKIE_REPLY_LEN, HandshakeInitiation, HandshakeResponse, Message, ParseError};
 
@@ -327,6 +335,60 @@ impl Device {
         from: SocketAddr,
         datagram: &mut [u8],
     ) -> Received {
+        self.receive_with(
+            now,
+            from,
+            datagram,
+            |peer, id, local_index, counter, ctx, datagram| {
+                peer.decapsulate(id, now, from, local_index, counter, datagram, ctx)
+            },
+        )
+    }
+
+    /// The first half of [`Device::handle_datagram`]: handles handshake
+    /// messages whole, and leaves a data message's decryption to the caller
+    /// (see [`Incoming`]). Only handshake messages are read from `datagram`
+    /// and may be changed; a data message is left as it is.
+    pub fn receive_datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &mut [u8],
+    ) -> Incoming {
+        let mut incoming = None;
+        let received = self.receive_with(
+            now,
+            from,
+            datagram,
+            |peer, id, local_index, counter, ctx, _| match peer.prepare_decapsulate(
+                id,
+                now,
+                local_index,
+                counter,
+                ctx,
+            ) {
+                Incoming::Data(data) => {
+                    incoming = Some(data);
+                    Received::Control
+                }
+                Incoming::Done(received) => received,
+            },
+        );
+        match incoming {
+            Some(data) => Incoming::Data(data),
+            None => Incoming::Done(received),
+        }
+    }
+
+    /// Handles handshake messages whole; a data message goes to `data`
+    /// with its peer, receiver index and counter.
+    fn receive_with(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &mut [u8],
+        data: impl FnOnce(&mut Peer, PeerId, u32, u64, &mut Context, &mut [u8]) -> Received,
+    ) -> Received {
         let (local_index, counter) = match Message::parse(datagram) {
             Ok(Message::TransportData(view)) => (view.receiver_index(), view.counter()),
             Ok(Message::HandshakeInitiation(view)) => {
@@ -351,7 +413,30 @@ impl Device {
         let Some(peer) = self.peers.get_mut(id.index()).and_then(Option::as_mut) else {
             return self.dropped(DropReason::UnknownReceiverIndex);
         };
-        peer.decapsulate(id, now, from, local_index, counter, datagram, &mut self.ctx)
+        data(peer, id, local_index, counter, &mut self.ctx, datagram)
+    }
+
+    /// The second half of [`Device::handle_datagram`] for a data message
+    /// whose decryption ran (`authenticated` is what [`PendingData::open`]
+    /// returned). Call it in the order the datagrams arrived.
+    pub fn finish_data(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        pending: &PendingData,
+        authenticated: bool,
+        datagram: &[u8],
+    ) -> Received {
+        match self
+            .peers
+            .get_mut(pending.peer.index())
+            .and_then(Option::as_mut)
+        {
+            Some(peer) => {
+                peer.finish_decapsulate(pending, now, from, authenticated, datagram, &mut self.ctx)
+            }
+            None => self.dropped(DropReason::UnknownReceiverIndex),
+        }
     }
 
     /// Seals the TUN packet at `buf[DATA_HEADROOM..][..payload_len]` for `peer`.
@@ -367,6 +452,24 @@ impl Device {
             None => {
                 self.ctx.drop(DropReason::NoEndpoint);
                 Sent::Dropped(DropReason::NoEndpoint)
+            }
+        }
+    }
+
+    /// [`Device::encapsulate`] but the encryption, which the caller runs
+    /// (see [`Outgoing`]), so that a batch can be encrypted on several threads.
+    pub fn prepare_encapsulate(
+        &mut self,
+        now: Instant,
+        id: PeerId,
+        buf: &mut [u8],
+        payload_len: usize,
+    ) -> Outgoing {
+        match self.peers.get_mut(id.index()).and_then(Option::as_mut) {
+            Some(peer) => peer.prepare_encapsulate(id, now, buf, payload_len, &mut self.ctx),
+            None => {
+                self.ctx.drop(DropReason::NoEndpoint);
+                Outgoing::Done(Sent::Dropped(DropReason::NoEndpoint))
             }
         }
     }

@@ -33,8 +33,12 @@ pub use device::{
     UNDER_LOAD_HANDSHAKES_PER_SECOND,
 };
 pub use keys::{KeyParseError, PresharedKey, PrivateKey, PublicKey};
-pub use outcome::{DropCounters, DropReason, Event, PeerId, Received, Sent, Transmit};
+pub use outcome::{
+    DropCounters, DropReason, Event, Incoming, Outgoing, PeerId, PendingData, Received, Sent,
+    Transmit,
+};
 pub use peer::{MAX_STAGED_PACKETS, PeerStats};
+pub use session::{PendingOpen, PendingSeal};
 
 #[cfg(test)]
 mod tests;

@@ -4,6 +4,8 @@
 use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
 
+use crate::session::{PendingOpen, PendingSeal};
+
 /// A peer's handle inside one [`crate::Device`]; never reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PeerId(pub(crate) u32);
@@ -186,6 +188,47 @@ pub enum Sent {
     /// No session yet: the packet was copied and a handshake started.
     Staged,
     Dropped(DropReason),
+}
+
+/// A TUN packet after the protocol's work on it but before its
+/// encryption (from `prepare_encapsulate`), so that the encryption of a
+/// batch can run on several threads.
+pub enum Outgoing {
+    /// The header and padding are written: run `seal` on the same buffer,
+    /// then send its first `len` bytes to `destination`.
+    Ready {
+        len: usize,
+        destination: SocketAddr,
+        seal: PendingSeal,
+    },
+    /// Nothing to encrypt: the packet was staged or dropped.
+    Done(Sent),
+}
+
+/// A received datagram after the protocol's first look at it (from
+/// `receive_datagram`).
+pub enum Incoming {
+    /// A data message of a known session, not yet seen: run
+    /// [`PendingData::open`] on the datagram (on any thread), then hand the
+    /// result to `finish_data`, in the order the datagrams arrived.
+    Data(PendingData),
+    /// Fully handled (a handshake message, or dropped).
+    Done(Received),
+}
+
+/// A data message waiting for its decryption.
+pub struct PendingData {
+    pub(crate) peer: PeerId,
+    pub(crate) local_index: u32,
+    pub(crate) counter: u64,
+    pub(crate) open: PendingOpen,
+}
+
+impl PendingData {
+    /// Decrypts the datagram in place; `false` if it did not authenticate.
+    pub fn open(&self, datagram: &mut [u8]) -> bool {
+        self.open.open(datagram)
+    }
 }
 
 /// Something worth logging.

@@ -23,7 +23,7 @@ use crate::context::Context;
 use crate::cookie::{CookieState, MacLayout};
 use crate::handshake::{self, InitiatorState, ReceivedInitiation, RemoteKeys, SessionKeys};
 use crate::ip::IpHeader;
-use crate::outcome::{DropReason, Event, PeerId, Received, Sent};
+use crate::outcome::{DropReason, Event, Incoming, Outgoing, PeerId, PendingData, Received, Sent};
 use crate::replay::ReplayError;
 use crate::session::{DATA_HEADROOM, DATA_TAILROOM, OpenError, SealError, Session};
 use crate::tai64n::Tai64N;
@@ -350,38 +350,80 @@ impl Peer {
         payload_len: usize,
         ctx: &mut Context,
     ) -> Sent {
+        let mtu = ctx.mtu;
+        match self.encapsulate_with(id, now, buf, payload_len, ctx, |session, buf| {
+            session.seal(buf, payload_len, mtu).map(|len| (len, ()))
+        }) {
+            Ok((len, destination, ())) => Sent::Sealed { len, destination },
+            Err(sent) => sent,
+        }
+    }
+
+    /// Everything [`Peer::encapsulate`] does but the encryption.
+    pub fn prepare_encapsulate(
+        &mut self,
+        id: PeerId,
+        now: Instant,
+        buf: &mut [u8],
+        payload_len: usize,
+        ctx: &mut Context,
+    ) -> Outgoing {
+        let mtu = ctx.mtu;
+        match self.encapsulate_with(id, now, buf, payload_len, ctx, |session, buf| {
+            session.prepare_seal(buf, payload_len, mtu)
+        }) {
+            Ok((len, destination, seal)) => Outgoing::Ready {
+                len,
+                destination,
+                seal,
+            },
+            Err(sent) => Outgoing::Done(sent),
+        }
+    }
+
+    /// The protocol work around sealing, with the seal itself (done now,
+    /// or prepared for later) left to `seal`.
+    fn encapsulate_with<T>(
+        &mut self,
+        id: PeerId,
+        now: Instant,
+        buf: &mut [u8],
+        payload_len: usize,
+        ctx: &mut Context,
+        seal: impl FnOnce(&mut Session, &mut [u8]) -> Result<(usize, T), SealError>,
+    ) -> Result<(usize, SocketAddr, T), Sent> {
         let Some(destination) = self.endpoint else {
             ctx.drop(DropReason::NoEndpoint);
-            return Sent::Dropped(DropReason::NoEndpoint);
+            return Err(Sent::Dropped(DropReason::NoEndpoint));
         };
         // A length past the end of `buf` is the caller's mistake; refusing it
         // here keeps the staging copy and the padding arithmetic below from
         // overflowing (a panic in debug builds).
         if payload_len > buf.len().saturating_sub(DATA_HEADROOM) {
             ctx.drop(DropReason::BufferTooSmall);
-            return Sent::Dropped(DropReason::BufferTooSmall);
+            return Err(Sent::Dropped(DropReason::BufferTooSmall));
         }
         let session = match self.current.as_mut() {
             Some(session) if session.can_send(now) => session,
             _ => {
                 let Some(payload) = buf.get(DATA_HEADROOM..DATA_HEADROOM + payload_len) else {
                     ctx.drop(DropReason::BufferTooSmall);
-                    return Sent::Dropped(DropReason::BufferTooSmall);
+                    return Err(Sent::Dropped(DropReason::BufferTooSmall));
                 };
                 self.stage(payload.to_vec(), ctx);
                 self.initiate(id, now, ctx, false);
-                return Sent::Staged;
+                return Err(Sent::Staged);
             }
         };
-        let len = match session.seal(buf, payload_len, ctx.mtu) {
-            Ok(len) => len,
+        let (len, sealed) = match seal(session, buf) {
+            Ok(sealed) => sealed,
             Err(error) => {
                 let reason = match error {
                     SealError::BufferTooSmall => DropReason::BufferTooSmall,
                     SealError::CounterExhausted => DropReason::CounterExhausted,
                 };
                 ctx.drop(reason);
-                return Sent::Dropped(reason);
+                return Err(Sent::Dropped(reason));
             }
         };
         let wants_rekey = session.is_initiator()
@@ -391,7 +433,7 @@ impl Peer {
         if wants_rekey {
             self.initiate(id, now, ctx, false);
         }
-        Sent::Sealed { len, destination }
+        Ok((len, destination, sealed))
     }
 
     fn after_send(&mut self, now: Instant, is_data: bool, len: usize, ctx: &mut Context) {
@@ -437,7 +479,53 @@ impl Peer {
         }
     }
 
-    /// Authenticates and decrypts a data message addressed to `local_index`.
+    fn session_by_index(&mut self, local_index: u32) -> Option<(&mut Session, bool)> {
+        let matches = |s: &&mut Session| s.local_index() == local_index;
+        if let Some(s) = self.current.as_mut().filter(matches) {
+            Some((s, false))
+        } else if let Some(s) = self.next.as_mut().filter(matches) {
+            Some((s, true))
+        } else {
+            self.previous.as_mut().filter(matches).map(|s| (s, false))
+        }
+    }
+
+    /// The first half of receiving a data message addressed to
+    /// `local_index` ([`crate::Device::handle_datagram`]): finds the session and
+    /// checks the counter against its replay window.
+    pub fn prepare_decapsulate(
+        &mut self,
+        id: PeerId,
+        now: Instant,
+        local_index: u32,
+        counter: u64,
+        ctx: &mut Context,
+    ) -> Incoming {
+        let Some((session, _)) = self.session_by_index(local_index) else {
+            ctx.drop(DropReason::UnknownReceiverIndex);
+            return Incoming::Done(Received::Dropped(DropReason::UnknownReceiverIndex));
+        };
+        if !session.can_receive(now) {
+            ctx.drop(DropReason::ExpiredSession);
+            return Incoming::Done(Received::Dropped(DropReason::ExpiredSession));
+        }
+        match session.prepare_open(counter) {
+            Ok(open) => Incoming::Data(PendingData {
+                peer: id,
+                local_index,
+                counter,
+                open,
+            }),
+            Err(error) => {
+                let reason = open_drop_reason(error);
+                ctx.drop(reason);
+                Incoming::Done(Received::Dropped(reason))
+            }
+        }
+    }
+
+    /// Receives a data message addressed to `local_index` in one go, the
+    /// decryption included.
     #[allow(clippy::too_many_arguments)]
     pub fn decapsulate(
         &mut self,
@@ -449,26 +537,7 @@ impl Peer {
         datagram: &mut [u8],
         ctx: &mut Context,
     ) -> Received {
-        let datagram_len = datagram.len();
-        let (session, is_next) = if let Some(s) = self
-            .current
-            .as_mut()
-            .filter(|s| s.local_index() == local_index)
-        {
-            (s, false)
-        } else if let Some(s) = self
-            .next
-            .as_mut()
-            .filter(|s| s.local_index() == local_index)
-        {
-            (s, true)
-        } else if let Some(s) = self
-            .previous
-            .as_mut()
-            .filter(|s| s.local_index() == local_index)
-        {
-            (s, false)
-        } else {
+        let Some((session, is_next)) = self.session_by_index(local_index) else {
             ctx.drop(DropReason::UnknownReceiverIndex);
             return Received::Dropped(DropReason::UnknownReceiverIndex);
         };
@@ -476,22 +545,69 @@ impl Peer {
             ctx.drop(DropReason::ExpiredSession);
             return Received::Dropped(DropReason::ExpiredSession);
         }
-        let plaintext: Range<usize> = match session.open(counter, datagram) {
-            Ok(range) => range,
-            Err(error) => {
-                let reason = match error {
-                    OpenError::AuthenticationFailed => DropReason::AuthenticationFailed,
-                    OpenError::Replay(ReplayError::Replayed) => DropReason::ReplayedCounter,
-                    OpenError::Replay(ReplayError::TooOld) => DropReason::CounterTooOld,
-                    OpenError::Replay(ReplayError::LimitReached) => DropReason::CounterExhausted,
-                };
-                ctx.drop(reason);
-                return Received::Dropped(reason);
+        match session.open(counter, datagram) {
+            Ok(plaintext) => {
+                let opened = Opened::of(session, is_next);
+                self.after_open(id, now, from, opened, plaintext, datagram, ctx)
             }
+            Err(error) => {
+                let reason = open_drop_reason(error);
+                ctx.drop(reason);
+                Received::Dropped(reason)
+            }
+        }
+    }
+
+    /// The second half, once the decryption ran: records the counter,
+    /// updates sessions and timers, and checks the inner packet.
+    pub fn finish_decapsulate(
+        &mut self,
+        pending: &PendingData,
+        now: Instant,
+        from: SocketAddr,
+        authenticated: bool,
+        datagram: &[u8],
+        ctx: &mut Context,
+    ) -> Received {
+        if !authenticated {
+            ctx.drop(DropReason::AuthenticationFailed);
+            return Received::Dropped(DropReason::AuthenticationFailed);
+        }
+        // The session may have gone since the first half (a handshake
+        // earlier in the same batch replaced it): then nobody holds its
+        // replay window any more.
+        let Some((session, is_next)) = self.session_by_index(pending.local_index) else {
+            ctx.drop(DropReason::UnknownReceiverIndex);
+            return Received::Dropped(DropReason::UnknownReceiverIndex);
         };
-        let session_is_initiators = session.is_initiator();
-        let session_created = session.created();
-        if is_next {
+        match session.commit_open(pending.counter, datagram.len()) {
+            Ok(plaintext) => {
+                let opened = Opened::of(session, is_next);
+                self.after_open(pending.peer, now, from, opened, plaintext, datagram, ctx)
+            }
+            Err(error) => {
+                let reason = open_drop_reason(error);
+                ctx.drop(reason);
+                Received::Dropped(reason)
+            }
+        }
+    }
+
+    /// What follows an authenticated data message: session rotation,
+    /// endpoint, counters and timers, and the inner packet's check.
+    #[allow(clippy::too_many_arguments)]
+    fn after_open(
+        &mut self,
+        id: PeerId,
+        now: Instant,
+        from: SocketAddr,
+        opened: Opened,
+        plaintext: Range<usize>,
+        datagram: &[u8],
+        ctx: &mut Context,
+    ) -> Received {
+        let datagram_len = datagram.len();
+        if opened.is_next {
             release(&mut self.previous, ctx);
             self.previous = self.current.take();
             self.current = self.next.take();
@@ -503,9 +619,9 @@ impl Peer {
         self.timers.any_authenticated_packet_received();
         self.timers.any_authenticated_packet_traversal(now);
         let rekey_age = REJECT_AFTER_TIME - KEEPALIVE_TIMEOUT - REKEY_TIMEOUT;
-        if session_is_initiators
+        if opened.is_initiator
             && !self.sent_last_minute_handshake
-            && now.saturating_duration_since(session_created) >= rekey_age
+            && now.saturating_duration_since(opened.created) >= rekey_age
         {
             self.sent_last_minute_handshake = true;
             self.initiate(id, now, ctx, false);
@@ -560,8 +676,37 @@ impl Peer {
     }
 }
 
+/// What the rest of receiving needs to know of the session that opened a
+/// data message.
+#[derive(Clone, Copy)]
+struct Opened {
+    /// It was waiting in `next`: this message confirms it.
+    is_next: bool,
+    is_initiator: bool,
+    created: Instant,
+}
+
+impl Opened {
+    fn of(session: &Session, is_next: bool) -> Self {
+        Self {
+            is_next,
+            is_initiator: session.is_initiator(),
+            created: session.created(),
+        }
+    }
+}
+
 fn release(slot: &mut Option<Session>, ctx: &mut Context) {
     if let Some(session) = slot.take() {
         ctx.release_index(session.local_index());
+    }
+}
+
+fn open_drop_reason(error: OpenError) -> DropReason {
+    match error {
+        OpenError::AuthenticationFailed => DropReason::AuthenticationFailed,
+        OpenError::Replay(ReplayError::Replayed) => DropReason::ReplayedCounter,
+        OpenError::Replay(ReplayError::TooOld) => DropReason::CounterTooOld,
+        OpenError::Replay(ReplayError::LimitReached) => DropReason::CounterExhausted,
     }
 }

@@ -15,8 +15,16 @@
 //! Sealing and opening work in place: the caller's buffer holds the
 //! plaintext at [`TRANSPORT_HEADER_LEN`] with room for padding and the tag
 //! behind it ([`DATA_TAILROOM`]), so no packet is copied or allocated.
+//!
+//! Each operation also comes in two halves, so that a driver can spread
+//! the encryption of a batch over several threads while the protocol state
+//! stays with one: `prepare_seal` takes the counter and writes the header,
+//! and the returned [`PendingSeal`] encrypts anywhere; `prepare_open`
+//! checks the replay window, [`PendingOpen`] decrypts anywhere, and
+//! `commit_open` records the counter once the tag authenticated.
 
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::aead::TransportKey;
@@ -50,8 +58,9 @@ pub enum OpenError {
 }
 
 pub struct Session {
-    sending: TransportKey,
-    receiving: TransportKey,
+    /// Shared with the [`PendingSeal`]s and [`PendingOpen`]s in flight.
+    sending: Arc<TransportKey>,
+    receiving: Arc<TransportKey>,
     local_index: u32,
     remote_index: u32,
     is_initiator: bool,
@@ -63,8 +72,8 @@ pub struct Session {
 impl Session {
     pub fn new(keys: &SessionKeys, now: Instant) -> Self {
         Self {
-            sending: TransportKey::new(&keys.sending),
-            receiving: TransportKey::new(&keys.receiving),
+            sending: Arc::new(TransportKey::new(&keys.sending)),
+            receiving: Arc::new(TransportKey::new(&keys.receiving)),
             local_index: keys.local_index,
             remote_index: keys.remote_index,
             is_initiator: keys.is_initiator,
@@ -115,6 +124,37 @@ impl Session {
         payload_len: usize,
         mtu: usize,
     ) -> Result<usize, SealError> {
+        let (total, counter, padded_len) = self.take_counter(buf, payload_len, mtu)?;
+        seal_with(&self.sending, counter, padded_len, buf)?;
+        Ok(total)
+    }
+
+    /// Does everything [`Session::seal`] does but the encryption: takes a
+    /// counter, writes the header and the padding, and returns the datagram
+    /// length with the encryption to run later, on any thread.
+    pub fn prepare_seal(
+        &mut self,
+        buf: &mut [u8],
+        payload_len: usize,
+        mtu: usize,
+    ) -> Result<(usize, PendingSeal), SealError> {
+        let (total, counter, padded_len) = self.take_counter(buf, payload_len, mtu)?;
+        let pending = PendingSeal {
+            key: Arc::clone(&self.sending),
+            counter,
+            padded_len,
+        };
+        Ok((total, pending))
+    }
+
+    /// Takes the next counter and writes the header and the padding:
+    /// returns the datagram length, the counter and the padded length.
+    fn take_counter(
+        &mut self,
+        buf: &mut [u8],
+        payload_len: usize,
+        mtu: usize,
+    ) -> Result<(usize, u64, usize), SealError> {
         let padded = padded_len(payload_len, mtu);
         let total = TRANSPORT_HEADER_LEN + padded + TAG_LEN;
         if buf.len() < total {
@@ -126,14 +166,11 @@ impl Session {
         }
         self.next_send_counter += 1;
         let (header, rest) = buf.split_at_mut(TRANSPORT_HEADER_LEN);
-        let (body, tail) = rest.split_at_mut(padded);
-        body[payload_len..].fill(0);
+        rest[payload_len..padded].fill(0);
         // Invariant: split_at_mut(TRANSPORT_HEADER_LEN) gives exactly that many bytes.
         let header: &mut [u8; TRANSPORT_HEADER_LEN] = header.try_into().expect("header split");
         write_transport_header(header, self.remote_index, counter);
-        let tag = self.sending.seal_in_place(counter, body);
-        tail[..TAG_LEN].copy_from_slice(&tag);
-        Ok(total)
+        Ok((total, counter, padded))
     }
 
     /// Authenticates and decrypts the data message in `datagram` (already
@@ -141,20 +178,102 @@ impl Session {
     /// where its padded plaintext lies.
     pub fn open(&mut self, counter: u64, datagram: &mut [u8]) -> Result<Range<usize>, OpenError> {
         self.replay.check(counter)?;
-        let body_end = datagram
-            .len()
+        if !open_with(&self.receiving, counter, datagram) {
+            return Err(OpenError::AuthenticationFailed);
+        }
+        self.commit_open(counter, datagram.len())
+    }
+
+    /// The first half of [`Session::open`]: refuses a counter the replay
+    /// window has seen, and returns the decryption to run on any thread.
+    pub fn prepare_open(&self, counter: u64) -> Result<PendingOpen, OpenError> {
+        self.replay.check(counter)?;
+        Ok(PendingOpen {
+            key: Arc::clone(&self.receiving),
+            counter,
+        })
+    }
+
+    /// The second half of [`Session::open`], after the decryption
+    /// authenticated: records the counter (refusing it if an earlier
+    /// packet of the same batch carried it too) and returns where the
+    /// padded plaintext of the `datagram_len`-byte datagram lies.
+    pub fn commit_open(
+        &mut self,
+        counter: u64,
+        datagram_len: usize,
+    ) -> Result<Range<usize>, OpenError> {
+        let body_end = datagram_len
             .checked_sub(TAG_LEN)
             .filter(|end| *end >= TRANSPORT_HEADER_LEN)
             .ok_or(OpenError::AuthenticationFailed)?;
-        let (head, tag) = datagram.split_at_mut(body_end);
-        let tag: &[u8; TAG_LEN] = (&*tag)
-            .try_into()
-            .map_err(|_| OpenError::AuthenticationFailed)?;
-        self.receiving
-            .open_in_place(counter, &mut head[TRANSPORT_HEADER_LEN..], tag)
-            .map_err(|_| OpenError::AuthenticationFailed)?;
         self.replay.accept(counter)?;
         Ok(TRANSPORT_HEADER_LEN..body_end)
+    }
+}
+
+/// Encrypts the body of the datagram in `buf` in place and appends the tag.
+fn seal_with(
+    key: &TransportKey,
+    counter: u64,
+    padded_len: usize,
+    buf: &mut [u8],
+) -> Result<(), SealError> {
+    let body_end = TRANSPORT_HEADER_LEN + padded_len;
+    let Some(datagram) = buf.get_mut(..body_end + TAG_LEN) else {
+        return Err(SealError::BufferTooSmall);
+    };
+    let (head, tail) = datagram.split_at_mut(body_end);
+    let tag = key.seal_in_place(counter, &mut head[TRANSPORT_HEADER_LEN..]);
+    tail.copy_from_slice(&tag);
+    Ok(())
+}
+
+/// Decrypts `datagram` (header, ciphertext, tag) in place; `false` if it
+/// does not authenticate (or is too short to hold a tag).
+fn open_with(key: &TransportKey, counter: u64, datagram: &mut [u8]) -> bool {
+    let Some(body_end) = datagram
+        .len()
+        .checked_sub(TAG_LEN)
+        .filter(|end| *end >= TRANSPORT_HEADER_LEN)
+    else {
+        return false;
+    };
+    let (head, tag) = datagram.split_at_mut(body_end);
+    let Ok(tag) = <&[u8; TAG_LEN]>::try_from(&*tag) else {
+        return false;
+    };
+    key.open_in_place(counter, &mut head[TRANSPORT_HEADER_LEN..], tag)
+        .is_ok()
+}
+
+/// The encryption of one prepared datagram. It holds its own reference to
+/// the key, so the session may change (or go) before it runs, and it can
+/// run on another thread than the one that prepared it.
+pub struct PendingSeal {
+    key: Arc<TransportKey>,
+    counter: u64,
+    padded_len: usize,
+}
+
+impl PendingSeal {
+    /// Encrypts, in place, the datagram prepared in `buf` and appends its tag.
+    pub fn seal(&self, buf: &mut [u8]) -> Result<(), SealError> {
+        seal_with(&self.key, self.counter, self.padded_len, buf)
+    }
+}
+
+/// The decryption of one received data message, to run on any thread.
+pub struct PendingOpen {
+    key: Arc<TransportKey>,
+    counter: u64,
+}
+
+impl PendingOpen {
+    /// Decrypts `datagram` (header, ciphertext, tag) in place; `false` if
+    /// it does not authenticate (or is too short to hold a tag).
+    pub fn open(&self, datagram: &mut [u8]) -> bool {
+        open_with(&self.key, self.counter, datagram)
     }
 }
 

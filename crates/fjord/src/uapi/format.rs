@@ -50,6 +50,7 @@ pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
         ("rx_datagrams", data.rx_datagrams),
         ("tun_reads", data.tun_reads),
         ("tun_writes", data.tun_writes),
+        ("crypto_splits", data.crypto_splits),
         ("udp_sends", data.udp_sends),
         ("udp_recvs", data.udp_recvs),
         ("tun_read_errors", data.tun_read_errors),

@@ -29,6 +29,8 @@ pub fn use_binary(binary: PathBuf) {
 #[derive(Debug, Clone)]
 pub struct Fjord {
     binary: Option<PathBuf>,
+    /// `--threads`; `None` leaves fjord's default (or `$FJORD_THREADS`).
+    threads: Option<u16>,
 }
 
 impl Fjord {
@@ -48,14 +50,24 @@ impl Fjord {
             .iter()
             .map(|profile| target.join(profile).join("fjord"))
             .find(|path| super::is_executable(path));
-        Self { binary }
+        Self {
+            binary,
+            threads: None,
+        }
     }
 
     /// The binary at `binary` (tests pass `env!("CARGO_BIN_EXE_fjord")`).
     pub fn at(binary: PathBuf) -> Self {
         Self {
             binary: Some(binary),
+            threads: None,
         }
+    }
+
+    /// Runs each side with `--threads threads`.
+    pub fn with_threads(mut self, threads: u16) -> Self {
+        self.threads = Some(threads);
+        self
     }
 }
 
@@ -83,6 +95,9 @@ impl TunnelImpl for Fjord {
         super::write_secret_file(&config_path, &side.wg_quick_text())?;
         let mut command = namespace.command(&binary);
         command.arg("up").arg(&config_path);
+        if let Some(threads) = self.threads {
+            command.arg("--threads").arg(threads.to_string());
+        }
         let mut daemon =
             Daemon::spawn(NAME, namespace, &side.ifname, workdir, &mut command, false)?;
         daemon.wait_until(&format!("{} up with its addresses", side.ifname), || {

@@ -9,9 +9,11 @@
 //! - [`data`]: transport data on a hostile network, malformed datagrams.
 //! - [`timers`]: keepalives, rekeying, expiry, retransmission, erasure.
 //! - [`roaming`]: endpoint changes, restarts, statistics.
+//! - [`split`]: the data path in halves, encryption in any order.
 
 mod data;
 mod handshake;
 mod roaming;
 mod sim;
+mod split;
 mod timers;

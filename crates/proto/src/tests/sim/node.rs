@@ -101,7 +101,7 @@ pub struct Node {
     rng_seed: u64,
     config: NodeConfig,
     /// `Dropped` outcomes seen by the driver, to check against `drops()`.
-    pub(super) observed_drops: DropCounters,
+    pub(in crate::tests) observed_drops: DropCounters,
 }
 
 impl Node {
