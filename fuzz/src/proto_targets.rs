@@ -14,7 +14,7 @@ use fjord_proto::wire::{
     COOKIE_REPLY_LEN, HANDSHAKE_INITIATION_LEN, HANDSHAKE_RESPONSE_LEN, Message,
 };
 use fjord_proto::{
-    DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, PeerConfig, PeerId, PresharedKey,
+    DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, Incoming, PeerConfig, PeerId, PresharedKey,
     PrivateKey, Received, Rng, Sent, WallClock,
 };
 
@@ -118,6 +118,8 @@ struct World {
     to_target: Vec<(SocketAddr, Vec<u8>)>,
     to_peer: Vec<Vec<u8>>,
     history: Vec<Vec<u8>>,
+    /// Whether the next datagram takes the two-half receive path.
+    split_next: bool,
 }
 
 fn address(text: &str) -> SocketAddr {
@@ -175,6 +177,7 @@ impl World {
             to_target: Vec::new(),
             to_peer: Vec::new(),
             history: Vec::new(),
+            split_next: false,
         }
     }
 
@@ -191,7 +194,22 @@ impl World {
         }
         self.history.push(datagram.clone());
         let len = datagram.len();
-        match self.target.handle_datagram(self.now, from, &mut datagram) {
+        // Every other datagram takes the two-half path a multi-threaded
+        // driver uses, which must end exactly like the one-call path.
+        self.split_next = !self.split_next;
+        let received = if self.split_next {
+            match self.target.receive_datagram(self.now, from, &mut datagram) {
+                Incoming::Data(data) => {
+                    let authenticated = data.open(&mut datagram);
+                    self.target
+                        .finish_data(self.now, from, &data, authenticated, &datagram)
+                }
+                Incoming::Done(received) => received,
+            }
+        } else {
+            self.target.handle_datagram(self.now, from, &mut datagram)
+        };
+        match received {
             Received::Data { peer, packet, .. } => {
                 assert_eq!(peer, self.target_peer);
                 assert!(packet.start <= packet.end && packet.end <= len);
@@ -322,7 +340,9 @@ impl World {
 /// | 6 | replay a remembered datagram to the target, maybe truncated or extended |
 /// | 7 | misc: initiate, toggle under-load, move the endpoint, drain into a small buffer |
 ///
-/// The first byte picks whether the two share a preshared key. Must never panic.
+/// The first byte picks whether the two share a preshared key. Datagrams to
+/// the target alternate between the one-call receive path and the two-half
+/// one (`receive_datagram`, `open`, `finish_data`). Must never panic.
 pub fn device_datagram(data: &[u8]) {
     let mut input = Input(data);
     let mut world = World::new(input.u8() & 1 == 1);
