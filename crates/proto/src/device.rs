@@ -339,6 +339,7 @@ impl Device {
             now,
             from,
             datagram,
+            std::convert::identity,
             |peer, id, local_index, counter, ctx, datagram| {
                 peer.decapsulate(id, now, from, local_index, counter, datagram, ctx)
             },
@@ -355,63 +356,57 @@ impl Device {
         from: SocketAddr,
         datagram: &mut [u8],
     ) -> Incoming {
-        let mut incoming = None;
-        let received = self.receive_with(
+        self.receive_with(
             now,
             from,
             datagram,
-            |peer, id, local_index, counter, ctx, _| match peer.prepare_decapsulate(
-                id,
-                now,
-                local_index,
-                counter,
-                ctx,
-            ) {
-                Incoming::Data(data) => {
-                    incoming = Some(data);
-                    Received::Control
-                }
-                Incoming::Done(received) => received,
+            Incoming::Done,
+            |peer, id, local_index, counter, ctx, _| {
+                peer.prepare_decapsulate(id, now, local_index, counter, ctx)
             },
-        );
-        match incoming {
-            Some(data) => Incoming::Data(data),
-            None => Incoming::Done(received),
-        }
+        )
     }
 
-    /// Handles handshake messages whole; a data message goes to `data`
-    /// with its peer, receiver index and counter.
-    fn receive_with(
+    /// Handles handshake messages whole (their outcome goes through
+    /// `done`); a data message goes to `data` with its peer, receiver index
+    /// and counter.
+    fn receive_with<T>(
         &mut self,
         now: Instant,
         from: SocketAddr,
         datagram: &mut [u8],
-        data: impl FnOnce(&mut Peer, PeerId, u32, u64, &mut Context, &mut [u8]) -> Received,
-    ) -> Received {
+        done: fn(Received) -> T,
+        data: impl FnOnce(&mut Peer, PeerId, u32, u64, &mut Context, &mut [u8]) -> T,
+    ) -> T {
         let (local_index, counter) = match Message::parse(datagram) {
             Ok(Message::TransportData(view)) => (view.receiver_index(), view.counter()),
             Ok(Message::HandshakeInitiation(view)) => {
-                return self.handle_initiation(now, from, &view);
+                return done(self.handle_initiation(now, from, &view));
             }
-            Ok(Message::HandshakeResponse(view)) => return self.handle_response(now, from, &view),
+            Ok(Message::HandshakeResponse(view)) => {
+                return done(self.handle_response(now, from, &view));
+            }
             Ok(Message::CookieReply(view)) => {
                 let peer = self.ctx.indices.get(&view.receiver_index()).copied();
-                return match peer
-                    .and_then(|id| self.peers.get_mut(id.index()).and_then(Option::as_mut))
-                {
-                    Some(peer) => peer.handle_cookie_reply(now, &view, &mut self.ctx),
-                    None => self.dropped(DropReason::UnexpectedHandshakeMessage),
-                };
+                return done(
+                    match peer
+                        .and_then(|id| self.peers.get_mut(id.index()).and_then(Option::as_mut))
+                    {
+                        Some(peer) => peer.handle_cookie_reply(now, &view, &mut self.ctx),
+                        None => self.dropped(DropReason::UnexpectedHandshakeMessage),
+                    },
+                );
             }
-            Err(ParseError::UnknownType(_)) => return self.dropped(DropReason::UnknownMessageType),
-            Err(_) => return self.dropped(DropReason::MalformedMessage),
+            Err(ParseError::UnknownType(_)) => {
+                return done(self.dropped(DropReason::UnknownMessageType));
+            }
+            Err(_) => return done(self.dropped(DropReason::MalformedMessage)),
         };
         let Some(id) = self.ctx.indices.get(&local_index).copied() else {
-            return self.dropped(DropReason::UnknownReceiverIndex);
+            return done(self.dropped(DropReason::UnknownReceiverIndex));
         };
         let Some(peer) = self.peers.get_mut(id.index()).and_then(Option::as_mut) else {
-            return self.dropped(DropReason::UnknownReceiverIndex);
+            return done(self.dropped(DropReason::UnknownReceiverIndex));
         };
         data(peer, id, local_index, counter, &mut self.ctx, datagram)
     }
