@@ -16,6 +16,19 @@ pub const LEFT_UNDERLAY: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 pub const RIGHT_UNDERLAY: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 /// Name of each host's underlay interface.
 pub const HOST_LINK: &str = "eth0";
+/// Memory each host may hold in incomplete IP reassemblies. The kernel's
+/// 4 MiB fills with the first fragments of datagrams whose other fragment
+/// a lossy trial dropped (about 2,000 of them); until they time out, every
+/// new fragment is refused, so one overloaded trial would make the next
+/// ones at 1,518 bytes (which a 1,420-byte tunnel fragments) lose
+/// everything. The hosts are the lab's traffic ends, not the system
+/// measured, so their reassembly must never be the limit.
+const REASSEMBLY_MEMORY_BYTES: u64 = 256 << 20;
+/// Seconds an incomplete reassembly is kept (the kernel's default is 30):
+/// long enough for any fragment still in flight, short enough that a
+/// trial's leftovers are gone before the next trial ends.
+const REASSEMBLY_TIMEOUT_SECS: u32 = 1;
+
 /// Names of the middle namespace's interfaces towards left and right.
 pub const MIDDLE_LEFT_LINK: &str = "to-left";
 pub const MIDDLE_RIGHT_LINK: &str = "to-right";
@@ -69,6 +82,18 @@ impl TwoHosts {
     }
 
     fn address_hosts(&self) -> Result<(), NetnsError> {
+        for host in [&self.left, &self.right] {
+            host.exec(
+                "sysctl",
+                &[
+                    "-qw",
+                    &format!("net.ipv4.ipfrag_high_thresh={REASSEMBLY_MEMORY_BYTES}"),
+                    &format!("net.ipv4.ipfrag_time={REASSEMBLY_TIMEOUT_SECS}"),
+                    &format!("net.ipv6.ip6frag_high_thresh={REASSEMBLY_MEMORY_BYTES}"),
+                    &format!("net.ipv6.ip6frag_time={REASSEMBLY_TIMEOUT_SECS}"),
+                ],
+            )?;
+        }
         self.left.ip(&[
             "addr",
             "add",

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use fjord_lab::netns;
-use fjord_lab::topology::{HOST_LINK, RIGHT_UNDERLAY, TwoHosts};
+use fjord_lab::topology::{HOST_LINK, LEFT_UNDERLAY, RIGHT_UNDERLAY, TwoHosts};
 use fjord_lab::traffic::frame::{ETHERNET_HEADER_BYTES, FrameSizes};
 use fjord_lab::traffic::imix::Imix;
 use fjord_lab::traffic::latency::LatencyUnderLoad;
@@ -193,6 +193,70 @@ fn rfc2544_search_finds_a_tbf_rate_limit() {
     }
     // The tbf rate in bits: found × (frame − FCS) × 8 ≈ 100 Mbit/s.
     assert!(within(found * (frame_bytes - 4) as f64 * 8.0, 100e6, 0.05));
+}
+
+/// 1,518-byte frames through a 1,420-byte path fragment in two. Dropping
+/// a tenth of the fragments one by one during a flood leaves tens of
+/// thousands of datagrams half reassembled at the receiver; the next
+/// trial, with nothing dropped, must lose nothing (the hosts' reassembly
+/// is never the limit).
+#[test]
+fn a_fragmenting_lossy_trial_does_not_spoil_the_next_one() {
+    let _serial = serial();
+    let hosts = hosts();
+    hosts
+        .left
+        .ip(&["link", "set", "dev", HOST_LINK, "mtu", "1420"])
+        .expect("lower the MTU");
+    let nft = |args: &[&str]| hosts.right.exec("nft", args).expect("nft");
+    nft(&["add", "table", "ip", "fjlab"]);
+    // Before any reassembly (which conntrack would do at -400).
+    nft(&[
+        "add",
+        "chain",
+        "ip",
+        "fjlab",
+        "early",
+        "{",
+        "type",
+        "filter",
+        "hook",
+        "prerouting",
+        "priority",
+        "-450",
+        ";",
+        "policy",
+        "accept",
+        ";",
+        "}",
+    ]);
+    let left = LEFT_UNDERLAY.to_string();
+    nft(&[
+        "add", "rule", "ip", "fjlab", "early", "ip", "saddr", &left, "numgen", "random", "mod",
+        "100", "<", "10", "drop",
+    ]);
+    let path = UdpPath::new(&hosts.left, &hosts.right, destination());
+    let frames = FrameSizes::fixed(1518);
+    let lossy = Trial::rate(frames.clone(), 50_000.0, Duration::from_secs(2))
+        .run(&path)
+        .expect("lossy trial");
+    eprintln!(
+        "lossy: offered {} received {} lost {}",
+        lossy.sender.offered(),
+        lossy.receiver.received,
+        lossy.lost()
+    );
+    assert!(lossy.lost() > 5_000, "fragments must have been dropped");
+    nft(&["delete", "table", "ip", "fjlab"]);
+    let clean = Trial::rate(frames, 20_000.0, Duration::from_secs(2));
+    let report = measure(&path, &clean, |report| report.lost() == 0);
+    eprintln!(
+        "after it: offered {} received {} lost {}",
+        report.sender.offered(),
+        report.receiver.received,
+        report.lost()
+    );
+    assert_eq!(report.lost(), 0);
 }
 
 #[test]
