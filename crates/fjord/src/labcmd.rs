@@ -56,10 +56,15 @@ pub enum LabCommand {
     List,
 }
 
-pub fn run(command: LabCommand) -> anyhow::Result<()> {
+/// Runs a lab command; `threads` is `--threads` for every fjord it starts
+/// (`None`: fjord's default).
+pub fn run(command: LabCommand, threads: Option<u16>) -> anyhow::Result<()> {
     // The lab's fjord system is this very binary unless $FJORD_BIN says otherwise.
     if let Ok(me) = std::env::current_exe() {
         fjord_lab::peers::use_fjord_binary(me);
+    }
+    if let Some(threads) = threads {
+        fjord_lab::peers::use_fjord_threads(threads);
     }
     match command {
         LabCommand::Quick { systems, out } => run_suites(vec![Suite::Quick], &systems, true, out),

@@ -23,7 +23,8 @@ struct Cli {
     #[arg(short, long, global = true)]
     foreground: bool,
     /// Threads that share the encryption and decryption of large batches,
-    /// for `up` and `fjord IFACE` [default: one per two CPUs]. One keeps
+    /// for `up`, `fjord IFACE` and the fjord tunnels `fjord lab` starts
+    /// [default: one per two CPUs]. One keeps
     /// everything on one thread; more lift one tunnel, even one TCP flow,
     /// past what one core can encrypt, if there are cores to spare.
     #[arg(long, global = true, env = "FJORD_THREADS",
@@ -80,10 +81,7 @@ fn main() -> ExitCode {
     });
     let foreground =
         cli.foreground || std::env::var("WG_PROCESS_FOREGROUND").is_ok_and(|v| v == "1");
-    let threads = cli
-        .threads
-        .map_or_else(fjord_net::default_threads, usize::from);
-    match run(cli.command, foreground, threads) {
+    match run(cli.command, foreground, cli.threads) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             if let Some(io) = error.downcast_ref::<io::Error>()
@@ -122,8 +120,9 @@ fn require_root(what: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run(command: Command, foreground: bool, threads: usize) -> anyhow::Result<()> {
+fn run(command: Command, foreground: bool, chosen_threads: Option<u16>) -> anyhow::Result<()> {
     let stdout = io::stdout();
+    let threads = chosen_threads.map_or_else(fjord_net::default_threads, usize::from);
     match command {
         Command::Genkey => {
             if keycmd::output_is_world_accessible(&stdout) {
@@ -157,7 +156,7 @@ fn run(command: Command, foreground: bool, threads: usize) -> anyhow::Result<()>
             require_root("creating an interface")?;
             fjord::userspace::run_interface(name, foreground, threads)
         }
-        Command::Lab(command) => fjord::labcmd::run(command),
+        Command::Lab(command) => fjord::labcmd::run(command, chosen_threads),
         Command::Show { interface, json } => {
             require_root("fjord show")?;
             let text = fjord::show::show(interface.as_deref(), json)?;

@@ -16,14 +16,24 @@ const NAME: &str = "fjord";
 
 /// Environment variable naming the fjord binary explicitly.
 pub const BINARY_ENV: &str = "FJORD_BIN";
+/// Read by fjord itself when `--threads` is not given.
+const THREADS_ENV: &str = "FJORD_THREADS";
 
 /// The binary a running `fjord lab` registered as itself; used when
 /// `$FJORD_BIN` is unset, so the lab measures the fjord that runs it.
 static RUNNING_BINARY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
+/// `--threads` given to the running `fjord lab`, for every fjord it starts.
+static RUNNING_THREADS: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+
 /// Makes [`Fjord::locate`] prefer `binary` (after `$FJORD_BIN`).
 pub fn use_binary(binary: PathBuf) {
     let _ = RUNNING_BINARY.set(binary);
+}
+
+/// Makes [`Fjord::locate`] run each side with `--threads threads`.
+pub fn use_threads(threads: u16) {
+    let _ = RUNNING_THREADS.set(threads);
 }
 
 #[derive(Debug, Clone)]
@@ -37,11 +47,18 @@ impl Fjord {
     /// `$FJORD_BIN`, else `target/release/fjord`, else `target/debug/fjord`
     /// (under `$CARGO_TARGET_DIR` or the workspace's `target/`).
     pub fn locate() -> Self {
+        let threads = RUNNING_THREADS.get().copied();
         if let Some(path) = std::env::var_os(BINARY_ENV) {
-            return Self::at(PathBuf::from(path));
+            return Self {
+                threads,
+                ..Self::at(PathBuf::from(path))
+            };
         }
         if let Some(path) = RUNNING_BINARY.get() {
-            return Self::at(path.clone());
+            return Self {
+                threads,
+                ..Self::at(path.clone())
+            };
         }
         let target = std::env::var_os("CARGO_TARGET_DIR")
             .map(PathBuf::from)
@@ -50,10 +67,7 @@ impl Fjord {
             .iter()
             .map(|profile| target.join(profile).join("fjord"))
             .find(|path| super::is_executable(path));
-        Self {
-            binary,
-            threads: None,
-        }
+        Self { binary, threads }
     }
 
     /// The binary at `binary` (tests pass `env!("CARGO_BIN_EXE_fjord")`).
@@ -74,6 +88,15 @@ impl Fjord {
 impl TunnelImpl for Fjord {
     fn name(&self) -> &str {
         NAME
+    }
+
+    fn settings(&self) -> String {
+        let threads = match (self.threads, std::env::var(THREADS_ENV)) {
+            (Some(threads), _) => threads.to_string(),
+            (None, Ok(threads)) => format!("{threads} (${THREADS_ENV})"),
+            (None, Err(_)) => format!("{} (default)", fjord_net::default_threads()),
+        };
+        format!("threads {threads}")
     }
 
     fn installed(&self) -> Result<PathBuf, String> {

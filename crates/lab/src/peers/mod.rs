@@ -35,7 +35,7 @@ use fjord_proto::PublicKey;
 
 pub use boringtun::Boringtun;
 pub use daemon::link_exists;
-pub use fjord::{Fjord, use_binary as use_fjord_binary};
+pub use fjord::{Fjord, use_binary as use_fjord_binary, use_threads as use_fjord_threads};
 pub use side::{
     DEFAULT_MTU, Initiator, LEFT_OVERLAY, LISTEN_PORT, OVERLAY_PREFIX_LEN, RIGHT_OVERLAY, WgPeer,
     WgSide, generate_private_key, point_to_point, unique_ifname,
@@ -93,6 +93,10 @@ pub trait TunnelImpl: Send + Sync {
     fn name(&self) -> &str;
     /// The program that would run, or one line saying why it cannot.
     fn installed(&self) -> Result<PathBuf, String>;
+    /// Settings that change its figures, for the report (empty: none).
+    fn settings(&self) -> String {
+        String::new()
+    }
     /// Starts `side` inside `namespace` and returns once its interface is up
     /// and configured. Logs and config files go to `workdir`.
     fn start(

@@ -54,9 +54,13 @@ impl System for WireGuardSystem {
     }
 
     fn check(&self) -> Result<String, String> {
-        self.implementation
-            .installed()
-            .map(|path| path.display().to_string())
+        let path = self.implementation.installed()?;
+        let settings = self.implementation.settings();
+        Ok(if settings.is_empty() {
+            path.display().to_string()
+        } else {
+            format!("{}, {settings}", path.display())
+        })
     }
 
     fn start(
