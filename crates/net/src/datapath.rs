@@ -24,7 +24,7 @@
 //! same-flow packets merged into one writev each (userspace GRO, no copy)
 //! ```
 
-use std::io::{self, IoSliceMut};
+use std::io::{self, IoSlice, IoSliceMut};
 use std::time::Instant;
 
 use fjord_mesh::Node;
@@ -35,6 +35,7 @@ use crate::crypto_stage::{CryptoStage, OpenJob, SealSlot};
 use crate::stats::DataStats;
 use crate::tun::{IDEAL_BATCH_SIZE, MAX_SUPER_PACKET, TunDevice, is_device_gone};
 use crate::udp::{RECV_BATCH, UdpTransport};
+use crate::udp_send::{GsoMessage, SEND_BATCH, send_messages};
 
 /// Bytes a sealed datagram adds to a packet: header and tag (padding never
 /// grows a packet past the MTU).
@@ -72,6 +73,8 @@ struct GsoRun {
     count: usize,
     segment: usize,
     last_len: usize,
+    /// Where its bytes lie: indices into `Outbound::spans`.
+    pieces: std::ops::Range<usize>,
 }
 
 pub struct Outbound {
@@ -84,8 +87,10 @@ pub struct Outbound {
     sealed: Vec<SealSlot>,
     /// Slots in use since the last send.
     filled: usize,
-    /// Where runs of short datagrams are packed together for one GSO send.
-    packed: Vec<u8>,
+    /// The runs of the slots being sent, and the byte ranges of the area
+    /// they are gathered from (both emptied every send, capacity kept).
+    runs: Vec<GsoRun>,
+    spans: Vec<std::ops::Range<usize>>,
 }
 
 impl Outbound {
@@ -99,7 +104,8 @@ impl Outbound {
                 .take(OUTBOUND_SLOTS)
                 .collect(),
             filled: 0,
-            packed: vec![0; MAX_GSO_BYTES],
+            runs: Vec::with_capacity(OUTBOUND_SLOTS),
+            spans: Vec::with_capacity(OUTBOUND_SLOTS),
         };
         outbound.set_mtu(mtu);
         outbound
@@ -254,19 +260,87 @@ impl Outbound {
         }
     }
 
-    /// Sends every sealed slot, runs of equal-length datagrams to one
-    /// destination as one GSO send each, in slot order.
+    /// Sends every sealed slot in slot order: each run of equal-length
+    /// datagrams to one destination is one GSO message, gathered from the
+    /// slots where it was sealed, and one `sendmmsg` carries up to
+    /// [`SEND_BATCH`] messages.
     fn send_sealed(&mut self, udp: &UdpTransport, stats: &mut DataStats) {
-        let max_segments = udp.max_gso_segments();
-        let mut run: Option<GsoRun> = None;
-        for index in 0..std::mem::take(&mut self.filled) {
+        let filled = std::mem::take(&mut self.filled);
+        self.collect_runs(filled, udp.max_gso_segments());
+        let area = &self.area;
+        let spans = &self.spans;
+        let pieces: [IoSlice<'_>; OUTBOUND_SLOTS] = std::array::from_fn(|index| {
+            spans
+                .get(index)
+                .map_or(IoSlice::new(&[]), |span| IoSlice::new(&area[span.clone()]))
+        });
+        let mut next = 0;
+        let mut waits = 0;
+        while next < self.runs.len() {
+            let batch = &self.runs[next..self.runs.len().min(next + SEND_BATCH)];
+            let messages: [GsoMessage<'_>; SEND_BATCH] = std::array::from_fn(|index| {
+                batch
+                    .get(index)
+                    .map_or(GsoMessage::EMPTY, |run| GsoMessage {
+                        destination: run.destination,
+                        pieces: &pieces[run.pieces.clone()],
+                        segment_size: (run.count > 1).then_some(run.segment as u16),
+                    })
+            });
+            match send_messages(udp, &messages[..batch.len()]) {
+                Ok(sent) => {
+                    stats.udp_sends += sent as u64;
+                    next += sent;
+                    waits = 0;
+                }
+                // A full send buffer is back-pressure that TCP inside the
+                // tunnel should feel: wait briefly instead of dropping.
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock && waits < 3 => {
+                    crate::sys::wait_writable(udp, std::time::Duration::from_millis(50));
+                    waits += 1;
+                }
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => {
+                    let run = &batch[0];
+                    if error.raw_os_error() == Some(libc::EIO) && run.count > 1 {
+                        // No segmentation on this path: this run goes one
+                        // datagram at a time, and so does every later one.
+                        udp.refuse_gso(&error);
+                        for slot in run.first_slot..run.first_slot + run.count {
+                            let datagram = &area[slot * self.stride..][..self.sealed[slot].len];
+                            send_blocking(udp, run.destination, datagram, None, stats);
+                            stats.udp_sends += 1;
+                        }
+                    } else {
+                        stats.udp_send_errors += 1;
+                        tracing::trace!(%error, destination = %run.destination, "UDP send failed");
+                    }
+                    next += 1;
+                    waits = 0;
+                }
+            }
+        }
+        for slot in &mut self.sealed[..filled] {
+            *slot = SealSlot::EMPTY;
+        }
+    }
+
+    /// Groups the first `filled` slots into GSO runs (`self.runs`) and the
+    /// runs' bytes into as few contiguous pieces as they lie in
+    /// (`self.spans`): full-size datagrams already lie one stride apart, as
+    /// GSO wants them.
+    fn collect_runs(&mut self, filled: usize, max_segments: usize) {
+        self.runs.clear();
+        self.spans.clear();
+        for index in 0..filled {
             let SealSlot {
                 len, destination, ..
-            } = std::mem::replace(&mut self.sealed[index], SealSlot::EMPTY);
+            } = self.sealed[index];
             if len == 0 {
                 continue;
             }
-            if let Some(current) = run.as_mut() {
+            let start = index * self.stride;
+            if let Some(current) = self.runs.last_mut() {
                 // The kernel cuts a GSO send into equal segments with a
                 // shorter last one; each send is one UDP datagram to it,
                 // so it must fit the 16-bit length behind an IPv4 header.
@@ -279,46 +353,26 @@ impl Outbound {
                 if joins {
                     current.count += 1;
                     current.last_len = len;
+                    let last = self.spans.last_mut().expect("a run has a piece");
+                    if last.end == start {
+                        last.end += len;
+                    } else {
+                        self.spans.push(start..start + len);
+                        current.pieces.end += 1;
+                    }
                     continue;
                 }
-                self.send_run(udp, stats, current);
             }
-            run = Some(GsoRun {
+            self.runs.push(GsoRun {
                 destination,
                 first_slot: index,
                 count: 1,
                 segment: len,
                 last_len: len,
+                pieces: self.spans.len()..self.spans.len() + 1,
             });
+            self.spans.push(start..start + len);
         }
-        if let Some(done) = run.take() {
-            self.send_run(udp, stats, &done);
-        }
-    }
-
-    fn send_run(&mut self, udp: &UdpTransport, stats: &mut DataStats, run: &GsoRun) {
-        let segment = (run.count > 1).then_some(run.segment);
-        let start = run.first_slot * self.stride;
-        let contents = if run.count == 1 || run.segment == self.stride {
-            // Full-size datagrams already lie one stride apart, as GSO wants them.
-            &self.area[start..start + (run.count - 1) * self.stride + run.last_len]
-        } else {
-            // Shorter ones are packed together first (a small copy).
-            let mut at = 0;
-            for index in 0..run.count {
-                let len = if index + 1 == run.count {
-                    run.last_len
-                } else {
-                    run.segment
-                };
-                let slot = start + index * self.stride;
-                self.packed[at..at + len].copy_from_slice(&self.area[slot..slot + len]);
-                at += len;
-            }
-            &self.packed[..at]
-        };
-        send_blocking(udp, run.destination, contents, segment, stats);
-        stats.udp_sends += 1;
     }
 }
 

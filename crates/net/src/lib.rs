@@ -11,6 +11,7 @@ pub mod stats;
 pub mod sys;
 pub mod tun;
 pub mod udp;
+mod udp_send;
 pub mod worker;
 
 pub use control::{ControlContext, ControlHandle, WorkerStopped};

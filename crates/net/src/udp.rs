@@ -8,6 +8,7 @@
 use std::io::{self, IoSliceMut};
 use std::net::{Ipv6Addr, SocketAddr, SocketAddrV6, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use quinn_udp::{RecvMeta, Transmit, UdpSockRef, UdpSocketState};
 use socket2::{Domain, Protocol, Socket, Type};
@@ -34,6 +35,9 @@ pub struct UdpTransport {
     socket: UdpSocket,
     state: UdpSocketState,
     port: u16,
+    /// Set once a GSO send was refused (`EIO`: no segmentation on the
+    /// path); from then on every datagram goes alone.
+    gso_refused: AtomicBool,
 }
 
 impl UdpTransport {
@@ -84,6 +88,7 @@ impl UdpTransport {
             socket,
             state,
             port,
+            gso_refused: AtomicBool::new(false),
         })
     }
 
@@ -98,7 +103,19 @@ impl UdpTransport {
 
     /// How many segments one GSO send may carry (1 = no GSO).
     pub fn max_gso_segments(&self) -> usize {
-        self.state.max_gso_segments()
+        if self.gso_refused.load(Ordering::Relaxed) {
+            1
+        } else {
+            self.state.max_gso_segments()
+        }
+    }
+
+    /// Turns GSO off for good after the kernel refused a segmented send
+    /// (logged once).
+    pub(crate) fn refuse_gso(&self, error: &io::Error) {
+        if !self.gso_refused.swap(true, Ordering::Relaxed) {
+            tracing::warn!(%error, "UDP segmentation offload refused; sending datagrams one by one");
+        }
     }
 
     /// How many datagrams one GRO receive may coalesce (1 = no GRO).
@@ -212,7 +229,7 @@ pub fn canonical(address: SocketAddr) -> SocketAddr {
     }
 }
 
-fn mapped(address: SocketAddr) -> SocketAddr {
+pub(crate) fn mapped(address: SocketAddr) -> SocketAddr {
     match address {
         SocketAddr::V4(v4) => {
             SocketAddr::V6(SocketAddrV6::new(v4.ip().to_ipv6_mapped(), v4.port(), 0, 0))
