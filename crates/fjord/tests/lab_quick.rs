@@ -80,3 +80,56 @@ fn quick_lab_reports_bare_and_fjord() {
     );
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Ctrl-C during a suite ends the run before the suite's next step, and
+/// what was measured is still written.
+#[test]
+fn interrupted_run_stops_at_the_next_step_and_keeps_its_rows() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let out = std::env::temp_dir().join(format!("fjord-lab-stop-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let mut child = Command::new(FJORD)
+        .args([
+            "lab",
+            "run",
+            "--suite",
+            "latency",
+            "--systems",
+            "bare,fjord",
+        ])
+        .args(["--out", out.to_str().unwrap()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let first_step = line.contains("bare: latency:");
+        seen.push(line);
+        if first_step {
+            // SAFETY: kill only sends a signal, to the child we spawned.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+            break;
+        }
+    }
+    seen.extend(lines.map_while(Result::ok));
+    let status = child.wait().unwrap();
+    let log = seen.join("\n");
+    assert!(!status.success(), "an interrupted run must say so:\n{log}");
+    assert!(log.contains("interrupted"), "{log}");
+
+    let record = load_record(&out).unwrap();
+    let rtt_rows = |system: &str| {
+        record
+            .measurements
+            .iter()
+            .filter(|m| m.system == system && m.test == "rtt")
+            .count()
+    };
+    assert_eq!(rtt_rows("bare"), 1, "only the step under way ends:\n{log}");
+    assert_eq!(rtt_rows("fjord"), 0, "{log}");
+    let _ = std::fs::remove_dir_all(&out);
+}

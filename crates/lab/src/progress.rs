@@ -2,6 +2,8 @@
 //! per step on stderr so logs and CI show where a run is.
 
 use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -10,6 +12,9 @@ pub struct Progress {
     bar: ProgressBar,
     started: Instant,
     interactive: bool,
+    /// Set when the run is asked to stop (Ctrl-C): suites end before their
+    /// next step instead of at the end of the suite.
+    stop: Option<Arc<AtomicBool>>,
 }
 
 impl Progress {
@@ -32,7 +37,21 @@ impl Progress {
             bar,
             started: Instant::now(),
             interactive,
+            stop: None,
         }
+    }
+
+    /// Makes [`Progress::stopping`] follow `flag`.
+    pub fn stop_on(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.stop = Some(flag);
+        self
+    }
+
+    /// Whether the run was asked to stop: start no new step.
+    pub fn stopping(&self) -> bool {
+        self.stop
+            .as_ref()
+            .is_some_and(|flag| flag.load(Ordering::Relaxed))
     }
 
     /// A line above the bar (or a plain line without a terminal).

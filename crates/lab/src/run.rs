@@ -105,7 +105,7 @@ pub fn run(options: RunOptions) -> Result<RunSummary, RunError> {
         .iter()
         .map(|suite| suite.steps(options.quick) * runnable.len() as u64)
         .sum();
-    let progress = Progress::new(total);
+    let progress = Progress::new(total).stop_on(interrupted.clone());
     let workdir = options.out_dir.join("work");
     let mut measurements = Vec::new();
     'suites: for suite in &options.suites {

@@ -17,6 +17,7 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
     let count = if context.quick { 50 } else { 200 };
     PAYLOADS
         .iter()
+        .take_while(|_| !context.progress.stopping())
         .map(|&payload| {
             context.progress.step(&format!(
                 "{}: latency: {count} pings of {payload} bytes",

@@ -40,6 +40,9 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
     };
     let mut rows = Vec::new();
     for (index, &drop_percent) in drop_rates(context.quick).iter().enumerate() {
+        if context.progress.stopping() {
+            break;
+        }
         let system = context.system_name;
         context
             .progress

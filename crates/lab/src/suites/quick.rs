@@ -19,6 +19,9 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
     let system = context.system_name;
 
     for (streams, port) in [(1, 5201), (4, 5211)] {
+        if context.progress.stopping() {
+            return rows;
+        }
         context.progress.step(&format!(
             "{system}: quick: TCP, {streams} stream(s), {TCP_SAMPLES} × 256 MiB, digest-checked"
         ));
@@ -27,6 +30,9 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
     }
 
     for frame_size in [64, 1518] {
+        if context.progress.stopping() {
+            return rows;
+        }
         context.progress.step(&format!(
             "{system}: quick: RFC 2544 zero-loss rate, {frame_size}-byte frames"
         ));
@@ -41,6 +47,9 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
         context.progress.done();
     }
 
+    if context.progress.stopping() {
+        return rows;
+    }
     context
         .progress
         .step(&format!("{system}: quick: ping RTT, 56 bytes"));

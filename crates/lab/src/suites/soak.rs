@@ -116,6 +116,9 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
     let mut all_verified = true;
     let mut transfers: u16 = 0;
     for checkpoint in 1..=CHECKPOINTS {
+        if context.progress.stopping() {
+            break;
+        }
         let from = start + interval * (checkpoint - 1);
         let to = start + interval * checkpoint;
         let minute = (interval * checkpoint).as_secs_f64() / 60.0;
@@ -125,7 +128,7 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
         ));
         let mut bits = 0.0;
         let mut verified = true;
-        while failure.is_none() && Instant::now() < to {
+        while failure.is_none() && Instant::now() < to && !context.progress.stopping() {
             let series = tcp::series(
                 context,
                 TRANSFER_BYTES,
@@ -152,7 +155,10 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
             }
         }
         // Wait out the interval after a failure so every row covers its time.
-        if let Some(rest) = to.checked_duration_since(Instant::now()) {
+        if let Some(rest) = to
+            .checked_duration_since(Instant::now())
+            .filter(|_| !context.progress.stopping())
+        {
             std::thread::sleep(rest);
         }
         let sizes = sampler.between(from, Instant::now());

@@ -113,6 +113,9 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
     let system = context.system_name;
     for direction in [Direction::LeftToRight, Direction::RightToLeft] {
         for frame_size in FRAME_SIZES {
+            if context.progress.stopping() {
+                return rows;
+            }
             context.progress.step(&format!(
                 "{system}: throughput: RFC 2544, {frame_size}-byte frames, {}",
                 direction.name()
@@ -122,6 +125,9 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
         }
     }
     for mix in Imix::builtin() {
+        if context.progress.stopping() {
+            return rows;
+        }
         context
             .progress
             .step(&format!("{system}: throughput: IMIX {}", mix.name.clone()));
@@ -139,6 +145,9 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
         context.progress.done();
     }
     for frame_size in OVERLOAD_SIZES {
+        if context.progress.stopping() {
+            return rows;
+        }
         context.progress.step(&format!(
             "{system}: throughput: receive rate under overload, {frame_size}-byte frames"
         ));
