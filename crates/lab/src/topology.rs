@@ -52,7 +52,7 @@ impl TwoHosts {
             right,
             middle: None,
         };
-        hosts.address_hosts()?;
+        hosts.set_up_hosts()?;
         Ok(hosts)
     }
 
@@ -77,11 +77,13 @@ impl TwoHosts {
             right,
             middle: Some(middle),
         };
-        hosts.address_hosts()?;
+        hosts.set_up_hosts()?;
         Ok(hosts)
     }
 
-    fn address_hosts(&self) -> Result<(), NetnsError> {
+    /// Sizes both hosts' IP reassembly (see [`REASSEMBLY_MEMORY_BYTES`])
+    /// and gives them their underlay addresses.
+    fn set_up_hosts(&self) -> Result<(), NetnsError> {
         for host in [&self.left, &self.right] {
             host.exec(
                 "sysctl",

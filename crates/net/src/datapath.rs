@@ -8,10 +8,11 @@
 //! by tun-rs into slots of one contiguous area, each packet at slot[16..] ─
 //! route, counter, header (in order) ─ seal in place, halves of a large
 //! read on other threads (crypto_stage.rs) ─ after
-//! the turn's reads, runs of equal-length datagrams to one peer leave in
-//! one UDP GSO send each: full-size ones where they lie (slot stride =
-//! MTU + 32 = a full datagram, so the slots are already GSO segments),
-//! shorter ones packed together first
+//! the turn's reads, each run of equal-length datagrams to one peer is one
+//! GSO message gathered where it lies (slot stride = MTU + 32 = a full
+//! datagram, so full-size slots are already GSO segments; shorter ones
+//! take an iovec each), and one sendmmsg carries up to 64 messages
+//! (udp_send.rs)
 //! ```
 //!
 //! Inbound (UDP → TUN):

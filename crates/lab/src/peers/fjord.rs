@@ -47,27 +47,22 @@ impl Fjord {
     /// `$FJORD_BIN`, else `target/release/fjord`, else `target/debug/fjord`
     /// (under `$CARGO_TARGET_DIR` or the workspace's `target/`).
     pub fn locate() -> Self {
-        let threads = RUNNING_THREADS.get().copied();
-        if let Some(path) = std::env::var_os(BINARY_ENV) {
-            return Self {
-                threads,
-                ..Self::at(PathBuf::from(path))
-            };
-        }
-        if let Some(path) = RUNNING_BINARY.get() {
-            return Self {
-                threads,
-                ..Self::at(path.clone())
-            };
-        }
-        let target = std::env::var_os("CARGO_TARGET_DIR")
+        let binary = std::env::var_os(BINARY_ENV)
             .map(PathBuf::from)
-            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-        let binary = ["release", "debug"]
-            .iter()
-            .map(|profile| target.join(profile).join("fjord"))
-            .find(|path| super::is_executable(path));
-        Self { binary, threads }
+            .or_else(|| RUNNING_BINARY.get().cloned())
+            .or_else(|| {
+                let target = std::env::var_os("CARGO_TARGET_DIR")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+                ["release", "debug"]
+                    .iter()
+                    .map(|profile| target.join(profile).join("fjord"))
+                    .find(|path| super::is_executable(path))
+            });
+        Self {
+            binary,
+            threads: RUNNING_THREADS.get().copied(),
+        }
     }
 
     /// The binary at `binary` (tests pass `env!("CARGO_BIN_EXE_fjord")`).
