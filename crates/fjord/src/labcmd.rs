@@ -54,6 +54,21 @@ pub enum LabCommand {
     },
     /// List suites and systems, and which systems are installed.
     List,
+    /// The lab's `relay` system at one end: an unencrypted TUN-to-UDP relay,
+    /// the floor of userspace tunnelling. Lab use only: it authenticates
+    /// nothing.
+    #[command(hide = true)]
+    Relay {
+        /// The TUN device to create.
+        #[arg(long)]
+        tun: String,
+        /// UDP address to receive on.
+        #[arg(long)]
+        listen: std::net::SocketAddr,
+        /// The other relay's UDP address.
+        #[arg(long)]
+        peer: std::net::SocketAddr,
+    },
 }
 
 /// Runs a lab command; `threads` is `--threads` for every fjord it starts
@@ -82,6 +97,10 @@ pub fn run(command: LabCommand, threads: Option<u16>) -> anyhow::Result<()> {
         LabCommand::List => {
             print!("{}", list());
             Ok(())
+        }
+        LabCommand::Relay { tun, listen, peer } => {
+            let config = fjord_lab::relay::RelayConfig { tun, listen, peer };
+            Err(anyhow::Error::new(fjord_lab::relay::run(&config)).context("relay"))
         }
     }
 }

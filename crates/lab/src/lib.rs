@@ -7,6 +7,7 @@ pub mod measure;
 pub mod netns;
 pub mod peers;
 pub mod progress;
+pub mod relay;
 pub mod report;
 pub mod results;
 pub mod run;

@@ -1,10 +1,12 @@
-//! The systems the lab compares: `bare` (no tunnel, the reference), fjord,
-//! and the VPNs people would pick instead. Each brings a tunnel up between
-//! the two hosts of a [`TwoHosts`] topology and says which addresses the
-//! traffic generators should use, and which processes to charge CPU to.
+//! The systems the lab compares: `bare` (no tunnel, the reference), `relay`
+//! (the floor of any userspace tunnel), fjord, and the VPNs people would pick
+//! instead. Each brings a tunnel up between the two hosts of a [`TwoHosts`]
+//! topology and says which addresses the traffic generators should use, and
+//! which processes to charge CPU to.
 
 mod bare;
 mod openvpn;
+mod relay;
 mod ssh;
 mod support;
 mod vpncloud;
@@ -16,6 +18,7 @@ use std::time::Duration;
 
 pub use bare::Bare;
 pub use openvpn::OpenVpn;
+pub use relay::Relay;
 pub use ssh::SshTunnel;
 pub use vpncloud::VpnCloud;
 pub use wireguard::WireGuardSystem;
@@ -63,7 +66,7 @@ pub trait RunningSystem: Send {
 
 /// Every system the lab knows, in report order (bare first).
 pub fn all() -> Vec<Box<dyn System>> {
-    let mut systems: Vec<Box<dyn System>> = vec![Box::new(Bare)];
+    let mut systems: Vec<Box<dyn System>> = vec![Box::new(Bare), Box::new(Relay::locate())];
     systems.extend(
         wireguard::all()
             .into_iter()
