@@ -13,10 +13,11 @@
 //! address, and never for real traffic.
 
 use std::convert::Infallible;
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{SocketAddr, UdpSocket};
 
 use fjord_net::sys;
+use tun_rs::DeviceBuilder;
 
 /// The largest IP packet a TUN device hands over.
 const MAX_PACKET: usize = 65_535;
@@ -32,31 +33,19 @@ pub struct RelayConfig {
     pub peer: SocketAddr,
 }
 
-/// Packets moved and dropped since the start.
-#[derive(Debug, Default)]
-struct Counters {
-    to_peer: u64,
-    from_peer: u64,
-    /// Sends or TUN writes the kernel refused (peer not up yet, a datagram
-    /// that is no IP packet); each loses one packet, as a lossy link would.
-    dropped: u64,
-}
-
 /// Creates the TUN device and the socket, then relays until an error that
 /// is not about one packet (the device deleted, for one), which it returns.
 /// Signals end it the default way: the device goes with the process.
 pub fn run(config: &RelayConfig) -> io::Error {
-    let mut counters = Counters::default();
-    let error = match relay(config, &mut counters) {
+    match relay(config) {
         Err(error) => error,
         Ok(never) => match never {},
-    };
-    tracing::info!(?counters, %error, "relay stopped");
-    error
+    }
 }
 
-fn relay(config: &RelayConfig, counters: &mut Counters) -> io::Result<Infallible> {
-    let mut tun = sys::open_plain_tun(&config.tun)?;
+fn relay(config: &RelayConfig) -> io::Result<Infallible> {
+    // Blocking, no packet-info header, no offload: one IP packet per call.
+    let tun = DeviceBuilder::new().name(&config.tun).build_sync()?;
     let socket = UdpSocket::bind(config.listen)?;
     socket.connect(config.peer)?;
     tracing::info!(tun = %config.tun, listen = %config.listen, peer = %config.peer, "relay up");
@@ -66,21 +55,17 @@ fn relay(config: &RelayConfig, counters: &mut Counters) -> io::Result<Infallible
         if tun_ready.gone {
             return Err(io::Error::other(format!("{} went away", config.tun)));
         }
+        // A send or TUN write the kernel refuses (the peer not up yet, a
+        // datagram that is no IP packet) loses that one packet, as a lossy
+        // link would.
         if tun_ready.readable {
-            let length = tun.read(&mut packet)?;
-            match socket.send(&packet[..length]) {
-                Ok(_) => counters.to_peer += 1,
-                Err(_) => counters.dropped += 1,
-            }
+            let length = tun.recv(&mut packet)?;
+            let _ = socket.send(&packet[..length]);
         }
         if socket_ready.readable {
-            match socket.recv(&mut packet) {
-                Ok(length) => match tun.write(&packet[..length]) {
-                    Ok(_) => counters.from_peer += 1,
-                    Err(_) => counters.dropped += 1,
-                },
-                // An ICMP error for an earlier send (the peer not up yet).
-                Err(_) => counters.dropped += 1,
+            // An error here is ICMP news of an earlier send: the peer not up yet.
+            if let Ok(length) = socket.recv(&mut packet) {
+                let _ = tun.send(&packet[..length]);
             }
         }
     }

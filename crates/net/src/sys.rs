@@ -95,40 +95,6 @@ pub fn daemonize() -> io::Result<Daemonized> {
     Ok(Daemonized::Child)
 }
 
-/// A plain layer-3 TUN device named `name` (no offload, no packet-info
-/// header: one IP packet per read and write), for as long as the returned
-/// file is open. The lab's relay uses it; the tunnel's own device is in
-/// `tun`.
-pub fn open_plain_tun(name: &str) -> io::Result<std::fs::File> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: an all-zero ifreq is a valid value of the C struct.
-    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
-    let bytes = name.as_bytes();
-    if bytes.is_empty() || bytes.len() >= request.ifr_name.len() || bytes.contains(&0) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("invalid interface name {name:?} (1 to 15 bytes, no NUL)"),
-        ));
-    }
-    for (slot, byte) in request.ifr_name.iter_mut().zip(bytes) {
-        *slot = *byte as libc::c_char;
-    }
-    request.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short;
-    let tun = std::fs::File::options()
-        .read(true)
-        .write(true)
-        .open("/dev/net/tun")?;
-    // SAFETY: TUNSETIFF reads and writes one ifreq, which outlives the call.
-    if unsafe { libc::ioctl(tun.as_raw_fd(), libc::TUNSETIFF, &mut request) } < 0 {
-        let error = io::Error::last_os_error();
-        return Err(io::Error::new(
-            error.kind(),
-            format!("create TUN device {name}: {error}"),
-        ));
-    }
-    Ok(tun)
-}
-
 /// What [`wait_readable`] found on one descriptor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Readiness {
@@ -160,21 +126,4 @@ pub fn wait_readable<const N: usize>(
         readable: pollfd.revents & (libc::POLLIN | libc::POLLERR) != 0,
         gone: pollfd.revents & (libc::POLLHUP | libc::POLLNVAL) != 0,
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bad_tun_names_are_refused_before_any_system_call() {
-        for name in ["", "sixteen-bytes-xx", "nul\0name"] {
-            let error = open_plain_tun(name).unwrap_err();
-            assert_eq!(
-                error.kind(),
-                io::ErrorKind::InvalidInput,
-                "{name:?}: {error}"
-            );
-        }
-    }
 }
