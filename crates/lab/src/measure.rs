@@ -56,11 +56,26 @@ impl Row {
         }
     }
 
+    /// The finished measurement: failed, with `failure` as its note, if
+    /// there is one; else ok.
+    pub fn concluded(
+        self,
+        samples: Vec<f64>,
+        extra: BTreeMap<String, Value>,
+        failure: Option<String>,
+    ) -> Measurement {
+        let status = match failure {
+            Some(_) => MeasurementStatus::Failed,
+            None => MeasurementStatus::Ok,
+        };
+        let mut measurement = self.measured(samples, status, extra);
+        measurement.note = failure;
+        measurement
+    }
+
     /// A row for a test that could not run; the note says why.
     pub fn failed(self, why: impl Into<String>) -> Measurement {
-        let mut measurement = self.measured(Vec::new(), MeasurementStatus::Failed, BTreeMap::new());
-        measurement.note = Some(why.into());
-        measurement
+        self.concluded(Vec::new(), BTreeMap::new(), Some(why.into()))
     }
 }
 

@@ -16,7 +16,7 @@ use serde_json::json;
 
 use super::{Context, tcp};
 use crate::measure::Row;
-use crate::results::{Measurement, MeasurementStatus, median};
+use crate::results::{Measurement, median};
 use crate::systems::resident_bytes;
 
 /// Checkpoints per run: rows of the table, steps of the progress bar.
@@ -174,12 +174,7 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
         ]
         .into_iter()
         .collect();
-        let status = match &failure {
-            Some(_) => MeasurementStatus::Failed,
-            None => MeasurementStatus::Ok,
-        };
-        let mut measurement = row.measured(sizes, status, extra);
-        measurement.note = failure.clone();
+        let measurement = row.concluded(sizes, extra, failure.clone());
         context.progress.line(&format!(
             "{system}: soak: {minute:.1} min: resident {:.1} MiB (peak {:.1} MiB), {:.2} Gbit/s",
             typical / 1_048_576.0,
@@ -215,13 +210,7 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
     ]
     .into_iter()
     .collect();
-    let status = match &failure {
-        Some(_) => MeasurementStatus::Failed,
-        None => MeasurementStatus::Ok,
-    };
-    let mut measurement = row.measured(vec![growth], status, extra);
-    measurement.note = failure;
-    rows.push(measurement);
+    rows.push(row.concluded(vec![growth], extra, failure));
     rows
 }
 
