@@ -198,11 +198,11 @@ impl World {
         // driver uses, which must end exactly like the one-call path.
         self.split_next = !self.split_next;
         let received = if self.split_next {
-            match self.target.receive_datagram(self.now, from, &mut datagram) {
+            match self.target.prepare_datagram(self.now, from, &mut datagram) {
                 Incoming::Data(data) => {
                     let authenticated = data.open(&mut datagram);
                     self.target
-                        .finish_data(self.now, from, &data, authenticated, &datagram)
+                        .finish_datagram(self.now, from, &data, authenticated, &datagram)
                 }
                 Incoming::Done(received) => received,
             }
@@ -342,7 +342,7 @@ impl World {
 ///
 /// The first byte picks whether the two share a preshared key. Datagrams to
 /// the target alternate between the one-call receive path and the two-half
-/// one (`receive_datagram`, `open`, `finish_data`). Must never panic.
+/// one (`prepare_datagram`, `open`, `finish_datagram`). Must never panic.
 pub fn device_datagram(data: &[u8]) {
     let mut input = Input(data);
     let mut world = World::new(input.u8() & 1 == 1);

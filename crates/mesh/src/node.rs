@@ -119,16 +119,24 @@ impl Node {
         total
     }
 
-    /// Routes and seals the TUN packet at `buf[DATA_HEADROOM..][..len]`.
+    /// Routes and seals the TUN packet at `buf[DATA_HEADROOM..][..len]`:
+    /// [`Node::prepare_tun_packet`] and the seal back to back.
     pub fn handle_tun_packet(&mut self, now: Instant, buf: &mut [u8], len: usize) -> Sent {
-        match self.route_packet(buf, len) {
-            Some(peer) => self.device.encapsulate(now, peer, buf, len),
-            None => Sent::Dropped(DropReason::NoRoute),
+        match self.prepare_tun_packet(now, buf, len) {
+            Outgoing::Ready {
+                len,
+                destination,
+                seal,
+            } => match seal.seal(buf) {
+                Ok(()) => Sent::Sealed { len, destination },
+                Err(_) => Sent::Dropped(DropReason::BufferTooSmall),
+            },
+            Outgoing::Done(sent) => sent,
         }
     }
 
-    /// [`Node::handle_tun_packet`] but the encryption, which the caller
-    /// runs (see [`Outgoing`]).
+    /// The first phase of sending a TUN packet: routes it and does the
+    /// protocol work; the caller runs the seal (see [`Outgoing`]).
     pub fn prepare_tun_packet(&mut self, now: Instant, buf: &mut [u8], len: usize) -> Outgoing {
         match self.route_packet(buf, len) {
             Some(peer) => self.device.prepare_encapsulate(now, peer, buf, len),
@@ -150,34 +158,39 @@ impl Node {
         peer
     }
 
-    /// Opens a datagram in place and applies the allowed-IPs source check.
+    /// Opens a datagram in place and applies the allowed-IPs source check:
+    /// the three phases back to back.
     pub fn handle_datagram(
         &mut self,
         now: Instant,
         from: SocketAddr,
         datagram: &mut [u8],
     ) -> Received {
-        let received = self.device.handle_datagram(now, from, datagram);
-        self.check_source(received)
+        match self.prepare_datagram(now, from, datagram) {
+            Incoming::Data(pending) => {
+                let authenticated = pending.open(datagram);
+                self.finish_datagram(now, from, &pending, authenticated, datagram)
+            }
+            Incoming::Done(received) => received,
+        }
     }
 
-    /// The first half of [`Node::handle_datagram`]; see
-    /// [`Device::receive_datagram`].
-    pub fn receive_datagram(
+    /// The first phase of receiving; see [`Device::prepare_datagram`].
+    pub fn prepare_datagram(
         &mut self,
         now: Instant,
         from: SocketAddr,
         datagram: &mut [u8],
     ) -> Incoming {
-        match self.device.receive_datagram(now, from, datagram) {
+        match self.device.prepare_datagram(now, from, datagram) {
             Incoming::Done(received) => Incoming::Done(self.check_source(received)),
             data => data,
         }
     }
 
-    /// The second half of [`Node::handle_datagram`], with the allowed-IPs
-    /// source check; call in arrival order.
-    pub fn finish_data(
+    /// The last phase of receiving, with the allowed-IPs source check; call
+    /// in arrival order.
+    pub fn finish_datagram(
         &mut self,
         now: Instant,
         from: SocketAddr,
@@ -187,7 +200,7 @@ impl Node {
     ) -> Received {
         let received = self
             .device
-            .finish_data(now, from, pending, authenticated, datagram);
+            .finish_datagram(now, from, pending, authenticated, datagram);
         self.check_source(received)
     }
 

@@ -52,8 +52,8 @@ impl CryptoStage {
             .map_or(1, rayon::ThreadPool::current_num_threads)
     }
 
-    /// Whether other threads share the work; with one thread the driver
-    /// takes the single-call paths, which hold no extra key references.
+    /// Whether other threads share the work; with one thread every seal
+    /// and open runs at once on the caller's thread.
     pub fn parallel(&self) -> bool {
         self.pool.is_some()
     }

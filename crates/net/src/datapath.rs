@@ -24,12 +24,17 @@
 //! it lies ─ after the batch,
 //! same-flow packets merged into one writev each (userspace GRO, no copy)
 //! ```
+//!
+//! Both pipelines run the protocol's phases (`fjord_proto::Device`):
+//! first phase in order, AEAD calls for the whole read or batch, last
+//! phase in order. With one thread the stage runs the AEAD calls at once,
+//! on this thread; there is no second code path.
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::time::Instant;
 
 use fjord_mesh::Node;
-use fjord_proto::{DATA_HEADROOM, Incoming, Outgoing, Received, Sent};
+use fjord_proto::{DATA_HEADROOM, Incoming, Outgoing, Received};
 use quinn_udp::RecvMeta;
 
 use crate::crypto_stage::{CryptoStage, OpenJob, SealSlot};
@@ -50,6 +55,16 @@ const MAX_GSO_BYTES: usize = 65_535 - 20 - 8;
 const MAX_GSO_SEGMENT: usize = 1500 - 40 - 8;
 /// Room for one GRO-coalesced UDP message.
 const GRO_BUFFER: usize = 65_536;
+
+/// What a drain works with: the node, both I/O ends, the crypto stage and
+/// the counters. One value instead of five arguments, built once per turn.
+pub struct Pipes<'a> {
+    pub node: &'a mut Node,
+    pub tun: &'a mut TunDevice,
+    pub udp: &'a UdpTransport,
+    pub stage: &'a CryptoStage,
+    pub stats: &'a mut DataStats,
+}
 
 /// What one drain call found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,26 +144,16 @@ impl Outbound {
     /// at once; single packets wait for the turn's last read (or for the
     /// next super-packet), so that small packets read one by one still
     /// leave in few sends.
-    #[allow(clippy::too_many_arguments)]
-    pub fn drain(
-        &mut self,
-        now: Instant,
-        node: &mut Node,
-        tun: &TunDevice,
-        udp: &UdpTransport,
-        stage: &CryptoStage,
-        stats: &mut DataStats,
-        max_batches: usize,
-    ) -> Drained {
+    pub fn drain(&mut self, now: Instant, pipes: &mut Pipes<'_>, max_batches: usize) -> Drained {
         for _ in 0..max_batches {
             if self.filled > OUTBOUND_SLOTS - IDEAL_BATCH_SIZE {
-                self.send_sealed(udp, stats);
+                self.send_sealed(pipes.udp, pipes.stats);
             }
             let stride = self.stride;
             let mut chunks = self.area[self.filled * stride..].chunks_exact_mut(stride);
             let mut slots: [&mut [u8]; IDEAL_BATCH_SIZE] =
                 std::array::from_fn(|_| chunks.next().unwrap_or_default());
-            let read = tun.read_packets(
+            let read = pipes.tun.read_packets(
                 &mut self.scratch,
                 &mut slots,
                 &mut self.sizes,
@@ -158,12 +163,12 @@ impl Outbound {
                 Ok(count) => count,
                 Err(error) => match error.kind() {
                     io::ErrorKind::WouldBlock => {
-                        self.send_sealed(udp, stats);
+                        self.send_sealed(pipes.udp, pipes.stats);
                         return Drained::Empty;
                     }
                     io::ErrorKind::Interrupted => continue,
                     _ if is_device_gone(&error) => {
-                        self.send_sealed(udp, stats);
+                        self.send_sealed(pipes.udp, pipes.stats);
                         return Drained::DeviceGone;
                     }
                     _ if error.to_string().contains("overflows bufs element") => {
@@ -171,92 +176,67 @@ impl Outbound {
                         // cannot see it (interface moved to another namespace).
                         // Fall back to the largest slots; GSO runs end, nothing is lost
                         // after this one packet.
-                        stats.tun_read_errors += 1;
+                        pipes.stats.tun_read_errors += 1;
                         tracing::warn!(%error, "TUN packet longer than the known MTU; using 64 KiB slots");
-                        self.send_sealed(udp, stats);
+                        self.send_sealed(pipes.udp, pipes.stats);
                         self.set_mtu(65_535);
                         continue;
                     }
                     _ => {
-                        stats.tun_read_errors += 1;
+                        pipes.stats.tun_read_errors += 1;
                         tracing::trace!(%error, "TUN read failed");
                         continue;
                     }
                 },
             };
-            stats.tun_reads += 1;
+            pipes.stats.tun_reads += 1;
             let first = self.filled;
-            if stage.parallel() && count > 1 {
-                self.seal_shared(now, node, stage, stats, first, count);
-            } else {
-                for index in 0..count {
-                    let slot_index = first + index;
-                    let slot = &mut self.area[slot_index * stride..(slot_index + 1) * stride];
-                    self.sealed[slot_index] =
-                        match node.handle_tun_packet(now, slot, self.sizes[index]) {
-                            Sent::Sealed { len, destination } => {
-                                stats.tx_packets += 1;
-                                SealSlot {
-                                    len,
-                                    destination,
-                                    seal: None,
-                                }
-                            }
-                            _ => SealSlot::EMPTY,
-                        };
-                }
-            }
+            self.seal_read(now, pipes, first, count);
             self.filled += count;
             if count > 1 {
                 // A super-packet is a GSO send by itself; sending it now
                 // lets the peer start on it while we read the next one.
-                self.send_sealed(udp, stats);
+                self.send_sealed(pipes.udp, pipes.stats);
             }
         }
-        self.send_sealed(udp, stats);
+        self.send_sealed(pipes.udp, pipes.stats);
         Drained::MoreWaiting
     }
 
-    /// Prepares the `count` packets read into slots from `first` in order,
-    /// then seals them with the stage's threads.
-    fn seal_shared(
-        &mut self,
-        now: Instant,
-        node: &mut Node,
-        stage: &CryptoStage,
-        stats: &mut DataStats,
-        first: usize,
-        count: usize,
-    ) {
+    /// Seals the `count` packets read into slots from `first`: the
+    /// protocol's first phase for each, in order, then every seal (on the
+    /// stage's threads when the read is large enough to share).
+    fn seal_read(&mut self, now: Instant, pipes: &mut Pipes<'_>, first: usize, count: usize) {
         let stride = self.stride;
         for index in 0..count {
             let slot_index = first + index;
             let slot = &mut self.area[slot_index * stride..(slot_index + 1) * stride];
-            self.sealed[slot_index] = match node.prepare_tun_packet(now, slot, self.sizes[index]) {
-                Outgoing::Ready {
-                    len,
-                    destination,
-                    seal,
-                } => SealSlot {
-                    len,
-                    destination,
-                    seal: Some(seal),
-                },
-                Outgoing::Done(_) => SealSlot::EMPTY,
-            };
+            self.sealed[slot_index] =
+                match pipes.node.prepare_tun_packet(now, slot, self.sizes[index]) {
+                    Outgoing::Ready {
+                        len,
+                        destination,
+                        seal,
+                    } => SealSlot {
+                        len,
+                        destination,
+                        seal: Some(seal),
+                    },
+                    Outgoing::Done(_) => SealSlot::EMPTY,
+                };
         }
-        if stage.seal_slots(
+        if pipes.stage.seal_slots(
             &mut self.area[first * stride..(first + count) * stride],
             stride,
             &mut self.sealed[first..first + count],
         ) {
-            stats.crypto_splits += 1;
+            pipes.stats.crypto_splits += 1;
         }
         for slot in &mut self.sealed[first..first + count] {
             // Dropped here, so the keys' reference counts change on this
             // thread only.
             if slot.seal.take().is_some() && slot.len > 0 {
-                stats.tx_packets += 1;
+                pipes.stats.tx_packets += 1;
             }
         }
     }
@@ -422,26 +402,16 @@ impl Inbound {
     }
 
     /// Receives, opens and delivers up to `max_batches` recvmmsg calls.
-    #[allow(clippy::too_many_arguments)]
-    pub fn drain(
-        &mut self,
-        now: Instant,
-        node: &mut Node,
-        tun: &mut TunDevice,
-        udp: &UdpTransport,
-        stage: &CryptoStage,
-        stats: &mut DataStats,
-        max_batches: usize,
-    ) -> Drained {
+    pub fn drain(&mut self, now: Instant, pipes: &mut Pipes<'_>, max_batches: usize) -> Drained {
         for _ in 0..max_batches {
             let mut chunks = self.storage.chunks_exact_mut(GRO_BUFFER);
             let mut slices: [IoSliceMut<'_>; RECV_BATCH] =
                 std::array::from_fn(|_| IoSliceMut::new(chunks.next().unwrap_or_default()));
-            let messages = match udp.recv(&mut slices, &mut self.meta) {
+            let messages = match pipes.udp.recv(&mut slices, &mut self.meta) {
                 Ok(count) => count,
                 Err(error) => match error.kind() {
                     io::ErrorKind::WouldBlock => {
-                        return if self.flush(tun, stats) {
+                        return if self.flush(pipes) {
                             Drained::Empty
                         } else {
                             Drained::DeviceGone
@@ -449,13 +419,13 @@ impl Inbound {
                     }
                     io::ErrorKind::Interrupted => continue,
                     _ => {
-                        stats.udp_recv_errors += 1;
+                        pipes.stats.udp_recv_errors += 1;
                         tracing::trace!(%error, "UDP receive failed");
                         continue;
                     }
                 },
             };
-            stats.udp_recvs += 1;
+            pipes.stats.udp_recvs += 1;
             for message in 0..messages {
                 let meta = self.meta[message];
                 let base = message * GRO_BUFFER;
@@ -470,23 +440,9 @@ impl Inbound {
                     let end = (offset + stride).min(meta.len);
                     let datagram = &mut self.storage[start..base + end];
                     offset = end;
-                    stats.rx_datagrams += 1;
-                    if !stage.parallel() {
-                        if let Received::Data { packet, .. } =
-                            node.handle_datagram(now, meta.addr, datagram)
-                        {
-                            // The plaintext stays where it was opened until
-                            // the flush: the storage is not reused before it.
-                            tun.queue_write(
-                                &self.storage,
-                                start + packet.start..start + packet.end,
-                            );
-                            if !tun.has_write_room() && !self.flush(tun, stats) {
-                                return Drained::DeviceGone;
-                            }
-                        }
-                    } else if let Incoming::Data(data) =
-                        node.receive_datagram(now, meta.addr, datagram)
+                    pipes.stats.rx_datagrams += 1;
+                    if let Incoming::Data(data) =
+                        pipes.node.prepare_datagram(now, meta.addr, datagram)
                     {
                         self.jobs.push(OpenJob {
                             range: start..base + end,
@@ -497,29 +453,19 @@ impl Inbound {
                     }
                 }
             }
-            if !self.jobs.is_empty() && !self.open_shared(now, node, tun, stage, stats) {
-                return Drained::DeviceGone;
-            }
-            if !self.flush(tun, stats) {
+            if !self.open_and_deliver(now, pipes) {
                 return Drained::DeviceGone;
             }
         }
         Drained::MoreWaiting
     }
 
-    /// Opens the batch's data messages with the stage's threads, then
-    /// finishes them in arrival order and queues their packets for TUN;
-    /// `false` if the device is gone.
-    fn open_shared(
-        &mut self,
-        now: Instant,
-        node: &mut Node,
-        tun: &mut TunDevice,
-        stage: &CryptoStage,
-        stats: &mut DataStats,
-    ) -> bool {
-        if stage.open_all(&mut self.storage, &mut self.jobs) {
-            stats.crypto_splits += 1;
+    /// Opens the batch's data messages (on the stage's threads when the
+    /// batch is large enough to share), then finishes them in arrival order
+    /// and writes their packets to TUN; `false` if the device is gone.
+    fn open_and_deliver(&mut self, now: Instant, pipes: &mut Pipes<'_>) -> bool {
+        if pipes.stage.open_all(&mut self.storage, &mut self.jobs) {
+            pipes.stats.crypto_splits += 1;
         }
         // Taken out (and put back, capacity kept) so that flushing can
         // borrow the storage while the jobs are walked.
@@ -531,28 +477,32 @@ impl Inbound {
             }
             let datagram = &self.storage[job.range.clone()];
             if let Received::Data { packet, .. } =
-                node.finish_data(now, job.from, &job.data, job.authenticated, datagram)
+                pipes
+                    .node
+                    .finish_datagram(now, job.from, &job.data, job.authenticated, datagram)
             {
                 // The plaintext stays where it was opened until the
                 // flush below: the storage is not reused before it.
                 let start = job.range.start;
-                tun.queue_write(&self.storage, start + packet.start..start + packet.end);
-                if !tun.has_write_room() && !self.flush(tun, stats) {
+                pipes
+                    .tun
+                    .queue_write(&self.storage, start + packet.start..start + packet.end);
+                if !pipes.tun.has_write_room() && !self.flush(pipes) {
                     device_gone = true;
                 }
             }
         }
         self.jobs = jobs;
-        !device_gone
+        !device_gone && self.flush(pipes)
     }
 
     /// Writes pending packets to the TUN device; `false` if it is gone.
-    fn flush(&mut self, tun: &mut TunDevice, stats: &mut DataStats) -> bool {
-        match tun.flush_writes(&mut self.storage) {
+    fn flush(&mut self, pipes: &mut Pipes<'_>) -> bool {
+        match pipes.tun.flush_writes(&mut self.storage) {
             Ok(outcome) => {
-                stats.rx_packets += outcome.written as u64;
-                stats.tun_write_errors += outcome.lost as u64;
-                stats.tun_writes += outcome.writes as u64;
+                pipes.stats.rx_packets += outcome.written as u64;
+                pipes.stats.tun_write_errors += outcome.lost as u64;
+                pipes.stats.tun_writes += outcome.writes as u64;
                 true
             }
             Err(_) => false,

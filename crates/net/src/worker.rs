@@ -30,7 +30,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use crate::busy_poll::{BusyPoll, SPIN_WINDOW};
 use crate::control::{ControlCall, ControlContext, ControlHandle};
 use crate::crypto_stage::CryptoStage;
-use crate::datapath::{Drained, Inbound, Outbound, send_blocking};
+use crate::datapath::{Drained, Inbound, Outbound, Pipes, send_blocking};
 use crate::stats::DataStats;
 use crate::tun::TunDevice;
 use crate::udp::UdpTransport;
@@ -220,31 +220,22 @@ impl Worker {
             }
             while tun_ready || udp_ready {
                 let now = Instant::now();
+                let mut pipes = Pipes {
+                    node: &mut self.node,
+                    tun: &mut self.tun,
+                    udp: &self.udp,
+                    stage: &stage,
+                    stats: &mut self.stats,
+                };
                 if tun_ready {
-                    match self.outbound.drain(
-                        now,
-                        &mut self.node,
-                        &self.tun,
-                        &self.udp,
-                        &stage,
-                        &mut self.stats,
-                        BATCHES_PER_TURN,
-                    ) {
+                    match self.outbound.drain(now, &mut pipes, BATCHES_PER_TURN) {
                         Drained::Empty => tun_ready = false,
                         Drained::MoreWaiting => {}
                         Drained::DeviceGone => return Ok(StopReason::InterfaceDeleted),
                     }
                 }
                 if udp_ready {
-                    match self.inbound.drain(
-                        now,
-                        &mut self.node,
-                        &mut self.tun,
-                        &self.udp,
-                        &stage,
-                        &mut self.stats,
-                        BATCHES_PER_TURN,
-                    ) {
+                    match self.inbound.drain(now, &mut pipes, BATCHES_PER_TURN) {
                         Drained::Empty => udp_ready = false,
                         Drained::MoreWaiting => {}
                         Drained::DeviceGone => return Ok(StopReason::InterfaceDeleted),

@@ -6,21 +6,30 @@
 //! ```text
 //! loop {
 //!     wait for: a datagram, a TUN packet, or poll_timeout()
-//!     datagram   -> handle_datagram(now, from, &mut buf) -> Received
+//!     datagram   -> prepare_datagram(now, from, &mut buf) -> Incoming
+//!                   Data(pending): pending.open(&mut buf) (any thread), then
+//!                   finish_datagram(now, from, &pending, opened, &buf) -> Received
 //!                   (Data: write buf[packet] to the TUN device, after the
 //!                    caller's allowed-IPs check of its source)
-//!     TUN packet -> encapsulate(now, peer, &mut buf, len) -> Sent
-//!                   (Sealed: send buf[..len] to destination)
+//!     TUN packet -> prepare_encapsulate(now, peer, &mut buf, len) -> Outgoing
+//!                   Ready: seal.seal(&mut buf) (any thread), then send
+//!                   buf[..len] to destination
 //!     deadline   -> handle_timeout(now)
 //!     then drain poll_transmit(&mut buf) (handshakes, keepalives, staged
 //!     packets) and poll_event() (for logs)
 //! }
 //! ```
 //!
-//! A driver that spreads encryption over threads splits the two data
-//! calls in halves: `receive_datagram` → [`PendingData::open`] (any thread)
-//! → `finish_data` (in arrival order), and `prepare_encapsulate` →
-//! [`crate::PendingSeal::seal`] (any thread) → send.
+//! There is one data path, in phases: the protocol work runs in order on
+//! the driver's thread, the AEAD call in the middle runs wherever the
+//! driver likes (at once, or on other threads for a batch), and receiving
+//! finishes in arrival order. [`Device::handle_datagram`] and
+//! [`Device::encapsulate`] run the phases back to back, for drivers and
+//! tests that handle one packet at a time.
+//!
+//! Timers: each peer's earliest deadline sits in a [`TimerQueue`], so
+//! `poll_timeout` and `handle_timeout` cost the same with ten thousand
+//! peers as with one.
 //!
 //! Buffers belong to the caller. A TUN packet sits at
 //! `buf[DATA_HEADROOM..]` with [`DATA_TAILROOM`] spare bytes behind it, and
@@ -44,6 +53,7 @@ use crate::outcome::{
     Transmit,
 };
 use crate::peer::{Peer, PeerStats};
+use crate::timer_queue::TimerQueue;
 use crate::wire::{COOKIE_REPLY_LEN, HandshakeInitiation, HandshakeResponse, Message, ParseError};
 
 pub use crate::session::{DATA_HEADROOM, DATA_TAILROOM};
@@ -123,6 +133,10 @@ pub struct Device {
     cookie_checker: Option<CookieChecker>,
     peers: Vec<Option<Peer>>,
     peer_ids: HashMap<PublicKey, PeerId>,
+    /// Each peer's earliest timer deadline, by `PeerId::index`.
+    deadlines: TimerQueue,
+    /// Reused by `handle_timeout` for the peers found due.
+    due_scratch: Vec<usize>,
     load: LoadMeter,
 }
 
@@ -151,6 +165,8 @@ impl Device {
             cookie_checker,
             peers: Vec::new(),
             peer_ids: HashMap::new(),
+            deadlines: TimerQueue::new(),
+            due_scratch: Vec::new(),
             load: LoadMeter::default(),
         }
     }
@@ -185,9 +201,7 @@ impl Device {
 
     /// Changes a peer's preshared key; takes effect at the next handshake.
     pub fn set_peer_preshared_key(&mut self, id: PeerId, preshared_key: PresharedKey) {
-        if let Some(peer) = self.peers.get_mut(id.index()).and_then(Option::as_mut) {
-            peer.remote.set_preshared_key(preshared_key);
-        }
+        self.with_peer(id, |peer, _| peer.remote.set_preshared_key(preshared_key));
     }
 
     pub fn mtu(&self) -> usize {
@@ -225,6 +239,7 @@ impl Device {
         if let Some(mut peer) = self.peers.get_mut(id.index()).and_then(Option::take) {
             peer.erase_keys(&mut self.ctx);
             self.peer_ids.remove(peer.remote.public_key());
+            self.deadlines.remove(id.index());
         }
     }
 
@@ -257,9 +272,7 @@ impl Device {
     }
 
     pub fn set_peer_endpoint(&mut self, id: PeerId, endpoint: SocketAddr) {
-        if let Some(peer) = self.peer_mut(id) {
-            peer.endpoint = Some(endpoint);
-        }
+        self.with_peer(id, |peer, _| peer.endpoint = Some(endpoint));
     }
 
     pub fn set_peer_persistent_keepalive(
@@ -268,29 +281,27 @@ impl Device {
         now: Instant,
         interval: Option<Duration>,
     ) {
-        let Some(peer) = self.peers.get_mut(id.index()).and_then(Option::as_mut) else {
-            return;
-        };
-        peer.timers.set_persistent_keepalive_interval(now, interval);
+        self.with_peer(id, |peer, _| {
+            peer.timers.set_persistent_keepalive_interval(now, interval);
+        });
     }
 
     /// Sends a keepalive now (starting a handshake first if there is no
     /// session), as wireguard-go does when a persistent keepalive is set.
     pub fn send_keepalive(&mut self, id: PeerId, now: Instant) {
-        if let Some(peer) = self.peers.get_mut(id.index()).and_then(Option::as_mut) {
-            peer.send_keepalive(id, now, &mut self.ctx);
-        }
+        self.with_peer(id, |peer, ctx| peer.send_keepalive(id, now, ctx));
     }
 
     /// Sends a keepalive to every peer with a current session, so that
     /// each learns our new address at once (after a listen-port change).
     pub fn keepalive_all_sessions(&mut self, now: Instant) {
-        for (index, slot) in self.peers.iter_mut().enumerate() {
-            if let Some(peer) = slot
-                && peer.can_send(now)
-            {
-                peer.send_keepalive(PeerId(index as u32), now, &mut self.ctx);
-            }
+        let ids: Vec<PeerId> = self.peer_ids().collect();
+        for id in ids {
+            self.with_peer(id, |peer, ctx| {
+                if peer.can_send(now) {
+                    peer.send_keepalive(id, now, ctx);
+                }
+            });
         }
     }
 
@@ -302,18 +313,26 @@ impl Device {
     /// Starts a handshake now (rate-limited to one per REKEY_TIMEOUT), as a
     /// configured persistent keepalive or an eager interface does at start.
     pub fn initiate_handshake(&mut self, id: PeerId, now: Instant) {
-        let Some(peer) = self.peers.get_mut(id.index()).and_then(Option::as_mut) else {
-            return;
-        };
-        peer.initiate(id, now, &mut self.ctx, false);
+        self.with_peer(id, |peer, ctx| peer.initiate(id, now, ctx, false));
     }
 
     fn peer(&self, id: PeerId) -> Option<&Peer> {
         self.peers.get(id.index()).and_then(Option::as_ref)
     }
 
-    fn peer_mut(&mut self, id: PeerId) -> Option<&mut Peer> {
-        self.peers.get_mut(id.index()).and_then(Option::as_mut)
+    /// Runs `work` on a peer, then files the peer's next timer deadline:
+    /// every change to a peer goes through here, so the timer queue never
+    /// misses one.
+    fn with_peer<T>(
+        &mut self,
+        id: PeerId,
+        work: impl FnOnce(&mut Peer, &mut Context) -> T,
+    ) -> Option<T> {
+        let peer = self.peers.get_mut(id.index()).and_then(Option::as_mut)?;
+        let result = work(peer, &mut self.ctx);
+        self.deadlines
+            .update(id.index(), peer.timers.next_deadline());
+        Some(result)
     }
 
     pub fn drops(&self) -> &DropCounters {
@@ -328,93 +347,68 @@ impl Device {
 
     // ---- inputs ---------------------------------------------------------
 
-    /// Handles one received datagram in place.
+    /// Handles one received datagram in place: [`Device::prepare_datagram`],
+    /// the decryption and [`Device::finish_datagram`] back to back.
     pub fn handle_datagram(
         &mut self,
         now: Instant,
         from: SocketAddr,
         datagram: &mut [u8],
     ) -> Received {
-        self.receive_with(
-            now,
-            from,
-            datagram,
-            std::convert::identity,
-            |peer, id, local_index, counter, ctx, datagram| {
-                peer.decapsulate(id, now, from, local_index, counter, datagram, ctx)
-            },
-        )
+        match self.prepare_datagram(now, from, datagram) {
+            Incoming::Data(pending) => {
+                let authenticated = pending.open(datagram);
+                self.finish_datagram(now, from, &pending, authenticated, datagram)
+            }
+            Incoming::Done(received) => received,
+        }
     }
 
-    /// The first half of [`Device::handle_datagram`]: handles handshake
-    /// messages whole, and leaves a data message's decryption to the caller
-    /// (see [`Incoming`]). Only handshake messages are read from `datagram`
-    /// and may be changed; a data message is left as it is.
-    pub fn receive_datagram(
+    /// The first phase of receiving: handles handshake messages whole, and
+    /// for a data message checks its session and counter and returns the
+    /// decryption to run (see [`Incoming`]). Only handshake messages are
+    /// read from `datagram` and may be changed; a data message is left as
+    /// it is.
+    pub fn prepare_datagram(
         &mut self,
         now: Instant,
         from: SocketAddr,
         datagram: &mut [u8],
     ) -> Incoming {
-        self.receive_with(
-            now,
-            from,
-            datagram,
-            Incoming::Done,
-            |peer, id, local_index, counter, ctx, _| {
-                peer.prepare_decapsulate(id, now, local_index, counter, ctx)
-            },
-        )
-    }
-
-    /// Handles handshake messages whole (their outcome goes through
-    /// `done`); a data message goes to `data` with its peer, receiver index
-    /// and counter.
-    fn receive_with<T>(
-        &mut self,
-        now: Instant,
-        from: SocketAddr,
-        datagram: &mut [u8],
-        done: fn(Received) -> T,
-        data: impl FnOnce(&mut Peer, PeerId, u32, u64, &mut Context, &mut [u8]) -> T,
-    ) -> T {
         let (local_index, counter) = match Message::parse(datagram) {
             Ok(Message::TransportData(view)) => (view.receiver_index(), view.counter()),
             Ok(Message::HandshakeInitiation(view)) => {
-                return done(self.handle_initiation(now, from, &view));
+                return Incoming::Done(self.handle_initiation(now, from, &view));
             }
             Ok(Message::HandshakeResponse(view)) => {
-                return done(self.handle_response(now, from, &view));
+                return Incoming::Done(self.handle_response(now, from, &view));
             }
             Ok(Message::CookieReply(view)) => {
                 let peer = self.ctx.indices.get(&view.receiver_index()).copied();
-                return done(
-                    match peer
-                        .and_then(|id| self.peers.get_mut(id.index()).and_then(Option::as_mut))
-                    {
-                        Some(peer) => peer.handle_cookie_reply(now, &view, &mut self.ctx),
-                        None => self.dropped(DropReason::UnexpectedHandshakeMessage),
-                    },
+                let handled = peer.and_then(|id| {
+                    self.with_peer(id, |peer, ctx| peer.handle_cookie_reply(now, &view, ctx))
+                });
+                return Incoming::Done(
+                    handled.unwrap_or_else(|| self.dropped(DropReason::UnexpectedHandshakeMessage)),
                 );
             }
             Err(ParseError::UnknownType(_)) => {
-                return done(self.dropped(DropReason::UnknownMessageType));
+                return Incoming::Done(self.dropped(DropReason::UnknownMessageType));
             }
-            Err(_) => return done(self.dropped(DropReason::MalformedMessage)),
+            Err(_) => return Incoming::Done(self.dropped(DropReason::MalformedMessage)),
         };
-        let Some(id) = self.ctx.indices.get(&local_index).copied() else {
-            return done(self.dropped(DropReason::UnknownReceiverIndex));
-        };
-        let Some(peer) = self.peers.get_mut(id.index()).and_then(Option::as_mut) else {
-            return done(self.dropped(DropReason::UnknownReceiverIndex));
-        };
-        data(peer, id, local_index, counter, &mut self.ctx, datagram)
+        let prepared = self.ctx.indices.get(&local_index).copied().and_then(|id| {
+            self.with_peer(id, |peer, ctx| {
+                peer.prepare_decapsulate(id, now, local_index, counter, ctx)
+            })
+        });
+        prepared.unwrap_or_else(|| Incoming::Done(self.dropped(DropReason::UnknownReceiverIndex)))
     }
 
-    /// The second half of [`Device::handle_datagram`] for a data message
-    /// whose decryption ran (`authenticated` is what [`PendingData::open`]
-    /// returned). Call it in the order the datagrams arrived.
-    pub fn finish_data(
+    /// The last phase of receiving a data message whose decryption ran
+    /// (`authenticated` is what [`PendingData::open`] returned). Call it in
+    /// the order the datagrams arrived.
+    pub fn finish_datagram(
         &mut self,
         now: Instant,
         from: SocketAddr,
@@ -422,19 +416,14 @@ impl Device {
         authenticated: bool,
         datagram: &[u8],
     ) -> Received {
-        match self
-            .peers
-            .get_mut(pending.peer.index())
-            .and_then(Option::as_mut)
-        {
-            Some(peer) => {
-                peer.finish_decapsulate(pending, now, from, authenticated, datagram, &mut self.ctx)
-            }
-            None => self.dropped(DropReason::UnknownReceiverIndex),
-        }
+        let finished = self.with_peer(pending.peer, |peer, ctx| {
+            peer.finish_decapsulate(pending, now, from, authenticated, datagram, ctx)
+        });
+        finished.unwrap_or_else(|| self.dropped(DropReason::UnknownReceiverIndex))
     }
 
-    /// Seals the TUN packet at `buf[DATA_HEADROOM..][..payload_len]` for `peer`.
+    /// Seals the TUN packet at `buf[DATA_HEADROOM..][..payload_len]` for
+    /// `peer`: [`Device::prepare_encapsulate`] and the seal back to back.
     pub fn encapsulate(
         &mut self,
         now: Instant,
@@ -442,17 +431,26 @@ impl Device {
         buf: &mut [u8],
         payload_len: usize,
     ) -> Sent {
-        match self.peers.get_mut(id.index()).and_then(Option::as_mut) {
-            Some(peer) => peer.encapsulate(id, now, buf, payload_len, &mut self.ctx),
-            None => {
-                self.ctx.drop(DropReason::NoEndpoint);
-                Sent::Dropped(DropReason::NoEndpoint)
-            }
+        match self.prepare_encapsulate(now, id, buf, payload_len) {
+            Outgoing::Ready {
+                len,
+                destination,
+                seal,
+            } => match seal.seal(buf) {
+                Ok(()) => Sent::Sealed { len, destination },
+                // The first phase checked the buffer; this cannot happen.
+                Err(_) => {
+                    self.ctx.drop(DropReason::BufferTooSmall);
+                    Sent::Dropped(DropReason::BufferTooSmall)
+                }
+            },
+            Outgoing::Done(sent) => sent,
         }
     }
 
-    /// [`Device::encapsulate`] but the encryption, which the caller runs
-    /// (see [`Outgoing`]), so that a batch can be encrypted on several threads.
+    /// The first phase of sending the TUN packet at
+    /// `buf[DATA_HEADROOM..][..payload_len]` to `peer`: everything but the
+    /// encryption, which the caller runs next (see [`Outgoing`]).
     pub fn prepare_encapsulate(
         &mut self,
         now: Instant,
@@ -460,36 +458,40 @@ impl Device {
         buf: &mut [u8],
         payload_len: usize,
     ) -> Outgoing {
-        match self.peers.get_mut(id.index()).and_then(Option::as_mut) {
-            Some(peer) => peer.prepare_encapsulate(id, now, buf, payload_len, &mut self.ctx),
-            None => {
-                self.ctx.drop(DropReason::NoEndpoint);
-                Outgoing::Done(Sent::Dropped(DropReason::NoEndpoint))
-            }
-        }
+        let prepared = self.with_peer(id, |peer, ctx| {
+            peer.prepare_encapsulate(id, now, buf, payload_len, ctx)
+        });
+        prepared.unwrap_or_else(|| {
+            self.ctx.drop(DropReason::UnknownPeer);
+            Outgoing::Done(Sent::Dropped(DropReason::UnknownPeer))
+        })
     }
 
     /// Runs every timer due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
-        for (index, slot) in self.peers.iter_mut().enumerate() {
-            let Some(peer) = slot else { continue };
-            if peer
-                .timers
-                .next_deadline()
-                .is_some_and(|deadline| deadline <= now)
-            {
-                peer.handle_timers(PeerId(index as u32), now, &mut self.ctx);
-            }
+        let mut due = std::mem::take(&mut self.due_scratch);
+        while let Some(index) = self.deadlines.pop_due(now) {
+            due.push(index);
         }
+        for index in due.drain(..) {
+            let id = PeerId(index as u32);
+            self.with_peer(id, |peer, ctx| {
+                if peer
+                    .timers
+                    .next_deadline()
+                    .is_some_and(|deadline| deadline <= now)
+                {
+                    peer.handle_timers(id, now, ctx);
+                }
+            });
+        }
+        self.due_scratch = due;
     }
 
-    /// When `handle_timeout` should next run.
+    /// When `handle_timeout` should next run. It may be a little early
+    /// (a deadline that moved later is found out when it fires), never late.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.peers
-            .iter()
-            .flatten()
-            .filter_map(|peer| peer.timers.next_deadline())
-            .min()
+        self.deadlines.next_deadline()
     }
 
     /// Writes the next queued control or staged datagram into `buf`.
@@ -573,13 +575,14 @@ impl Device {
             }
             Err(_) => return self.dropped(DropReason::HandshakeFailed),
         };
-        let Some(id) = self.peer_ids.get(&received.remote_public).copied() else {
-            return self.dropped(DropReason::UnknownPeer);
-        };
-        match self.peers.get_mut(id.index()).and_then(Option::as_mut) {
-            Some(peer) => peer.respond(id, now, from, received, &mut self.ctx),
-            None => self.dropped(DropReason::UnknownPeer),
-        }
+        let responded = self
+            .peer_ids
+            .get(&received.remote_public)
+            .copied()
+            .and_then(|id| {
+                self.with_peer(id, |peer, ctx| peer.respond(id, now, from, received, ctx))
+            });
+        responded.unwrap_or_else(|| self.dropped(DropReason::UnknownPeer))
     }
 
     fn handle_response(
@@ -591,12 +594,16 @@ impl Device {
         if let Err(reason) = self.admit_handshake(now, from, view.bytes(), MacLayout::RESPONSE) {
             return self.dropped(reason);
         }
-        let Some(id) = self.ctx.indices.get(&view.receiver_index()).copied() else {
-            return self.dropped(DropReason::UnexpectedHandshakeMessage);
-        };
-        match self.peers.get_mut(id.index()).and_then(Option::as_mut) {
-            Some(peer) => peer.handle_response(id, now, from, view, &mut self.ctx),
-            None => self.dropped(DropReason::UnexpectedHandshakeMessage),
-        }
+        let handled = self
+            .ctx
+            .indices
+            .get(&view.receiver_index())
+            .copied()
+            .and_then(|id| {
+                self.with_peer(id, |peer, ctx| {
+                    peer.handle_response(id, now, from, view, ctx)
+                })
+            });
+        handled.unwrap_or_else(|| self.dropped(DropReason::UnexpectedHandshakeMessage))
     }
 }

@@ -24,6 +24,7 @@ mod peer;
 pub mod replay;
 pub mod session;
 pub mod tai64n;
+pub mod timer_queue;
 pub mod timers;
 pub mod wire;
 

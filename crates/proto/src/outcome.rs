@@ -206,11 +206,11 @@ pub enum Outgoing {
 }
 
 /// A received datagram after the protocol's first look at it (from
-/// `receive_datagram`).
+/// `prepare_datagram`).
 pub enum Incoming {
     /// A data message of a known session, not yet seen: run
     /// [`PendingData::open`] on the datagram (on any thread), then hand the
-    /// result to `finish_data`, in the order the datagrams arrived.
+    /// result to `finish_datagram`, in the order the datagrams arrived.
     Data(PendingData),
     /// Fully handled (a handshake message, or dropped).
     Done(Received),

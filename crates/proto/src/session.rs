@@ -16,12 +16,13 @@
 //! plaintext at [`TRANSPORT_HEADER_LEN`] with room for padding and the tag
 //! behind it ([`DATA_TAILROOM`]), so no packet is copied or allocated.
 //!
-//! Each operation also comes in two halves, so that a driver can spread
-//! the encryption of a batch over several threads while the protocol state
+//! Each operation runs in phases, so that a driver can spread the
+//! encryption of a batch over several threads while the protocol state
 //! stays with one: `prepare_seal` takes the counter and writes the header,
 //! and the returned [`PendingSeal`] encrypts anywhere; `prepare_open`
 //! checks the replay window, [`PendingOpen`] decrypts anywhere, and
-//! `commit_open` records the counter once the tag authenticated.
+//! `commit_open` records the counter once the tag authenticated. `seal`
+//! and `open` run the phases back to back.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -117,21 +118,22 @@ impl Session {
     }
 
     /// Seals the `payload_len` plaintext bytes at `buf[DATA_HEADROOM..]`,
-    /// padded for an interface of `mtu` bytes, and returns the datagram length.
+    /// padded for an interface of `mtu` bytes, and returns the datagram
+    /// length: both phases at once.
     pub fn seal(
         &mut self,
         buf: &mut [u8],
         payload_len: usize,
         mtu: usize,
     ) -> Result<usize, SealError> {
-        let (total, counter, padded_len) = self.take_counter(buf, payload_len, mtu)?;
-        seal_with(&self.sending, counter, padded_len, buf)?;
+        let (total, pending) = self.prepare_seal(buf, payload_len, mtu)?;
+        pending.seal(buf)?;
         Ok(total)
     }
 
-    /// Does everything [`Session::seal`] does but the encryption: takes a
-    /// counter, writes the header and the padding, and returns the datagram
-    /// length with the encryption to run later, on any thread.
+    /// The first phase of sealing: takes a counter, writes the header and
+    /// the padding, and returns the datagram length with the encryption to
+    /// run next, on this thread or any other.
     pub fn prepare_seal(
         &mut self,
         buf: &mut [u8],
@@ -175,16 +177,15 @@ impl Session {
 
     /// Authenticates and decrypts the data message in `datagram` (already
     /// classified, so at least header plus tag long) in place, and returns
-    /// where its padded plaintext lies.
+    /// where its padded plaintext lies: all three phases at once.
     pub fn open(&mut self, counter: u64, datagram: &mut [u8]) -> Result<Range<usize>, OpenError> {
-        self.replay.check(counter)?;
-        if !open_with(&self.receiving, counter, datagram) {
+        if !self.prepare_open(counter)?.open(datagram) {
             return Err(OpenError::AuthenticationFailed);
         }
         self.commit_open(counter, datagram.len())
     }
 
-    /// The first half of [`Session::open`]: refuses a counter the replay
+    /// The first phase of [`Session::open`]: refuses a counter the replay
     /// window has seen, and returns the decryption to run on any thread.
     pub fn prepare_open(&self, counter: u64) -> Result<PendingOpen, OpenError> {
         self.replay.check(counter)?;
@@ -194,7 +195,7 @@ impl Session {
         })
     }
 
-    /// The second half of [`Session::open`], after the decryption
+    /// The last phase of [`Session::open`], after the decryption
     /// authenticated: records the counter (refusing it if an earlier
     /// packet of the same batch carried it too) and returns where the
     /// padded plaintext of the `datagram_len`-byte datagram lies.

@@ -70,7 +70,7 @@ fn a_batch_opened_out_of_order_is_finished_like_one_packet_at_a_time() {
     let (now, from) = (pair.now, pair.alice.addr);
     let mut pending = Vec::new();
     for datagram in &mut batch {
-        match pair.bob.device.receive_datagram(now, from, datagram) {
+        match pair.bob.device.prepare_datagram(now, from, datagram) {
             Incoming::Data(data) => pending.push(Some(data)),
             Incoming::Done(received) => panic!("handled whole: {received:?}"),
         }
@@ -83,7 +83,7 @@ fn a_batch_opened_out_of_order_is_finished_like_one_packet_at_a_time() {
     let mut outcomes = Vec::new();
     for (index, datagram) in batch.iter().enumerate() {
         let data = pending[index].take().expect("prepared above");
-        outcomes.push(pair.bob.device.finish_data(
+        outcomes.push(pair.bob.device.finish_datagram(
             now,
             from,
             &data,

@@ -1,0 +1,265 @@
+//! The data half of a peer: transport data in two phases.
+//!
+//! ```text
+//! outbound:  prepare_encapsulate (session, counter, header, padding,
+//!            timers)  ─  PendingSeal::seal (any thread)  ─  send
+//! inbound:   prepare_decapsulate (session, replay check)  ─
+//!            PendingData::open (any thread)  ─  finish_decapsulate (replay
+//!            commit, session rotation, endpoint, timers, inner packet)
+//! ```
+//!
+//! A driver with one thread runs the middle step at once; one with several
+//! runs the middle steps of a batch on other threads, then finishes the
+//! batch in arrival order. Either way it is the same code.
+
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::time::Instant;
+
+use super::{MAX_STAGED_PACKETS, Peer, release};
+use crate::context::Context;
+use crate::ip::IpHeader;
+use crate::outcome::{DropReason, Incoming, Outgoing, PeerId, PendingData, Received, Sent};
+use crate::replay::ReplayError;
+use crate::session::{DATA_HEADROOM, DATA_TAILROOM, OpenError, SealError, Session};
+use crate::timers::{
+    KEEPALIVE_TIMEOUT, REJECT_AFTER_TIME, REKEY_AFTER_MESSAGES, REKEY_AFTER_TIME, REKEY_TIMEOUT,
+};
+
+impl Peer {
+    /// Everything sending the packet at `buf[DATA_HEADROOM..][..payload_len]`
+    /// needs but the encryption, which the caller runs next (see
+    /// [`Outgoing`]).
+    pub fn prepare_encapsulate(
+        &mut self,
+        id: PeerId,
+        now: Instant,
+        buf: &mut [u8],
+        payload_len: usize,
+        ctx: &mut Context,
+    ) -> Outgoing {
+        let Some(destination) = self.endpoint else {
+            return Outgoing::Done(dropped_sent(ctx, DropReason::NoEndpoint));
+        };
+        // A length past the end of `buf` is the caller's mistake; refusing it
+        // here keeps the staging copy and the padding arithmetic below from
+        // overflowing (a panic in debug builds).
+        if payload_len > buf.len().saturating_sub(DATA_HEADROOM) {
+            return Outgoing::Done(dropped_sent(ctx, DropReason::BufferTooSmall));
+        }
+        let mtu = ctx.mtu;
+        let session = match self.current.as_mut() {
+            Some(session) if session.can_send(now) => session,
+            _ => {
+                let payload = buf[DATA_HEADROOM..DATA_HEADROOM + payload_len].to_vec();
+                self.stage(payload, ctx);
+                self.initiate(id, now, ctx, false);
+                return Outgoing::Done(Sent::Staged);
+            }
+        };
+        let (len, seal) = match session.prepare_seal(buf, payload_len, mtu) {
+            Ok(prepared) => prepared,
+            Err(error) => {
+                let reason = match error {
+                    SealError::BufferTooSmall => DropReason::BufferTooSmall,
+                    SealError::CounterExhausted => DropReason::CounterExhausted,
+                };
+                return Outgoing::Done(dropped_sent(ctx, reason));
+            }
+        };
+        let wants_rekey = session.is_initiator()
+            && (now.saturating_duration_since(session.created()) >= REKEY_AFTER_TIME
+                || session.next_send_counter() > REKEY_AFTER_MESSAGES);
+        self.after_send(now, payload_len > 0, len, ctx);
+        if wants_rekey {
+            self.initiate(id, now, ctx, false);
+        }
+        Outgoing::Ready {
+            len,
+            destination,
+            seal,
+        }
+    }
+
+    fn after_send(&mut self, now: Instant, is_data: bool, len: usize, ctx: &mut Context) {
+        self.stats.tx_bytes += len as u64;
+        self.timers.any_authenticated_packet_traversal(now);
+        self.timers.any_authenticated_packet_sent();
+        if is_data && !self.timers.new_handshake_pending() {
+            let jitter = ctx.jitter();
+            self.timers.data_sent(now, jitter);
+        }
+    }
+
+    fn stage(&mut self, packet: Vec<u8>, ctx: &mut Context) {
+        if self.staged.len() >= MAX_STAGED_PACKETS {
+            self.staged.pop_front();
+            ctx.drop(DropReason::StagingQueueFull);
+        }
+        self.staged.push_back(packet);
+    }
+
+    /// Seals `payload` into a new datagram queued for sending, or stages it.
+    fn send_owned(&mut self, id: PeerId, now: Instant, payload: &[u8], ctx: &mut Context) {
+        let mut buf = vec![0u8; DATA_HEADROOM + payload.len() + DATA_TAILROOM];
+        buf[DATA_HEADROOM..DATA_HEADROOM + payload.len()].copy_from_slice(payload);
+        if let Outgoing::Ready {
+            len,
+            destination,
+            seal,
+        } = self.prepare_encapsulate(id, now, &mut buf, payload.len(), ctx)
+        {
+            // Cannot fail: the buffer was sized for header, padding and tag.
+            if seal.seal(&mut buf).is_ok() {
+                buf.truncate(len);
+                ctx.send(destination, buf);
+            }
+        }
+    }
+
+    pub fn send_keepalive(&mut self, id: PeerId, now: Instant, ctx: &mut Context) {
+        self.send_owned(id, now, &[], ctx);
+    }
+
+    pub(super) fn send_staged(&mut self, id: PeerId, now: Instant, ctx: &mut Context) {
+        while self.current.as_ref().is_some_and(|s| s.can_send(now)) {
+            let Some(packet) = self.staged.pop_front() else {
+                break;
+            };
+            self.send_owned(id, now, &packet, ctx);
+        }
+    }
+
+    fn session_by_index(&mut self, local_index: u32) -> Option<(&mut Session, bool)> {
+        let matches = |s: &&mut Session| s.local_index() == local_index;
+        if let Some(s) = self.current.as_mut().filter(matches) {
+            Some((s, false))
+        } else if let Some(s) = self.next.as_mut().filter(matches) {
+            Some((s, true))
+        } else {
+            self.previous.as_mut().filter(matches).map(|s| (s, false))
+        }
+    }
+
+    /// The first phase of receiving a data message addressed to
+    /// `local_index`: finds the session and checks the counter against its
+    /// replay window.
+    pub fn prepare_decapsulate(
+        &mut self,
+        id: PeerId,
+        now: Instant,
+        local_index: u32,
+        counter: u64,
+        ctx: &mut Context,
+    ) -> Incoming {
+        let Some((session, _)) = self.session_by_index(local_index) else {
+            return Incoming::Done(dropped(ctx, DropReason::UnknownReceiverIndex));
+        };
+        if !session.can_receive(now) {
+            return Incoming::Done(dropped(ctx, DropReason::ExpiredSession));
+        }
+        match session.prepare_open(counter) {
+            Ok(open) => Incoming::Data(PendingData {
+                peer: id,
+                local_index,
+                counter,
+                open,
+            }),
+            Err(error) => Incoming::Done(dropped(ctx, open_drop_reason(error))),
+        }
+    }
+
+    /// The last phase, once the decryption ran: records the counter,
+    /// rotates sessions, updates endpoint, counters and timers, and checks
+    /// the inner packet.
+    pub fn finish_decapsulate(
+        &mut self,
+        pending: &PendingData,
+        now: Instant,
+        from: SocketAddr,
+        authenticated: bool,
+        datagram: &[u8],
+        ctx: &mut Context,
+    ) -> Received {
+        if !authenticated {
+            return dropped(ctx, DropReason::AuthenticationFailed);
+        }
+        // The session may have gone since the first phase (a handshake
+        // earlier in the same batch replaced it): then nobody holds its
+        // replay window any more.
+        let Some((session, is_next)) = self.session_by_index(pending.local_index) else {
+            return dropped(ctx, DropReason::UnknownReceiverIndex);
+        };
+        let plaintext = match session.commit_open(pending.counter, datagram.len()) {
+            Ok(plaintext) => plaintext,
+            Err(error) => return dropped(ctx, open_drop_reason(error)),
+        };
+        let (is_initiator, created) = (session.is_initiator(), session.created());
+        let id = pending.peer;
+        if is_next {
+            release(&mut self.previous, ctx);
+            self.previous = self.current.take();
+            self.current = self.next.take();
+            self.handshake_complete(id, now, ctx, false);
+            self.send_staged(id, now, ctx);
+        }
+        self.set_endpoint(id, from, ctx);
+        self.stats.rx_bytes += datagram.len() as u64;
+        self.timers.any_authenticated_packet_received();
+        self.timers.any_authenticated_packet_traversal(now);
+        let rekey_age = REJECT_AFTER_TIME - KEEPALIVE_TIMEOUT - REKEY_TIMEOUT;
+        if is_initiator
+            && !self.sent_last_minute_handshake
+            && now.saturating_duration_since(created) >= rekey_age
+        {
+            self.sent_last_minute_handshake = true;
+            self.initiate(id, now, ctx, false);
+        }
+        self.inner_packet(id, now, plaintext, datagram, ctx)
+    }
+
+    /// What an authenticated plaintext carries: nothing (a keepalive) or
+    /// one IP packet, trimmed of its padding.
+    fn inner_packet(
+        &mut self,
+        id: PeerId,
+        now: Instant,
+        plaintext: Range<usize>,
+        datagram: &[u8],
+        ctx: &mut Context,
+    ) -> Received {
+        if plaintext.is_empty() {
+            return Received::Keepalive { peer: id };
+        }
+        let header = match IpHeader::parse(&datagram[plaintext.clone()]) {
+            Ok(header) => header,
+            Err(_) => return dropped(ctx, DropReason::InvalidInnerPacket),
+        };
+        self.timers.data_received(now);
+        Received::Data {
+            peer: id,
+            packet: plaintext.start..plaintext.start + header.total_len,
+            source: header.source,
+            destination: header.destination,
+        }
+    }
+}
+
+fn dropped(ctx: &mut Context, reason: DropReason) -> Received {
+    ctx.drop(reason);
+    Received::Dropped(reason)
+}
+
+fn dropped_sent(ctx: &mut Context, reason: DropReason) -> Sent {
+    ctx.drop(reason);
+    Sent::Dropped(reason)
+}
+
+fn open_drop_reason(error: OpenError) -> DropReason {
+    match error {
+        OpenError::AuthenticationFailed => DropReason::AuthenticationFailed,
+        OpenError::Replay(ReplayError::Replayed) => DropReason::ReplayedCounter,
+        OpenError::Replay(ReplayError::TooOld) => DropReason::CounterTooOld,
+        OpenError::Replay(ReplayError::LimitReached) => DropReason::CounterExhausted,
+    }
+}

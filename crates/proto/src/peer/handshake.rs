@@ -1,0 +1,241 @@
+//! The handshake half of a peer: initiations, responses and cookie
+//! replies, and installing the sessions they derive.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use super::{Peer, release};
+use crate::context::Context;
+use crate::cookie::MacLayout;
+use crate::handshake::{self, ReceivedInitiation, SessionKeys};
+use crate::outcome::{DropReason, Event, PeerId, Received};
+use crate::session::Session;
+use crate::timers::{HANDSHAKE_INITIATION_RATE, REKEY_TIMEOUT};
+use crate::wire::{
+    CookieReply, HANDSHAKE_INITIATION_LEN, HANDSHAKE_RESPONSE_LEN, HandshakeResponse,
+};
+
+impl Peer {
+    /// Sends a handshake initiation unless one went out less than
+    /// REKEY_TIMEOUT ago. `retry` keeps the attempt count running.
+    pub fn initiate(&mut self, id: PeerId, now: Instant, ctx: &mut Context, retry: bool) {
+        if !retry {
+            self.timers.reset_handshake_attempts();
+        }
+        if self
+            .last_initiation_sent
+            .is_some_and(|sent| now.saturating_duration_since(sent) < REKEY_TIMEOUT)
+        {
+            return;
+        }
+        let Some(endpoint) = self.endpoint else {
+            ctx.drop(DropReason::NoEndpoint);
+            return;
+        };
+        if ctx.identity.is_none() {
+            ctx.drop(DropReason::NoPrivateKey);
+            return;
+        }
+        if let Some(old) = self.initiation.take() {
+            ctx.release_index(old.local_index());
+        }
+        let index = ctx.allocate_index(id);
+        let ephemeral = ctx.rng.bytes32();
+        let mut message = vec![0u8; HANDSHAKE_INITIATION_LEN];
+        let Some(out) = message.first_chunk_mut::<HANDSHAKE_INITIATION_LEN>() else {
+            return;
+        };
+        let timestamp = ctx.timestamp(now);
+        let created = match ctx.identity.as_ref() {
+            Some(identity) => handshake::create_initiation(
+                identity,
+                &self.remote,
+                index,
+                ephemeral,
+                timestamp,
+                out,
+            ),
+            None => Err(handshake::HandshakeError::LowOrderPoint),
+        };
+        let state = match created {
+            Ok(state) => state,
+            Err(_) => {
+                ctx.release_index(index);
+                ctx.drop(DropReason::HandshakeFailed);
+                return;
+            }
+        };
+        self.cookie
+            .write_macs(now, &mut message, MacLayout::INITIATION);
+        self.initiation = Some(state);
+        self.last_initiation_sent = Some(now);
+        self.timers.any_authenticated_packet_traversal(now);
+        self.timers.any_authenticated_packet_sent();
+        let jitter = ctx.jitter();
+        self.timers.handshake_initiated(now, jitter);
+        self.stats.tx_bytes += message.len() as u64;
+        ctx.send(endpoint, message);
+    }
+
+    /// Answers a decrypted initiation from this peer.
+    pub fn respond(
+        &mut self,
+        id: PeerId,
+        now: Instant,
+        from: SocketAddr,
+        received: ReceivedInitiation,
+        ctx: &mut Context,
+    ) -> Received {
+        if self
+            .greatest_timestamp
+            .is_some_and(|greatest| received.timestamp <= greatest)
+        {
+            ctx.drop(DropReason::ReplayedInitiation);
+            return Received::Dropped(DropReason::ReplayedInitiation);
+        }
+        if self
+            .last_initiation_consumed
+            .is_some_and(|last| now.saturating_duration_since(last) < HANDSHAKE_INITIATION_RATE)
+        {
+            ctx.drop(DropReason::InitiationFlood);
+            return Received::Dropped(DropReason::InitiationFlood);
+        }
+        let timestamp = received.timestamp;
+        let index = ctx.allocate_index(id);
+        let ephemeral = ctx.rng.bytes32();
+        let mut message = vec![0u8; HANDSHAKE_RESPONSE_LEN];
+        let Some(out) = message.first_chunk_mut::<HANDSHAKE_RESPONSE_LEN>() else {
+            return Received::Control;
+        };
+        let keys = match handshake::create_response(&self.remote, received, index, ephemeral, out) {
+            Ok(keys) => keys,
+            Err(_) => {
+                ctx.release_index(index);
+                ctx.drop(DropReason::HandshakeFailed);
+                return Received::Dropped(DropReason::HandshakeFailed);
+            }
+        };
+        self.greatest_timestamp = Some(timestamp);
+        self.last_initiation_consumed = Some(now);
+        self.stats.rx_bytes += HANDSHAKE_INITIATION_LEN as u64;
+        self.set_endpoint(id, from, ctx);
+        self.cookie
+            .write_macs(now, &mut message, MacLayout::RESPONSE);
+        self.install_responder_session(&keys, now, ctx);
+        // A response counts as an initiation for rate limiting, so we do not
+        // start a competing handshake while the initiator confirms ours.
+        self.last_initiation_sent = Some(now);
+        self.timers.session_derived(now);
+        self.timers.any_authenticated_packet_received();
+        self.timers.any_authenticated_packet_traversal(now);
+        self.timers.any_authenticated_packet_sent();
+        self.stats.tx_bytes += message.len() as u64;
+        ctx.send(from, message);
+        Received::Control
+    }
+
+    /// Finishes our handshake with the peer's response.
+    pub fn handle_response(
+        &mut self,
+        id: PeerId,
+        now: Instant,
+        from: SocketAddr,
+        response: &HandshakeResponse<'_>,
+        ctx: &mut Context,
+    ) -> Received {
+        let Some(state) = self
+            .initiation
+            .as_ref()
+            .filter(|state| state.local_index() == response.receiver_index())
+        else {
+            ctx.drop(DropReason::UnexpectedHandshakeMessage);
+            return Received::Dropped(DropReason::UnexpectedHandshakeMessage);
+        };
+        let Some(identity) = ctx.identity.as_ref() else {
+            ctx.drop(DropReason::NoPrivateKey);
+            return Received::Dropped(DropReason::NoPrivateKey);
+        };
+        let keys = match handshake::consume_response(identity, &self.remote, state, response) {
+            Ok(keys) => keys,
+            Err(_) => {
+                ctx.drop(DropReason::HandshakeFailed);
+                return Received::Dropped(DropReason::HandshakeFailed);
+            }
+        };
+        // The in-flight index now belongs to the session.
+        self.initiation = None;
+        self.stats.rx_bytes += response.bytes().len() as u64;
+        self.set_endpoint(id, from, ctx);
+        self.install_initiator_session(&keys, now, ctx);
+        self.timers.session_derived(now);
+        self.handshake_complete(id, now, ctx, true);
+        self.timers.any_authenticated_packet_received();
+        self.timers.any_authenticated_packet_traversal(now);
+        if self.staged.is_empty() {
+            self.send_keepalive(id, now, ctx);
+        } else {
+            self.send_staged(id, now, ctx);
+        }
+        Received::Control
+    }
+
+    pub fn handle_cookie_reply(
+        &mut self,
+        now: Instant,
+        reply: &CookieReply<'_>,
+        ctx: &mut Context,
+    ) -> Received {
+        match self.cookie.consume_reply(now, reply) {
+            Ok(()) => Received::Control,
+            Err(_) => {
+                ctx.drop(DropReason::UnexpectedHandshakeMessage);
+                Received::Dropped(DropReason::UnexpectedHandshakeMessage)
+            }
+        }
+    }
+
+    pub(super) fn handshake_complete(
+        &mut self,
+        id: PeerId,
+        now: Instant,
+        ctx: &mut Context,
+        initiator: bool,
+    ) {
+        self.timers.handshake_complete();
+        self.sent_last_minute_handshake = false;
+        self.stats.last_handshake = Some(ctx.wall_clock.since_epoch(now));
+        ctx.events.push_back(Event::HandshakeCompleted {
+            peer: id,
+            initiator,
+        });
+    }
+
+    fn install_initiator_session(&mut self, keys: &SessionKeys, now: Instant, ctx: &mut Context) {
+        let session = Session::new(keys, now);
+        if let Some(next) = self.next.take() {
+            release(&mut self.previous, ctx);
+            release(&mut self.current, ctx);
+            self.previous = Some(next);
+        } else {
+            release(&mut self.previous, ctx);
+            self.previous = self.current.take();
+        }
+        self.current = Some(session);
+    }
+
+    fn install_responder_session(&mut self, keys: &SessionKeys, now: Instant, ctx: &mut Context) {
+        release(&mut self.next, ctx);
+        release(&mut self.previous, ctx);
+        self.next = Some(Session::new(keys, now));
+    }
+
+    pub(super) fn set_endpoint(&mut self, id: PeerId, from: SocketAddr, ctx: &mut Context) {
+        if self.endpoint != Some(from) {
+            self.endpoint = Some(from);
+            ctx.events.push_back(Event::EndpointChanged {
+                peer: id,
+                endpoint: from,
+            });
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! One peer's protocol state: handshake in flight, its three session slots,
+//! timers, packets staged while no session exists, and counters.
+//!
+//! The work is split by concern: [`handshake`] creates and consumes
+//! handshake messages and installs sessions, [`data`] carries transport
+//! data in its two phases, and this file holds the state and the timers.
+//!
+//! Session slots follow wireguard-go:
+//!
+//! - `current` sends; `previous` still receives what was in flight when the
+//!   current one arrived.
+//! - An initiator's new session becomes `current` at once (the response
+//!   proves the responder has it).
+//! - A responder's new session waits in `next` until the first data packet
+//!   (usually the initiator's immediate keepalive) arrives on it: only then
+//!   is it known the initiator has it, and it becomes `current`.
+//!
+//! Every session and in-flight initiation owns a receiver index registered
+//! in the device's index table; dropping one releases its index.
+
+mod data;
+mod handshake;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use crate::context::Context;
+use crate::cookie::CookieState;
+use crate::handshake::{InitiatorState, RemoteKeys};
+use crate::outcome::{DropReason, Event, PeerId};
+use crate::session::Session;
+use crate::tai64n::Tai64N;
+use crate::timers::Timers;
+
+/// Packets kept per peer while waiting for a handshake (wireguard-go's size).
+pub const MAX_STAGED_PACKETS: usize = 128;
+
+/// Byte and handshake counters reported by `fjord show`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerStats {
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    /// Wall-clock time of the latest completed handshake, since the Unix epoch.
+    pub last_handshake: Option<Duration>,
+}
+
+pub(crate) struct Peer {
+    pub remote: RemoteKeys,
+    pub cookie: CookieState,
+    pub endpoint: Option<SocketAddr>,
+    initiation: Option<InitiatorState>,
+    last_initiation_sent: Option<Instant>,
+    greatest_timestamp: Option<Tai64N>,
+    last_initiation_consumed: Option<Instant>,
+    current: Option<Session>,
+    previous: Option<Session>,
+    next: Option<Session>,
+    pub timers: Timers,
+    staged: VecDeque<Vec<u8>>,
+    sent_last_minute_handshake: bool,
+    pub stats: PeerStats,
+}
+
+impl Peer {
+    pub fn new(
+        remote: RemoteKeys,
+        endpoint: Option<SocketAddr>,
+        keepalive: Option<Duration>,
+    ) -> Self {
+        let cookie = CookieState::new(remote.public_key());
+        Self {
+            remote,
+            cookie,
+            endpoint,
+            initiation: None,
+            last_initiation_sent: None,
+            greatest_timestamp: None,
+            last_initiation_consumed: None,
+            current: None,
+            previous: None,
+            next: None,
+            timers: Timers::new(keepalive),
+            staged: VecDeque::new(),
+            sent_last_minute_handshake: false,
+            stats: PeerStats::default(),
+        }
+    }
+
+    /// Every receiver index this peer owns, for releasing on removal.
+    pub fn indices(&self) -> impl Iterator<Item = u32> + '_ {
+        let sessions = [&self.current, &self.previous, &self.next]
+            .into_iter()
+            .flatten()
+            .map(Session::local_index);
+        sessions.chain(self.initiation.as_ref().map(InitiatorState::local_index))
+    }
+
+    /// Forgets every session and handshake (keys are wiped on drop).
+    pub fn erase_keys(&mut self, ctx: &mut Context) {
+        for index in self.indices().collect::<Vec<_>>() {
+            ctx.release_index(index);
+        }
+        self.current = None;
+        self.previous = None;
+        self.next = None;
+        self.initiation = None;
+    }
+
+    /// Whether the current session can carry a packet now.
+    pub fn can_send(&self, now: Instant) -> bool {
+        self.current
+            .as_ref()
+            .is_some_and(|session| session.can_send(now))
+    }
+
+    pub fn has_session(&self) -> bool {
+        self.current.is_some() || self.next.is_some()
+    }
+
+    /// Runs the timers due at `now`.
+    pub fn handle_timers(&mut self, id: PeerId, now: Instant, ctx: &mut Context) {
+        let expired = self.timers.expired(now);
+        if expired.retransmit_handshake {
+            if self.timers.retry_handshake() {
+                self.initiate(id, now, ctx, true);
+            } else {
+                for _ in self.staged.drain(..) {
+                    ctx.drop(DropReason::HandshakeTimedOut);
+                }
+                if let Some(state) = self.initiation.take() {
+                    ctx.release_index(state.local_index());
+                }
+                self.timers.handshake_abandoned(now);
+                ctx.events.push_back(Event::HandshakeAbandoned { peer: id });
+            }
+        }
+        if expired.send_keepalive || expired.persistent_keepalive {
+            self.send_keepalive(id, now, ctx);
+        }
+        if expired.new_handshake {
+            self.initiate(id, now, ctx, false);
+        }
+        if expired.zero_key_material {
+            self.erase_keys(ctx);
+            ctx.events.push_back(Event::KeysErased { peer: id });
+        }
+    }
+}
+
+fn release(slot: &mut Option<Session>, ctx: &mut Context) {
+    if let Some(session) = slot.take() {
+        ctx.release_index(session.local_index());
+    }
+}
