@@ -2,16 +2,18 @@
 //! run it in the foreground until SIGINT/SIGTERM or until the interface is
 //! deleted, then take everything down again.
 //!
-//! Order (as wg-quick): PreUp, UDP socket, TUN interface, addresses and
-//! MTU, peers, routes, configuration socket, PostUp; on the way down
-//! PreDown, routes and rules, interface, PostDown.
+//! Order: PreUp; the configuration socket (claimed first, so that a second
+//! `fjord up` of the same interface fails before touching anything); UDP
+//! socket; TUN interface; addresses and MTU; peers; routes; serving the
+//! configuration socket; PostUp. On the way down: PreDown, routes and
+//! rules, interface, PostDown (as wg-quick).
 
 use std::path::Path;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use fjord_mesh::{Cidr, Node};
 use fjord_net::{StopReason, TunDevice, UdpTransport, Worker};
-use fjord_proto::{Device, DeviceConfig, PeerConfig, PresharedKey, PrivateKey, Rng, WallClock};
+use fjord_proto::{Device, DeviceConfig, PrivateKey, Rng, WallClock};
 
 use crate::config::{Config, interface_name_from_path};
 use crate::netconf::{self, Netconf, RouteTable, run_hook};
@@ -67,15 +69,7 @@ pub fn build_node(config: &Config, now: Instant) -> anyhow::Result<Node> {
     let mut node = Node::new(new_device(private_key, config.interface.mtu().bytes(), now));
     for peer in &config.peers {
         let id = node
-            .add_peer(
-                PeerConfig {
-                    public_key: peer.public_key,
-                    preshared_key: peer.preshared_key.clone().unwrap_or(PresharedKey::zero()),
-                    endpoint: peer.endpoint.as_ref().map(|e| e.address()),
-                    persistent_keepalive: peer.persistent_keepalive.map(|k| k.as_duration()),
-                },
-                &peer.allowed_ips,
-            )
+            .add_peer(peer.to_proto(), &peer.allowed_ips)
             .map_err(|error| UsageError(error.to_string()))?;
         // A peer with a persistent keepalive talks at once, as wireguard-go does.
         if peer.persistent_keepalive.is_some() && peer.endpoint.is_some() {

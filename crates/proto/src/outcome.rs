@@ -22,7 +22,7 @@ impl PeerId {
 pub enum DropReason {
     /// Datagram shorter than a message type, or of the wrong length for its type.
     MalformedMessage,
-    /// Message type WireGuard does not know (or fjord-only types not enabled).
+    /// Message type WireGuard does not know.
     UnknownMessageType,
     /// Handshake message whose mac1 is not for us.
     InvalidMac1,
