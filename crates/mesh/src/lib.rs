@@ -1,11 +1,20 @@
 //! fjord's sans-I/O node logic on top of the WireGuard core: cryptokey
-//! routing (longest-prefix match over allowed IPs) today; gossip discovery,
-//! NAT traversal and relay choice later. No sockets, threads or clocks.
+//! routing (longest-prefix match over allowed IPs), membership
+//! certificates, and gossip discovery of a full mesh from one bootstrap
+//! member. No sockets, threads or clocks: time and randomness are passed
+//! in, so a whole mesh runs deterministically in a unit test.
 
 pub mod allowed_ips;
+pub mod cert;
 pub mod cidr;
+mod codec;
+pub mod control;
+pub mod membership;
 mod node;
 
 pub use allowed_ips::AllowedIps;
+pub use cert::{Certificate, NetworkPublicKey, NetworkSecret, Revocation};
 pub use cidr::{Cidr, CidrParseError};
+pub use codec::DecodeError;
+pub use membership::{Bootstrap, MemberStatus, Mesh, MeshAction, MeshConfig};
 pub use node::Node;

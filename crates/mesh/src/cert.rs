@@ -1,0 +1,548 @@
+//! Membership: who may join a fjord network.
+//!
+//! A network is an Ed25519 key pair. Its secret half signs a
+//! [`Certificate`] for each node: the node's WireGuard public key, its
+//! name, the overlay prefixes it may send from, and a validity window.
+//! Members accept a peer only with a certificate of their network that
+//! is signed, unexpired and not revoked, and route to it (and accept from
+//! it) only the prefixes the certificate names, so no member can claim
+//! another's overlay address.
+//!
+//! A [`Revocation`], also signed by the network key, invalidates every
+//! certificate of one node key issued at or before its time; a node can be
+//! re-admitted with a newer certificate.
+//!
+//! Wire layout (big-endian, see [`crate::codec`]):
+//!
+//! ```text
+//! certificate: "FJC" 1 | network key 32 | node key 32 | issued u64 |
+//!              expires u64 | name len u8 + bytes | n u8 + n × prefix |
+//!              Ed25519 signature 64 (over everything before it)
+//! revocation:  "FJR" 1 | network key 32 | node key 32 | revoked u64 |
+//!              signature 64
+//! ```
+//!
+//! Times are seconds since the Unix epoch. The text form of each is its
+//! bytes in standard base64 on one line.
+
+use std::fmt;
+use std::str::FromStr;
+
+use base64ct::{Base64, Encoding};
+use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use fjord_proto::PublicKey;
+use zeroize::Zeroizing;
+
+use crate::cidr::Cidr;
+use crate::codec::{DecodeError, Reader, Writer};
+
+const CERTIFICATE_MAGIC: [u8; 4] = *b"FJC\x01";
+const REVOCATION_MAGIC: [u8; 4] = *b"FJR\x01";
+const SIGNATURE_LEN: usize = 64;
+/// Most overlay prefixes one certificate may name.
+pub const MAX_CERTIFICATE_ADDRESSES: usize = 8;
+/// Longest node name, in bytes.
+pub const MAX_NAME_LEN: usize = 63;
+/// How far a certificate's issue time may lie in the future, for members
+/// whose clocks disagree a little.
+pub const CLOCK_SKEW_SECS: u64 = 300;
+
+/// Why text is not a key, certificate or revocation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TextError {
+    #[error("not base64")]
+    NotBase64,
+    #[error("a network key is 32 bytes in base64 (44 characters)")]
+    WrongKeyLength,
+    #[error("not a valid Ed25519 public key")]
+    InvalidKey,
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+}
+
+/// Why a well-formed certificate or revocation is not accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CertError {
+    #[error("signed for another network")]
+    WrongNetwork,
+    #[error("the signature does not verify")]
+    BadSignature,
+    #[error("expired")]
+    Expired,
+    #[error("issued in the future")]
+    NotYetValid,
+    #[error("revoked")]
+    Revoked,
+    #[error("issued for another node key than the one presenting it")]
+    WrongNode,
+}
+
+/// Why a certificate cannot be issued.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IssueError {
+    #[error("name must be 1 to {MAX_NAME_LEN} characters of letters, digits, '.', '-' or '_'")]
+    InvalidName,
+    #[error("a certificate names 1 to {MAX_CERTIFICATE_ADDRESSES} overlay addresses")]
+    AddressCount,
+    #[error("expiry must be after issue time")]
+    EmptyValidity,
+}
+
+/// The secret half of a network key. Only `fjord network sign` needs it;
+/// it never goes onto a node. Wiped on drop; `Debug` prints nothing of it.
+pub struct NetworkSecret(SigningKey);
+
+impl NetworkSecret {
+    /// A key from 32 random bytes (the caller draws them from the OS).
+    pub fn from_seed(seed: [u8; 32]) -> Self {
+        Self(SigningKey::from_bytes(&seed))
+    }
+
+    pub fn public_key(&self) -> NetworkPublicKey {
+        NetworkPublicKey(self.0.verifying_key())
+    }
+
+    pub fn to_base64(&self) -> Zeroizing<String> {
+        Zeroizing::new(Base64::encode_string(self.0.as_bytes()))
+    }
+
+    pub fn from_base64(text: &str) -> Result<Self, TextError> {
+        let seed = decode_32(text)?;
+        Ok(Self::from_seed(*seed))
+    }
+
+    /// Signs a certificate for `node_key`, valid from `issued_at` to
+    /// `expires_at` (Unix seconds).
+    pub fn sign(
+        &self,
+        node_key: PublicKey,
+        name: &str,
+        addresses: &[Cidr],
+        issued_at: u64,
+        expires_at: u64,
+    ) -> Result<Certificate, IssueError> {
+        if !valid_name(name) {
+            return Err(IssueError::InvalidName);
+        }
+        if addresses.is_empty() || addresses.len() > MAX_CERTIFICATE_ADDRESSES {
+            return Err(IssueError::AddressCount);
+        }
+        if expires_at <= issued_at {
+            return Err(IssueError::EmptyValidity);
+        }
+        let mut certificate = Certificate {
+            network: self.public_key(),
+            node_key,
+            name: name.to_owned(),
+            addresses: addresses.to_vec(),
+            issued_at,
+            expires_at,
+            signature: [0; SIGNATURE_LEN],
+        };
+        certificate.signature = self.0.sign(&certificate.signed_bytes()).to_bytes();
+        Ok(certificate)
+    }
+
+    /// Revokes every certificate of `node_key` issued at or before
+    /// `revoked_at`.
+    pub fn revoke(&self, node_key: PublicKey, revoked_at: u64) -> Revocation {
+        let mut revocation = Revocation {
+            network: self.public_key(),
+            node_key,
+            revoked_at,
+            signature: [0; SIGNATURE_LEN],
+        };
+        revocation.signature = self.0.sign(&revocation.signed_bytes()).to_bytes();
+        revocation
+    }
+}
+
+impl fmt::Debug for NetworkSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "NetworkSecret(public {})", self.public_key())
+    }
+}
+
+/// The public half of a network key: what every member is configured with.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct NetworkPublicKey(VerifyingKey);
+
+impl NetworkPublicKey {
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        self.0.as_bytes()
+    }
+
+    fn from_bytes(bytes: &[u8; 32]) -> Result<Self, DecodeError> {
+        VerifyingKey::from_bytes(bytes)
+            .map(Self)
+            .map_err(|_| DecodeError::InvalidField)
+    }
+
+    fn verify(&self, message: &[u8], signature: &[u8; SIGNATURE_LEN]) -> Result<(), CertError> {
+        self.0
+            .verify_strict(message, &Signature::from_bytes(signature))
+            .map_err(|_| CertError::BadSignature)
+    }
+}
+
+impl FromStr for NetworkPublicKey {
+    type Err = TextError;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let bytes = decode_32(text)?;
+        Self::from_bytes(&bytes).map_err(|_| TextError::InvalidKey)
+    }
+}
+
+impl fmt::Display for NetworkPublicKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&Base64::encode_string(self.0.as_bytes()))
+    }
+}
+
+impl fmt::Debug for NetworkPublicKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "NetworkPublicKey({self})")
+    }
+}
+
+/// A node's membership, signed by the network key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Certificate {
+    pub network: NetworkPublicKey,
+    /// The node's WireGuard public key.
+    pub node_key: PublicKey,
+    pub name: String,
+    /// The overlay prefixes the node may send from and is routed.
+    pub addresses: Vec<Cidr>,
+    pub issued_at: u64,
+    pub expires_at: u64,
+    signature: [u8; SIGNATURE_LEN],
+}
+
+impl Certificate {
+    fn signed_bytes(&self) -> Vec<u8> {
+        let mut writer = Writer::default();
+        writer.bytes(&CERTIFICATE_MAGIC);
+        writer.bytes(self.network.as_bytes());
+        writer.bytes(self.node_key.as_bytes());
+        writer.u64(self.issued_at);
+        writer.u64(self.expires_at);
+        writer.short_bytes(self.name.as_bytes());
+        writer.u8(self.addresses.len() as u8);
+        for cidr in &self.addresses {
+            writer.cidr(*cidr);
+        }
+        writer.bytes
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut bytes = self.signed_bytes();
+        bytes.extend_from_slice(&self.signature);
+        bytes
+    }
+
+    /// Parses a certificate; the signature is checked by [`Self::verify`].
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let mut reader = Reader::new(bytes);
+        let certificate = Self::read(&mut reader)?;
+        reader.finish()?;
+        Ok(certificate)
+    }
+
+    pub(crate) fn read(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        if reader.array::<4>()? != CERTIFICATE_MAGIC {
+            return Err(DecodeError::UnknownFormat);
+        }
+        let network = NetworkPublicKey::from_bytes(&reader.array()?)?;
+        let node_key = PublicKey::from_bytes(reader.array()?);
+        let issued_at = reader.u64()?;
+        let expires_at = reader.u64()?;
+        let name = std::str::from_utf8(reader.short_bytes(MAX_NAME_LEN)?)
+            .ok()
+            .filter(|name| valid_name(name))
+            .ok_or(DecodeError::InvalidField)?
+            .to_owned();
+        let count = reader.count(MAX_CERTIFICATE_ADDRESSES)?;
+        let addresses = (0..count)
+            .map(|_| reader.cidr())
+            .collect::<Result<Vec<_>, _>>()?;
+        let signature = reader.array()?;
+        Ok(Self {
+            network,
+            node_key,
+            name,
+            addresses,
+            issued_at,
+            expires_at,
+            signature,
+        })
+    }
+
+    /// Accepts the certificate for `network` at `now` (Unix seconds):
+    /// the right network, a valid signature, inside its validity window.
+    /// Revocations are the caller's to check ([`Revocation::covers`]).
+    pub fn verify(&self, network: &NetworkPublicKey, now: u64) -> Result<(), CertError> {
+        if self.network != *network {
+            return Err(CertError::WrongNetwork);
+        }
+        network.verify(&self.signed_bytes(), &self.signature)?;
+        if now >= self.expires_at {
+            return Err(CertError::Expired);
+        }
+        if self.issued_at > now.saturating_add(CLOCK_SKEW_SECS) {
+            return Err(CertError::NotYetValid);
+        }
+        Ok(())
+    }
+
+    pub fn to_base64(&self) -> String {
+        Base64::encode_string(&self.encode())
+    }
+}
+
+impl FromStr for Certificate {
+    type Err = TextError;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let bytes = Base64::decode_vec(text.trim()).map_err(|_| TextError::NotBase64)?;
+        Ok(Self::decode(&bytes)?)
+    }
+}
+
+impl fmt::Debug for Certificate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Certificate")
+            .field("name", &self.name)
+            .field("node_key", &self.node_key)
+            .field("addresses", &self.addresses)
+            .field("issued_at", &self.issued_at)
+            .field("expires_at", &self.expires_at)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Withdraws a node's certificates, signed by the network key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Revocation {
+    pub network: NetworkPublicKey,
+    pub node_key: PublicKey,
+    pub revoked_at: u64,
+    signature: [u8; SIGNATURE_LEN],
+}
+
+/// Encoded length of a revocation.
+pub const REVOCATION_LEN: usize = 4 + 32 + 32 + 8 + SIGNATURE_LEN;
+
+impl Revocation {
+    fn signed_bytes(&self) -> Vec<u8> {
+        let mut writer = Writer::default();
+        writer.bytes(&REVOCATION_MAGIC);
+        writer.bytes(self.network.as_bytes());
+        writer.bytes(self.node_key.as_bytes());
+        writer.u64(self.revoked_at);
+        writer.bytes
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut bytes = self.signed_bytes();
+        bytes.extend_from_slice(&self.signature);
+        bytes
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let mut reader = Reader::new(bytes);
+        let revocation = Self::read(&mut reader)?;
+        reader.finish()?;
+        Ok(revocation)
+    }
+
+    pub(crate) fn read(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        if reader.array::<4>()? != REVOCATION_MAGIC {
+            return Err(DecodeError::UnknownFormat);
+        }
+        Ok(Self {
+            network: NetworkPublicKey::from_bytes(&reader.array()?)?,
+            node_key: PublicKey::from_bytes(reader.array()?),
+            revoked_at: reader.u64()?,
+            signature: reader.array()?,
+        })
+    }
+
+    pub fn verify(&self, network: &NetworkPublicKey) -> Result<(), CertError> {
+        if self.network != *network {
+            return Err(CertError::WrongNetwork);
+        }
+        network.verify(&self.signed_bytes(), &self.signature)
+    }
+
+    /// Whether this revocation withdraws `certificate`.
+    pub fn covers(&self, certificate: &Certificate) -> bool {
+        self.node_key == certificate.node_key && certificate.issued_at <= self.revoked_at
+    }
+
+    pub fn to_base64(&self) -> String {
+        Base64::encode_string(&self.encode())
+    }
+}
+
+impl FromStr for Revocation {
+    type Err = TextError;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let bytes = Base64::decode_vec(text.trim()).map_err(|_| TextError::NotBase64)?;
+        Ok(Self::decode(&bytes)?)
+    }
+}
+
+impl fmt::Debug for Revocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Revocation")
+            .field("node_key", &self.node_key)
+            .field("revoked_at", &self.revoked_at)
+            .finish_non_exhaustive()
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    (1..=MAX_NAME_LEN).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+}
+
+fn decode_32(text: &str) -> Result<Zeroizing<[u8; 32]>, TextError> {
+    let text = text.trim();
+    if text.len() != 44 {
+        return Err(TextError::WrongKeyLength);
+    }
+    let mut bytes = Zeroizing::new([0u8; 32]);
+    let decoded = Base64::decode(text, bytes.as_mut()).map_err(|_| TextError::NotBase64)?;
+    if decoded.len() != 32 {
+        return Err(TextError::WrongKeyLength);
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fjord_proto::PrivateKey;
+
+    fn network(seed: u8) -> NetworkSecret {
+        NetworkSecret::from_seed([seed; 32])
+    }
+
+    fn node_key(seed: u8) -> PublicKey {
+        PrivateKey::from_bytes([seed; 32]).public_key()
+    }
+
+    fn certificate(secret: &NetworkSecret) -> Certificate {
+        let addresses = [
+            "198.19.0.1/32".parse().unwrap(),
+            "fd00::1/128".parse().unwrap(),
+        ];
+        secret
+            .sign(node_key(9), "node-1", &addresses, 1_000, 2_000)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_signed_certificate_round_trips_and_verifies() {
+        let secret = network(1);
+        let certificate = certificate(&secret);
+        let text = certificate.to_base64();
+        let parsed: Certificate = text.parse().unwrap();
+        assert_eq!(parsed, certificate);
+        parsed.verify(&secret.public_key(), 1_500).unwrap();
+    }
+
+    #[test]
+    fn verification_refuses_what_it_should() {
+        let secret = network(1);
+        let certificate = certificate(&secret);
+        let public = secret.public_key();
+        assert_eq!(certificate.verify(&public, 2_000), Err(CertError::Expired));
+        assert_eq!(
+            certificate.verify(&public, 1_000 - CLOCK_SKEW_SECS - 1),
+            Err(CertError::NotYetValid)
+        );
+        assert_eq!(
+            certificate.verify(&network(2).public_key(), 1_500),
+            Err(CertError::WrongNetwork)
+        );
+        let mut forged = certificate.clone();
+        forged.addresses = vec!["198.19.0.2/32".parse().unwrap()];
+        assert_eq!(forged.verify(&public, 1_500), Err(CertError::BadSignature));
+        let mut other_network = certificate.clone();
+        other_network.network = network(2).public_key();
+        assert_eq!(
+            other_network.verify(&network(2).public_key(), 1_500),
+            Err(CertError::BadSignature)
+        );
+    }
+
+    #[test]
+    fn every_flipped_bit_is_refused() {
+        let secret = network(1);
+        let bytes = certificate(&secret).encode();
+        for bit in 0..bytes.len() * 8 {
+            let mut flipped = bytes.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            if let Ok(parsed) = Certificate::decode(&flipped) {
+                assert!(
+                    parsed.verify(&secret.public_key(), 1_500).is_err(),
+                    "bit {bit}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn revocation_covers_older_certificates_only() {
+        let secret = network(1);
+        let certificate = certificate(&secret);
+        let revocation = secret.revoke(certificate.node_key, 1_000);
+        let parsed: Revocation = revocation.to_base64().parse().unwrap();
+        parsed.verify(&secret.public_key()).unwrap();
+        assert!(parsed.covers(&certificate));
+        let renewed = secret
+            .sign(node_key(9), "node-1", &certificate.addresses, 1_001, 3_000)
+            .unwrap();
+        assert!(!parsed.covers(&renewed));
+        assert_eq!(revocation.encode().len(), REVOCATION_LEN);
+    }
+
+    #[test]
+    fn bad_issue_requests_are_refused() {
+        let secret = network(1);
+        let one = ["198.19.0.1/32".parse().unwrap()];
+        assert_eq!(
+            secret.sign(node_key(9), "", &one, 1, 2),
+            Err(IssueError::InvalidName)
+        );
+        assert_eq!(
+            secret.sign(node_key(9), "has space", &one, 1, 2),
+            Err(IssueError::InvalidName)
+        );
+        assert_eq!(
+            secret.sign(node_key(9), "a", &[], 1, 2),
+            Err(IssueError::AddressCount)
+        );
+        assert_eq!(
+            secret.sign(node_key(9), "a", &one, 2, 2),
+            Err(IssueError::EmptyValidity)
+        );
+    }
+
+    #[test]
+    fn keys_round_trip_as_text() {
+        let secret = network(7);
+        let again = NetworkSecret::from_base64(&secret.to_base64()).unwrap();
+        assert_eq!(again.public_key(), secret.public_key());
+        let public: NetworkPublicKey = secret.public_key().to_string().parse().unwrap();
+        assert_eq!(public, secret.public_key());
+        assert_eq!(
+            "short".parse::<NetworkPublicKey>(),
+            Err(TextError::WrongKeyLength)
+        );
+        assert!(format!("{secret:?}").starts_with("NetworkSecret(public "));
+    }
+}

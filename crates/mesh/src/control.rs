@@ -1,0 +1,269 @@
+//! fjord-only control messages, carried inside authenticated WireGuard
+//! sessions.
+//!
+//! A control message is the plaintext of an ordinary transport data
+//! message whose first byte is [`CONTROL_MARKER`]: its high nibble (1) is
+//! no IP version, so a plain WireGuard peer that ever received one would
+//! drop it as a malformed inner packet. fjord sends them only to peers
+//! that proved they are fjord members (a valid [`Control::Hello`]), and to
+//! configured bootstrap members.
+//!
+//! ```text
+//! marker 0x1f | kind u8 | body length u16 | body | (WireGuard's zero padding)
+//! ```
+//!
+//! Kinds: Hello (our certificate: "I am a member, and I speak fjord",
+//! and whether we want the receiver's member list),
+//! Members (a batch of other members with their certificates, observed
+//! endpoints and how long ago the sender heard of them), Revocations,
+//! Goodbye (the sender leaves the mesh), and Ping/Pong (path RTT). The
+//! kind byte leaves room for NAT traversal, relay and path-MTU messages.
+
+use std::net::SocketAddr;
+
+use crate::cert::{Certificate, Revocation};
+use crate::codec::{DecodeError, Reader, Writer};
+
+/// First plaintext byte of every fjord control message.
+pub const CONTROL_MARKER: u8 = 0x1f;
+/// Marker, kind and length.
+pub const CONTROL_HEADER_LEN: usize = 4;
+/// Most observed endpoints gossiped per member.
+pub const MAX_ENDPOINTS: usize = 4;
+/// Most entries in one Members or Revocations message; the sender also
+/// keeps each message within the tunnel MTU.
+pub const MAX_BATCH_ENTRIES: usize = 64;
+
+const KIND_HELLO: u8 = 1;
+const KIND_MEMBERS: u8 = 2;
+const KIND_REVOCATIONS: u8 = 3;
+const KIND_GOODBYE: u8 = 4;
+const KIND_PING: u8 = 5;
+const KIND_PONG: u8 = 6;
+
+/// One member as another member describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberRecord {
+    pub certificate: Certificate,
+    /// Where the describing member last saw it send from (its NAT mapping).
+    pub endpoints: Vec<SocketAddr>,
+    /// How long ago the describing member last heard from it, or of it.
+    pub heard_secs_ago: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Control {
+    /// The sender's certificate; `wants_members` asks the receiver for
+    /// its member list (a node joining through a bootstrap member asks;
+    /// greetings between members who learned of each other do not).
+    Hello {
+        certificate: Box<Certificate>,
+        wants_members: bool,
+    },
+    Members(Vec<MemberRecord>),
+    Revocations(Vec<Revocation>),
+    Goodbye,
+    Ping {
+        nonce: u64,
+    },
+    Pong {
+        nonce: u64,
+    },
+}
+
+impl Control {
+    /// Whether `plaintext` (a decrypted transport payload) is a control
+    /// message rather than an IP packet.
+    pub fn is_control(plaintext: &[u8]) -> bool {
+        plaintext.first() == Some(&CONTROL_MARKER)
+    }
+
+    /// Parses a control message from a decrypted payload, ignoring
+    /// WireGuard's zero padding after it. Never panics.
+    pub fn decode(plaintext: &[u8]) -> Result<Self, DecodeError> {
+        let mut reader = Reader::new(plaintext);
+        if reader.u8()? != CONTROL_MARKER {
+            return Err(DecodeError::UnknownFormat);
+        }
+        let kind = reader.u8()?;
+        let len = usize::from(reader.u16()?);
+        let mut body = Reader::new(reader.take(len)?);
+        if reader.remaining().iter().any(|&byte| byte != 0) {
+            return Err(DecodeError::TrailingBytes);
+        }
+        let control = match kind {
+            KIND_HELLO => Control::Hello {
+                certificate: Box::new(Certificate::read(&mut body)?),
+                wants_members: match body.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(DecodeError::InvalidField),
+                },
+            },
+            KIND_MEMBERS => {
+                let count = body.count(MAX_BATCH_ENTRIES)?;
+                let records = (0..count)
+                    .map(|_| read_member(&mut body))
+                    .collect::<Result<_, _>>()?;
+                Control::Members(records)
+            }
+            KIND_REVOCATIONS => {
+                let count = body.count(MAX_BATCH_ENTRIES)?;
+                let revocations = (0..count)
+                    .map(|_| Revocation::read(&mut body))
+                    .collect::<Result<_, _>>()?;
+                Control::Revocations(revocations)
+            }
+            KIND_GOODBYE => Control::Goodbye,
+            KIND_PING => Control::Ping { nonce: body.u64()? },
+            KIND_PONG => Control::Pong { nonce: body.u64()? },
+            _ => return Err(DecodeError::UnknownFormat),
+        };
+        body.finish()?;
+        Ok(control)
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut body = Writer::default();
+        let kind = match self {
+            Control::Hello {
+                certificate,
+                wants_members,
+            } => {
+                body.bytes(&certificate.encode());
+                body.u8(u8::from(*wants_members));
+                KIND_HELLO
+            }
+            Control::Members(records) => {
+                body.u8(records.len().min(MAX_BATCH_ENTRIES) as u8);
+                for record in records.iter().take(MAX_BATCH_ENTRIES) {
+                    write_member(&mut body, record);
+                }
+                KIND_MEMBERS
+            }
+            Control::Revocations(revocations) => {
+                body.u8(revocations.len().min(MAX_BATCH_ENTRIES) as u8);
+                for revocation in revocations.iter().take(MAX_BATCH_ENTRIES) {
+                    body.bytes(&revocation.encode());
+                }
+                KIND_REVOCATIONS
+            }
+            Control::Goodbye => KIND_GOODBYE,
+            Control::Ping { nonce } => {
+                body.u64(*nonce);
+                KIND_PING
+            }
+            Control::Pong { nonce } => {
+                body.u64(*nonce);
+                KIND_PONG
+            }
+        };
+        let mut message = Writer::default();
+        message.u8(CONTROL_MARKER);
+        message.u8(kind);
+        // Bodies are bounded by MTU-sized batches, far below 64 KiB.
+        message.u16(body.bytes.len().min(usize::from(u16::MAX)) as u16);
+        message.bytes(&body.bytes);
+        message.bytes
+    }
+}
+
+/// Encoded length of one member record, so senders can fill a message up
+/// to the MTU.
+pub fn member_record_len(record: &MemberRecord) -> usize {
+    let mut writer = Writer::default();
+    write_member(&mut writer, record);
+    writer.bytes.len()
+}
+
+fn write_member(writer: &mut Writer, record: &MemberRecord) {
+    let certificate = record.certificate.encode();
+    writer.u16(certificate.len() as u16);
+    writer.bytes(&certificate);
+    let endpoints = &record.endpoints[..record.endpoints.len().min(MAX_ENDPOINTS)];
+    writer.u8(endpoints.len() as u8);
+    for endpoint in endpoints {
+        writer.socket_addr(*endpoint);
+    }
+    writer.bytes(&record.heard_secs_ago.to_be_bytes());
+}
+
+fn read_member(reader: &mut Reader<'_>) -> Result<MemberRecord, DecodeError> {
+    let len = usize::from(reader.u16()?);
+    let certificate = Certificate::decode(reader.take(len)?)?;
+    let count = reader.count(MAX_ENDPOINTS)?;
+    let endpoints = (0..count)
+        .map(|_| reader.socket_addr())
+        .collect::<Result<_, _>>()?;
+    let heard_secs_ago = u32::from_be_bytes(reader.array()?);
+    Ok(MemberRecord {
+        certificate,
+        endpoints,
+        heard_secs_ago,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cert::NetworkSecret;
+    use fjord_proto::PrivateKey;
+
+    fn certificate(seed: u8) -> Certificate {
+        let secret = NetworkSecret::from_seed([1; 32]);
+        let key = PrivateKey::from_bytes([seed; 32]).public_key();
+        let address = format!("198.19.0.{seed}/32").parse().unwrap();
+        secret.sign(key, "n", &[address], 10, 20).unwrap()
+    }
+
+    fn samples() -> Vec<Control> {
+        vec![
+            Control::Hello {
+                certificate: Box::new(certificate(1)),
+                wants_members: true,
+            },
+            Control::Members(vec![
+                MemberRecord {
+                    certificate: certificate(2),
+                    endpoints: vec!["198.18.0.2:51820".parse().unwrap()],
+                    heard_secs_ago: 3,
+                },
+                MemberRecord {
+                    certificate: certificate(3),
+                    endpoints: vec![],
+                    heard_secs_ago: 0,
+                },
+            ]),
+            Control::Revocations(vec![
+                NetworkSecret::from_seed([1; 32])
+                    .revoke(PrivateKey::from_bytes([4; 32]).public_key(), 15),
+            ]),
+            Control::Goodbye,
+            Control::Ping { nonce: 42 },
+            Control::Pong { nonce: 43 },
+        ]
+    }
+
+    #[test]
+    fn every_kind_round_trips_with_padding() {
+        for control in samples() {
+            let mut bytes = control.encode();
+            assert!(Control::is_control(&bytes));
+            bytes.resize(bytes.len().next_multiple_of(16), 0);
+            assert_eq!(Control::decode(&bytes).unwrap(), control);
+        }
+    }
+
+    #[test]
+    fn truncations_and_garbage_are_errors_not_panics() {
+        for control in samples() {
+            let bytes = control.encode();
+            for cut in 0..bytes.len() {
+                assert!(Control::decode(&bytes[..cut]).is_err());
+            }
+            let mut trailing = bytes.clone();
+            trailing.push(1);
+            assert_eq!(Control::decode(&trailing), Err(DecodeError::TrailingBytes));
+        }
+    }
+}

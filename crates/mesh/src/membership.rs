@@ -1,0 +1,755 @@
+//! [`Mesh`]: membership and gossip, as a sans-I/O state machine keyed by
+//! WireGuard public keys. It never sees a socket or a packet of user
+//! data; the driver ([`crate::Node`]) tells it when a session with a peer
+//! comes up and hands it every control message a peer sent, and it
+//! answers with control messages to send and peer changes to apply.
+//!
+//! # Call order
+//!
+//! ```text
+//! Mesh::new(config, now, wall_clock, seed)  (bootstrap members: Admit actions)
+//! loop {
+//!     a session with a peer came up   -> handle_session(now, key)
+//!     a control message from a peer   -> handle_control(now, key, from, plaintext)
+//!     an unknown key handshaked to us -> handle_unverified(now, key)
+//!     poll_timeout() reached          -> handle_timeout(now)
+//!     then drain poll_action() (apply to the peer table and routes) and
+//!     poll_message() (seal each to its peer in the session)
+//! }
+//! ```
+//!
+//! # How a node joins
+//!
+//! ```text
+//! new node N ──handshake──▶ bootstrap B          (N was configured with B's key)
+//! N ──Hello(cert N)──▶ B     B verifies, routes N's addresses to N,
+//! B ──Hello(cert B)──▶ N        answers with its own certificate
+//! B ──Members(all)──▶ N         and everyone it knows, and announces N
+//! B ──Members(N)──▶ every member it has heard a Hello from
+//! ```
+//!
+//! Every node admits each member it learns (a peer with the certificate's
+//! addresses and the gossiped endpoint) and pings it every
+//! `ping_interval`, which brings a session up, keeps NAT mappings open and
+//! measures the round trip. Every `gossip_interval` a node sends its whole
+//! member list to one member chosen at random (anti-entropy), so a lost
+//! announcement costs one interval, not a member.
+//!
+//! A member disappears when its certificate expires, a revocation covers
+//! it, it says Goodbye, or nobody has heard from it for `member_timeout`
+//! (each gossip record says how long ago its sender heard of the member,
+//! so liveness spreads with the list). A peer that handshaked with us
+//! without being a member must present a valid Hello within
+//! `verify_timeout`, or it is removed.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use fjord_proto::{PublicKey, WallClock};
+
+use crate::cert::{CertError, Certificate, NetworkPublicKey, REVOCATION_LEN, Revocation};
+use crate::cidr::Cidr;
+use crate::codec::DecodeError;
+use crate::control::{
+    CONTROL_HEADER_LEN, Control, MAX_BATCH_ENTRIES, MAX_ENDPOINTS, MemberRecord, member_record_len,
+};
+
+/// A member configured by key and endpoint, to join through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bootstrap {
+    pub key: PublicKey,
+    pub endpoint: SocketAddr,
+}
+
+/// Settings of the mesh. Defaults live in [`MeshConfig::new`].
+#[derive(Debug, Clone)]
+pub struct MeshConfig {
+    pub network: NetworkPublicKey,
+    /// Our own certificate, presented in every Hello.
+    pub certificate: Certificate,
+    pub bootstrap: Vec<Bootstrap>,
+    /// Full member list to one random member this often (default 15 s:
+    /// a lost announcement heals within one interval).
+    pub gossip_interval: Duration,
+    /// Ping each member this often (default 10 s: under the 30 s UDP
+    /// mapping timeout of common NATs, and RTTs stay fresh).
+    pub ping_interval: Duration,
+    /// Forget a member nobody has heard from for this long (default 180 s).
+    pub member_timeout: Duration,
+    /// A peer that is not a member must present a valid Hello this soon
+    /// after its handshake (default 10 s).
+    pub verify_timeout: Duration,
+    /// Largest control message, so it fits one tunnel packet (the MTU).
+    pub max_message_bytes: usize,
+}
+
+impl MeshConfig {
+    pub fn new(network: NetworkPublicKey, certificate: Certificate, mtu: usize) -> Self {
+        Self {
+            network,
+            certificate,
+            bootstrap: Vec::new(),
+            gossip_interval: Duration::from_secs(15),
+            ping_interval: Duration::from_secs(10),
+            member_timeout: Duration::from_secs(180),
+            verify_timeout: Duration::from_secs(10),
+            max_message_bytes: mtu,
+        }
+    }
+}
+
+/// A change to the peer table that the mesh asks of its driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MeshAction {
+    /// Make `key` a peer (if it is not), route exactly `addresses` to it,
+    /// and use `endpoint` when the peer has none yet.
+    Admit {
+        key: PublicKey,
+        addresses: Vec<Cidr>,
+        endpoint: Option<SocketAddr>,
+    },
+    /// Remove the peer `key` and its routes.
+    Remove { key: PublicKey },
+}
+
+/// A control message to seal and send to `to` inside its session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outbound {
+    pub to: PublicKey,
+    pub message: Vec<u8>,
+}
+
+/// Why a control message was ignored. Each has a counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum MeshDrop {
+    #[error("malformed control message: {0}")]
+    Malformed(#[from] DecodeError),
+    #[error("certificate refused: {0}")]
+    Certificate(#[from] CertError),
+    #[error("control message from a peer that is not a member")]
+    NotAMember,
+}
+
+/// What `fjord show` reports about a member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberStatus {
+    pub key: PublicKey,
+    pub name: String,
+    pub addresses: Vec<Cidr>,
+    pub endpoints: Vec<SocketAddr>,
+    /// It has spoken to us directly (a Hello in a session).
+    pub direct: bool,
+    pub rtt: Option<Duration>,
+    pub last_heard: Instant,
+    pub expires_at: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MeshCounters {
+    pub malformed: u64,
+    pub refused_certificates: u64,
+    pub not_a_member: u64,
+    pub members_learned: u64,
+    pub members_removed: u64,
+    pub revocations_learned: u64,
+}
+
+struct Member {
+    certificate: Certificate,
+    /// Most recently observed first.
+    endpoints: Vec<SocketAddr>,
+    last_heard: Instant,
+    direct: bool,
+    rtt: Option<Duration>,
+    ping_in_flight: Option<(u64, Instant)>,
+}
+
+pub struct Mesh {
+    config: MeshConfig,
+    wall_clock: WallClock,
+    members: HashMap<PublicKey, Member>,
+    /// The newest revocation per node key.
+    revocations: HashMap<PublicKey, Revocation>,
+    /// Members that said Goodbye, and when: older gossip about them is
+    /// ignored so they do not come back from other members' lists.
+    departed: HashMap<PublicKey, Instant>,
+    /// Peers that handshaked without being members: the deadline for
+    /// their Hello.
+    unverified: HashMap<PublicKey, Instant>,
+    /// Peers we have sent our Hello to since they became reachable.
+    greeted: HashSet<PublicKey>,
+    bootstrap: HashSet<PublicKey>,
+    /// The `now` of the latest input, for ages in outgoing gossip.
+    last_input: Instant,
+    next_gossip: Instant,
+    next_ping: Instant,
+    rng_state: u64,
+    actions: VecDeque<MeshAction>,
+    outbox: VecDeque<Outbound>,
+    counters: MeshCounters,
+}
+
+impl Mesh {
+    /// A mesh that joins through `config.bootstrap`. `seed` drives the
+    /// choice of gossip partners and timer jitter (any value; tests pass
+    /// fixed ones).
+    pub fn new(config: MeshConfig, now: Instant, wall_clock: WallClock, seed: u64) -> Self {
+        let mut actions = VecDeque::new();
+        for bootstrap in &config.bootstrap {
+            actions.push_back(MeshAction::Admit {
+                key: bootstrap.key,
+                addresses: Vec::new(),
+                endpoint: Some(bootstrap.endpoint),
+            });
+        }
+        let mut mesh = Self {
+            bootstrap: config.bootstrap.iter().map(|b| b.key).collect(),
+            wall_clock,
+            members: HashMap::new(),
+            revocations: HashMap::new(),
+            departed: HashMap::new(),
+            unverified: HashMap::new(),
+            greeted: HashSet::new(),
+            last_input: now,
+            next_gossip: now,
+            next_ping: now,
+            rng_state: seed | 1,
+            actions,
+            outbox: VecDeque::new(),
+            counters: MeshCounters::default(),
+            config,
+        };
+        mesh.next_gossip = now + mesh.jittered(mesh.config.gossip_interval);
+        mesh.next_ping = now + mesh.jittered(mesh.config.ping_interval);
+        // Sending the Hello is what brings the first session up.
+        let bootstrap: Vec<PublicKey> = mesh.bootstrap.iter().copied().collect();
+        for key in bootstrap {
+            mesh.greet(key);
+        }
+        mesh
+    }
+
+    pub fn own_key(&self) -> PublicKey {
+        self.config.certificate.node_key
+    }
+
+    pub fn counters(&self) -> &MeshCounters {
+        &self.counters
+    }
+
+    pub fn is_member(&self, key: &PublicKey) -> bool {
+        self.members.contains_key(key)
+    }
+
+    pub fn members(&self) -> impl Iterator<Item = MemberStatus> + '_ {
+        self.members.iter().map(|(key, member)| MemberStatus {
+            key: *key,
+            name: member.certificate.name.clone(),
+            addresses: member.certificate.addresses.clone(),
+            endpoints: member.endpoints.clone(),
+            direct: member.direct,
+            rtt: member.rtt,
+            last_heard: member.last_heard,
+            expires_at: member.certificate.expires_at,
+        })
+    }
+
+    /// A session with `key` came up: greet it if it may be a fjord member.
+    pub fn handle_session(&mut self, now: Instant, key: PublicKey) {
+        self.last_input = now;
+        if self.members.contains_key(&key)
+            || self.bootstrap.contains(&key)
+            || self.unverified.contains_key(&key)
+        {
+            self.greet(key);
+        }
+    }
+
+    /// A peer that is not configured completed a handshake with us (the
+    /// driver admitted it provisionally). It has `verify_timeout` to show
+    /// a certificate.
+    pub fn handle_unverified(&mut self, now: Instant, key: PublicKey) {
+        self.last_input = now;
+        if !self.members.contains_key(&key) {
+            self.unverified
+                .insert(key, now + self.config.verify_timeout);
+        }
+    }
+
+    /// A control message from the peer `key`, received from `from`.
+    pub fn handle_control(
+        &mut self,
+        now: Instant,
+        key: PublicKey,
+        from: SocketAddr,
+        plaintext: &[u8],
+    ) -> Result<(), MeshDrop> {
+        self.last_input = now;
+        let result = Control::decode(plaintext)
+            .map_err(MeshDrop::from)
+            .and_then(|control| self.handle_message(now, key, from, control));
+        match result {
+            Err(MeshDrop::Malformed(_)) => self.counters.malformed += 1,
+            Err(MeshDrop::Certificate(_)) => self.counters.refused_certificates += 1,
+            Err(MeshDrop::NotAMember) => self.counters.not_a_member += 1,
+            Ok(()) => {}
+        }
+        result
+    }
+
+    fn handle_message(
+        &mut self,
+        now: Instant,
+        key: PublicKey,
+        from: SocketAddr,
+        control: Control,
+    ) -> Result<(), MeshDrop> {
+        let control = match control {
+            Control::Hello {
+                certificate,
+                wants_members,
+            } => {
+                return self.handle_hello(now, key, from, *certificate, wants_members);
+            }
+            other => other,
+        };
+        let Some(member) = self.members.get_mut(&key) else {
+            return Err(MeshDrop::NotAMember);
+        };
+        member.last_heard = now;
+        observe_endpoint(&mut member.endpoints, from);
+        match control {
+            Control::Ping { nonce } => self.send(key, &Control::Pong { nonce }),
+            Control::Pong { nonce } => {
+                if let Some((sent_nonce, sent_at)) = member.ping_in_flight
+                    && sent_nonce == nonce
+                {
+                    member.rtt = Some(now.saturating_duration_since(sent_at));
+                    member.ping_in_flight = None;
+                }
+            }
+            Control::Members(records) => {
+                for record in records {
+                    self.learn(now, record);
+                }
+            }
+            Control::Revocations(revocations) => {
+                for revocation in revocations {
+                    self.learn_revocation(revocation)?;
+                }
+            }
+            Control::Goodbye => {
+                self.departed.insert(key, now);
+                self.remove_member(key);
+            }
+            Control::Hello { .. } => {}
+        }
+        Ok(())
+    }
+
+    fn handle_hello(
+        &mut self,
+        now: Instant,
+        key: PublicKey,
+        from: SocketAddr,
+        certificate: Certificate,
+        wants_members: bool,
+    ) -> Result<(), MeshDrop> {
+        if certificate.node_key != key {
+            return Err(CertError::WrongNode.into());
+        }
+        self.check(now, &certificate)?;
+        self.unverified.remove(&key);
+        self.departed.remove(&key);
+        let is_new = !self.members.contains_key(&key);
+        self.upsert(certificate, &[from], now, false);
+        if let Some(member) = self.members.get_mut(&key) {
+            member.direct = true;
+            observe_endpoint(&mut member.endpoints, from);
+        }
+        if !self.greeted.contains(&key) {
+            self.greet(key);
+        }
+        // Only a joining node asks for the list, so a join costs one list,
+        // not one from every member that greets the newcomer.
+        if wants_members {
+            let everyone: Vec<PublicKey> = self.members.keys().copied().collect();
+            self.send_members(key, everyone.iter().filter(|k| **k != key));
+            if !self.revocations.is_empty() {
+                let revocations: Vec<Revocation> = self.revocations.values().cloned().collect();
+                for chunk in revocations.chunks(self.revocations_per_message()) {
+                    self.send(key, &Control::Revocations(chunk.to_vec()));
+                }
+            }
+        }
+        if is_new {
+            let direct: Vec<PublicKey> = self
+                .members
+                .iter()
+                .filter(|(k, m)| m.direct && **k != key)
+                .map(|(k, _)| *k)
+                .collect();
+            for peer in direct {
+                self.send_members(peer, std::iter::once(&key));
+            }
+        }
+        Ok(())
+    }
+
+    /// A member as another member describes it.
+    fn learn(&mut self, now: Instant, record: MemberRecord) {
+        let key = record.certificate.node_key;
+        if key == self.own_key() {
+            return;
+        }
+        // Lists repeat what we know: a certificate identical to the one
+        // held was verified already and costs no signature check.
+        let known = self
+            .members
+            .get(&key)
+            .is_some_and(|member| member.certificate == record.certificate);
+        if !known && self.check(now, &record.certificate).is_err() {
+            return;
+        }
+        let heard = now
+            .checked_sub(Duration::from_secs(u64::from(record.heard_secs_ago)))
+            .unwrap_or(now);
+        if self.departed.get(&key).is_some_and(|left| heard <= *left) {
+            return;
+        }
+        if now.saturating_duration_since(heard) >= self.config.member_timeout {
+            return;
+        }
+        self.upsert(record.certificate, &record.endpoints, heard, true);
+    }
+
+    fn upsert(
+        &mut self,
+        certificate: Certificate,
+        endpoints: &[SocketAddr],
+        heard: Instant,
+        greet_if_new: bool,
+    ) {
+        let key = certificate.node_key;
+        match self.members.get_mut(&key) {
+            Some(member) => {
+                member.last_heard = member.last_heard.max(heard);
+                for endpoint in endpoints {
+                    merge_endpoint(&mut member.endpoints, *endpoint);
+                }
+                if certificate.issued_at > member.certificate.issued_at {
+                    let readdress = certificate.addresses != member.certificate.addresses;
+                    member.certificate = certificate;
+                    if readdress {
+                        self.actions.push_back(MeshAction::Admit {
+                            key,
+                            addresses: member.certificate.addresses.clone(),
+                            endpoint: member.endpoints.first().copied(),
+                        });
+                    }
+                }
+            }
+            None => {
+                let endpoints: Vec<SocketAddr> =
+                    endpoints.iter().take(MAX_ENDPOINTS).copied().collect();
+                self.actions.push_back(MeshAction::Admit {
+                    key,
+                    addresses: certificate.addresses.clone(),
+                    endpoint: endpoints.first().copied(),
+                });
+                self.counters.members_learned += 1;
+                // Meet every member at once: the Hello brings the session
+                // up (a member that greeted us is answered by the caller).
+                if greet_if_new {
+                    self.greet(key);
+                }
+                self.members.insert(
+                    key,
+                    Member {
+                        certificate,
+                        endpoints,
+                        last_heard: heard,
+                        direct: false,
+                        rtt: None,
+                        ping_in_flight: None,
+                    },
+                );
+            }
+        }
+    }
+
+    fn learn_revocation(&mut self, revocation: Revocation) -> Result<(), MeshDrop> {
+        revocation.verify(&self.config.network)?;
+        let key = revocation.node_key;
+        if self
+            .revocations
+            .get(&key)
+            .is_some_and(|known| known.revoked_at >= revocation.revoked_at)
+        {
+            return Ok(());
+        }
+        self.counters.revocations_learned += 1;
+        if self
+            .members
+            .get(&key)
+            .is_some_and(|member| revocation.covers(&member.certificate))
+        {
+            self.remove_member(key);
+        }
+        self.revocations.insert(key, revocation.clone());
+        // A new revocation floods: every member forwards it once.
+        let direct: Vec<PublicKey> = self
+            .members
+            .iter()
+            .filter(|(_, m)| m.direct)
+            .map(|(k, _)| *k)
+            .collect();
+        for peer in direct {
+            self.send(peer, &Control::Revocations(vec![revocation.clone()]));
+        }
+        Ok(())
+    }
+
+    /// Adds a revocation given locally (`fjord network revoke` output in
+    /// the configuration), and spreads it.
+    pub fn revoke(&mut self, revocation: Revocation) -> Result<(), MeshDrop> {
+        self.learn_revocation(revocation)
+    }
+
+    fn check(&self, now: Instant, certificate: &Certificate) -> Result<(), CertError> {
+        certificate.verify(&self.config.network, self.unix_secs(now))?;
+        if self
+            .revocations
+            .get(&certificate.node_key)
+            .is_some_and(|revocation| revocation.covers(certificate))
+        {
+            return Err(CertError::Revoked);
+        }
+        Ok(())
+    }
+
+    fn unix_secs(&self, now: Instant) -> u64 {
+        self.wall_clock.since_epoch(now).as_secs()
+    }
+
+    /// Runs what is due: pings, gossip, expiry and verification deadlines.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.last_input = now;
+        let unix_now = self.unix_secs(now);
+        let expired: Vec<PublicKey> = self
+            .members
+            .iter()
+            .filter(|(_, m)| {
+                unix_now >= m.certificate.expires_at
+                    || now.saturating_duration_since(m.last_heard) >= self.config.member_timeout
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for key in expired {
+            self.remove_member(key);
+        }
+        let overdue: Vec<PublicKey> = self
+            .unverified
+            .iter()
+            .filter(|(_, deadline)| **deadline <= now)
+            .map(|(k, _)| *k)
+            .collect();
+        for key in overdue {
+            self.unverified.remove(&key);
+            if !self.members.contains_key(&key) && !self.bootstrap.contains(&key) {
+                self.actions.push_back(MeshAction::Remove { key });
+            }
+        }
+        if now >= self.next_ping {
+            self.ping_all(now);
+            self.next_ping = now + self.jittered(self.config.ping_interval);
+        }
+        if now >= self.next_gossip {
+            self.gossip_to_random_member();
+            self.next_gossip = now + self.jittered(self.config.gossip_interval);
+        }
+    }
+
+    /// When `handle_timeout` should next run.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let verify = self.unverified.values().min().copied();
+        Some(
+            [Some(self.next_ping), Some(self.next_gossip), verify]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(self.next_ping),
+        )
+    }
+
+    pub fn poll_action(&mut self) -> Option<MeshAction> {
+        self.actions.pop_front()
+    }
+
+    pub fn poll_message(&mut self) -> Option<Outbound> {
+        self.outbox.pop_front()
+    }
+
+    /// Says Goodbye to every member that has spoken to us directly; call
+    /// before shutting down, then send what `poll_message` returns.
+    pub fn leave(&mut self) {
+        let direct: Vec<PublicKey> = self.direct_members().collect();
+        for key in direct {
+            self.send(key, &Control::Goodbye);
+        }
+    }
+
+    fn direct_members(&self) -> impl Iterator<Item = PublicKey> + '_ {
+        self.members
+            .iter()
+            .filter(|(_, member)| member.direct)
+            .map(|(key, _)| *key)
+    }
+
+    fn greet(&mut self, key: PublicKey) {
+        self.greeted.insert(key);
+        let hello = Control::Hello {
+            certificate: Box::new(self.config.certificate.clone()),
+            wants_members: self.bootstrap.contains(&key) || self.members.is_empty(),
+        };
+        self.send(key, &hello);
+    }
+
+    fn ping_all(&mut self, now: Instant) {
+        let keys: Vec<PublicKey> = self.members.keys().copied().collect();
+        for key in keys {
+            let nonce = self.next_random();
+            if let Some(member) = self.members.get_mut(&key) {
+                // A ping still unanswered stays the one measured, so a
+                // lost pong does not turn into a huge RTT later.
+                if member.ping_in_flight.is_none_or(|(_, sent)| {
+                    now.saturating_duration_since(sent) > self.config.ping_interval * 3
+                }) {
+                    member.ping_in_flight = Some((nonce, now));
+                }
+                let nonce = member.ping_in_flight.map_or(nonce, |(n, _)| n);
+                self.send(key, &Control::Ping { nonce });
+            }
+        }
+        // Bootstrap members we have not met yet: a Hello brings the
+        // session up and starts the exchange.
+        let unmet: Vec<PublicKey> = self
+            .bootstrap
+            .iter()
+            .filter(|key| !self.members.contains_key(*key))
+            .copied()
+            .collect();
+        for key in unmet {
+            self.greet(key);
+        }
+    }
+
+    fn gossip_to_random_member(&mut self) {
+        let direct: Vec<PublicKey> = self.direct_members().collect();
+        if direct.is_empty() {
+            return;
+        }
+        let pick = direct[(self.next_random() % direct.len() as u64) as usize];
+        let everyone: Vec<PublicKey> = self.members.keys().copied().collect();
+        self.send_members(pick, everyone.iter().filter(|k| **k != pick));
+    }
+
+    /// Sends the records of `keys` to `to`, as many per message as fit.
+    fn send_members<'k>(&mut self, to: PublicKey, keys: impl Iterator<Item = &'k PublicKey>) {
+        let budget = self
+            .config
+            .max_message_bytes
+            .saturating_sub(CONTROL_HEADER_LEN + 1);
+        let mut batch = Vec::new();
+        let mut batch_bytes = 0;
+        for key in keys {
+            let Some(record) = self.record(key) else {
+                continue;
+            };
+            let len = member_record_len(&record);
+            if !batch.is_empty() && (batch_bytes + len > budget || batch.len() == MAX_BATCH_ENTRIES)
+            {
+                self.send(to, &Control::Members(std::mem::take(&mut batch)));
+                batch_bytes = 0;
+            }
+            batch_bytes += len;
+            batch.push(record);
+        }
+        if !batch.is_empty() {
+            self.send(to, &Control::Members(batch));
+        }
+    }
+
+    fn record(&self, key: &PublicKey) -> Option<MemberRecord> {
+        let member = self.members.get(key)?;
+        let heard_secs_ago = self
+            .last_input
+            .saturating_duration_since(member.last_heard)
+            .as_secs();
+        Some(MemberRecord {
+            certificate: member.certificate.clone(),
+            endpoints: member.endpoints.clone(),
+            heard_secs_ago: u32::try_from(heard_secs_ago).unwrap_or(u32::MAX),
+        })
+    }
+
+    fn revocations_per_message(&self) -> usize {
+        let budget = self
+            .config
+            .max_message_bytes
+            .saturating_sub(CONTROL_HEADER_LEN + 1);
+        (budget / REVOCATION_LEN).clamp(1, MAX_BATCH_ENTRIES)
+    }
+
+    fn remove_member(&mut self, key: PublicKey) {
+        if self.members.remove(&key).is_some() {
+            self.counters.members_removed += 1;
+            self.greeted.remove(&key);
+            if !self.bootstrap.contains(&key) {
+                self.actions.push_back(MeshAction::Remove { key });
+            }
+        }
+    }
+
+    fn send(&mut self, to: PublicKey, control: &Control) {
+        self.outbox.push_back(Outbound {
+            to,
+            message: control.encode(),
+        });
+    }
+
+    /// xorshift64: enough to spread gossip partners and timer phases.
+    fn next_random(&mut self) -> u64 {
+        let mut x = self.rng_state;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng_state = x;
+        x
+    }
+
+    /// `interval` scaled by a random factor in [0.75, 1.25), so members
+    /// started together do not gossip in lockstep.
+    fn jittered(&mut self, interval: Duration) -> Duration {
+        let permille = 750 + self.next_random() % 500;
+        interval * permille as u32 / 1000
+    }
+}
+
+/// A direct observation goes first.
+fn observe_endpoint(endpoints: &mut Vec<SocketAddr>, from: SocketAddr) {
+    endpoints.retain(|known| *known != from);
+    endpoints.insert(0, from);
+    endpoints.truncate(MAX_ENDPOINTS);
+}
+
+/// A gossiped endpoint goes last, if there is room.
+fn merge_endpoint(endpoints: &mut Vec<SocketAddr>, endpoint: SocketAddr) {
+    if !endpoints.contains(&endpoint) && endpoints.len() < MAX_ENDPOINTS {
+        endpoints.push(endpoint);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,423 @@
+//! Scenario tests for [`Mesh`] on a simulated network of sessions: every
+//! control message is delivered in order, after the sender's peer table
+//! allows it, with simulated time and seeded randomness.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use fjord_proto::{PrivateKey, PublicKey, WallClock};
+
+use super::*;
+use crate::cert::NetworkSecret;
+
+const EPOCH_SECS: u64 = 1_800_000_000;
+
+struct SimNode {
+    mesh: Mesh,
+    address: SocketAddr,
+    /// The peer table the driver would keep: key → routed addresses.
+    peers: HashMap<PublicKey, Vec<Cidr>>,
+    /// Peers with a session up.
+    sessions: HashSet<PublicKey>,
+    online: bool,
+}
+
+struct Sim {
+    secret: NetworkSecret,
+    base: Instant,
+    now: Instant,
+    nodes: BTreeMap<PublicKey, SimNode>,
+    in_flight: VecDeque<(PublicKey, PublicKey, Vec<u8>)>,
+    delivered: u64,
+}
+
+fn key(index: u16) -> PrivateKey {
+    let mut bytes = [0u8; 32];
+    bytes[..2].copy_from_slice(&index.to_be_bytes());
+    bytes[31] = 0x55;
+    PrivateKey::from_bytes(bytes)
+}
+
+impl Sim {
+    fn new() -> Self {
+        let base = Instant::now();
+        Self {
+            secret: NetworkSecret::from_seed([3; 32]),
+            base,
+            now: base,
+            nodes: BTreeMap::new(),
+            in_flight: VecDeque::new(),
+            delivered: 0,
+        }
+    }
+
+    fn wall_clock(&self) -> WallClock {
+        WallClock {
+            base: self.base,
+            base_since_epoch: Duration::from_secs(EPOCH_SECS),
+        }
+    }
+
+    fn certificate(&self, index: u16, lifetime_secs: u64) -> Certificate {
+        let address = Cidr::host(std::net::IpAddr::from([
+            198,
+            19,
+            (index >> 8) as u8,
+            index as u8,
+        ]));
+        self.secret
+            .sign(
+                key(index).public_key(),
+                &format!("node-{index}"),
+                &[address],
+                EPOCH_SECS - 10,
+                EPOCH_SECS + lifetime_secs,
+            )
+            .unwrap()
+    }
+
+    fn address(index: u16) -> SocketAddr {
+        SocketAddr::from(([198, 18, (index >> 8) as u8, index as u8], 51820))
+    }
+
+    /// Adds node `index` joining through `bootstrap` (none for the first).
+    fn join(&mut self, index: u16, bootstrap: Option<u16>) -> PublicKey {
+        let certificate = self.certificate(index, 86_400);
+        self.join_with(index, certificate, bootstrap)
+    }
+
+    fn join_with(
+        &mut self,
+        index: u16,
+        certificate: Certificate,
+        bootstrap: Option<u16>,
+    ) -> PublicKey {
+        let mut config = MeshConfig::new(self.secret.public_key(), certificate, 1420);
+        config.bootstrap = bootstrap
+            .map(|b| Bootstrap {
+                key: key(b).public_key(),
+                endpoint: Self::address(b),
+            })
+            .into_iter()
+            .collect();
+        let mesh = Mesh::new(config, self.now, self.wall_clock(), u64::from(index) + 1);
+        let public = key(index).public_key();
+        self.nodes.insert(
+            public,
+            SimNode {
+                mesh,
+                address: Self::address(index),
+                peers: HashMap::new(),
+                sessions: HashSet::new(),
+                online: true,
+            },
+        );
+        self.pump();
+        public
+    }
+
+    /// Applies actions and delivers messages until the network is quiet.
+    fn pump(&mut self) {
+        loop {
+            let mut progressed = false;
+            let keys: Vec<PublicKey> = self.nodes.keys().copied().collect();
+            for from in &keys {
+                let node = self.nodes.get_mut(from).unwrap();
+                while let Some(action) = node.mesh.poll_action() {
+                    progressed = true;
+                    match action {
+                        MeshAction::Admit { key, addresses, .. } => {
+                            node.peers.insert(key, addresses);
+                        }
+                        MeshAction::Remove { key } => {
+                            node.peers.remove(&key);
+                            node.sessions.remove(&key);
+                        }
+                    }
+                }
+                while let Some(outbound) = node.mesh.poll_message() {
+                    progressed = true;
+                    if node.online {
+                        self.in_flight
+                            .push_back((*from, outbound.to, outbound.message));
+                    }
+                }
+            }
+            while let Some((from, to, message)) = self.in_flight.pop_front() {
+                progressed = true;
+                self.deliver(from, to, message);
+            }
+            if !progressed {
+                break;
+            }
+        }
+    }
+
+    /// A message needs a session: the sender must have the receiver as a
+    /// peer; a receiver that does not know the sender admits it
+    /// provisionally (as the device does in mesh mode).
+    fn deliver(&mut self, from: PublicKey, to: PublicKey, message: Vec<u8>) {
+        let now = self.now;
+        let Some(sender) = self.nodes.get(&from) else {
+            return;
+        };
+        if !sender.peers.contains_key(&to) || !self.nodes.get(&to).is_some_and(|n| n.online) {
+            return;
+        }
+        let from_address = sender.address;
+        let new_session = !sender.sessions.contains(&to);
+        if new_session {
+            let receiver = self.nodes.get_mut(&to).unwrap();
+            if let std::collections::hash_map::Entry::Vacant(slot) = receiver.peers.entry(from) {
+                slot.insert(Vec::new());
+                receiver.mesh.handle_unverified(now, from);
+            }
+            receiver.sessions.insert(from);
+            receiver.mesh.handle_session(now, from);
+            let sender = self.nodes.get_mut(&from).unwrap();
+            sender.sessions.insert(to);
+            sender.mesh.handle_session(now, to);
+        }
+        let receiver = self.nodes.get_mut(&to).unwrap();
+        let _ = receiver
+            .mesh
+            .handle_control(now, from, from_address, &message);
+        self.delivered += 1;
+    }
+
+    fn advance(&mut self, by: Duration) {
+        let end = self.now + by;
+        loop {
+            let next = self
+                .nodes
+                .values()
+                .filter(|n| n.online)
+                .filter_map(|n| n.mesh.poll_timeout())
+                .min()
+                .filter(|t| *t <= end);
+            let Some(next) = next else { break };
+            self.now = next.max(self.now);
+            let now = self.now;
+            for node in self.nodes.values_mut().filter(|n| n.online) {
+                if node.mesh.poll_timeout().is_some_and(|t| t <= now) {
+                    node.mesh.handle_timeout(now);
+                }
+            }
+            self.pump();
+        }
+        self.now = end;
+    }
+
+    /// Every online node knows every other online node as a member, with
+    /// its certificate's addresses routed to it.
+    fn converged(&self) -> bool {
+        let online: Vec<&PublicKey> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.online)
+            .map(|(k, _)| k)
+            .collect();
+        self.nodes
+            .iter()
+            .filter(|(_, n)| n.online)
+            .all(|(me, node)| {
+                online.iter().filter(|k| **k != me).all(|other| {
+                    node.mesh.is_member(other)
+                        && node
+                            .peers
+                            .get(other)
+                            .is_some_and(|addresses| !addresses.is_empty())
+                })
+            })
+    }
+}
+
+#[test]
+fn a_hundred_nodes_with_one_bootstrap_each_learn_everyone() {
+    let mut sim = Sim::new();
+    sim.join(0, None);
+    for index in 1..100 {
+        // Each joins through some earlier node, not always the first.
+        sim.join(index, Some(index / 3));
+        sim.advance(Duration::from_millis(50));
+    }
+    assert!(sim.converged(), "not converged right after the joins");
+    // Joining costs each member a few messages, not a list per member:
+    // well under one full list (99 records) per ordered pair.
+    let per_pair = sim.delivered as f64 / (100.0 * 99.0);
+    assert!(
+        per_pair < 5.0,
+        "{} control messages to converge",
+        sim.delivered
+    );
+    // Steady state: pings and gossip keep everyone and add nobody.
+    sim.advance(Duration::from_secs(120));
+    assert!(sim.converged());
+    for node in sim.nodes.values() {
+        assert_eq!(node.mesh.members().count(), 99);
+        assert!(
+            node.mesh.members().all(|m| m.rtt.is_some()),
+            "every member answered a ping"
+        );
+        assert_eq!(node.mesh.counters().refused_certificates, 0);
+    }
+}
+
+#[test]
+fn a_lost_announcement_heals_through_anti_entropy() {
+    let mut sim = Sim::new();
+    let first = sim.join(0, None);
+    sim.join(1, Some(0));
+    // Node 1 is offline while node 2 joins, so it misses the announcement.
+    sim.nodes.get_mut(&key(1).public_key()).unwrap().online = false;
+    sim.join(2, Some(0));
+    sim.nodes.get_mut(&key(1).public_key()).unwrap().online = true;
+    assert!(
+        !sim.nodes[&key(1).public_key()]
+            .mesh
+            .is_member(&key(2).public_key())
+    );
+    sim.advance(Duration::from_secs(60));
+    assert!(sim.converged());
+    assert!(sim.nodes[&first].mesh.is_member(&key(2).public_key()));
+}
+
+#[test]
+fn a_revocation_spreads_and_removes_the_member_everywhere() {
+    let mut sim = Sim::new();
+    sim.join(0, None);
+    for index in 1..6 {
+        sim.join(index, Some(0));
+    }
+    assert!(sim.converged());
+    let victim = key(5).public_key();
+    let revocation = sim.secret.revoke(victim, EPOCH_SECS);
+    sim.nodes
+        .get_mut(&key(2).public_key())
+        .unwrap()
+        .mesh
+        .revoke(revocation)
+        .unwrap();
+    sim.pump();
+    for (me, node) in &sim.nodes {
+        if *me != victim {
+            assert!(!node.mesh.is_member(&victim), "still a member somewhere");
+            assert!(!node.peers.contains_key(&victim), "still routed somewhere");
+        }
+    }
+    // It cannot come back through gossip or its own Hello.
+    sim.advance(Duration::from_secs(60));
+    for (me, node) in &sim.nodes {
+        if *me != victim {
+            assert!(!node.mesh.is_member(&victim));
+        }
+    }
+}
+
+#[test]
+fn members_that_leave_or_expire_disappear_everywhere() {
+    let mut sim = Sim::new();
+    sim.join(0, None);
+    for index in 1..5 {
+        sim.join(index, Some(0));
+    }
+    let short_lived = sim.certificate(9, 100);
+    sim.join_with(9, short_lived, Some(0));
+    assert!(sim.converged());
+
+    let leaver = key(4).public_key();
+    sim.nodes.get_mut(&leaver).unwrap().mesh.leave();
+    sim.pump();
+    sim.nodes.get_mut(&leaver).unwrap().online = false;
+    sim.advance(Duration::from_secs(30));
+    let expired = key(9).public_key();
+    for (me, node) in &sim.nodes {
+        if *me != leaver {
+            assert!(!node.mesh.is_member(&leaver), "departed member came back");
+        }
+    }
+    sim.advance(Duration::from_secs(120));
+    for (me, node) in &sim.nodes {
+        if *me != expired && *me != leaver {
+            assert!(!node.mesh.is_member(&expired), "expired member kept");
+        }
+    }
+}
+
+#[test]
+fn a_silent_member_is_forgotten_after_the_timeout() {
+    let mut sim = Sim::new();
+    sim.join(0, None);
+    for index in 1..4 {
+        sim.join(index, Some(0));
+    }
+    let silent = key(3).public_key();
+    sim.nodes.get_mut(&silent).unwrap().online = false;
+    sim.advance(Duration::from_secs(170));
+    assert!(sim.nodes[&key(0).public_key()].mesh.is_member(&silent));
+    sim.advance(Duration::from_secs(30));
+    for (me, node) in &sim.nodes {
+        if *me != silent {
+            assert!(!node.mesh.is_member(&silent));
+        }
+    }
+}
+
+#[test]
+fn foreign_forged_and_misattributed_certificates_are_refused() {
+    let mut sim = Sim::new();
+    let first = sim.join(0, None);
+    let now = sim.now;
+    let stranger = key(7).public_key();
+    let outsider = NetworkSecret::from_seed([9; 32]);
+    let foreign = outsider
+        .sign(
+            stranger,
+            "x",
+            &["198.19.9.9/32".parse().unwrap()],
+            EPOCH_SECS - 1,
+            EPOCH_SECS + 99,
+        )
+        .unwrap();
+    let mesh = &mut sim.nodes.get_mut(&first).unwrap().mesh;
+    mesh.handle_unverified(now, stranger);
+    let from = Sim::address(7);
+    let hello = |certificate: Certificate| {
+        Control::Hello {
+            certificate: Box::new(certificate),
+            wants_members: false,
+        }
+        .encode()
+    };
+    assert_eq!(
+        mesh.handle_control(now, stranger, from, &hello(foreign)),
+        Err(MeshDrop::Certificate(CertError::WrongNetwork))
+    );
+    // A member's real certificate, presented by another key.
+    let borrowed = sim.certificate(1, 1000);
+    let mesh = &mut sim.nodes.get_mut(&first).unwrap().mesh;
+    assert_eq!(
+        mesh.handle_control(now, stranger, from, &hello(borrowed)),
+        Err(MeshDrop::Certificate(CertError::WrongNode))
+    );
+    assert_eq!(
+        mesh.handle_control(now, stranger, from, &Control::Ping { nonce: 1 }.encode()),
+        Err(MeshDrop::NotAMember)
+    );
+    assert!(matches!(
+        mesh.handle_control(now, stranger, from, &[0x1f, 9, 0, 0]),
+        Err(MeshDrop::Malformed(_))
+    ));
+    assert!(!mesh.is_member(&stranger));
+    // It never showed a valid certificate: the driver is told to drop it.
+    mesh.handle_timeout(now + Duration::from_secs(11));
+    let mut removed = false;
+    while let Some(action) = mesh.poll_action() {
+        removed |= action == MeshAction::Remove { key: stranger };
+    }
+    assert!(removed);
+    assert_eq!(mesh.counters().refused_certificates, 2);
+    assert_eq!(mesh.counters().not_a_member, 1);
+    assert_eq!(mesh.counters().malformed, 1);
+}
