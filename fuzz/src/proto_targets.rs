@@ -217,6 +217,10 @@ impl World {
                 assert!(header.is_ok_and(|h| h.total_len == packet.len()));
             }
             Received::Keepalive { peer } => assert_eq!(peer, self.target_peer),
+            Received::Extension { peer, payload } => {
+                assert_eq!(peer, self.target_peer);
+                assert!(payload.start < payload.end && payload.end <= len);
+            }
             Received::Control | Received::Dropped(_) => {}
         }
     }

@@ -311,6 +311,9 @@ impl Worker {
             Event::KeysErased { peer } => {
                 tracing::debug!(peer = %key(*peer), "session keys erased after inactivity");
             }
+            Event::UnknownPeerAdmitted { public_key, .. } => {
+                tracing::debug!(peer = %public_key, "unconfigured peer handshaked; waiting for its certificate");
+            }
         }
     }
 

@@ -40,7 +40,7 @@
 //! only when under load — mac2 (answered by a cookie reply), and only then
 //! the Diffie–Hellman work.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -138,6 +138,10 @@ pub struct Device {
     /// Reused by `handle_timeout` for the peers found due.
     due_scratch: Vec<usize>,
     load: LoadMeter,
+    /// How many unconfigured initiators may be admitted at once.
+    unknown_peer_limit: Option<usize>,
+    /// Peers admitted that way and not yet confirmed by their owner.
+    provisional: HashSet<PeerId>,
 }
 
 impl Device {
@@ -168,6 +172,8 @@ impl Device {
             deadlines: TimerQueue::new(),
             due_scratch: Vec::new(),
             load: LoadMeter::default(),
+            unknown_peer_limit: None,
+            provisional: HashSet::new(),
         }
     }
 
@@ -240,6 +246,7 @@ impl Device {
             peer.erase_keys(&mut self.ctx);
             self.peer_ids.remove(peer.remote.public_key());
             self.deadlines.remove(id.index());
+            self.provisional.remove(&id);
         }
     }
 
@@ -303,6 +310,38 @@ impl Device {
                 }
             });
         }
+    }
+
+    /// Seals a fjord extension payload (its first byte must be
+    /// [`crate::wire::EXTENSION_MARKER`]) to the peer inside its session,
+    /// queued for `poll_transmit`; with no session it is staged and a
+    /// handshake starts, as for any packet. Not for the data path: it
+    /// allocates.
+    pub fn send_extension(&mut self, id: PeerId, now: Instant, payload: &[u8]) {
+        self.with_peer(id, |peer, ctx| peer.send_extension(id, now, payload, ctx));
+    }
+
+    /// Admits up to `limit` peers that nobody configured when their
+    /// initiation proves their key (a fjord mesh, where a member does not
+    /// know a newcomer yet); `None` (the default) refuses them as
+    /// WireGuard does. Each is announced by
+    /// [`Event::UnknownPeerAdmitted`] and stays provisional until
+    /// [`Device::confirm_peer`] or [`Device::remove_peer`].
+    pub fn set_unknown_peer_limit(&mut self, limit: Option<usize>) {
+        self.unknown_peer_limit = limit;
+    }
+
+    /// Makes a provisional peer an ordinary one.
+    pub fn confirm_peer(&mut self, id: PeerId) {
+        self.provisional.remove(&id);
+    }
+
+    pub fn is_provisional(&self, id: PeerId) -> bool {
+        self.provisional.contains(&id)
+    }
+
+    pub fn peer_public_key(&self, id: PeerId) -> Option<&PublicKey> {
+        self.peer(id).map(|peer| peer.remote.public_key())
     }
 
     /// Whether the peer has an established (or confirming) session.
@@ -559,21 +598,37 @@ impl Device {
         if let Err(reason) = self.admit_handshake(now, from, view.bytes(), MacLayout::INITIATION) {
             return self.dropped(reason);
         }
-        let peers = &self.peers;
-        let peer_ids = &self.peer_ids;
-        let lookup = |key: &PublicKey| {
-            let id = peer_ids.get(key)?;
-            peers.get(id.index())?.as_ref().map(|peer| &peer.remote)
+        let unknown = std::cell::Cell::new(None);
+        let received = {
+            let peers = &self.peers;
+            let peer_ids = &self.peer_ids;
+            let lookup = |key: &PublicKey| {
+                let found = peer_ids
+                    .get(key)
+                    .and_then(|id| peers.get(id.index())?.as_ref())
+                    .map(|peer| &peer.remote);
+                if found.is_none() {
+                    unknown.set(Some(*key));
+                }
+                found
+            };
+            let Some(identity) = self.ctx.identity.as_ref() else {
+                return self.dropped(DropReason::NoPrivateKey);
+            };
+            handshake::consume_initiation(identity, view, lookup)
         };
-        let Some(identity) = self.ctx.identity.as_ref() else {
-            return self.dropped(DropReason::NoPrivateKey);
-        };
-        let received = match handshake::consume_initiation(identity, view, lookup) {
-            Ok(received) => received,
-            Err(handshake::HandshakeError::UnknownPeer) => {
+        let received = match (received, unknown.get()) {
+            (Ok(received), _) => received,
+            (Err(handshake::HandshakeError::UnknownPeer), Some(key)) => {
+                match self.admit_unknown_peer(from, key, view) {
+                    Some(received) => received,
+                    None => return self.dropped(DropReason::UnknownPeer),
+                }
+            }
+            (Err(handshake::HandshakeError::UnknownPeer), None) => {
                 return self.dropped(DropReason::UnknownPeer);
             }
-            Err(_) => return self.dropped(DropReason::HandshakeFailed),
+            (Err(_), _) => return self.dropped(DropReason::HandshakeFailed),
         };
         let responded = self
             .peer_ids
@@ -583,6 +638,46 @@ impl Device {
                 self.with_peer(id, |peer, ctx| peer.respond(id, now, from, received, ctx))
             });
         responded.unwrap_or_else(|| self.dropped(DropReason::UnknownPeer))
+    }
+
+    /// An initiation from an unconfigured key: within the limit, the key
+    /// becomes a provisional peer and the initiation is read again with
+    /// it (the second read repeats the Diffie–Hellman work, paid only
+    /// once per newcomer, after mac1 and under-load cookies).
+    fn admit_unknown_peer(
+        &mut self,
+        from: SocketAddr,
+        key: PublicKey,
+        view: &HandshakeInitiation<'_>,
+    ) -> Option<handshake::ReceivedInitiation> {
+        let limit = self.unknown_peer_limit?;
+        if self.provisional.len() >= limit {
+            return None;
+        }
+        let id = self
+            .add_peer(PeerConfig {
+                public_key: key,
+                preshared_key: PresharedKey::zero(),
+                endpoint: Some(from),
+                persistent_keepalive: None,
+            })
+            .ok()?;
+        let identity = self.ctx.identity.as_ref()?;
+        let remote = self.peer(id).map(|peer| &peer.remote);
+        match handshake::consume_initiation(identity, view, |_| remote) {
+            Ok(received) => {
+                self.provisional.insert(id);
+                self.ctx.events.push_back(Event::UnknownPeerAdmitted {
+                    peer: id,
+                    public_key: key,
+                });
+                Some(received)
+            }
+            Err(_) => {
+                self.remove_peer(id);
+                None
+            }
+        }
     }
 
     fn handle_response(

@@ -66,10 +66,13 @@ pub enum DropReason {
     SourceNotAllowed,
     /// Handshake impossible: the interface has no private key yet.
     NoPrivateKey,
+    /// An authenticated fjord extension payload on an interface that runs
+    /// no fjord extensions (no mesh).
+    UnsupportedExtension,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 23] = [
+    pub const ALL: [DropReason; 24] = [
         Self::MalformedMessage,
         Self::UnknownMessageType,
         Self::InvalidMac1,
@@ -93,6 +96,7 @@ impl DropReason {
         Self::NoRoute,
         Self::SourceNotAllowed,
         Self::NoPrivateKey,
+        Self::UnsupportedExtension,
     ];
 
     /// A stable snake_case name for metrics and `fjord show`.
@@ -121,6 +125,7 @@ impl DropReason {
             Self::NoRoute => "no_route",
             Self::SourceNotAllowed => "source_not_allowed",
             Self::NoPrivateKey => "no_private_key",
+            Self::UnsupportedExtension => "unsupported_extension",
         }
     }
 }
@@ -170,6 +175,14 @@ pub enum Received {
     /// An authenticated keepalive.
     Keepalive {
         peer: PeerId,
+    },
+    /// An authenticated fjord extension payload (its first byte is
+    /// [`crate::wire::EXTENSION_MARKER`]) at `datagram[payload]`, with
+    /// WireGuard's zero padding still behind it. Plain WireGuard peers
+    /// never send these.
+    Extension {
+        peer: PeerId,
+        payload: Range<usize>,
     },
     /// A handshake message or cookie reply was consumed; replies may be
     /// waiting in [`crate::Device::poll_transmit`].
@@ -234,10 +247,28 @@ impl PendingData {
 /// Something worth logging.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    HandshakeCompleted { peer: PeerId, initiator: bool },
-    HandshakeAbandoned { peer: PeerId },
-    EndpointChanged { peer: PeerId, endpoint: SocketAddr },
-    KeysErased { peer: PeerId },
+    HandshakeCompleted {
+        peer: PeerId,
+        initiator: bool,
+    },
+    HandshakeAbandoned {
+        peer: PeerId,
+    },
+    EndpointChanged {
+        peer: PeerId,
+        endpoint: SocketAddr,
+    },
+    KeysErased {
+        peer: PeerId,
+    },
+    /// A public key that no peer has completed a handshake with us and
+    /// was admitted as a provisional peer (only with
+    /// [`crate::Device::set_unknown_peer_limit`]); its owner decides to
+    /// confirm or remove it.
+    UnknownPeerAdmitted {
+        peer: PeerId,
+        public_key: crate::PublicKey,
+    },
 }
 
 /// A datagram the core wants sent, written into the caller's buffer.

@@ -25,6 +25,7 @@ use crate::session::{DATA_HEADROOM, DATA_TAILROOM, OpenError, SealError, Session
 use crate::timers::{
     KEEPALIVE_TIMEOUT, REJECT_AFTER_TIME, REKEY_AFTER_MESSAGES, REKEY_AFTER_TIME, REKEY_TIMEOUT,
 };
+use crate::wire::EXTENSION_MARKER;
 
 impl Peer {
     /// Everything sending the packet at `buf[DATA_HEADROOM..][..payload_len]`
@@ -119,6 +120,12 @@ impl Peer {
 
     pub fn send_keepalive(&mut self, id: PeerId, now: Instant, ctx: &mut Context) {
         self.send_owned(id, now, &[], ctx);
+    }
+
+    /// Seals a fjord extension payload (or stages it and starts a
+    /// handshake when no session is up).
+    pub fn send_extension(&mut self, id: PeerId, now: Instant, payload: &[u8], ctx: &mut Context) {
+        self.send_owned(id, now, payload, ctx);
     }
 
     pub(super) fn send_staged(&mut self, id: PeerId, now: Instant, ctx: &mut Context) {
@@ -218,8 +225,8 @@ impl Peer {
         self.inner_packet(id, now, plaintext, datagram, ctx)
     }
 
-    /// What an authenticated plaintext carries: nothing (a keepalive) or
-    /// one IP packet, trimmed of its padding.
+    /// What an authenticated plaintext carries: nothing (a keepalive), a
+    /// fjord extension payload, or one IP packet, trimmed of its padding.
     fn inner_packet(
         &mut self,
         id: PeerId,
@@ -230,6 +237,12 @@ impl Peer {
     ) -> Received {
         if plaintext.is_empty() {
             return Received::Keepalive { peer: id };
+        }
+        if datagram.get(plaintext.start) == Some(&EXTENSION_MARKER) {
+            return Received::Extension {
+                peer: id,
+                payload: plaintext,
+            };
         }
         let header = match IpHeader::parse(&datagram[plaintext.clone()]) {
             Ok(header) => header,

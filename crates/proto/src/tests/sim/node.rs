@@ -201,7 +201,7 @@ impl Node {
             Received::Data { packet, .. } => self.delivered.push(datagram[packet.clone()].to_vec()),
             Received::Keepalive { .. } => self.keepalives_received += 1,
             Received::Dropped(reason) => self.observed_drops.count(*reason),
-            Received::Control => {}
+            Received::Control | Received::Extension { .. } => {}
         }
         self.outcomes.push(outcome.clone());
     }

@@ -1,8 +1,12 @@
-//! [`Node`]: the WireGuard device plus cryptokey routing. Outgoing packets
-//! go to the peer whose allowed IPs hold the destination (longest prefix);
-//! incoming packets are delivered only if their source lies in the allowed
-//! IPs of the peer that sent them. Still sans-I/O: same call order as
-//! [`fjord_proto::Device`], which it wraps.
+//! [`Node`]: the WireGuard device plus cryptokey routing and, when
+//! enabled, the fjord mesh. Outgoing packets go to the peer whose allowed
+//! IPs hold the destination (longest prefix); incoming packets are
+//! delivered only if their source lies in the allowed IPs of the peer
+//! that sent them. Still sans-I/O: same call order as
+//! [`fjord_proto::Device`], which it wraps; the mesh's control messages
+//! and peer changes ride on those same calls (see `membership.rs`).
+
+mod membership;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -24,6 +28,8 @@ pub struct Node {
     /// cleared without walking everyone's (`wg setconf` clears every peer's).
     owned: HashMap<PeerId, HashSet<Cidr>>,
     drops: DropCounters,
+    /// The fjord mesh, when the interface is a member of one.
+    mesh: Option<membership::MeshDriver>,
 }
 
 impl Node {
@@ -33,6 +39,7 @@ impl Node {
             routes: AllowedIps::new(),
             owned: HashMap::new(),
             drops: DropCounters::default(),
+            mesh: None,
         }
     }
 
@@ -183,7 +190,10 @@ impl Node {
         datagram: &mut [u8],
     ) -> Incoming {
         match self.device.prepare_datagram(now, from, datagram) {
-            Incoming::Done(received) => Incoming::Done(self.check_source(received)),
+            Incoming::Done(received) => {
+                self.note_time(now);
+                Incoming::Done(self.check_source(received))
+            }
             data => data,
         }
     }
@@ -201,6 +211,9 @@ impl Node {
         let received = self
             .device
             .finish_datagram(now, from, pending, authenticated, datagram);
+        if let Received::Extension { peer, payload } = received {
+            return self.handle_extension(now, from, peer, &datagram[payload]);
+        }
         self.check_source(received)
     }
 
@@ -216,18 +229,32 @@ impl Node {
 
     pub fn handle_timeout(&mut self, now: Instant) {
         self.device.handle_timeout(now);
+        self.mesh_timeout(now);
     }
 
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.device.poll_timeout()
+        let device = self.device.poll_timeout();
+        match self.mesh_deadline() {
+            Some(mesh) => Some(device.map_or(mesh, |device| device.min(mesh))),
+            None => device,
+        }
     }
 
     pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        self.pump_mesh();
         self.device.poll_transmit(buf)
     }
 
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.device.poll_event()
+        match self.mesh.as_mut() {
+            Some(_) => {
+                self.pump_mesh();
+                self.mesh
+                    .as_mut()
+                    .and_then(|driver| driver.events.pop_front())
+            }
+            None => self.device.poll_event(),
+        }
     }
 }
 

@@ -1,0 +1,229 @@
+//! How [`Node`] drives the [`Mesh`]: device events become mesh inputs,
+//! mesh actions become peer-table changes, mesh messages are sealed into
+//! the peers' sessions.
+//!
+//! ```text
+//! datagram ─▶ Device ─▶ Received::Extension ─▶ Mesh::handle_control
+//!                   └─▶ Event::HandshakeCompleted ─▶ Mesh::handle_session
+//!                   └─▶ Event::UnknownPeerAdmitted ─▶ Mesh::handle_unverified
+//! Mesh::poll_action  ─▶ add / route / confirm / remove peers
+//! Mesh::poll_message ─▶ Device::send_extension ─▶ poll_transmit
+//! ```
+//!
+//! All of it runs inside the Node's own calls (`finish_datagram`,
+//! `handle_timeout`, `poll_transmit`, `poll_event`), so a driver that
+//! follows the Device's call order drives the mesh without knowing it.
+
+use std::collections::{HashSet, VecDeque};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use fjord_proto::{DropReason, Event, PeerConfig, PeerId, PresharedKey, PublicKey, Received};
+
+use super::Node;
+use crate::membership::{MemberStatus, Mesh, MeshAction};
+
+/// Most peers admitted on a valid handshake alone, waiting for their
+/// certificate: bounds what a stranger who knows our public key can
+/// make us hold.
+pub const MAX_UNVERIFIED_PEERS: usize = 256;
+
+pub(super) struct MeshDriver {
+    mesh: Mesh,
+    /// Device events, kept for the caller's `poll_event` after the mesh
+    /// has seen them.
+    pub(super) events: VecDeque<Event>,
+    /// The `now` of the latest input: sends triggered from `poll_*` calls
+    /// (which take no time) are stamped with it.
+    last_now: Instant,
+    /// Peers the mesh created or confirmed, so only these lose their
+    /// routes when a certificate changes and are removed when a member
+    /// goes. Configured peers keep theirs.
+    managed: HashSet<PeerId>,
+}
+
+impl Node {
+    /// Makes this node a member of `mesh`'s network: unconfigured fjord
+    /// members may handshake with it and must then present a certificate.
+    pub fn enable_mesh(&mut self, now: Instant, mesh: Mesh) {
+        self.device
+            .set_unknown_peer_limit(Some(MAX_UNVERIFIED_PEERS));
+        self.mesh = Some(MeshDriver {
+            mesh,
+            events: VecDeque::new(),
+            last_now: now,
+            managed: HashSet::new(),
+        });
+        self.pump_mesh();
+    }
+
+    pub fn mesh(&self) -> Option<&Mesh> {
+        self.mesh.as_ref().map(|driver| &driver.mesh)
+    }
+
+    /// The mesh's members with the peer's session state, for `fjord show`.
+    pub fn members(&self) -> Vec<(MemberStatus, bool)> {
+        let Some(driver) = self.mesh.as_ref() else {
+            return Vec::new();
+        };
+        driver
+            .mesh
+            .members()
+            .map(|member| {
+                let session = self
+                    .device
+                    .peer_id(&member.key)
+                    .is_some_and(|id| self.device.peer_has_session(id));
+                (member, session)
+            })
+            .collect()
+    }
+
+    /// Says Goodbye to the mesh (before shutting down); the messages leave
+    /// through `poll_transmit`.
+    pub fn leave_mesh(&mut self, now: Instant) {
+        if let Some(driver) = self.mesh.as_mut() {
+            driver.last_now = now;
+            driver.mesh.leave();
+        }
+        self.pump_mesh();
+    }
+
+    pub(super) fn note_time(&mut self, now: Instant) {
+        if let Some(driver) = self.mesh.as_mut() {
+            driver.last_now = now;
+        }
+    }
+
+    pub(super) fn handle_extension(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        peer: PeerId,
+        payload: &[u8],
+    ) -> Received {
+        let key = self.device.peer_public_key(peer).copied();
+        let (Some(driver), Some(key)) = (self.mesh.as_mut(), key) else {
+            self.drops.count(DropReason::UnsupportedExtension);
+            return Received::Dropped(DropReason::UnsupportedExtension);
+        };
+        driver.last_now = now;
+        // A refused message is counted by the mesh (`MeshCounters`); it
+        // has no place among WireGuard's drop reasons.
+        let _ = driver.mesh.handle_control(now, key, from, payload);
+        self.pump_mesh();
+        Received::Control
+    }
+
+    pub(super) fn mesh_deadline(&self) -> Option<Instant> {
+        self.mesh
+            .as_ref()
+            .and_then(|driver| driver.mesh.poll_timeout())
+    }
+
+    pub(super) fn mesh_timeout(&mut self, now: Instant) {
+        let Some(driver) = self.mesh.as_mut() else {
+            return;
+        };
+        driver.last_now = now;
+        if driver
+            .mesh
+            .poll_timeout()
+            .is_some_and(|deadline| deadline <= now)
+        {
+            driver.mesh.handle_timeout(now);
+        }
+        self.pump_mesh();
+    }
+
+    /// Moves device events into the mesh, then the mesh's actions and
+    /// messages into the device.
+    pub(super) fn pump_mesh(&mut self) {
+        let Some(mut driver) = self.mesh.take() else {
+            return;
+        };
+        let now = driver.last_now;
+        while let Some(event) = self.device.poll_event() {
+            match &event {
+                Event::HandshakeCompleted { peer, .. } => {
+                    if let Some(key) = self.device.peer_public_key(*peer) {
+                        driver.mesh.handle_session(now, *key);
+                    }
+                }
+                Event::UnknownPeerAdmitted { public_key, .. } => {
+                    driver.mesh.handle_unverified(now, *public_key);
+                }
+                _ => {}
+            }
+            driver.events.push_back(event);
+        }
+        while let Some(action) = driver.mesh.poll_action() {
+            self.apply(&mut driver, action);
+        }
+        while let Some(outbound) = driver.mesh.poll_message() {
+            if let Some(id) = self.device.peer_id(&outbound.to) {
+                self.device.send_extension(id, now, &outbound.message);
+            }
+        }
+        self.mesh = Some(driver);
+    }
+
+    fn apply(&mut self, driver: &mut MeshDriver, action: MeshAction) {
+        match action {
+            MeshAction::Admit {
+                key,
+                addresses,
+                endpoint,
+            } => {
+                let Some(id) = self.admitted_peer(driver, key, endpoint) else {
+                    return;
+                };
+                if driver.managed.contains(&id) {
+                    self.clear_allowed_ips(id);
+                }
+                for cidr in addresses {
+                    self.add_allowed_ip(id, cidr);
+                }
+                let has_endpoint = self
+                    .device
+                    .peer_status(id)
+                    .is_some_and(|status| status.endpoint.is_some());
+                if let (false, Some(endpoint)) = (has_endpoint, endpoint) {
+                    self.device.set_peer_endpoint(id, endpoint);
+                }
+            }
+            MeshAction::Remove { key } => {
+                if let Some(id) = self.device.peer_id(&key)
+                    && (driver.managed.remove(&id) || self.device.is_provisional(id))
+                {
+                    self.remove_peer(id);
+                }
+            }
+        }
+    }
+
+    /// The peer for a member, created (or confirmed) if need be.
+    fn admitted_peer(
+        &mut self,
+        driver: &mut MeshDriver,
+        key: PublicKey,
+        endpoint: Option<SocketAddr>,
+    ) -> Option<PeerId> {
+        if let Some(id) = self.device.peer_id(&key) {
+            if self.device.is_provisional(id) {
+                self.device.confirm_peer(id);
+                driver.managed.insert(id);
+            }
+            return Some(id);
+        }
+        let config = PeerConfig {
+            public_key: key,
+            preshared_key: PresharedKey::zero(),
+            endpoint,
+            persistent_keepalive: None,
+        };
+        let id = self.add_peer(config, &[]).ok()?;
+        driver.managed.insert(id);
+        Some(id)
+    }
+}

@@ -1,0 +1,270 @@
+//! Whole nodes (WireGuard device, routing, mesh) on a simulated UDP
+//! network: real handshakes and real encryption, simulated time. Each
+//! node is configured with one bootstrap member and nothing else.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use fjord_mesh::{Bootstrap, Cidr, Mesh, MeshConfig, NetworkSecret, Node};
+use fjord_proto::{
+    DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, PrivateKey, Received, Rng, Sent, WallClock,
+};
+
+const EPOCH_SECS: u64 = 1_800_000_000;
+const MTU: usize = 1420;
+
+struct XorShift(u64);
+
+impl Rng for XorShift {
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        for byte in dest {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            *byte = self.0 as u8;
+        }
+    }
+}
+
+struct Net {
+    base: Instant,
+    now: Instant,
+    nodes: BTreeMap<SocketAddr, Node>,
+    overlay: BTreeMap<u8, (SocketAddr, IpAddr)>,
+    in_flight: VecDeque<(SocketAddr, SocketAddr, Vec<u8>)>,
+    /// Datagrams to this address are lost (a node that went away).
+    unreachable: Option<SocketAddr>,
+}
+
+fn underlay(index: u8) -> SocketAddr {
+    SocketAddr::from(([198, 18, 0, index], 51820))
+}
+
+fn overlay(index: u8) -> IpAddr {
+    IpAddr::from([198, 19, 0, index])
+}
+
+impl Net {
+    fn new() -> Self {
+        let base = Instant::now();
+        Self {
+            base,
+            now: base,
+            nodes: BTreeMap::new(),
+            overlay: BTreeMap::new(),
+            in_flight: VecDeque::new(),
+            unreachable: None,
+        }
+    }
+
+    fn key(index: u8) -> PrivateKey {
+        PrivateKey::from_bytes([index.wrapping_mul(37).wrapping_add(11); 32])
+    }
+
+    fn add(&mut self, secret: &NetworkSecret, index: u8, bootstrap: Option<u8>) {
+        let wall_clock = WallClock {
+            base: self.base,
+            base_since_epoch: Duration::from_secs(EPOCH_SECS),
+        };
+        let private = Self::key(index);
+        let public = private.public_key();
+        let device = Device::new(
+            DeviceConfig {
+                private_key: Some(private),
+                mtu: MTU,
+            },
+            Box::new(XorShift(u64::from(index) * 7919 + 1)),
+            wall_clock,
+        );
+        let certificate = secret
+            .sign(
+                public,
+                &format!("n{index}"),
+                &[Cidr::host(overlay(index))],
+                EPOCH_SECS - 60,
+                EPOCH_SECS + 86_400,
+            )
+            .unwrap();
+        let mut config = MeshConfig::new(secret.public_key(), certificate, MTU);
+        config.bootstrap = bootstrap
+            .map(|b| Bootstrap {
+                key: Self::key(b).public_key(),
+                endpoint: underlay(b),
+            })
+            .into_iter()
+            .collect();
+        let mesh = Mesh::new(config, self.now, wall_clock, u64::from(index) + 1);
+        let mut node = Node::new(device);
+        node.enable_mesh(self.now, mesh);
+        self.nodes.insert(underlay(index), node);
+        self.overlay
+            .insert(index, (underlay(index), overlay(index)));
+    }
+
+    fn pump(&mut self) {
+        let mut buf = vec![0u8; 65_536];
+        loop {
+            for (address, node) in self.nodes.iter_mut() {
+                while let Some(transmit) = node.poll_transmit(&mut buf) {
+                    self.in_flight.push_back((
+                        *address,
+                        transmit.destination,
+                        buf[..transmit.len].to_vec(),
+                    ));
+                }
+                while node.poll_event().is_some() {}
+            }
+            let Some((from, to, mut datagram)) = self.in_flight.pop_front() else {
+                break;
+            };
+            if Some(to) == self.unreachable {
+                continue;
+            }
+            if let Some(node) = self.nodes.get_mut(&to) {
+                let _ = node.handle_datagram(self.now, from, &mut datagram);
+            }
+        }
+    }
+
+    fn advance(&mut self, by: Duration) {
+        let end = self.now + by;
+        loop {
+            self.pump();
+            let next = self
+                .nodes
+                .values()
+                .filter_map(Node::poll_timeout)
+                .min()
+                .filter(|t| *t <= end);
+            let Some(next) = next else { break };
+            self.now = next.max(self.now);
+            let now = self.now;
+            for node in self.nodes.values_mut() {
+                if node.poll_timeout().is_some_and(|t| t <= now) {
+                    node.handle_timeout(now);
+                }
+            }
+        }
+        self.now = end;
+        self.pump();
+    }
+
+    /// Sends one IPv4 packet from node `from` to node `to`'s overlay
+    /// address and reports whether `to` received it intact.
+    fn ping(&mut self, from: u8, to: u8) -> bool {
+        let (from_underlay, source) = self.overlay[&from];
+        let (to_underlay, destination) = self.overlay[&to];
+        let packet = ipv4_packet(source, destination, b"through the mesh");
+        let mut buf = vec![0u8; DATA_HEADROOM + packet.len() + DATA_TAILROOM];
+        buf[DATA_HEADROOM..][..packet.len()].copy_from_slice(&packet);
+        let now = self.now;
+        let sender = self.nodes.get_mut(&from_underlay).unwrap();
+        let Sent::Sealed { len, destination } =
+            sender.handle_tun_packet(now, &mut buf, packet.len())
+        else {
+            return false;
+        };
+        assert_eq!(destination, to_underlay, "routed to the member's endpoint");
+        let receiver = self.nodes.get_mut(&to_underlay).unwrap();
+        let mut datagram = buf[..len].to_vec();
+        match receiver.handle_datagram(now, from_underlay, &mut datagram) {
+            Received::Data { packet: range, .. } => datagram[range] == packet[..],
+            _ => false,
+        }
+    }
+}
+
+fn ipv4_packet(source: IpAddr, destination: IpAddr, payload: &[u8]) -> Vec<u8> {
+    let (IpAddr::V4(source), IpAddr::V4(destination)) = (source, destination) else {
+        unreachable!("IPv4 only");
+    };
+    let total = 20 + payload.len();
+    let mut packet = vec![0u8; total];
+    packet[0] = 0x45;
+    packet[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+    packet[8] = 64;
+    packet[9] = 17;
+    packet[12..16].copy_from_slice(&source.octets());
+    packet[16..20].copy_from_slice(&destination.octets());
+    packet[20..].copy_from_slice(payload);
+    packet
+}
+
+#[test]
+fn five_nodes_with_one_bootstrap_each_reach_every_other() {
+    let secret = NetworkSecret::from_seed([42; 32]);
+    let mut net = Net::new();
+    net.add(&secret, 1, None);
+    for index in 2..=5 {
+        net.add(&secret, index, Some(if index == 5 { 3 } else { 1 }));
+        net.advance(Duration::from_millis(100));
+    }
+    net.advance(Duration::from_secs(1));
+    for from in 1..=5 {
+        let node = &net.nodes[&underlay(from)];
+        let members = node.members();
+        assert_eq!(
+            members.len(),
+            4,
+            "node {from} knows {} members",
+            members.len()
+        );
+        assert!(
+            members.iter().all(|(_, session)| *session),
+            "node {from} lacks a session"
+        );
+        for to in (1..=5).filter(|to| *to != from) {
+            assert!(net.ping(from, to), "{from} -> {to}");
+        }
+    }
+}
+
+#[test]
+fn a_member_cannot_send_from_another_members_address() {
+    let secret = NetworkSecret::from_seed([42; 32]);
+    let mut net = Net::new();
+    net.add(&secret, 1, None);
+    net.add(&secret, 2, Some(1));
+    net.add(&secret, 3, Some(1));
+    net.advance(Duration::from_secs(1));
+    // Node 2 claims node 3's overlay address as its source.
+    let packet = ipv4_packet(overlay(3), overlay(1), b"spoofed");
+    let mut buf = vec![0u8; DATA_HEADROOM + packet.len() + DATA_TAILROOM];
+    buf[DATA_HEADROOM..][..packet.len()].copy_from_slice(&packet);
+    let now = net.now;
+    let sender = net.nodes.get_mut(&underlay(2)).unwrap();
+    let Sent::Sealed { len, .. } = sender.handle_tun_packet(now, &mut buf, packet.len()) else {
+        panic!("node 2 has a route to node 1");
+    };
+    let mut datagram = buf[..len].to_vec();
+    let receiver = net.nodes.get_mut(&underlay(1)).unwrap();
+    assert_eq!(
+        receiver.handle_datagram(now, underlay(2), &mut datagram),
+        Received::Dropped(fjord_proto::DropReason::SourceNotAllowed)
+    );
+}
+
+#[test]
+fn a_stranger_with_a_valid_handshake_but_no_certificate_is_dropped() {
+    let secret = NetworkSecret::from_seed([42; 32]);
+    let mut net = Net::new();
+    net.add(&secret, 1, None);
+    // Node 9 belongs to another network: its handshake succeeds (it knows
+    // node 1's key) but its certificate does not.
+    let other = NetworkSecret::from_seed([7; 32]);
+    net.add(&other, 9, Some(1));
+    net.advance(Duration::from_secs(1));
+    let first = &net.nodes[&underlay(1)];
+    assert!(first.members().is_empty());
+    assert!(first.mesh().unwrap().counters().refused_certificates >= 1);
+    net.advance(Duration::from_secs(15));
+    let stranger = Net::key(9).public_key();
+    assert!(
+        net.nodes[&underlay(1)]
+            .device()
+            .peer_id(&stranger)
+            .is_none(),
+        "the provisional peer is gone"
+    );
+}
