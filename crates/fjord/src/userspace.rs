@@ -10,8 +10,8 @@
 use std::time::Instant;
 
 use fjord_mesh::Node;
-use fjord_net::sys::{Daemonized, daemonize};
 use fjord_net::{StopReason, TunDevice, UdpTransport, Worker};
+use fjord_sys::process::{Daemonized, daemonize};
 
 use crate::config::{DEFAULT_MTU, InterfaceName};
 use crate::uapi;

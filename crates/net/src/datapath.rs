@@ -31,6 +31,7 @@
 //! on this thread; there is no second code path.
 
 use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::AsFd;
 use std::time::Instant;
 
 use fjord_mesh::Node;
@@ -277,7 +278,10 @@ impl Outbound {
                 // A full send buffer is back-pressure that TCP inside the
                 // tunnel should feel: wait briefly instead of dropping.
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock && waits < 3 => {
-                    crate::sys::wait_writable(udp, std::time::Duration::from_millis(50));
+                    fjord_sys::poll::wait_writable(
+                        udp.as_fd(),
+                        std::time::Duration::from_millis(50),
+                    );
                     waits += 1;
                 }
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
@@ -370,7 +374,7 @@ pub fn send_blocking(
         match udp.send(destination, contents, segment) {
             Ok(()) => return,
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-                crate::sys::wait_writable(udp, std::time::Duration::from_millis(50));
+                fjord_sys::poll::wait_writable(udp.as_fd(), std::time::Duration::from_millis(50));
             }
             Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
             Err(error) => {
