@@ -32,7 +32,10 @@ pub fn run_interface(name: &str, foreground: bool, threads: usize) -> anyhow::Re
         eprintln!(
             "fjord: {interface} is up; running in the background (use -f to stay in the foreground)"
         );
-        if daemonize()? == Daemonized::Parent {
+        // SAFETY: no thread exists yet: the worker, its crypto threads and
+        // the configuration server all start below, and nothing above
+        // (logging, the sockets, the TUN device) starts one.
+        if unsafe { daemonize() }? == Daemonized::Parent {
             // The socket file now belongs to the child.
             std::mem::forget(_socket_guard);
             return Ok(());

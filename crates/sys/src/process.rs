@@ -44,11 +44,18 @@ pub enum Daemonized {
 }
 
 /// Forks into the background like a classic daemon: the child starts a new
-/// session and gets /dev/null as stdin, stdout and stderr. Call it only
-/// while the process has a single thread (fork copies just the caller).
-pub fn daemonize() -> io::Result<Daemonized> {
-    // SAFETY: fork has no memory-safety preconditions in a single-threaded
-    // process, which callers guarantee; both returns are handled below.
+/// session and gets /dev/null as stdin, stdout and stderr.
+///
+/// # Safety
+///
+/// The process must have a single thread when this is called. fork copies
+/// only the calling thread: a lock another thread held (the allocator's,
+/// stdout's) stays locked forever in the child, and whatever that thread
+/// was changing stays half-changed.
+pub unsafe fn daemonize() -> io::Result<Daemonized> {
+    // SAFETY: the caller guarantees a single-threaded process, in which
+    // fork has no memory-safety preconditions; both returns are handled
+    // below.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(io::Error::last_os_error());
