@@ -40,7 +40,7 @@ use quinn_udp::RecvMeta;
 
 use crate::crypto_stage::{CryptoStage, OpenJob, SealSlot};
 use crate::stats::DataStats;
-use crate::tun::{IDEAL_BATCH_SIZE, MAX_SUPER_PACKET, TunDevice, is_device_gone};
+use crate::tun::{IDEAL_BATCH_SIZE, MAX_SUPER_PACKET, TunDevice, TunReadError, is_device_gone};
 use crate::udp::{RECV_BATCH, UdpTransport};
 use crate::udp_send::{GsoMessage, SEND_BATCH, send_messages};
 
@@ -162,7 +162,18 @@ impl Outbound {
             );
             let count = match read {
                 Ok(count) => count,
-                Err(error) => match error.kind() {
+                Err(error @ TunReadError::PacketTooLong { .. }) => {
+                    // The MTU grew where we cannot see it (interface moved
+                    // to another namespace). Fall back to the largest
+                    // slots; GSO runs end, nothing is lost after this one
+                    // packet.
+                    pipes.stats.tun_read_errors += 1;
+                    tracing::warn!(%error, "TUN packet longer than the known MTU; using 64 KiB slots");
+                    self.send_sealed(pipes.udp, pipes.stats);
+                    self.set_mtu(65_535);
+                    continue;
+                }
+                Err(TunReadError::Io(error)) => match error.kind() {
                     io::ErrorKind::WouldBlock => {
                         self.send_sealed(pipes.udp, pipes.stats);
                         return Drained::Empty;
@@ -171,17 +182,6 @@ impl Outbound {
                     _ if is_device_gone(&error) => {
                         self.send_sealed(pipes.udp, pipes.stats);
                         return Drained::DeviceGone;
-                    }
-                    _ if error.to_string().contains("overflows bufs element") => {
-                        // A packet longer than our MTU: the MTU grew where we
-                        // cannot see it (interface moved to another namespace).
-                        // Fall back to the largest slots; GSO runs end, nothing is lost
-                        // after this one packet.
-                        pipes.stats.tun_read_errors += 1;
-                        tracing::warn!(%error, "TUN packet longer than the known MTU; using 64 KiB slots");
-                        self.send_sealed(pipes.udp, pipes.stats);
-                        self.set_mtu(65_535);
-                        continue;
                     }
                     _ => {
                         pipes.stats.tun_read_errors += 1;
