@@ -293,8 +293,9 @@ impl Outbound {
                         udp.refuse_gso(&error);
                         for slot in run.first_slot..run.first_slot + run.count {
                             let datagram = &area[slot * self.stride..][..self.sealed[slot].len];
-                            send_blocking(udp, run.destination, datagram, None, stats);
-                            stats.udp_sends += 1;
+                            if send_blocking(udp, run.destination, datagram, stats) {
+                                stats.udp_sends += 1;
+                            }
                         }
                     } else {
                         stats.udp_send_errors += 1;
@@ -361,30 +362,32 @@ impl Outbound {
     }
 }
 
-/// Sends, waiting briefly for socket space instead of dropping: a full
-/// send buffer is back-pressure that TCP inside the tunnel should feel.
+/// Sends one datagram, waiting briefly for socket space instead of
+/// dropping: a full send buffer is back-pressure that TCP inside the tunnel
+/// should feel. Returns whether it left; a failure is counted in
+/// `udp_send_errors`.
 pub fn send_blocking(
     udp: &UdpTransport,
     destination: std::net::SocketAddr,
-    contents: &[u8],
-    segment: Option<usize>,
+    datagram: &[u8],
     stats: &mut DataStats,
-) {
+) -> bool {
     for _ in 0..3 {
-        match udp.send(destination, contents, segment) {
-            Ok(()) => return,
+        match udp.send(destination, datagram) {
+            Ok(()) => return true,
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
                 fjord_sys::poll::wait_writable(udp.as_fd(), std::time::Duration::from_millis(50));
             }
             Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
             Err(error) => {
                 stats.udp_send_errors += 1;
-                tracing::trace!(%error, %destination, len = contents.len(), ?segment, "UDP send failed");
-                return;
+                tracing::trace!(%error, %destination, len = datagram.len(), "UDP send failed");
+                return false;
             }
         }
     }
     stats.udp_send_errors += 1;
+    false
 }
 
 pub struct Inbound {
