@@ -1,6 +1,7 @@
 //! Thin safe wrappers over the Linux system calls the rest of fjord needs,
-//! each written once: the only crate with `unsafe`, and every `unsafe`
-//! block in it says why it is sound.
+//! each written once. The only crate with `unsafe` blocks, each saying why
+//! it is sound, but for the binary's one call to [`process::daemonize`],
+//! whose precondition (no threads yet) only the binary can vouch for.
 //!
 //! - [`socket`]: socket options (buffer sizes past the sysctl caps,
 //!   receive timestamps, drop counters).
