@@ -116,7 +116,7 @@ fn run_suites(
         names = format!("bare,{names}");
     }
     let systems = systems::select(&names).map_err(UsageError)?;
-    if !fjord_net::sys::is_root() {
+    if !fjord_sys::process::is_root() {
         return Err(UsageError(
             "fjord lab builds network namespaces and needs root; run it with sudo".into(),
         )
@@ -160,7 +160,7 @@ fn install(dry_run: bool) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    if !fjord_net::sys::is_root() {
+    if !fjord_sys::process::is_root() {
         return Err(UsageError("installing packages needs root; run it with sudo".into()).into());
     }
     let summary = fjord_lab::install::run(steps, fjord_lab::install::Progress::Auto);

@@ -111,7 +111,7 @@ fn init_logging(default_level: &str) {
 }
 
 fn require_root(what: &str) -> anyhow::Result<()> {
-    if !fjord_net::sys::is_root() {
+    if !fjord_sys::process::is_root() {
         return Err(UsageError(format!(
             "{what} needs root (CAP_NET_ADMIN); run it with sudo"
         ))

@@ -10,8 +10,8 @@
 use std::time::Instant;
 
 use fjord_mesh::Node;
-use fjord_net::sys::{Daemonized, daemonize};
 use fjord_net::{StopReason, TunDevice, UdpTransport, Worker};
+use fjord_sys::process::{Daemonized, daemonize};
 
 use crate::config::{DEFAULT_MTU, InterfaceName};
 use crate::uapi;
@@ -32,7 +32,10 @@ pub fn run_interface(name: &str, foreground: bool, threads: usize) -> anyhow::Re
         eprintln!(
             "fjord: {interface} is up; running in the background (use -f to stay in the foreground)"
         );
-        if daemonize()? == Daemonized::Parent {
+        // SAFETY: no thread exists yet: the worker, its crypto threads and
+        // the configuration server all start below, and nothing above
+        // (logging, the sockets, the TUN device) starts one.
+        if unsafe { daemonize() }? == Daemonized::Parent {
             // The socket file now belongs to the child.
             std::mem::forget(_socket_guard);
             return Ok(());

@@ -110,7 +110,7 @@ fn interrupted_run_stops_at_the_next_step_and_keeps_its_rows() {
         let first_step = line.contains("bare: latency:");
         seen.push(line);
         if first_step {
-            fjord_net::sys::send_signal(child.id(), libc::SIGINT).unwrap();
+            fjord_sys::process::send_signal(child.id(), libc::SIGINT).unwrap();
             break;
         }
     }

@@ -303,23 +303,15 @@ fn burst_datagram(index: usize) -> Vec<u8> {
 /// Sends the bursts with UDP GSO (one `send` per burst), so they cross
 /// the tunnel back to back and reach the far side in one receive batch.
 fn send_bursts(destination: SocketAddr) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
+    use std::os::fd::AsFd;
     let socket = std::net::UdpSocket::bind("0.0.0.0:0")?;
     socket.connect(destination)?;
-    let segment = DATAGRAM_BYTES as libc::c_int;
-    // SAFETY: a valid socket and a c_int option value of the right size.
-    let set = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_UDP,
-            libc::UDP_SEGMENT,
-            (&segment as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if set != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    fjord_sys::socket::set_int_option(
+        socket.as_fd(),
+        libc::SOL_UDP,
+        libc::UDP_SEGMENT,
+        DATAGRAM_BYTES as libc::c_int,
+    )?;
     for burst in 0..BURSTS {
         let contents: Vec<u8> = (0..BURST_DATAGRAMS)
             .flat_map(|i| burst_datagram(burst * BURST_DATAGRAMS + i))

@@ -58,7 +58,7 @@ struct QuickUp {
 impl Drop for QuickUp {
     fn drop(&mut self) {
         for pid in fjord_pids(&self.ifname) {
-            let _ = fjord_net::sys::send_signal(pid, fjord_net::sys::SIGTERM);
+            let _ = fjord_sys::process::send_signal(pid, fjord_sys::process::SIGTERM);
         }
     }
 }

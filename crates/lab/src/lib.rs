@@ -1,5 +1,8 @@
 //! fjord lab: builds hosts in network namespaces, emulates links, drives
-//! tunnels (fjord and its peers) and measures them.
+//! tunnels (fjord and its peers) and measures them. System calls go
+//! through `fjord-sys`; the lab itself has no `unsafe`.
+
+#![forbid(unsafe_code)]
 
 pub mod emulator;
 pub mod install;

@@ -126,7 +126,7 @@ impl Namespace {
         std::thread::Builder::new()
             .name(format!("in-{}", self.name))
             .spawn(move || {
-                fjord_net::sys::enter_network_namespace(&path)?;
+                fjord_sys::process::enter_network_namespace(&path)?;
                 work()
             })
     }
@@ -214,7 +214,7 @@ impl Process {
     pub fn signal(&self, signal: i32) {
         if let Some(pid) = self.id() {
             // The child is ours and not yet reaped, so its PID is still its own.
-            let _ = fjord_net::sys::send_signal(pid, signal);
+            let _ = fjord_sys::process::send_signal(pid, signal);
         }
     }
 
@@ -225,7 +225,7 @@ impl Process {
             self.child = None;
             return Some(status);
         }
-        self.signal(fjord_net::sys::SIGTERM);
+        self.signal(fjord_sys::process::SIGTERM);
         let deadline = Instant::now() + grace;
         let child = self.child.as_mut()?;
         while Instant::now() < deadline {
@@ -318,4 +318,4 @@ pub fn remove_stale() -> Vec<String> {
     removed
 }
 
-pub use fjord_net::sys::is_root;
+pub use fjord_sys::process::is_root;

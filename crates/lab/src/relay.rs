@@ -15,8 +15,9 @@
 use std::convert::Infallible;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsFd;
 
-use fjord_net::sys;
+use fjord_sys::poll::wait_readable;
 use tun_rs::DeviceBuilder;
 
 /// The largest IP packet a TUN device hands over.
@@ -51,7 +52,7 @@ fn relay(config: &RelayConfig) -> io::Result<Infallible> {
     tracing::info!(tun = %config.tun, listen = %config.listen, peer = %config.peer, "relay up");
     let mut packet = vec![0u8; MAX_PACKET];
     loop {
-        let [tun_ready, socket_ready] = sys::wait_readable([&tun, &socket])?;
+        let [tun_ready, socket_ready] = wait_readable([tun.as_fd(), socket.as_fd()], None)?;
         if tun_ready.gone {
             return Err(io::Error::other(format!("{} went away", config.tun)));
         }

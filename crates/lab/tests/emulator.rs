@@ -24,7 +24,9 @@ use fjord_lab::netns::{self, Namespace};
 use fjord_lab::topology::{
     HOST_LINK, LEFT_UNDERLAY, MIDDLE_LEFT_LINK, MIDDLE_RIGHT_LINK, RIGHT_UNDERLAY, TwoHosts,
 };
-use fjord_net::packet::{self, Received};
+use fjord_sys::mmsg::{self, Received};
+use fjord_sys::socket::{SocketBuffer, enable_receive_timestamps, force_buffer_size};
+use fjord_sys::thread::set_thread_realtime;
 
 /// Ethernet (14), IPv4 (20) and UDP (8) headers around a UDP payload.
 const UDP_FRAME_OVERHEAD_BYTES: usize = 42;
@@ -32,6 +34,9 @@ const UDP_FRAME_OVERHEAD_BYTES: usize = 42;
 const FULL_PAYLOAD_BYTES: usize = 1472;
 
 static TURN: Mutex<()> = Mutex::new(());
+
+/// Most datagrams the generators move per system call.
+const BATCH: usize = 64;
 
 fn take_turn() -> MutexGuard<'static, ()> {
     assert!(netns::is_root(), "emulator tests need root");
@@ -143,9 +148,17 @@ fn with_one_retry<T: std::fmt::Debug>(
 /// emulator's), so builds sharing the machine do not throttle the offered
 /// load; the generators sleep between batches.
 fn favour_generator() {
-    if let Err(error) = packet::set_thread_realtime(5) {
+    if let Err(error) = set_thread_realtime(5) {
         println!("generator keeps normal priority: {error}");
     }
+}
+
+/// Sets both socket buffers; the kernel doubles what it is given, so ask
+/// for half.
+fn set_buffer_sizes(socket: &UdpSocket, receive_bytes: usize, send_bytes: usize) -> io::Result<()> {
+    force_buffer_size(socket.as_fd(), SocketBuffer::Receive, receive_bytes / 2)?;
+    force_buffer_size(socket.as_fd(), SocketBuffer::Send, send_bytes / 2)?;
+    Ok(())
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -169,9 +182,9 @@ fn send_paced(
             favour_generator();
             let socket = UdpSocket::bind((LEFT_UNDERLAY, 0))?;
             socket.connect((RIGHT_UNDERLAY, port))?;
-            packet::set_buffer_sizes(socket.as_fd(), 4 << 20, 8 << 20)?;
+            set_buffer_sizes(&socket, 4 << 20, 8 << 20)?;
             // Batches about 100 µs apart.
-            let batch = ((per_second * 100e-6).ceil() as usize).clamp(1, packet::MAX_BATCH);
+            let batch = ((per_second * 100e-6).ceil() as usize).clamp(1, BATCH);
             let mut messages = vec![vec![0u8; payload_bytes]; batch];
             let start = Instant::now();
             let mut sent = 0u64;
@@ -186,7 +199,7 @@ fn send_paced(
                 }
                 let mut done = 0;
                 while done < n {
-                    done += packet::send_batch(
+                    done += mmsg::send_batch(
                         socket.as_fd(),
                         messages[done..n].iter().map(Vec::as_slice),
                     )?;
@@ -278,16 +291,16 @@ impl Receiver {
             .spawn_thread(move || {
                 favour_generator();
                 let socket = UdpSocket::bind((RIGHT_UNDERLAY, port))?;
-                packet::set_buffer_sizes(socket.as_fd(), 64 << 20, 1 << 20)?;
-                packet::enable_receive_timestamps(socket.as_fd())?;
+                set_buffer_sizes(&socket, 64 << 20, 1 << 20)?;
+                enable_receive_timestamps(socket.as_fd())?;
                 socket.set_read_timeout(Some(ms(20)))?;
                 let _ = ready.send(());
-                let mut buffers = vec![[0u8; 2048]; packet::MAX_BATCH];
-                let mut received = [Received::default(); packet::MAX_BATCH];
+                let mut buffers = vec![[0u8; 2048]; BATCH];
+                let mut received = [Received::default(); BATCH];
                 let mut arrivals = Arrivals::default();
                 while !flag.load(Ordering::Acquire) {
                     let batch = buffers.iter_mut().map(|buffer| &mut buffer[..]);
-                    match packet::recv_batch(socket.as_fd(), batch, &mut received) {
+                    match mmsg::recv_batch(socket.as_fd(), batch, &mut received) {
                         Ok(count) => {
                             for (buffer, meta) in buffers.iter().zip(&received).take(count) {
                                 let number = u64::from_be_bytes(buffer[..8].try_into().unwrap());

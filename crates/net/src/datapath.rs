@@ -31,6 +31,7 @@
 //! on this thread; there is no second code path.
 
 use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::AsFd;
 use std::time::Instant;
 
 use fjord_mesh::Node;
@@ -39,7 +40,7 @@ use quinn_udp::RecvMeta;
 
 use crate::crypto_stage::{CryptoStage, OpenJob, SealSlot};
 use crate::stats::DataStats;
-use crate::tun::{IDEAL_BATCH_SIZE, MAX_SUPER_PACKET, TunDevice, is_device_gone};
+use crate::tun::{IDEAL_BATCH_SIZE, MAX_SUPER_PACKET, TunDevice, TunReadError, is_device_gone};
 use crate::udp::{RECV_BATCH, UdpTransport};
 use crate::udp_send::{GsoMessage, SEND_BATCH, send_messages};
 
@@ -161,7 +162,18 @@ impl Outbound {
             );
             let count = match read {
                 Ok(count) => count,
-                Err(error) => match error.kind() {
+                Err(error @ TunReadError::PacketTooLong { .. }) => {
+                    // The MTU grew where we cannot see it (interface moved
+                    // to another namespace). Fall back to the largest
+                    // slots; GSO runs end, nothing is lost after this one
+                    // packet.
+                    pipes.stats.tun_read_errors += 1;
+                    tracing::warn!(%error, "TUN packet longer than the known MTU; using 64 KiB slots");
+                    self.send_sealed(pipes.udp, pipes.stats);
+                    self.set_mtu(65_535);
+                    continue;
+                }
+                Err(TunReadError::Io(error)) => match error.kind() {
                     io::ErrorKind::WouldBlock => {
                         self.send_sealed(pipes.udp, pipes.stats);
                         return Drained::Empty;
@@ -170,17 +182,6 @@ impl Outbound {
                     _ if is_device_gone(&error) => {
                         self.send_sealed(pipes.udp, pipes.stats);
                         return Drained::DeviceGone;
-                    }
-                    _ if error.to_string().contains("overflows bufs element") => {
-                        // A packet longer than our MTU: the MTU grew where we
-                        // cannot see it (interface moved to another namespace).
-                        // Fall back to the largest slots; GSO runs end, nothing is lost
-                        // after this one packet.
-                        pipes.stats.tun_read_errors += 1;
-                        tracing::warn!(%error, "TUN packet longer than the known MTU; using 64 KiB slots");
-                        self.send_sealed(pipes.udp, pipes.stats);
-                        self.set_mtu(65_535);
-                        continue;
                     }
                     _ => {
                         pipes.stats.tun_read_errors += 1;
@@ -277,7 +278,10 @@ impl Outbound {
                 // A full send buffer is back-pressure that TCP inside the
                 // tunnel should feel: wait briefly instead of dropping.
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock && waits < 3 => {
-                    crate::sys::wait_writable(udp, std::time::Duration::from_millis(50));
+                    fjord_sys::poll::wait_writable(
+                        udp.as_fd(),
+                        std::time::Duration::from_millis(50),
+                    );
                     waits += 1;
                 }
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
@@ -289,8 +293,9 @@ impl Outbound {
                         udp.refuse_gso(&error);
                         for slot in run.first_slot..run.first_slot + run.count {
                             let datagram = &area[slot * self.stride..][..self.sealed[slot].len];
-                            send_blocking(udp, run.destination, datagram, None, stats);
-                            stats.udp_sends += 1;
+                            if send_blocking(udp, run.destination, datagram, stats) {
+                                stats.udp_sends += 1;
+                            }
                         }
                     } else {
                         stats.udp_send_errors += 1;
@@ -357,30 +362,32 @@ impl Outbound {
     }
 }
 
-/// Sends, waiting briefly for socket space instead of dropping: a full
-/// send buffer is back-pressure that TCP inside the tunnel should feel.
+/// Sends one datagram, waiting briefly for socket space instead of
+/// dropping: a full send buffer is back-pressure that TCP inside the tunnel
+/// should feel. Returns whether it left; a failure is counted in
+/// `udp_send_errors`.
 pub fn send_blocking(
     udp: &UdpTransport,
     destination: std::net::SocketAddr,
-    contents: &[u8],
-    segment: Option<usize>,
+    datagram: &[u8],
     stats: &mut DataStats,
-) {
+) -> bool {
     for _ in 0..3 {
-        match udp.send(destination, contents, segment) {
-            Ok(()) => return,
+        match udp.send(destination, datagram) {
+            Ok(()) => return true,
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-                crate::sys::wait_writable(udp, std::time::Duration::from_millis(50));
+                fjord_sys::poll::wait_writable(udp.as_fd(), std::time::Duration::from_millis(50));
             }
             Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
             Err(error) => {
                 stats.udp_send_errors += 1;
-                tracing::trace!(%error, %destination, len = contents.len(), ?segment, "UDP send failed");
-                return;
+                tracing::trace!(%error, %destination, len = datagram.len(), "UDP send failed");
+                return false;
             }
         }
     }
     stats.udp_send_errors += 1;
+    false
 }
 
 pub struct Inbound {

@@ -1,14 +1,14 @@
 //! fjord's Linux I/O: the TUN device, the UDP socket, and the worker that
-//! drives the sans-I/O core. The only crate with `unsafe`.
+//! drives the sans-I/O core. Its system calls go through `fjord-sys`, the
+//! only crate with `unsafe`.
+
+#![forbid(unsafe_code)]
 
 mod busy_poll;
 pub mod control;
 pub mod crypto_stage;
 mod datapath;
-pub mod mmsg;
-pub mod packet;
 pub mod stats;
-pub mod sys;
 pub mod tun;
 pub mod udp;
 mod udp_send;

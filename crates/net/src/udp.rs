@@ -7,9 +7,10 @@
 
 use std::io::{self, IoSliceMut};
 use std::net::{Ipv6Addr, SocketAddr, SocketAddrV6, UdpSocket};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use fjord_sys::socket::{SocketBuffer, force_buffer_size, set_int_option};
 use quinn_udp::{RecvMeta, Transmit, UdpSockRef, UdpSocketState};
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -135,19 +136,14 @@ impl UdpTransport {
         Ok(count)
     }
 
-    /// Sends `contents` to `destination` as datagrams of `segment_size`
-    /// bytes (the last may be shorter) in one call when GSO allows.
-    pub fn send(
-        &self,
-        destination: SocketAddr,
-        contents: &[u8],
-        segment_size: Option<usize>,
-    ) -> io::Result<()> {
+    /// Sends one datagram to `destination`. Runs of datagrams go through
+    /// `udp_send` instead, several GSO messages per call.
+    pub fn send(&self, destination: SocketAddr, datagram: &[u8]) -> io::Result<()> {
         let transmit = Transmit {
             destination: mapped(destination),
             ecn: None,
-            contents,
-            segment_size: segment_size.filter(|size| *size < contents.len()),
+            contents: datagram,
+            segment_size: None,
             src_ip: None,
         };
         self.state
@@ -161,25 +157,18 @@ impl AsRawFd for UdpTransport {
     }
 }
 
+impl AsFd for UdpTransport {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.socket.as_fd()
+    }
+}
+
 /// As root, SO_*BUFFORCE lifts the sysctl cap so bursts of 64 GSO segments
 /// from a fast TUN are not dropped by a small default buffer.
 fn force_buffer_sizes(socket: &UdpSocket) {
-    let sock = socket2::SockRef::from(socket);
-    let size = SOCKET_BUFFER_BYTES as libc::c_int;
-    for option in [libc::SO_SNDBUFFORCE, libc::SO_RCVBUFFORCE] {
-        // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from a live c_int;
-        // the fd is owned by `socket` for the duration of the call.
-        let rc = unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                libc::SOL_SOCKET,
-                option,
-                (&size as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            tracing::debug!(error = %io::Error::last_os_error(), "SO_*BUFFORCE refused");
+    for buffer in [SocketBuffer::Send, SocketBuffer::Receive] {
+        if let Err(error) = force_buffer_size(socket.as_fd(), buffer, SOCKET_BUFFER_BYTES) {
+            tracing::debug!(%error, ?buffer, "could not force the socket buffer size");
         }
     }
 }
@@ -188,34 +177,18 @@ fn force_buffer_sizes(socket: &UdpSocket) {
 /// larger than the path (a 34 KB MTU over Ethernet) needs its datagrams
 /// fragmented instead, as kernel WireGuard lets them be.
 fn allow_fragmentation(socket: &UdpSocket) -> io::Result<()> {
-    for (level, option, value) in [
-        (
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
-            libc::IP_PMTUDISC_DONT,
-        ),
-        (
-            libc::IPPROTO_IPV6,
-            libc::IPV6_MTU_DISCOVER,
-            libc::IPV6_PMTUDISC_DONT,
-        ),
-    ] {
-        // SAFETY: setsockopt reads one c_int from a live local; the fd is
-        // owned by `socket` for the duration of the call.
-        let rc = unsafe {
-            libc::setsockopt(
-                socket.as_raw_fd(),
-                level,
-                option,
-                (&value as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
+    set_int_option(
+        socket.as_fd(),
+        libc::IPPROTO_IP,
+        libc::IP_MTU_DISCOVER,
+        libc::IP_PMTUDISC_DONT,
+    )?;
+    set_int_option(
+        socket.as_fd(),
+        libc::IPPROTO_IPV6,
+        libc::IPV6_MTU_DISCOVER,
+        libc::IPV6_PMTUDISC_DONT,
+    )
 }
 
 /// IPv4 peers arrive as v4-mapped IPv6 on a dual-stack socket.
@@ -252,12 +225,14 @@ mod tests {
     }
 
     #[test]
-    fn loopback_gso_send_arrives_as_datagrams() {
+    fn loopback_datagrams_arrive_from_a_canonical_address() {
         let a = UdpTransport::bind(0, 0).unwrap();
         let b = UdpTransport::bind(0, 0).unwrap();
         let to_b: SocketAddr = format!("127.0.0.1:{}", b.port()).parse().unwrap();
         let payload: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
-        a.send(to_b, &payload, Some(1200)).unwrap();
+        for datagram in payload.chunks(1200) {
+            a.send(to_b, datagram).unwrap();
+        }
         let mut storage = vec![0u8; 65536];
         let mut meta = [RecvMeta::default(); 1];
         let mut received = Vec::new();

@@ -281,7 +281,6 @@ impl Worker {
                 &self.udp,
                 transmit.destination,
                 &self.control_buffer[..transmit.len],
-                None,
                 &mut self.stats,
             );
         }

@@ -60,7 +60,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use fjord_net::packet::{self, PacketSocket};
+use fjord_sys::packet::PacketSocket;
+use fjord_sys::socket::{SocketBuffer, enable_receive_timestamps, force_buffer_size};
 
 pub use config::{
     ConfigError, GilbertElliott, JitterOrder, LinkConfig, Probability, QueueLimit, Reorder,
@@ -292,8 +293,10 @@ fn open_port(link: &str, buffer_bytes: usize) -> io::Result<(PacketSocket, u32)>
     socket.set_qdisc_bypass(true)?;
     socket.set_ignore_outgoing(true)?;
     socket.set_promiscuous()?;
-    packet::set_buffer_sizes(socket.as_fd(), buffer_bytes, buffer_bytes)?;
-    packet::enable_receive_timestamps(socket.as_fd())?;
+    // The kernel doubles the size it is given; ask for half.
+    force_buffer_size(socket.as_fd(), SocketBuffer::Receive, buffer_bytes / 2)?;
+    force_buffer_size(socket.as_fd(), SocketBuffer::Send, buffer_bytes / 2)?;
+    enable_receive_timestamps(socket.as_fd())?;
     let mtu = socket.mtu()?;
     Ok((socket, mtu))
 }

@@ -21,11 +21,15 @@ use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use fjord_net::packet::{self, ETHERNET_OVERHEAD_BYTES, MAX_BATCH, PacketSocket, Received};
+use fjord_sys::mmsg::{self, Received};
+use fjord_sys::packet::{ETHERNET_OVERHEAD_BYTES, PacketSocket};
 
 use super::link::{LinkModel, Verdict};
 use super::scheduler::ReleaseQueue;
 use super::stats::{DropReason, LinkStats};
+
+/// Most frames one receive or send batch moves.
+const MAX_BATCH: usize = 64;
 
 /// Longest a pump defers reading a busy ingress (only when the link's
 /// delay is at least twice as long, so no frame is read after it is due).
@@ -224,7 +228,7 @@ impl Pump {
             return Ok(0);
         }
         let buffers = self.receiving.iter_mut().map(|slot| &mut slot[..]);
-        let count = match packet::recv_batch(self.ingress.as_fd(), buffers, &mut self.received) {
+        let count = match mmsg::recv_batch(self.ingress.as_fd(), buffers, &mut self.received) {
             Ok(count) => count,
             Err(error) if is_transient_receive(&error) => 0,
             Err(error) => return Err(error),
@@ -306,7 +310,7 @@ impl Pump {
                 return Ok(());
             }
             let frames = self.sending.iter().map(|frame| &frame.slot[..frame.len]);
-            match packet::send_batch(self.egress.as_fd(), frames) {
+            match mmsg::send_batch(self.egress.as_fd(), frames) {
                 Ok(sent) => {
                     let stats = self.link.stats_mut();
                     for frame in self.sending.drain(..sent) {

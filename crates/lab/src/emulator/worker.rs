@@ -21,7 +21,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use fjord_net::packet;
+use fjord_sys::poll::wait_readable;
+use fjord_sys::thread;
 
 use super::pump::{Clock, Direction, Pump};
 use super::{Shared, ThreadPriority};
@@ -72,13 +73,13 @@ pub(crate) fn run(
 ) -> io::Result<()> {
     // The loop applies the release slack itself; the kernel's own slack
     // (ordinary threads only) would come on top, unmeasured.
-    if let Err(error) = packet::set_timer_slack(KERNEL_TIMER_SLACK) {
+    if let Err(error) = thread::set_thread_timer_slack(KERNEL_TIMER_SLACK) {
         tracing::warn!(%error, "could not set the timer slack; releases may be later");
     }
     let prioritised = match tuning.priority {
         ThreadPriority::Inherit => Ok(()),
-        ThreadPriority::Nice(nice) => packet::set_thread_nice(nice),
-        ThreadPriority::Realtime(priority) => packet::set_thread_realtime(priority),
+        ThreadPriority::Nice(nice) => thread::set_thread_nice(nice),
+        ThreadPriority::Realtime(priority) => thread::set_thread_realtime(priority),
     };
     if let Err(error) = prioritised {
         tracing::warn!(%error, priority = ?tuning.priority, "could not raise the emulator's priority");
@@ -188,15 +189,21 @@ fn sleep(
         }
     }
     let wake = wake.max(now + MIN_SLEEP);
+    let timeout = Some(wake - now);
     let ready = match watched {
-        [Some(a), Some(b)] => packet::wait_readable(&[a, b], wake - now),
-        [Some(fd), None] | [None, Some(fd)] => packet::wait_readable(&[fd], wake - now),
-        [None, None] => packet::wait_readable(&[], wake - now),
-    }?;
-    if ready == 0 {
+        [Some(a), Some(b)] => wait_readable([a, b], timeout)?
+            .iter()
+            .any(|fd| fd.is_ready()),
+        [Some(fd), None] | [None, Some(fd)] => wait_readable([fd], timeout)?[0].is_ready(),
+        [None, None] => {
+            let [] = wait_readable([], timeout)?;
+            false
+        }
+    };
+    if !ready {
         latency.observe(clock.now().saturating_sub(wake));
     }
-    Ok(ready > 0)
+    Ok(ready)
 }
 
 impl Shared {
@@ -208,7 +215,8 @@ impl Shared {
     }
 
     fn record_cpu(&self, worker: usize) {
-        if let (Ok(cpu), Some(slot)) = (packet::thread_cpu_time(), self.cpu_nanos.get(worker)) {
+        if let Some(slot) = self.cpu_nanos.get(worker) {
+            let cpu = thread::thread_cpu_time();
             slot.store(
                 u64::try_from(cpu.as_nanos()).unwrap_or(u64::MAX),
                 Ordering::Relaxed,

@@ -352,7 +352,7 @@ impl Drop for RunningSsh {
             // Still sshd's children, so still the PIDs we saw.
             for child in support::descendants(pid) {
                 tracing::warn!(pid = child, "sshd session did not end; killing it");
-                let _ = fjord_net::sys::send_signal(child, fjord_net::sys::SIGKILL);
+                let _ = fjord_sys::process::send_signal(child, fjord_sys::process::SIGKILL);
             }
         }
         self.sshd.stop();

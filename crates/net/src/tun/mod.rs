@@ -16,7 +16,7 @@ pub mod coalesce;
 use std::io::IoSlice;
 use std::ops::Range;
 
-use tun_rs::{DeviceBuilder, SyncDevice};
+use tun_rs::{DeviceBuilder, SyncDevice, VirtioNetHdr};
 
 use coalesce::{Coalescer, MAX_SEGMENTS};
 
@@ -24,6 +24,12 @@ pub use tun_rs::{IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
 
 /// Largest read from the TUN device: a virtio header and a 64 KiB super-packet.
 pub const MAX_SUPER_PACKET: usize = VIRTIO_NET_HDR_LEN + 65_535;
+
+/// `gso_type` of a virtio-net header that carries one packet, not a
+/// super-packet.
+const VIRTIO_NET_HDR_GSO_NONE: u8 = 0;
+/// Where `gso_type` lies in a virtio-net header (after `flags`).
+const GSO_TYPE_OFFSET: usize = 1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TunError {
@@ -40,6 +46,18 @@ pub enum TunError {
         #[source]
         source: io::Error,
     },
+}
+
+/// Why [`TunDevice::read_packets`] returned no packets.
+#[derive(Debug, thiserror::Error)]
+pub enum TunReadError {
+    /// One packet longer than the slots it was read for: the interface's
+    /// MTU grew where fjord cannot see it. The packet is lost; the next
+    /// read works with larger slots.
+    #[error("TUN packet of {len} bytes does not fit a {room}-byte slot")]
+    PacketTooLong { len: usize, room: usize },
+    #[error(transparent)]
+    Io(#[from] io::Error),
 }
 
 pub struct TunDevice {
@@ -116,8 +134,30 @@ impl TunDevice {
         slots: &mut [&mut [u8]],
         sizes: &mut [usize],
         offset: usize,
-    ) -> io::Result<usize> {
-        self.device.recv_multiple(scratch, slots, sizes, offset)
+    ) -> Result<usize, TunReadError> {
+        if self.offload {
+            // Marks the header as not read, so that a failure before the
+            // read is never taken for one after it (see below).
+            scratch[GSO_TYPE_OFFSET] = u8::MAX;
+        }
+        let error = match self.device.recv_multiple(scratch, slots, sizes, offset) {
+            Ok(count) => return Ok(count),
+            Err(error) => error,
+        };
+        // tun-rs reports a packet longer than the slot as text only
+        // (`io::Error::other`, no errno), after the raw read has landed in
+        // `scratch`: recognise it from the packet itself.
+        let room = slots
+            .first()
+            .map_or(0, |slot| slot.len().saturating_sub(offset));
+        if self.offload
+            && error.raw_os_error().is_none()
+            && let Some(len) = single_packet_len(scratch)
+            && len > room
+        {
+            return Err(TunReadError::PacketTooLong { len, room });
+        }
+        Err(TunReadError::Io(error))
     }
 
     /// Queues the packet at `buffer[range]` for the next
@@ -206,6 +246,28 @@ pub struct FlushOutcome {
     pub writes: usize,
 }
 
+/// The IP length of the packet behind the virtio-net header in `read`, if
+/// the header says it is one packet (not a super-packet).
+fn single_packet_len(read: &[u8]) -> Option<usize> {
+    let header = VirtioNetHdr::decode(read).ok()?;
+    if header.gso_type != VIRTIO_NET_HDR_GSO_NONE {
+        return None;
+    }
+    let packet = read.get(VIRTIO_NET_HDR_LEN..)?;
+    let field = |at: usize| {
+        Some(usize::from(u16::from_be_bytes([
+            *packet.get(at)?,
+            *packet.get(at + 1)?,
+        ])))
+    };
+    match packet.first()? >> 4 {
+        // IPv4 total length; IPv6 payload length behind a 40-byte header.
+        4 => field(2),
+        6 => Some(40 + field(4)?),
+        _ => None,
+    }
+}
+
 /// The interface was deleted under us (`ip link del`).
 pub fn is_device_gone(error: &io::Error) -> bool {
     matches!(
@@ -217,5 +279,40 @@ pub fn is_device_gone(error: &io::Error) -> bool {
 impl AsRawFd for TunDevice {
     fn as_raw_fd(&self) -> RawFd {
         self.device.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_of(gso_type: u8, packet: &[u8]) -> Vec<u8> {
+        let mut read = vec![0; VIRTIO_NET_HDR_LEN];
+        read[GSO_TYPE_OFFSET] = gso_type;
+        read.extend_from_slice(packet);
+        read
+    }
+
+    #[test]
+    fn single_packet_length_comes_from_the_ip_header() {
+        let mut v4 = [0u8; 20];
+        v4[0] = 0x45;
+        v4[2..4].copy_from_slice(&1600u16.to_be_bytes());
+        assert_eq!(single_packet_len(&read_of(0, &v4)), Some(1600));
+        let mut v6 = [0u8; 40];
+        v6[0] = 0x60;
+        v6[4..6].copy_from_slice(&1560u16.to_be_bytes());
+        assert_eq!(single_packet_len(&read_of(0, &v6)), Some(1600));
+    }
+
+    #[test]
+    fn super_packets_unread_headers_and_junk_have_no_single_length() {
+        let mut v4 = [0u8; 20];
+        v4[0] = 0x45;
+        assert_eq!(single_packet_len(&read_of(1, &v4)), None, "TCPv4 GSO");
+        assert_eq!(single_packet_len(&read_of(u8::MAX, &v4)), None, "not read");
+        assert_eq!(single_packet_len(&read_of(0, &[0x10, 0, 0, 0])), None);
+        assert_eq!(single_packet_len(&read_of(0, &[0x45])), None, "truncated");
+        assert_eq!(single_packet_len(&[0; 3]), None);
     }
 }

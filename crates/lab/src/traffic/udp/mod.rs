@@ -61,7 +61,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use fjord_net::mmsg;
+use fjord_sys::thread::{monotonic_nanos, set_thread_normal, set_thread_realtime};
 use hdrhistogram::Histogram;
 
 use super::TrafficError;
@@ -259,7 +259,7 @@ impl Trial {
                 }
                 shared
                     .sender_done_ns
-                    .store(mmsg::monotonic_nanos().max(1), Ordering::Release);
+                    .store(monotonic_nanos().max(1), Ordering::Release);
                 result
             })
         };
@@ -301,7 +301,7 @@ impl Realtime {
     /// it could not.
     fn enter(priority: Option<i32>) -> Self {
         static WARNED: AtomicBool = AtomicBool::new(false);
-        let active = match priority.map(mmsg::set_thread_realtime) {
+        let active = match priority.map(set_thread_realtime) {
             Some(Ok(())) => true,
             Some(Err(error)) => {
                 if !WARNED.swap(true, Ordering::Relaxed) {
@@ -313,7 +313,7 @@ impl Realtime {
         };
         Self {
             active,
-            idle_at: mmsg::monotonic_nanos(),
+            idle_at: monotonic_nanos(),
         }
     }
 
@@ -326,7 +326,7 @@ impl Realtime {
     fn busy(&mut self, now: u64) {
         if self.active && now.saturating_sub(self.idle_at) > nanos(MAX_REALTIME_BUSY) {
             self.active = false;
-            if let Err(error) = mmsg::set_thread_normal() {
+            if let Err(error) = set_thread_normal() {
                 tracing::warn!(%error, "could not leave the real-time class");
             }
         }

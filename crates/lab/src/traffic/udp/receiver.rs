@@ -8,7 +8,9 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use fjord_net::mmsg::{self, SocketBuffer};
+use fjord_sys::mmsg::{self, Received};
+use fjord_sys::socket::{SocketBuffer, force_buffer_size, socket_drops};
+use fjord_sys::thread::{monotonic_nanos, thread_cpu_time};
 use hdrhistogram::Histogram;
 
 use super::{Realtime, ReceiverReport, Shared, aborted, check_abort, context, nanos};
@@ -128,13 +130,13 @@ pub(super) fn receive(
     let ip = IpVersion::of(&bind);
     let socket =
         UdpSocket::bind(bind).map_err(|e| context(e, &format!("bind the receiver to {bind}")))?;
-    mmsg::force_buffer_size(socket.as_fd(), SocketBuffer::Receive, RECEIVE_BUFFER_BYTES)
+    force_buffer_size(socket.as_fd(), SocketBuffer::Receive, RECEIVE_BUFFER_BYTES)
         .map_err(|e| context(e, "raise the receive buffer"))?;
     socket.set_read_timeout(Some(RECEIVE_POLL))?;
     // Room for the largest frame and one byte more, to see truncation.
     let buffer_bytes = udp_payload_bytes(frames.max_bytes(), ip).unwrap_or(0) + 1;
     let mut buffers = vec![vec![0u8; buffer_bytes]; RECEIVE_BATCH];
-    let mut lengths = [0usize; RECEIVE_BATCH];
+    let mut received = [Received::default(); RECEIVE_BATCH];
     // Bounds cover 1 ns to 100 s, far inside what 3 significant figures allow.
     let latency = Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3)
         .map_err(|e| io::Error::other(e.to_string()))?;
@@ -146,23 +148,24 @@ pub(super) fn receive(
         max_latency_ns: 0,
         report: ReceiverReport::empty(latency),
     };
-    let cpu_at_start = mmsg::thread_cpu_time();
+    let cpu_at_start = thread_cpu_time();
     let mut realtime = Realtime::enter(realtime_priority);
     // The sender starts only after this; if the caller is gone, so is the trial.
     ready.send(()).map_err(|_| aborted())?;
-    let started = mmsg::monotonic_nanos();
+    let started = monotonic_nanos();
     loop {
-        match mmsg::recv_batch(socket.as_fd(), &mut buffers, &mut lengths) {
+        let batch = buffers.iter_mut().map(Vec::as_mut_slice);
+        match mmsg::recv_batch(socket.as_fd(), batch, &mut received) {
             Ok(count) => {
-                let now = mmsg::monotonic_nanos();
+                let now = monotonic_nanos();
                 // A full batch means more may be waiting: still busy.
                 if count < RECEIVE_BATCH {
                     realtime.idle(now);
                 } else {
                     realtime.busy(now);
                 }
-                for (buffer, &length) in buffers.iter().zip(&lengths).take(count) {
-                    tally.record(buffer, length, now, shared);
+                for (buffer, meta) in buffers.iter().zip(&received).take(count) {
+                    tally.record(buffer, meta.len, now, shared);
                 }
             }
             Err(error)
@@ -173,12 +176,12 @@ pub(super) fn receive(
                         | io::ErrorKind::Interrupted
                 ) =>
             {
-                realtime.idle(mmsg::monotonic_nanos());
+                realtime.idle(monotonic_nanos());
             }
             Err(error) => return Err(context(error, "recvmmsg")),
         }
         check_abort(&shared.abort)?;
-        let now = mmsg::monotonic_nanos();
+        let now = monotonic_nanos();
         let done = shared.sender_done_ns.load(Ordering::Acquire);
         if done != 0 {
             let drain_ns = nanos(drain).max(2 * tally.max_latency_ns.min(MAX_LATENCY_NS));
@@ -193,8 +196,8 @@ pub(super) fn receive(
             ));
         }
     }
-    tally.report.socket_drops = mmsg::socket_drops(socket.as_fd()).unwrap_or(0);
-    tally.report.cpu_time = mmsg::thread_cpu_time().saturating_sub(cpu_at_start);
+    tally.report.socket_drops = socket_drops(socket.as_fd()).unwrap_or(0);
+    tally.report.cpu_time = thread_cpu_time().saturating_sub(cpu_at_start);
     Ok(tally.report)
 }
 

@@ -7,7 +7,9 @@ use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use fjord_net::mmsg::{self, SendRefusal, SocketBuffer};
+use fjord_sys::mmsg::{self, SendRefusal};
+use fjord_sys::socket::{SocketBuffer, force_buffer_size};
+use fjord_sys::thread::{monotonic_nanos, set_thread_timer_slack, thread_cpu_time};
 
 use super::{
     Offer, Realtime, SEND_BATCH, SenderReport, Shared, Trial, aborted, check_abort, context, nanos,
@@ -48,7 +50,7 @@ impl Sender<'_> {
         wait_when_full: bool,
         abort: &AtomicBool,
     ) -> io::Result<()> {
-        let now = mmsg::monotonic_nanos();
+        let now = monotonic_nanos();
         if self.report.first_send_ns == 0 {
             self.report.first_send_ns = now;
         }
@@ -84,7 +86,10 @@ impl Sender<'_> {
                         if abort.load(Ordering::Relaxed) {
                             return Err(aborted());
                         }
-                        fjord_net::sys::wait_writable(&self.socket, Duration::from_millis(10));
+                        fjord_sys::poll::wait_writable(
+                            self.socket.as_fd(),
+                            Duration::from_millis(10),
+                        );
                     }
                     Some(SendRefusal::BufferFull) => {
                         self.report.refused += (count - done) as u64;
@@ -122,10 +127,10 @@ pub(super) fn send(
     socket
         .connect(destination)
         .map_err(|e| context(e, &format!("connect to {destination}")))?;
-    mmsg::force_buffer_size(socket.as_fd(), SocketBuffer::Send, SEND_BUFFER_BYTES)
+    force_buffer_size(socket.as_fd(), SocketBuffer::Send, SEND_BUFFER_BYTES)
         .map_err(|e| context(e, "raise the send buffer"))?;
     socket.set_nonblocking(true)?;
-    mmsg::set_thread_timer_slack(Duration::from_micros(1))?;
+    set_thread_timer_slack(Duration::from_micros(1))?;
 
     let max_payload = udp_payload_bytes(trial.frames.max_bytes(), ip).unwrap_or(0);
     let mut sender = Sender {
@@ -149,7 +154,7 @@ pub(super) fn send(
             cpu_time: Duration::ZERO,
         },
     };
-    let cpu_at_start = mmsg::thread_cpu_time();
+    let cpu_at_start = thread_cpu_time();
     warm_up(&sender.socket, ip, trial.warmup_timeout, shared)?;
 
     match trial.offer {
@@ -168,9 +173,9 @@ pub(super) fn send(
             )?;
         }
         Offer::Flood { duration } => {
-            let end = mmsg::monotonic_nanos() + nanos(duration);
+            let end = monotonic_nanos() + nanos(duration);
             let mut next = 0u64;
-            while mmsg::monotonic_nanos() < end {
+            while monotonic_nanos() < end {
                 check_abort(&shared.abort)?;
                 sender.send(next, SEND_BATCH, true, &shared.abort)?;
                 next += SEND_BATCH as u64;
@@ -188,7 +193,7 @@ pub(super) fn send(
             sender.report.scheduled = frames;
         }
     }
-    sender.report.cpu_time = mmsg::thread_cpu_time().saturating_sub(cpu_at_start);
+    sender.report.cpu_time = thread_cpu_time().saturating_sub(cpu_at_start);
     Ok(sender.report)
 }
 
@@ -200,11 +205,11 @@ fn warm_up(
     shared: &Shared,
 ) -> io::Result<()> {
     let mut frame = vec![0u8; udp_payload_bytes(ip.min_frame_bytes(), ip).unwrap_or(0)];
-    let start = mmsg::monotonic_nanos();
+    let start = monotonic_nanos();
     let mut sequence = 0;
     while !shared.warmed_up.load(Ordering::Acquire) {
         check_abort(&shared.abort)?;
-        let now = mmsg::monotonic_nanos();
+        let now = monotonic_nanos();
         if now - start > nanos(timeout) {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
@@ -244,19 +249,19 @@ fn pace(
     sender.report.scheduled = total;
     let interval_ns = 1e9 / frames_per_sec;
     let quantum_ns = nanos(quantum);
-    let start = mmsg::monotonic_nanos();
+    let start = monotonic_nanos();
     let give_up = start + nanos(duration) + nanos(duration / 50) + 5_000_000;
     let mut next = 0u64;
     while next < total {
         check_abort(abort)?;
-        let wake = mmsg::monotonic_nanos();
+        let wake = monotonic_nanos();
         if wake > give_up {
             sender.report.unsent = total - next;
             break;
         }
         // Everything due by now, in batches.
         loop {
-            let now = mmsg::monotonic_nanos();
+            let now = monotonic_nanos();
             let due = (((now - start) as f64 / interval_ns) as u64 + 1).min(total);
             if next >= due {
                 break;
@@ -277,7 +282,7 @@ fn pace(
         }
         let next_due = start + (next as f64 * interval_ns).ceil() as u64;
         let until = next_due.max(wake + quantum_ns);
-        let now = mmsg::monotonic_nanos();
+        let now = monotonic_nanos();
         realtime.idle(now);
         if until > now {
             std::thread::sleep(Duration::from_nanos(until - now));

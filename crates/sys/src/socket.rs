@@ -1,0 +1,101 @@
+//! Socket options: integer options, buffer sizes past the sysctl caps,
+//! receive timestamps and the kernel's drop counter.
+
+use std::io;
+use std::mem;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+use crate::check;
+
+/// Sets the integer socket option `level`/`name` to `value`.
+pub fn set_int_option(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: setsockopt reads exactly size_of::<c_int>() bytes from
+    // `value`, which lives for the call; fd is a valid open descriptor
+    // borrowed for the call.
+    check(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&raw const value).cast(),
+            mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+/// Which socket buffer [`force_buffer_size`] sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SocketBuffer {
+    Send,
+    Receive,
+}
+
+/// Sets the socket's `buffer` to `bytes`, above the system maximum
+/// (`net.core.{w,r}mem_max`) when the process may (`CAP_NET_ADMIN`,
+/// `SO_SNDBUFFORCE`/`SO_RCVBUFFORCE`), else as far as the maximum allows.
+/// The kernel doubles the value for its own bookkeeping. Returns the size
+/// the kernel reports afterwards (so about twice `bytes`).
+pub fn force_buffer_size(
+    fd: BorrowedFd<'_>,
+    buffer: SocketBuffer,
+    bytes: usize,
+) -> io::Result<usize> {
+    let (forced, plain) = match buffer {
+        SocketBuffer::Send => (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+        SocketBuffer::Receive => (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+    };
+    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    if set_int_option(fd, libc::SOL_SOCKET, forced, value).is_err() {
+        set_int_option(fd, libc::SOL_SOCKET, plain, value)?;
+    }
+    let mut current: libc::c_int = 0;
+    let mut length = mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `length` bytes into `current`, a live
+    // c_int, and updates `length`.
+    check(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            plain,
+            (&raw mut current).cast(),
+            &raw mut length,
+        )
+    })?;
+    Ok(usize::try_from(current).unwrap_or(0))
+}
+
+/// Asks the kernel to stamp each received message with its arrival time
+/// (`SO_TIMESTAMPNS`, wall clock); [`crate::mmsg::recv_batch`] returns the
+/// stamps.
+pub fn enable_receive_timestamps(fd: BorrowedFd<'_>) -> io::Result<()> {
+    set_int_option(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)
+}
+
+/// Datagrams the kernel dropped at this socket since it was created
+/// because its receive buffer was full (`SO_MEMINFO`, `SK_MEMINFO_DROPS`).
+pub fn socket_drops(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    let mut info = [0u32; libc::SK_MEMINFO_DROPS as usize + 1];
+    let mut length = mem::size_of_val(&info) as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `length` bytes into `info`, a live
+    // array of that size, and updates `length`.
+    check(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MEMINFO,
+            info.as_mut_ptr().cast(),
+            &raw mut length,
+        )
+    })?;
+    let filled = usize::try_from(length).unwrap_or(0) / mem::size_of::<u32>();
+    Ok(info
+        .get(libc::SK_MEMINFO_DROPS as usize)
+        .filter(|_| filled > libc::SK_MEMINFO_DROPS as usize)
+        .map_or(0, |&drops| u64::from(drops)))
+}
