@@ -11,7 +11,7 @@
 use std::io;
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -264,6 +264,8 @@ impl Arrivals {
 
 struct Receiver {
     stop: Arc<AtomicBool>,
+    /// Datagrams received so far.
+    arrived: Arc<AtomicU64>,
     thread: JoinHandle<io::Result<Arrivals>>,
 }
 
@@ -271,8 +273,9 @@ impl Receiver {
     /// Binds the receiver on the right host; returns once it is listening.
     fn start(hosts: &TwoHosts, port: u16) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
+        let arrived = Arc::new(AtomicU64::new(0));
         let (ready, listening) = mpsc::channel();
-        let flag = stop.clone();
+        let (flag, counter) = (stop.clone(), arrived.clone());
         let thread = hosts
             .right
             .spawn_thread(move || {
@@ -296,6 +299,7 @@ impl Receiver {
                                     .stamps
                                     .push(meta.timestamp.unwrap_or_else(SystemTime::now));
                             }
+                            counter.fetch_add(count as u64, Ordering::Release);
                         }
                         Err(error)
                             if matches!(
@@ -311,12 +315,35 @@ impl Receiver {
         listening
             .recv_timeout(Duration::from_secs(5))
             .expect("receiver listening");
-        Self { stop, thread }
+        Self {
+            stop,
+            arrived,
+            thread,
+        }
     }
 
-    /// Waits `settle` for frames still in flight, then stops.
-    fn finish(self, settle: Duration) -> Arrivals {
-        std::thread::sleep(settle);
+    /// Stops once the sender's frames have drained: the emulator holds
+    /// none, and neither it nor the receiver saw a new one for a poll
+    /// interval (they may still be on their way through the kernel).
+    fn finish(self, emulator: &RunningEmulator) -> Arrivals {
+        let progress = || {
+            let link = emulator.stats().left_to_right;
+            (
+                link.in_flight_frames,
+                link.frames_in,
+                self.arrived.load(Ordering::Acquire),
+            )
+        };
+        let mut last = progress();
+        let drained = netns::wait_until(Duration::from_secs(10), "the link to drain", || {
+            let now = progress();
+            let quiet = now.0 == 0 && now == last;
+            last = now;
+            quiet
+        });
+        if let Err(error) = drained {
+            println!("receiver stops anyway: {error}");
+        }
         self.stop.store(true, Ordering::Release);
         self.thread.join().unwrap().unwrap()
     }
@@ -329,7 +356,7 @@ fn udp_run(lab: &Lab, payload_bytes: usize, per_second: f64, count: u64) -> (Sen
         .join()
         .unwrap()
         .unwrap();
-    let arrivals = receiver.finish(ms(400));
+    let arrivals = receiver.finish(&lab.emulator);
     (report, arrivals)
 }
 
@@ -535,8 +562,7 @@ fn gigabit_at_45ms(options: EmulatorOptions) -> GigabitRun {
     let wall = started.elapsed().as_secs_f64();
     let wakeups = voluntary_switches(&lab.emulator) - wakeups_before;
     let (process_after, machine_after) = cpu_used();
-    // Let the emulator publish its CPU time after the run.
-    std::thread::sleep(ms(5));
+    // Published after the link drained (the receiver waited for that).
     let stats = lab.emulator.stats();
     let unique = arrivals.unique();
     let span = arrivals.stamps[arrivals.stamps.len() - 1]
@@ -713,26 +739,30 @@ fn duplication_and_reordering_count_as_configured() {
 fn offload_super_frames_are_counted_and_dropped() {
     let _turn = take_turn();
     let lab = Lab::start(LinkConfig::default(), LinkConfig::default());
+    // Listening before the sender connects; it stays in the right namespace.
     let listener = lab
         .hosts
         .right
-        .spawn_thread(|| {
-            let listener = TcpListener::bind((RIGHT_UNDERLAY, 9100))?;
-            listener.set_nonblocking(true)?;
-            let deadline = Instant::now() + Duration::from_secs(3);
-            while Instant::now() < deadline {
-                if let Ok((stream, _)) = listener.accept() {
-                    stream.set_nonblocking(false)?;
-                    stream.set_read_timeout(Some(ms(1500)))?;
-                    let mut sink = Vec::new();
-                    let _ = io::Read::read_to_end(&mut (&stream), &mut sink);
-                    return Ok(());
-                }
-                std::thread::sleep(ms(10));
-            }
-            Ok(())
-        })
+        .spawn_thread(|| TcpListener::bind((RIGHT_UNDERLAY, 9100)))
+        .unwrap()
+        .join()
+        .unwrap()
         .unwrap();
+    let listener = std::thread::spawn(move || -> io::Result<()> {
+        listener.set_nonblocking(true)?;
+        let mut accepted = None;
+        let _ = netns::wait_until(Duration::from_secs(3), "the sender to connect", || {
+            accepted = listener.accept().ok();
+            accepted.is_some()
+        });
+        let (stream, _) = accepted
+            .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "no connection within 3 s"))?;
+        stream.set_nonblocking(false)?;
+        stream.set_read_timeout(Some(ms(1500)))?;
+        let mut sink = Vec::new();
+        let _ = io::Read::read_to_end(&mut (&stream), &mut sink);
+        Ok(())
+    });
     // Connect while offloads are off (a checksum-offloaded SYN would carry
     // an unfinished checksum), then undo the topology's precaution on the
     // left host: TCP now hands veth 64 KiB segments no wire would carry.
@@ -743,14 +773,12 @@ fn offload_super_frames_are_counted_and_dropped() {
         .hosts
         .left
         .spawn_thread(move || {
-            std::thread::sleep(ms(50));
             let stream =
                 TcpStream::connect_timeout(&(RIGHT_UNDERLAY, 9100).into(), Duration::from_secs(2))?;
             let _ = connected_tx.send(());
             let _ = go_rx.recv_timeout(Duration::from_secs(2));
             stream.set_write_timeout(Some(ms(500)))?;
             let _ = io::Write::write_all(&mut (&stream), &vec![7u8; 4 << 20]);
-            std::thread::sleep(ms(300));
             Ok(())
         })
         .unwrap();
@@ -769,13 +797,15 @@ fn offload_super_frames_are_counted_and_dropped() {
     go_tx.send(()).unwrap();
     sender.join().unwrap().unwrap();
     listener.join().unwrap().unwrap();
-    std::thread::sleep(ms(10));
+    let counted = netns::wait_until(Duration::from_secs(2), "oversize frames counted", || {
+        lab.emulator.stats().left_to_right.dropped.oversize > 0
+    });
     let stats = lab.emulator.stats().left_to_right;
     println!(
         "with TSO on upstream: {} oversize frames dropped, largest {} B",
         stats.dropped.oversize, stats.largest_frame_bytes
     );
-    assert!(stats.dropped.oversize > 0, "{stats:?}");
+    assert!(counted.is_ok(), "{stats:?}");
     assert!(stats.largest_frame_bytes > 1518);
     assert!(
         lab.emulator.is_running(),
