@@ -19,6 +19,9 @@ pub struct InterfaceStatus {
     pub public_key: Option<PublicKey>,
     pub listen_port: u16,
     pub fwmark: u32,
+    /// The MTU the data path works with. It follows `ip link set mtu`
+    /// within the worker's housekeeping interval, so it may lag the link.
+    pub datapath_mtu: usize,
     pub peers: Vec<PeerStatus>,
     /// Dropped packets by reason (only non-zero reasons).
     pub drops: Vec<(&'static str, u64)>,
@@ -70,6 +73,7 @@ impl InterfaceStatus {
             public_key: device.public_key().copied(),
             listen_port: context.listen_port(),
             fwmark: context.fwmark(),
+            datapath_mtu: device.mtu(),
             peers,
             drops: node
                 .drops()

@@ -118,22 +118,20 @@ fn port_in_use_is_refused() {
         &config("ListenPort = 51999", ""),
         0o600,
     );
+    // Bound before fjord starts, and held until it has answered.
     let holder = host
-        .spawn_thread(|| {
-            let socket = UdpSocket::bind("0.0.0.0:51999")?;
-            std::thread::sleep(std::time::Duration::from_secs(5));
-            drop(socket);
-            Ok(())
-        })
+        .spawn_thread(|| UdpSocket::bind("0.0.0.0:51999"))
+        .unwrap()
+        .join()
+        .unwrap()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
     let output = host
         .command(FJORD)
         .args(["up", path.to_str().unwrap()])
         .output()
         .unwrap();
+    drop(holder);
     assert_usage_error(&output, &["51999", "in use"]);
-    holder.join().unwrap().unwrap();
 }
 
 #[test]

@@ -8,6 +8,8 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use fjord_lab::netns;
@@ -300,9 +302,11 @@ fn burst_datagram(index: usize) -> Vec<u8> {
     datagram
 }
 
-/// Sends the bursts with UDP GSO (one `send` per burst), so they cross
-/// the tunnel back to back and reach the far side in one receive batch.
-fn send_bursts(destination: SocketAddr) -> std::io::Result<()> {
+/// Sends the bursts with UDP GSO (one `send` per burst), so each crosses
+/// the tunnel back to back and reaches the far side in one receive batch.
+/// A burst leaves once the previous one has arrived (`arrived` counts
+/// datagrams at the receiver), so a busy machine cannot pile them up.
+fn send_bursts(destination: SocketAddr, arrived: &AtomicUsize) -> std::io::Result<()> {
     use std::os::fd::AsFd;
     let socket = std::net::UdpSocket::bind("0.0.0.0:0")?;
     socket.connect(destination)?;
@@ -317,7 +321,16 @@ fn send_bursts(destination: SocketAddr) -> std::io::Result<()> {
             .flat_map(|i| burst_datagram(burst * BURST_DATAGRAMS + i))
             .collect();
         socket.send(&contents)?;
-        std::thread::sleep(Duration::from_millis(20));
+        let sent = (burst + 1) * BURST_DATAGRAMS;
+        netns::wait_until(Duration::from_secs(3), "the burst to arrive", || {
+            arrived.load(Ordering::Acquire) >= sent
+        })
+        .map_err(|_| {
+            std::io::Error::other(format!(
+                "burst {burst}: {} of the {sent} datagrams sent so far arrived within 3 s",
+                arrived.load(Ordering::Acquire)
+            ))
+        })?;
     }
     Ok(())
 }
@@ -332,29 +345,35 @@ fn udp_bursts_reach_the_kernel_merged_intact_and_in_order() {
     let ifname = tunnel.right_side.ifname.clone();
     let before = fjord_counters(&ifname);
     let sink = SocketAddr::new(right_overlay(), 6000);
-    let receiver = tunnel
+    // Bound before anything is sent; it stays in the right namespace.
+    let socket = tunnel
         .hosts
         .right
-        .spawn_thread(move || {
-            let socket = std::net::UdpSocket::bind(sink)?;
-            socket.set_read_timeout(Some(Duration::from_secs(3)))?;
-            let mut received = Vec::new();
-            let mut buffer = [0u8; 2048];
-            while received.len() < BURSTS * BURST_DATAGRAMS {
-                match socket.recv(&mut buffer) {
-                    Ok(len) => received.push(buffer[..len].to_vec()),
-                    Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(error) => return Err(error),
-                }
+        .spawn_thread(move || std::net::UdpSocket::bind(sink))
+        .expect("bind thread")
+        .join()
+        .expect("bind thread")
+        .expect("bind the sink");
+    let arrived = Arc::new(AtomicUsize::new(0));
+    let counted = arrived.clone();
+    let receiver = std::thread::spawn(move || -> std::io::Result<Vec<Vec<u8>>> {
+        socket.set_read_timeout(Some(Duration::from_secs(3)))?;
+        let mut received = Vec::new();
+        let mut buffer = [0u8; 2048];
+        while received.len() < BURSTS * BURST_DATAGRAMS {
+            match socket.recv(&mut buffer) {
+                Ok(len) => received.push(buffer[..len].to_vec()),
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(error) => return Err(error),
             }
-            Ok(received)
-        })
-        .expect("receiver thread");
-    std::thread::sleep(Duration::from_millis(200));
+            counted.store(received.len(), Ordering::Release);
+        }
+        Ok(received)
+    });
     tunnel
         .hosts
         .left
-        .spawn_thread(move || send_bursts(sink))
+        .spawn_thread(move || send_bursts(sink, &arrived))
         .expect("sender thread")
         .join()
         .expect("sender")

@@ -84,6 +84,63 @@ fn wait_ping_for(ns: &Namespace, address: &str, limit: Duration) {
     netns::wait_until(limit, &format!("ping {address}"), || ping(ns, address)).unwrap();
 }
 
+/// Bytes `ifname` in `ns` has received from `peer` (base64 public key),
+/// as `wg show IFNAME transfer` lists them.
+fn received_from(ns: &Namespace, ifname: &str, peer: &str) -> u64 {
+    let listing = wg(ns, &["show", ifname, "transfer"]);
+    listing
+        .lines()
+        .find_map(|line| line.strip_prefix(peer))
+        .and_then(|counts| counts.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no transfer line for {peer}: {listing}"))
+}
+
+/// Waits until `ifname` in `ns` has received `bytes` more from `peer`
+/// than it had on entry, or until `finished` says the traffic is over;
+/// returns whether the bytes came.
+fn wait_for_bytes_from(
+    ns: &Namespace,
+    ifname: &str,
+    peer: &str,
+    bytes: u64,
+    finished: impl Fn() -> bool,
+) -> bool {
+    let goal = received_from(ns, ifname, peer) + bytes;
+    let mut came = false;
+    netns::wait_until(
+        Duration::from_secs(30),
+        &format!("{bytes} more bytes from {peer} on {ifname}"),
+        || {
+            came = received_from(ns, ifname, peer) >= goal;
+            came || finished()
+        },
+    )
+    .unwrap();
+    came
+}
+
+/// The MTU the data path of fjord serving `ifname` works with: it takes
+/// up `ip link set mtu` at its next housekeeping round (`get=fjord`).
+fn datapath_mtu(ifname: &str) -> Option<u32> {
+    uapi(ifname, "get=fjord\n\n")
+        .iter()
+        .find_map(|line| line.strip_prefix("datapath_mtu=")?.parse().ok())
+}
+
+/// Waits until the data paths serving `ifnames` all work with `mtu`.
+fn wait_for_datapath_mtu(ifnames: &[&str], mtu: u32) {
+    netns::wait_until(
+        Duration::from_secs(10),
+        &format!("fjord's data paths to take up MTU {mtu}"),
+        || {
+            ifnames
+                .iter()
+                .all(|ifname| datapath_mtu(ifname) == Some(mtu))
+        },
+    )
+    .unwrap();
+}
+
 /// PIDs of fjord processes serving `ifname` (started by wg-quick, so not ours to signal).
 fn fjord_pids(ifname: &str) -> Vec<u32> {
     let mut pids = Vec::new();
@@ -229,23 +286,26 @@ fn wg_quick_brings_fjord_up_and_down() {
 }
 
 fn assert_udp_echo(client: &Namespace, server: &Namespace, address: SocketAddr) {
-    let echo = server
-        .spawn_thread(move || {
-            let socket = std::net::UdpSocket::bind(address)?;
-            socket.set_read_timeout(Some(Duration::from_secs(5)))?;
-            let mut buf = [0u8; 2048];
-            let mut echoed = 0;
-            while let Ok((len, from)) = socket.recv_from(&mut buf) {
-                socket.send_to(&buf[..len], from)?;
-                echoed += 1;
-                if echoed == 200 {
-                    break;
-                }
-            }
-            Ok(echoed)
-        })
+    // Bound before the client sends; it stays in the server's namespace.
+    let socket = server
+        .spawn_thread(move || std::net::UdpSocket::bind(address))
+        .unwrap()
+        .join()
+        .unwrap()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    let echo = std::thread::spawn(move || -> std::io::Result<u32> {
+        socket.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let mut buf = [0u8; 2048];
+        let mut echoed = 0;
+        while let Ok((len, from)) = socket.recv_from(&mut buf) {
+            socket.send_to(&buf[..len], from)?;
+            echoed += 1;
+            if echoed == 200 {
+                break;
+            }
+        }
+        Ok(echoed)
+    });
     let answered = client
         .spawn_thread(move || {
             let socket = std::net::UdpSocket::bind("0.0.0.0:0")?;
@@ -340,6 +400,7 @@ fn live_edits_leave_other_peers_alone() {
     // C streams to the hub while the hub's B entry is edited every which way.
     let (c_ns, hub_ns) = (&net.c, &net.hub);
     let b_pub = b_key.public_key().to_base64();
+    let c_pub = c_key.public_key().to_base64();
     let new_psk_path = dir.join("psk");
     write_private(&new_psk_path, &random_psk());
     std::thread::scope(|scope| {
@@ -388,19 +449,23 @@ fn live_edits_leave_other_peers_alone() {
             ],
             vec!["set", &hub_if, "listen-port", "51999"],
         ];
+        // Each edit once C's stream is seen flowing (since the last edit).
+        let mut amid_traffic = 0;
         for edit in edits {
-            std::thread::sleep(Duration::from_millis(150));
+            if wait_for_bytes_from(hub_ns, &hub_if, &c_pub, 1 << 20, || transfer.is_finished()) {
+                amid_traffic += 1;
+            }
             wg(hub_ns, &edit);
         }
         let report = transfer.join().unwrap();
         assert!(report.verified, "C's transfer was disturbed: {report:?}");
         println!(
-            "C -> hub during edits: {:.2} Gbit/s, {} bytes verified",
+            "C -> hub during edits: {:.2} Gbit/s, {} bytes verified, {amid_traffic} of 7 edits \
+             made while C's stream flowed",
             report.throughput_bits_per_sec / 1e9,
             report.bytes
         );
     });
-    let c_pub = c_key.public_key().to_base64();
     let line_for = |text: &str, key: &str| {
         text.lines()
             .find(|l| l.contains(key))
@@ -684,28 +749,39 @@ fn mtu_changes_while_traffic_flows() {
     let _up7 = wg_quick_up(&hosts.right, &right_conf);
     wait_ping(&hosts.left, "198.19.0.2");
     let (left, right) = (&hosts.left, &hosts.right);
+    let left_pub = left_key.public_key().to_base64();
+    let both = [left_if.as_str(), right_if.as_str()];
     std::thread::scope(|scope| {
         let transfer = scope.spawn(|| {
-            BulkTransfer::new(128 << 20)
+            BulkTransfer::new(256 << 20)
                 .timeout(Duration::from_secs(120))
                 .run(left, right, "198.19.0.2:5501".parse().unwrap())
                 .unwrap()
         });
-        for mtu in ["34000", "1280", "9000", "1420"] {
-            std::thread::sleep(Duration::from_millis(300));
-            for (ns, ifname) in [(left, &left_if), (right, &right_if)] {
-                ns.ip(&["link", "set", "dev", ifname, "mtu", mtu]).unwrap();
+        // Each change once the stream is seen flowing at the MTU before it.
+        let mut amid_traffic = 0;
+        for mtu in [34000, 1280, 9000, 1420] {
+            if wait_for_bytes_from(right, &right_if, &left_pub, 4 << 20, || {
+                transfer.is_finished()
+            }) {
+                amid_traffic += 1;
             }
+            for (ns, ifname) in [(left, &left_if), (right, &right_if)] {
+                ns.ip(&["link", "set", "dev", ifname, "mtu", &mtu.to_string()])
+                    .unwrap();
+            }
+            wait_for_datapath_mtu(&both, mtu);
         }
         let report = transfer.join().unwrap();
         assert!(report.verified, "{report:?}");
+        println!("{amid_traffic} of 4 MTU changes made while the stream flowed");
     });
     // A 34 KB MTU carries a 30,000-byte ping in one tunnel packet.
     for (ns, ifname) in [(left, &left_if), (right, &right_if)] {
         ns.ip(&["link", "set", "dev", ifname, "mtu", "34000"])
             .unwrap();
     }
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_for_datapath_mtu(&both, 34000);
     let out = left
         .exec(
             "ping",

