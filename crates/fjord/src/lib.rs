@@ -6,6 +6,7 @@ pub mod config;
 pub mod keycmd;
 pub mod labcmd;
 pub mod netconf;
+pub mod networkcmd;
 pub mod show;
 pub mod status;
 pub mod uapi;

@@ -55,6 +55,9 @@ enum Command {
         #[arg(long)]
         no_busy_poll: bool,
     },
+    /// A fjord mesh network: its key, and certificates for its members.
+    #[command(subcommand)]
+    Network(fjord::networkcmd::NetworkCommand),
     /// The measurement lab: compare fjord with bare links and other VPNs.
     #[command(subcommand)]
     Lab(fjord::labcmd::LabCommand),
@@ -156,6 +159,7 @@ fn run(command: Command, foreground: bool, chosen_threads: Option<u16>) -> anyho
             require_root("creating an interface")?;
             fjord::userspace::run_interface(name, foreground, threads)
         }
+        Command::Network(command) => fjord::networkcmd::run(command, &mut stdout.lock()),
         Command::Lab(command) => fjord::labcmd::run(command, chosen_threads),
         Command::Show { interface, json } => {
             require_root("fjord show")?;

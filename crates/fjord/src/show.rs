@@ -35,6 +35,23 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
     if !drops.is_empty() {
         let _ = writeln!(out, "  dropped: {}", drops.join(", "));
     }
+    if !interface.members.is_empty() {
+        let _ = writeln!(out, "  mesh members: {}", interface.members.len());
+    }
+    for member in &interface.members {
+        let rtt = member.rtt_micros.map_or("-".to_string(), |us| {
+            format!("{:.3} ms", us as f64 / 1000.0)
+        });
+        let _ = writeln!(
+            out,
+            "  member {} ({}): {} via {} [{}], rtt {rtt}",
+            member.name,
+            member.public_key,
+            member.addresses.join(", "),
+            member.endpoint.as_deref().unwrap_or("?"),
+            member.path,
+        );
+    }
     for peer in &interface.peers {
         let _ = writeln!(out, "\npeer: {}", peer.public_key);
         if peer.has_preshared_key {
@@ -105,6 +122,7 @@ pub fn report(name: &str, interface: &UapiInterface) -> InterfaceReport {
             .iter()
             .filter_map(|(key, n)| Some((key.strip_prefix("drop_")?.to_string(), *n)))
             .collect(),
+        members: interface.members.clone(),
     }
 }
 

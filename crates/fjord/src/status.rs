@@ -26,6 +26,64 @@ pub struct InterfaceStatus {
     /// Dropped packets by reason (only non-zero reasons).
     pub drops: Vec<(&'static str, u64)>,
     pub data: DataStats,
+    /// Members of the fjord mesh, if the interface is in one.
+    pub members: Vec<MemberLine>,
+}
+
+/// One mesh member as `get=fjord` reports it, on one line:
+/// `member=<key>,<name>,<addresses>,<endpoint>,<path>,<rtt_us>` with
+/// addresses separated by spaces and `-` for an unknown field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemberLine {
+    pub public_key: String,
+    pub name: String,
+    pub addresses: Vec<String>,
+    pub endpoint: Option<String>,
+    /// `direct` with a session up, `connecting` without one.
+    pub path: String,
+    pub rtt_micros: Option<u64>,
+}
+
+impl MemberLine {
+    pub fn to_line(&self) -> String {
+        format!(
+            "member={},{},{},{},{},{}",
+            self.public_key,
+            self.name,
+            self.addresses.join(" "),
+            self.endpoint.as_deref().unwrap_or("-"),
+            self.path,
+            self.rtt_micros
+                .map_or("-".to_string(), |rtt| rtt.to_string()),
+        )
+    }
+
+    /// Parses the value of a `member=` line; `None` if it is malformed.
+    pub fn parse(value: &str) -> Option<Self> {
+        let mut fields = value.split(',');
+        let public_key = fields.next()?.to_string();
+        let name = fields.next()?.to_string();
+        let addresses = fields
+            .next()?
+            .split(' ')
+            .filter(|a| !a.is_empty())
+            .map(String::from)
+            .collect();
+        let endpoint = Some(fields.next()?).filter(|e| *e != "-").map(String::from);
+        let path = fields.next()?.to_string();
+        let rtt_micros = match fields.next()? {
+            "-" => None,
+            rtt => Some(rtt.parse().ok()?),
+        };
+        fields.next().is_none().then_some(Self {
+            public_key,
+            name,
+            addresses,
+            endpoint,
+            path,
+            rtt_micros,
+        })
+    }
 }
 
 /// One peer of an interface.
@@ -81,6 +139,18 @@ impl InterfaceStatus {
                 .map(|(reason, n)| (reason.name(), n))
                 .collect(),
             data: context.stats.clone(),
+            members: node
+                .members()
+                .into_iter()
+                .map(|(member, session)| MemberLine {
+                    public_key: member.key.to_base64(),
+                    name: member.name,
+                    addresses: member.addresses.iter().map(Cidr::to_string).collect(),
+                    endpoint: member.endpoints.first().map(SocketAddr::to_string),
+                    path: if session { "direct" } else { "connecting" }.to_string(),
+                    rtt_micros: member.rtt.map(|rtt| rtt.as_micros() as u64),
+                })
+                .collect(),
         }
     }
 }
@@ -95,6 +165,8 @@ pub struct InterfaceReport {
     pub fwmark: Option<u32>,
     pub peers: Vec<PeerReport>,
     pub drops: std::collections::BTreeMap<String, u64>,
+    /// Mesh members (empty outside a mesh).
+    pub members: Vec<MemberLine>,
 }
 
 #[derive(Debug, Serialize)]

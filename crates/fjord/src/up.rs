@@ -5,17 +5,18 @@
 //! Order: PreUp; the configuration socket (claimed first, so that a second
 //! `fjord up` of the same interface fails before touching anything); UDP
 //! socket; TUN interface; addresses and MTU; peers; routes; serving the
-//! configuration socket; PostUp. On the way down: PreDown, routes and
-//! rules, interface, PostDown (as wg-quick).
+//! configuration socket; PostUp. A `[Mesh]` section's files are read and
+//! checked with the config file, before anything is created. On the way
+//! down: PreDown, routes and rules, interface, PostDown (as wg-quick).
 
 use std::path::Path;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use fjord_mesh::{Cidr, Node};
+use fjord_mesh::{Cidr, Mesh, MeshConfig, Node};
 use fjord_net::{StopReason, TunDevice, UdpTransport, Worker};
 use fjord_proto::{Device, DeviceConfig, PrivateKey, Rng, WallClock};
 
-use crate::config::{Config, interface_name_from_path};
+use crate::config::{Config, LoadedMesh, interface_name_from_path};
 use crate::netconf::{self, Netconf, RouteTable, run_hook};
 use crate::uapi;
 
@@ -47,26 +48,53 @@ impl Rng for SystemRng {
     }
 }
 
-/// A protocol device with the system's randomness and wall clock pinned
-/// to `now`.
-pub fn new_device(private_key: Option<PrivateKey>, mtu: u16, now: Instant) -> Device {
-    let wall_clock = WallClock {
+/// The system's wall clock, pinned to `now`.
+fn wall_clock(now: Instant) -> WallClock {
+    WallClock {
         base: now,
         base_since_epoch: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default(),
-    };
+    }
+}
+
+/// A protocol device with the system's randomness and wall clock pinned
+/// to `now`.
+pub fn new_device(private_key: Option<PrivateKey>, mtu: u16, now: Instant) -> Device {
     let config = DeviceConfig {
         private_key,
         mtu: usize::from(mtu),
     };
-    Device::new(config, Box::new(SystemRng), wall_clock)
+    Device::new(config, Box::new(SystemRng), wall_clock(now))
 }
 
-/// Builds the protocol node for `config`.
-pub fn build_node(config: &Config, now: Instant) -> anyhow::Result<Node> {
+/// Reads and checks the files a `[Mesh]` section names (relative to the
+/// config file's directory).
+pub fn load_mesh(config: &Config, config_path: &Path) -> Result<Option<LoadedMesh>, UsageError> {
+    let Some(section) = &config.mesh else {
+        return Ok(None);
+    };
+    let dir = config_path.parent().unwrap_or(Path::new("."));
+    let unix_now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    section
+        .load(
+            &config_path.display().to_string(),
+            dir,
+            &config.interface.private_key.public_key(),
+            unix_now,
+        )
+        .map(Some)
+        .map_err(|error| UsageError(error.to_string()))
+}
+
+/// Builds the protocol node for `config`, a mesh member if `mesh` is given.
+pub fn build_node(config: &Config, mesh: Option<LoadedMesh>, now: Instant) -> anyhow::Result<Node> {
     let private_key = Some(config.interface.private_key.clone());
-    let mut node = Node::new(new_device(private_key, config.interface.mtu().bytes(), now));
+    let mtu = config.interface.mtu().bytes();
+    let mut node = Node::new(new_device(private_key, mtu, now));
     for peer in &config.peers {
         let id = node
             .add_peer(peer.to_proto(), &peer.allowed_ips)
@@ -76,11 +104,24 @@ pub fn build_node(config: &Config, now: Instant) -> anyhow::Result<Node> {
             node.device_mut().initiate_handshake(id, now);
         }
     }
+    if let Some(loaded) = mesh {
+        let mut mesh_config = MeshConfig::new(loaded.network, loaded.certificate, usize::from(mtu));
+        mesh_config.bootstrap = loaded.bootstrap;
+        let mut seed = [0u8; 8];
+        SystemRng.fill_bytes(&mut seed);
+        let mut mesh = Mesh::new(mesh_config, now, wall_clock(now), u64::from_le_bytes(seed));
+        for revocation in loaded.revocations {
+            // Verified against the network when the file was read.
+            let _ = mesh.revoke(revocation);
+        }
+        node.enable_mesh(now, mesh);
+    }
     Ok(node)
 }
 
 pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
     let config = Config::load(config_path).map_err(|error| UsageError(error.to_string()))?;
+    let mesh = load_mesh(&config, config_path)?;
     let name =
         interface_name_from_path(config_path).map_err(|error| UsageError(error.to_string()))?;
     let interface = name.as_str().to_string();
@@ -121,7 +162,7 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
 
     let mut netconf = Netconf::default();
     netconf.configure_link(&interface, &config.interface.addresses, mtu)?;
-    let node = build_node(&config, Instant::now())?;
+    let node = build_node(&config, mesh, Instant::now())?;
     netconf.add_routes(&interface, &allowed, table, fwmark)?;
 
     let (mut worker, control) = Worker::new(node, tun, udp, fwmark)?;

@@ -211,7 +211,14 @@ impl Worker {
                     TUN => tun_ready = true,
                     UDP => udp_ready = true,
                     CONTROL => control_ready = true,
-                    SHUTDOWN => return Ok(StopReason::Signal),
+                    SHUTDOWN => {
+                        // Mesh members hear Goodbye instead of waiting
+                        // minutes to notice we are gone.
+                        let now = Instant::now();
+                        self.node.leave_mesh(now);
+                        self.after_io(now);
+                        return Ok(StopReason::Signal);
+                    }
                     _ => {}
                 }
             }

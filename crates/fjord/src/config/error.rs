@@ -78,6 +78,7 @@ impl fmt::Display for Location {
 pub enum SectionKind {
     Interface,
     Peer,
+    Mesh,
 }
 
 impl fmt::Display for SectionKind {
@@ -85,6 +86,7 @@ impl fmt::Display for SectionKind {
         f.write_str(match self {
             SectionKind::Interface => "Interface",
             SectionKind::Peer => "Peer",
+            SectionKind::Mesh => "Mesh",
         })
     }
 }
@@ -97,8 +99,12 @@ pub enum Problem {
     NotUtf8,
     #[error("a section header is a name in brackets, like [Interface] or [Peer]")]
     MalformedSectionHeader,
-    #[error("unknown section '[{0}]' (expected [Interface] or [Peer])")]
+    #[error("unknown section '[{0}]' (expected [Interface], [Peer] or [Mesh])")]
     UnknownSection(String),
+    #[error("second [Mesh] section (the first starts at line {first_line})")]
+    DuplicateMesh { first_line: usize },
+    #[error("[Mesh] starting at line {line} has no {key}")]
+    MeshKeyMissing { line: usize, key: &'static str },
     #[error("second [Interface] section (the first starts at line {first_line})")]
     DuplicateInterface { first_line: usize },
     #[error("'{key}' comes before any section; put it under [Interface] or [Peer]")]
@@ -162,6 +168,8 @@ pub enum ValueError {
     },
     #[error("{value} is out of range ({min} to {max})")]
     OutOfRange { value: u64, min: u64, max: u64 },
+    #[error("{0}")]
+    Mesh(String),
 }
 
 impl ValueError {

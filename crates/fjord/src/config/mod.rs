@@ -1,7 +1,8 @@
 //! The configuration file: wg-quick's `.conf` format, read into validated
 //! types.
 //!
-//! A file has one `[Interface]` section and any number of `[Peer]` sections.
+//! A file has one `[Interface]` section, any number of `[Peer]` sections,
+//! and at most one `[Mesh]` section (fjord's own; see `mesh.rs`).
 //! The reading rules are those of `wg` and `wg-quick` (`parse.rs` has the
 //! details): `#` starts a comment anywhere on a line, section names and keys
 //! are case-insensitive, list keys (`AllowedIPs`, `Address`, `DNS`) take
@@ -23,6 +24,7 @@
 
 mod endpoint;
 mod error;
+mod mesh;
 mod parse;
 mod values;
 mod write;
@@ -41,6 +43,7 @@ use zeroize::Zeroizing;
 
 pub use endpoint::{Endpoint, EndpointError, Resolve, SystemResolver};
 pub use error::{ConfigError, Location, Problem, SectionKind, ValueError};
+pub use mesh::{BootstrapMember, FileSetting, LoadedMesh, MeshSection};
 pub use values::{
     InterfaceName, InterfaceNameError, KeepaliveInterval, Mtu, VerbatimValue, VerbatimValueError,
     interface_name_from_path,
@@ -60,6 +63,8 @@ pub struct Config {
     /// Peers in file order; no two share a public key, and none has the
     /// interface's own public key.
     pub peers: Vec<PeerSection>,
+    /// `[Mesh]`, if the interface is a member of a fjord mesh.
+    pub mesh: Option<MeshSection>,
 }
 
 /// The `[Interface]` section.

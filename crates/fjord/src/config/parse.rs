@@ -30,6 +30,7 @@ use zeroize::Zeroizing;
 
 use super::endpoint::{Endpoint, Resolve};
 use super::error::{ConfigError, Problem, SectionKind, ValueError, quote};
+use super::mesh::MeshDraft;
 use super::values::{
     KeepaliveInterval, Mtu, VerbatimValue, parse_bool, parse_fwmark, parse_listen_port,
 };
@@ -55,13 +56,17 @@ enum KeyName {
     Endpoint,
     AllowedIps,
     PersistentKeepalive,
+    Network,
+    Certificate,
+    Bootstrap,
+    Revocations,
 }
 
 /// Number of [`KeyName`] variants, for per-key tables.
-const KEY_COUNT: usize = 17;
+const KEY_COUNT: usize = 21;
 
 // `SeenKeys` indexes by discriminant; the last variant must fit.
-const _: () = assert!(KeyName::PersistentKeepalive as usize + 1 == KEY_COUNT);
+const _: () = assert!(KeyName::Revocations as usize + 1 == KEY_COUNT);
 
 const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::PrivateKey,
@@ -81,6 +86,10 @@ const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::Endpoint,
     KeyName::AllowedIps,
     KeyName::PersistentKeepalive,
+    KeyName::Network,
+    KeyName::Certificate,
+    KeyName::Bootstrap,
+    KeyName::Revocations,
 ];
 
 impl KeyName {
@@ -104,6 +113,10 @@ impl KeyName {
             KeyName::Endpoint => "Endpoint",
             KeyName::AllowedIps => "AllowedIPs",
             KeyName::PersistentKeepalive => "PersistentKeepalive",
+            KeyName::Network => "Network",
+            KeyName::Certificate => "Certificate",
+            KeyName::Bootstrap => "Bootstrap",
+            KeyName::Revocations => "Revocations",
         }
     }
 
@@ -114,6 +127,9 @@ impl KeyName {
             | KeyName::Endpoint
             | KeyName::AllowedIps
             | KeyName::PersistentKeepalive => SectionKind::Peer,
+            KeyName::Network | KeyName::Certificate | KeyName::Bootstrap | KeyName::Revocations => {
+                SectionKind::Mesh
+            }
             _ => SectionKind::Interface,
         }
     }
@@ -140,6 +156,7 @@ impl KeyName {
             KeyName::Address
                 | KeyName::Dns
                 | KeyName::AllowedIps
+                | KeyName::Bootstrap
                 | KeyName::PreUp
                 | KeyName::PostUp
                 | KeyName::PreDown
@@ -174,6 +191,7 @@ pub(super) fn parse(
         resolver,
         interface: None,
         peers: Vec::new(),
+        mesh: None,
         current: None,
         peer_lines: HashMap::new(),
     };
@@ -190,6 +208,7 @@ enum Current {
     Interface,
     /// Index into `Reader::peers`.
     Peer(usize),
+    Mesh,
 }
 
 struct Reader<'a> {
@@ -197,6 +216,7 @@ struct Reader<'a> {
     resolver: &'a dyn Resolve,
     interface: Option<InterfaceDraft>,
     peers: Vec<PeerDraft>,
+    mesh: Option<MeshDraft>,
     current: Option<Current>,
     /// Header line of the first peer with each public key, for duplicates.
     peer_lines: HashMap<PublicKey, usize>,
@@ -204,7 +224,7 @@ struct Reader<'a> {
 
 /// The first line each single-valued key was set on, per section.
 #[derive(Debug, Default)]
-struct SeenKeys([Option<usize>; KEY_COUNT]);
+pub(super) struct SeenKeys([Option<usize>; KEY_COUNT]);
 
 impl SeenKeys {
     fn record(&mut self, key: KeyName, section: SectionKind, line: usize) -> Result<(), Problem> {
@@ -279,6 +299,7 @@ impl Reader<'_> {
         let section = match current {
             Current::Interface => SectionKind::Interface,
             Current::Peer(_) => SectionKind::Peer,
+            Current::Mesh => SectionKind::Mesh,
         };
         let key = KeyName::lookup(raw_key).ok_or_else(|| Problem::UnknownKey {
             key: quote(raw_key),
@@ -319,6 +340,15 @@ impl Reader<'_> {
                 peer.seen.record(key, section, line_number)?;
                 peer.set(key, &value, resolver).map_err(invalid)
             }
+            Current::Mesh => {
+                let resolver = self.resolver;
+                let Some(mesh) = self.mesh.as_mut() else {
+                    return Ok(());
+                };
+                mesh.seen.record(key, section, line_number)?;
+                mesh.set(key, &value, line_number, resolver)
+                    .map_err(invalid)
+            }
         }
     }
 
@@ -336,6 +366,15 @@ impl Reader<'_> {
             SectionKind::Peer => {
                 self.peers.push(PeerDraft::new(line_number));
                 self.current = Some(Current::Peer(self.peers.len() - 1));
+            }
+            SectionKind::Mesh => {
+                if let Some(mesh) = &self.mesh {
+                    return Err(Problem::DuplicateMesh {
+                        first_line: mesh.header_line,
+                    });
+                }
+                self.mesh = Some(MeshDraft::new(line_number));
+                self.current = Some(Current::Mesh);
             }
         }
         Ok(())
@@ -401,7 +440,13 @@ impl Reader<'_> {
                 persistent_keepalive: draft.persistent_keepalive,
             });
         }
+        let mesh = self
+            .mesh
+            .map(MeshDraft::finish)
+            .transpose()
+            .map_err(file_error)?;
         Ok(Config {
+            mesh,
             interface: InterfaceSection {
                 private_key,
                 listen_port: interface.listen_port,
@@ -454,12 +499,8 @@ impl InterfaceDraft {
             KeyName::PreDown => push_hook(&mut self.wg_quick.pre_down, value)?,
             KeyName::PostDown => push_hook(&mut self.wg_quick.post_down, value)?,
             KeyName::SaveConfig => self.wg_quick.save_config = parse_bool(value)?,
-            // Peer keys never reach here: `read_line` checks the section.
-            KeyName::PublicKey
-            | KeyName::PresharedKey
-            | KeyName::Endpoint
-            | KeyName::AllowedIps
-            | KeyName::PersistentKeepalive => {}
+            // Other sections' keys never reach here: `read_line` checks.
+            _ => {}
         }
         Ok(())
     }
@@ -504,6 +545,25 @@ impl PeerDraft {
     }
 }
 
+impl MeshDraft {
+    fn set(
+        &mut self,
+        key: KeyName,
+        value: &str,
+        line: usize,
+        resolver: &dyn Resolve,
+    ) -> Result<(), ValueError> {
+        match key {
+            KeyName::Network => self.set_network(value),
+            KeyName::Certificate => self.set_certificate(value, line),
+            KeyName::Bootstrap => self.add_bootstrap(value, resolver),
+            KeyName::Revocations => self.set_revocations(value, line),
+            // Other sections' keys never reach here: `read_line` checks.
+            _ => Ok(()),
+        }
+    }
+}
+
 /// The section a `[...]` line opens.
 fn section_header(content: &str) -> Result<SectionKind, Problem> {
     let Some(inner) = content
@@ -517,6 +577,8 @@ fn section_header(content: &str) -> Result<SectionKind, Problem> {
         Ok(SectionKind::Interface)
     } else if name.eq_ignore_ascii_case("Peer") {
         Ok(SectionKind::Peer)
+    } else if name.eq_ignore_ascii_case("Mesh") {
+        Ok(SectionKind::Mesh)
     } else {
         Err(Problem::UnknownSection(quote(inner.trim())))
     }

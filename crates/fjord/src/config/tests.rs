@@ -282,7 +282,7 @@ fn unknown_keys_and_sections_are_errors() {
     );
     assert_eq!(
         error_of(&with_interface("[Wat]")),
-        "wg0.conf:3: unknown section '[Wat]' (expected [Interface] or [Peer])"
+        "wg0.conf:3: unknown section '[Wat]' (expected [Interface], [Peer] or [Mesh])"
     );
     assert_eq!(
         error_of(&with_interface("[Peer] PublicKey = x")),
@@ -830,7 +830,11 @@ fn config() -> impl Strategy<Value = Config> {
             keys.push(own);
             keys.sort();
             keys.dedup();
-            (keys.len() == peers.len() + 1).then_some(Config { interface, peers })
+            (keys.len() == peers.len() + 1).then_some(Config {
+                interface,
+                peers,
+                mesh: None,
+            })
         },
     )
 }

@@ -74,6 +74,17 @@ pub(super) fn to_wg_format(config: &Config) -> Zeroizing<String> {
             line(&mut out, "PersistentKeepalive", keepalive.secs());
         }
     }
+    if let Some(mesh) = &config.mesh {
+        out.push_str("\n[Mesh]\n");
+        line(&mut out, "Network", mesh.network);
+        line(&mut out, "Certificate", mesh.certificate.path.display());
+        for member in &mesh.bootstrap {
+            line(&mut out, "Bootstrap", member);
+        }
+        if let Some(revocations) = &mesh.revocations {
+            line(&mut out, "Revocations", revocations.path.display());
+        }
+    }
     out
 }
 

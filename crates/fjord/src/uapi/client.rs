@@ -36,6 +36,8 @@ pub struct UapiInterface {
     pub peers: Vec<UapiPeer>,
     /// fjord's own counters, when the implementation is fjord.
     pub counters: Vec<(String, u64)>,
+    /// Mesh members, when the implementation is fjord in a mesh.
+    pub members: Vec<crate::status::MemberLine>,
 }
 
 #[derive(Debug, Clone)]
@@ -120,6 +122,10 @@ pub fn query(interface: &str) -> Result<UapiInterface, UapiClientError> {
                 let (key, value) = line.split_once('=')?;
                 Some((key.to_string(), value.parse().ok()?))
             })
+            .collect();
+        parsed.members = counter_lines
+            .iter()
+            .filter_map(|line| crate::status::MemberLine::parse(line.strip_prefix("member=")?))
             .collect();
     }
     Ok(parsed)

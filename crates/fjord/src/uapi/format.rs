@@ -38,8 +38,8 @@ pub fn write_get(status: &InterfaceStatus, out: &mut String) {
     }
 }
 
-/// The body of a `get=fjord` reply: fjord's own counters, and the MTU
-/// its data path has taken up (`datapath_mtu`).
+/// The body of a `get=fjord` reply: fjord's own counters, the MTU its
+/// data path has taken up (`datapath_mtu`), and mesh members (`member=`).
 pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
     let _ = writeln!(out, "datapath_mtu={}", status.datapath_mtu);
     for (reason, count) in &status.drops {
@@ -61,5 +61,8 @@ pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
         ("udp_recv_errors", data.udp_recv_errors),
     ] {
         let _ = writeln!(out, "{name}={value}");
+    }
+    for member in &status.members {
+        let _ = writeln!(out, "{}", member.to_line());
     }
 }

@@ -1,0 +1,275 @@
+//! The `[Mesh]` section: fjord's own keys, beside wg-quick's. A file
+//! without it is a plain WireGuard configuration.
+//!
+//! ```text
+//! [Mesh]
+//! Network = <network public key>          required
+//! Certificate = node.cert                 required; relative to the file
+//! Bootstrap = <public key>@host:port      any number, or a comma list
+//! Revocations = revoked.txt               optional; one revocation a line
+//! ```
+//!
+//! Parsing checks what the text alone can show; [`MeshSection::load`]
+//! reads the files it names and checks the certificate against the
+//! network and the interface's key, with the same `file:line: key:
+//! problem` messages.
+
+use std::path::{Path, PathBuf};
+
+use fjord_mesh::{Bootstrap, Certificate, NetworkPublicKey, Revocation};
+use fjord_proto::PublicKey;
+
+use super::endpoint::{Endpoint, Resolve};
+use super::error::{ConfigError, Problem, ValueError};
+
+/// The `[Mesh]` section. Equal sections name the same settings, wherever
+/// in the file they stand.
+#[derive(Debug, Clone, Eq)]
+pub struct MeshSection {
+    pub header_line: usize,
+    /// `Network`: the network's public key.
+    pub network: NetworkPublicKey,
+    /// `Certificate`: the file holding this node's certificate.
+    pub certificate: FileSetting,
+    /// `Bootstrap`: members to join through. None for the first member.
+    pub bootstrap: Vec<BootstrapMember>,
+    /// `Revocations`: a file of revocation lines, if any.
+    pub revocations: Option<FileSetting>,
+}
+
+impl PartialEq for MeshSection {
+    fn eq(&self, other: &Self) -> bool {
+        self.network == other.network
+            && self.certificate == other.certificate
+            && self.bootstrap == other.bootstrap
+            && self.revocations == other.revocations
+    }
+}
+
+/// A path as written, with the line it was given on (for messages; not
+/// compared).
+#[derive(Debug, Clone, Eq)]
+pub struct FileSetting {
+    pub path: PathBuf,
+    pub line: usize,
+}
+
+impl PartialEq for FileSetting {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path
+    }
+}
+
+/// `Bootstrap = <public key>@<endpoint>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootstrapMember {
+    pub public_key: PublicKey,
+    pub endpoint: Endpoint,
+}
+
+impl std::fmt::Display for BootstrapMember {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}", self.public_key, self.endpoint)
+    }
+}
+
+/// The files of a `[Mesh]` section, read and checked.
+#[derive(Debug, Clone)]
+pub struct LoadedMesh {
+    pub network: NetworkPublicKey,
+    pub certificate: Certificate,
+    pub bootstrap: Vec<Bootstrap>,
+    pub revocations: Vec<Revocation>,
+}
+
+impl MeshSection {
+    /// Reads the certificate and revocation files (relative paths are
+    /// taken from `config_dir`) and checks that the certificate belongs to
+    /// this network and to `own_key`, and is valid at `unix_now`.
+    pub fn load(
+        &self,
+        source_name: &str,
+        config_dir: &Path,
+        own_key: &PublicKey,
+        unix_now: u64,
+    ) -> Result<LoadedMesh, ConfigError> {
+        let at = |line: usize, key: &'static str, message: String| {
+            ConfigError::invalid(
+                source_name,
+                Some(line),
+                Problem::InvalidValue {
+                    key,
+                    error: ValueError::Mesh(message),
+                },
+            )
+        };
+        let certificate_line = self.certificate.line;
+        let text = read(config_dir, &self.certificate.path)
+            .map_err(|message| at(certificate_line, "Certificate", message))?;
+        let certificate: Certificate = text.trim().parse().map_err(|error| {
+            at(
+                certificate_line,
+                "Certificate",
+                format!(
+                    "{} is not a fjord certificate ({error})",
+                    self.certificate.path.display()
+                ),
+            )
+        })?;
+        if certificate.node_key != *own_key {
+            return Err(at(
+                certificate_line,
+                "Certificate",
+                format!(
+                    "{} is for public key {}, not this interface's PrivateKey",
+                    self.certificate.path.display(),
+                    certificate.node_key
+                ),
+            ));
+        }
+        certificate
+            .verify(&self.network, unix_now)
+            .map_err(|error| {
+                at(
+                    certificate_line,
+                    "Certificate",
+                    format!("{}: {error}", self.certificate.path.display()),
+                )
+            })?;
+        let mut revocations = Vec::new();
+        if let Some(setting) = &self.revocations {
+            let text = read(config_dir, &setting.path)
+                .map_err(|message| at(setting.line, "Revocations", message))?;
+            for (index, line) in text.lines().enumerate() {
+                let line = line.split('#').next().unwrap_or("").trim();
+                if line.is_empty() {
+                    continue;
+                }
+                let revocation: Revocation = line.parse().map_err(|error| {
+                    at(
+                        setting.line,
+                        "Revocations",
+                        format!(
+                            "{}:{}: not a revocation ({error})",
+                            setting.path.display(),
+                            index + 1
+                        ),
+                    )
+                })?;
+                revocation.verify(&self.network).map_err(|error| {
+                    at(
+                        setting.line,
+                        "Revocations",
+                        format!("{}:{}: {error}", setting.path.display(), index + 1),
+                    )
+                })?;
+                revocations.push(revocation);
+            }
+        }
+        Ok(LoadedMesh {
+            network: self.network,
+            certificate,
+            bootstrap: self
+                .bootstrap
+                .iter()
+                .map(|member| Bootstrap {
+                    key: member.public_key,
+                    endpoint: member.endpoint.address(),
+                })
+                .collect(),
+            revocations,
+        })
+    }
+}
+
+fn read(config_dir: &Path, path: &Path) -> Result<String, String> {
+    let full = config_dir.join(path);
+    std::fs::read_to_string(&full)
+        .map_err(|error| format!("cannot read {}: {error}", full.display()))
+}
+
+/// The section while it is being read.
+#[derive(Debug)]
+pub(super) struct MeshDraft {
+    pub header_line: usize,
+    pub seen: super::parse::SeenKeys,
+    network: Option<NetworkPublicKey>,
+    certificate: Option<FileSetting>,
+    bootstrap: Vec<BootstrapMember>,
+    revocations: Option<FileSetting>,
+}
+
+impl MeshDraft {
+    pub fn new(header_line: usize) -> Self {
+        Self {
+            header_line,
+            seen: Default::default(),
+            network: None,
+            certificate: None,
+            bootstrap: Vec::new(),
+            revocations: None,
+        }
+    }
+
+    pub fn set_network(&mut self, value: &str) -> Result<(), ValueError> {
+        let network = value.parse().map_err(|_| {
+            ValueError::invalid(value, "a network public key (fjord network pubkey)")
+        })?;
+        self.network = Some(network);
+        Ok(())
+    }
+
+    pub fn set_certificate(&mut self, value: &str, line: usize) -> Result<(), ValueError> {
+        self.certificate = Some(file_setting(value, line)?);
+        Ok(())
+    }
+
+    pub fn set_revocations(&mut self, value: &str, line: usize) -> Result<(), ValueError> {
+        self.revocations = Some(file_setting(value, line)?);
+        Ok(())
+    }
+
+    /// `key@endpoint`, or a comma list of them.
+    pub fn add_bootstrap(&mut self, value: &str, resolver: &dyn Resolve) -> Result<(), ValueError> {
+        for item in value.split(',').map(str::trim) {
+            if item.is_empty() {
+                return Err(ValueError::EmptyListEntry);
+            }
+            let Some((key, endpoint)) = item.split_once('@') else {
+                return Err(ValueError::invalid(item, "<public key>@<host:port>"));
+            };
+            self.bootstrap.push(BootstrapMember {
+                public_key: key.trim().parse()?,
+                endpoint: Endpoint::parse(endpoint.trim(), resolver)?,
+            });
+        }
+        Ok(())
+    }
+
+    pub fn finish(self) -> Result<MeshSection, Problem> {
+        let missing = |key| Problem::MeshKeyMissing {
+            line: self.header_line,
+            key,
+        };
+        Ok(MeshSection {
+            header_line: self.header_line,
+            network: self.network.ok_or_else(|| missing("Network"))?,
+            certificate: self
+                .certificate
+                .clone()
+                .ok_or_else(|| missing("Certificate"))?,
+            bootstrap: self.bootstrap,
+            revocations: self.revocations,
+        })
+    }
+}
+
+fn file_setting(value: &str, line: usize) -> Result<FileSetting, ValueError> {
+    if value.is_empty() {
+        return Err(ValueError::Empty);
+    }
+    Ok(FileSetting {
+        path: PathBuf::from(value),
+        line,
+    })
+}
