@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::peers;
+use crate::systems;
 
 /// Debian packages the lab uses, by package name.
 pub const DEBIAN_PACKAGES: &[&str] = &[
@@ -133,7 +133,7 @@ impl Verify {
                     .collect();
                 (!missing.is_empty()).then(|| missing.join(" "))
             }
-            Verify::Program { name, fallbacks } => peers::find_program(name, fallbacks)
+            Verify::Program { name, fallbacks } => systems::find_program(name, fallbacks)
                 .is_none()
                 .then(|| name.to_string()),
         }
@@ -276,7 +276,7 @@ pub fn plan() -> Vec<Step> {
         .copied()
         .filter(|package| !debian_package_installed(package))
         .collect();
-    let apt_blocker = if peers::find_program("apt-get", &[]).is_none() {
+    let apt_blocker = if systems::find_program("apt-get", &[]).is_none() {
         Some("apt-get not found (not a Debian-based system)".to_string())
     } else if !crate::netns::is_root() {
         Some("needs root".to_string())
@@ -312,7 +312,7 @@ pub fn plan() -> Vec<Step> {
 }
 
 fn go_step() -> Step {
-    let go = peers::find_program("go", &[PathBuf::from("/usr/local/go/bin/go")]);
+    let go = systems::find_program("go", &[PathBuf::from("/usr/local/go/bin/go")]);
     let program = go
         .as_ref()
         .map_or_else(|| "go".to_string(), |path| path.display().to_string());
@@ -326,7 +326,7 @@ fn go_step() -> Step {
     let mut fallbacks = Vec::new();
     for bin_dir in [
         std::env::var_os("GOPATH").map(|gopath| PathBuf::from(gopath).join("bin")),
-        peers::home_path("go/bin"),
+        systems::home_path("go/bin"),
     ]
     .into_iter()
     .flatten()
@@ -334,7 +334,7 @@ fn go_step() -> Step {
         fallbacks.push(bin_dir.join("wireguard"));
         fallbacks.push(bin_dir.join("wireguard-go"));
     }
-    step.needed = peers::find_program("wireguard-go", &fallbacks).is_none();
+    step.needed = systems::find_program("wireguard-go", &fallbacks).is_none();
     if go.is_none() {
         step.blocker = Some("go not found; install Go from https://go.dev/dl".to_string());
     }
@@ -348,9 +348,9 @@ fn go_step() -> Step {
 /// `cargo install CRATE --locked`, needed unless `binary` is on PATH or in
 /// `~/.cargo/bin`.
 fn cargo_step(crate_name: &str, binary: &'static str) -> Step {
-    let cargo = peers::find_program(
+    let cargo = systems::find_program(
         "cargo",
-        &peers::home_path(".cargo/bin/cargo")
+        &systems::home_path(".cargo/bin/cargo")
             .into_iter()
             .collect::<Vec<_>>(),
     );
@@ -364,10 +364,10 @@ fn cargo_step(crate_name: &str, binary: &'static str) -> Step {
             &["install", crate_name, "--locked"],
         )],
     );
-    let fallbacks: Vec<PathBuf> = peers::home_path(&format!(".cargo/bin/{binary}"))
+    let fallbacks: Vec<PathBuf> = systems::home_path(&format!(".cargo/bin/{binary}"))
         .into_iter()
         .collect();
-    step.needed = peers::find_program(binary, &fallbacks).is_none();
+    step.needed = systems::find_program(binary, &fallbacks).is_none();
     if cargo.is_none() {
         step.blocker = Some("cargo not found; install Rust from https://rustup.rs".to_string());
     }
