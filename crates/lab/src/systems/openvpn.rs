@@ -57,17 +57,12 @@ impl OpenVpn {
         }
     }
 
-    fn programs(&self) -> Result<(&Path, &Path), String> {
-        let binary = match &self.binary {
-            Some(path) if support::is_executable(path) => path,
-            Some(path) => return Err(format!("openvpn not found at {}", path.display())),
-            None => {
-                return Err(
-                    "openvpn not found; install with `fjord lab install-peers` or `apt-get install openvpn`"
-                        .to_string(),
-                );
-            }
-        };
+    fn programs(&self) -> Result<(PathBuf, &Path), String> {
+        let binary = support::require_binary(
+            self.binary.as_deref(),
+            "openvpn",
+            "install with `fjord lab install-peers` or `apt-get install openvpn`",
+        )?;
         let openssl = self.openssl.as_deref().ok_or(
             "openssl not found (needed for OpenVPN's certificates); install with `apt-get install openssl`",
         )?;
@@ -97,7 +92,7 @@ impl System for OpenVpn {
 
     fn check(&self) -> Result<String, String> {
         let (binary, _) = self.programs()?;
-        let first = support::first_output_line(binary, &["--version"])?;
+        let first = support::first_output_line(&binary, &["--version"])?;
         // "OpenVPN 2.6.14 x86_64-pc-linux-gnu [SSL (OpenSSL)] [LZO] …"
         let version = first.split(" [").next().unwrap_or(&first);
         Ok(format!("{version}, data channel {DATA_CIPHER}"))
@@ -137,9 +132,9 @@ impl System for OpenVpn {
         let right_ifname = wireguard::unique_ifname();
         let left_ifname = wireguard::unique_ifname();
         let right_process =
-            launch(binary, &dir, &right, &right_ifname, &left_fingerprint).map_err(failed)?;
+            launch(&binary, &dir, &right, &right_ifname, &left_fingerprint).map_err(failed)?;
         let left_process =
-            launch(binary, &dir, &left, &left_ifname, &right_fingerprint).map_err(failed)?;
+            launch(&binary, &dir, &left, &left_ifname, &right_fingerprint).map_err(failed)?;
         let mut running = RunningOpenVpn {
             left: left_process,
             right: right_process,

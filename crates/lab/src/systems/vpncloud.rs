@@ -75,15 +75,12 @@ impl VpnCloud {
         }
     }
 
-    fn binary(&self) -> Result<&Path, String> {
-        match &self.binary {
-            Some(path) if support::is_executable(path) => Ok(path),
-            Some(path) => Err(format!("vpncloud not found at {}", path.display())),
-            None => Err(
-                "vpncloud not found; install with `fjord lab install-peers` or `cargo install vpncloud`"
-                    .to_string(),
-            ),
-        }
+    fn binary(&self) -> Result<PathBuf, String> {
+        support::require_binary(
+            self.binary.as_deref(),
+            "vpncloud",
+            "install with `fjord lab install-peers` or `cargo install vpncloud`",
+        )
     }
 }
 
@@ -108,7 +105,7 @@ impl System for VpnCloud {
 
     fn check(&self) -> Result<String, String> {
         // "VpnCloud v2.3.0"
-        support::first_output_line(self.binary()?, &["--version"])
+        support::first_output_line(&self.binary()?, &["--version"])
     }
 
     fn start(
@@ -141,7 +138,7 @@ impl System for VpnCloud {
         };
         // The right first, so the left's first message finds it listening.
         for side in [&right, &left] {
-            let process = running.launch(binary, side, &password).map_err(failed)?;
+            let process = running.launch(&binary, side, &password).map_err(failed)?;
             running.processes.push(process);
         }
         let processes: Vec<&LoggedProcess> = running.processes.iter().collect();
