@@ -4,11 +4,11 @@
 //! topology and says which addresses the traffic generators should use, and
 //! which processes to charge CPU to.
 //!
-//! A new system is one [`System`] here, built from the pieces in
-//! [`support`] ([`WorkDir`] for its keys, configs and logs, a logged
-//! process per daemon). WireGuard implementations are one system each, and
-//! also the sides of [`wireguard`] tunnels that tests pair across
-//! implementations.
+//! A new system is one [`System`] here, built from the shared pieces in
+//! `support.rs`: a [`WorkDir`] for its keys, configs and logs, a logged
+//! process per daemon that errors quote, link and process queries.
+//! WireGuard implementations are one system each, and also the sides of
+//! [`wireguard`] tunnels that tests pair across implementations.
 
 mod bare;
 mod openvpn;
