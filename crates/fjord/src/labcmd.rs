@@ -76,10 +76,10 @@ pub enum LabCommand {
 pub fn run(command: LabCommand, threads: Option<u16>) -> anyhow::Result<()> {
     // The lab's fjord system is this very binary unless $FJORD_BIN says otherwise.
     if let Ok(me) = std::env::current_exe() {
-        fjord_lab::peers::use_fjord_binary(me);
+        fjord_lab::systems::wireguard::use_fjord_binary(me);
     }
     if let Some(threads) = threads {
-        fjord_lab::peers::use_fjord_threads(threads);
+        fjord_lab::systems::wireguard::use_fjord_threads(threads);
     }
     match command {
         LabCommand::Quick { systems, out } => run_suites(vec![Suite::Quick], &systems, true, out),

@@ -15,11 +15,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use fjord_lab::netns;
-use fjord_lab::peers::{
-    self, Boringtun, Fjord, Initiator, LEFT_OVERLAY, RIGHT_OVERLAY, RunningSide, TunnelImpl,
-    WireguardGo, WorkDir,
+use fjord_lab::systems::wireguard::{
+    self, Boringtun, Fjord, Implementation, Initiator, Interface, WireguardGo,
 };
-use fjord_lab::topology::TwoHosts;
+use fjord_lab::systems::{self, WorkDir};
+use fjord_lab::topology::{LEFT_OVERLAY, RIGHT_OVERLAY, TwoHosts};
 use fjord_lab::traffic::{self, BulkTransfer};
 
 const TRANSFER_BYTES: u64 = 64 * 1024 * 1024;
@@ -45,7 +45,7 @@ fn fjord() -> Fjord {
 
 /// Whether the test can run; a missing prerequisite skips it, or fails it
 /// under CI.
-fn ready(test: &str, implementations: &[&dyn TunnelImpl]) -> bool {
+fn ready(test: &str, implementations: &[&dyn Implementation]) -> bool {
     let mut missing = Vec::new();
     if !netns::is_root() {
         missing.push("needs root (network namespaces)".to_string());
@@ -60,7 +60,7 @@ fn ready(test: &str, implementations: &[&dyn TunnelImpl]) -> bool {
     }
     let why = missing.join("; ");
     assert!(
-        !peers::missing_is_failure(),
+        !systems::missing_is_failure(),
         "{test}: {why} (CI=true: a missing peer is a failure)"
     );
     eprintln!("skipping {test}: {why}");
@@ -69,7 +69,7 @@ fn ready(test: &str, implementations: &[&dyn TunnelImpl]) -> bool {
 
 /// `initiator` on the left host, `responder` on the right; only the left
 /// knows the right's endpoint.
-fn pair(test: &str, initiator: &dyn TunnelImpl, responder: &dyn TunnelImpl) {
+fn pair(test: &str, initiator: &dyn Implementation, responder: &dyn Implementation) {
     if !ready(test, &[initiator, responder]) {
         return;
     }
@@ -79,18 +79,18 @@ fn pair(test: &str, initiator: &dyn TunnelImpl, responder: &dyn TunnelImpl) {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let hosts = TwoHosts::direct().expect("build two hosts");
     let workdir = WorkDir::create(test).expect("work directory");
-    let (left_side, right_side) = peers::point_to_point(Initiator::Left).expect("keys");
+    let (left_side, right_side) = wireguard::point_to_point(Initiator::Left).expect("keys");
     let left_overlay = IpAddr::V4(LEFT_OVERLAY);
     let right_overlay = IpAddr::V4(RIGHT_OVERLAY);
 
     // The responder first, so the first initiation finds it listening.
-    let right: Box<dyn RunningSide> = responder
+    let right: Interface = responder
         .start(&hosts.right, &right_side, workdir.path())
         .unwrap_or_else(|error| panic!("start {} (responder): {error}", responder.name()));
-    let left: Box<dyn RunningSide> = initiator
+    let left: Interface = initiator
         .start(&hosts.left, &left_side, workdir.path())
         .unwrap_or_else(|error| panic!("start {} (initiator): {error}", initiator.name()));
-    let context = |what: &str| format!("{what}\n{}", logs(&[left.as_ref(), right.as_ref()]));
+    let context = |what: &str| format!("{what}\n{}", logs(&[&left, &right]));
 
     // Without an endpoint the responder has nowhere to send a handshake.
     assert!(
@@ -107,7 +107,7 @@ fn pair(test: &str, initiator: &dyn TunnelImpl, responder: &dyn TunnelImpl) {
         responder.name()
     );
     for side in [&left, &right] {
-        check_handshake(side.as_ref(), &context);
+        check_handshake(side, &context);
     }
     traffic::ping(&hosts.left, right_overlay, 3)
         .unwrap_or_else(|error| panic!("{}", context(&error.to_string())));
@@ -151,7 +151,7 @@ fn pair(test: &str, initiator: &dyn TunnelImpl, responder: &dyn TunnelImpl) {
 /// Where the side answers `wg show`, its one peer has completed a handshake
 /// (boringtun does not report handshake times as a responder, so received
 /// bytes count too).
-fn check_handshake(side: &dyn RunningSide, context: &dyn Fn(&str) -> String) {
+fn check_handshake(side: &Interface, context: &dyn Fn(&str) -> String) {
     let Some(stats) = side.peer_stats() else {
         return;
     };
@@ -172,7 +172,7 @@ fn check_handshake(side: &dyn RunningSide, context: &dyn Fn(&str) -> String) {
     );
 }
 
-fn logs(sides: &[&dyn RunningSide]) -> String {
+fn logs(sides: &[&Interface]) -> String {
     sides
         .iter()
         .map(|side| {
@@ -180,7 +180,7 @@ fn logs(sides: &[&dyn RunningSide]) -> String {
                 "--- {} ({}) log:{}",
                 side.implementation(),
                 side.ifname(),
-                peers::log_tail(side.log_path(), 30)
+                systems::log_tail(side.log_path(), 30)
             )
         })
         .collect::<Vec<_>>()

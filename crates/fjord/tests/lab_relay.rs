@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fjord_lab::netns;
-use fjord_lab::peers;
 use fjord_lab::systems::{self, Relay, System};
 use fjord_lab::topology::TwoHosts;
 use fjord_lab::traffic::{self, BulkTransfer};
@@ -21,7 +20,7 @@ const TRANSFER_BYTES: u64 = 16 << 20;
 fn relay_carries_verified_traffic_and_cleans_up() {
     if !netns::is_root() {
         let why = "needs root (network namespaces)";
-        assert!(!peers::missing_is_failure(), "{why} (CI=true)");
+        assert!(!systems::missing_is_failure(), "{why} (CI=true)");
         eprintln!("skipping: {why}");
         return;
     }
@@ -29,7 +28,7 @@ fn relay_carries_verified_traffic_and_cleans_up() {
     relay.check().expect("the fjord binary is there");
     let hosts = TwoHosts::direct().expect("two hosts");
     let links_before = hosts.left.links().expect("links");
-    let workdir = peers::WorkDir::create("lab-relay").expect("work directory");
+    let workdir = systems::WorkDir::create("lab-relay").expect("work directory");
 
     let running = relay.start(&hosts, workdir.path()).expect("relay up");
     assert_eq!(running.mtu(), 1420);

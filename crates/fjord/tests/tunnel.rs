@@ -13,10 +13,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use fjord_lab::netns;
-use fjord_lab::peers::{
-    self, Fjord, Initiator, LEFT_OVERLAY, RIGHT_OVERLAY, RunningSide, TunnelImpl, WorkDir,
-};
-use fjord_lab::topology::{RIGHT_UNDERLAY, TwoHosts};
+use fjord_lab::systems::wireguard::{self, Fjord, Implementation, Initiator, Interface};
+use fjord_lab::systems::{self, WorkDir};
+use fjord_lab::topology::{LEFT_OVERLAY, RIGHT_OVERLAY, RIGHT_UNDERLAY, TwoHosts};
 use fjord_lab::traffic::{self, BulkTransfer};
 
 const TRANSFER_BYTES: u64 = 256 * 1024 * 1024;
@@ -31,17 +30,17 @@ fn ready(test: &str) -> bool {
         return true;
     }
     let why = "needs root (network namespaces)";
-    assert!(!peers::missing_is_failure(), "{test}: {why} (CI=true)");
+    assert!(!systems::missing_is_failure(), "{test}: {why} (CI=true)");
     eprintln!("skipping {test}: {why}");
     false
 }
 
 /// Two fjord sides that both know each other's endpoint, up and pinging.
 struct Tunnel {
-    left: Box<dyn RunningSide>,
-    right: Box<dyn RunningSide>,
-    left_side: peers::WgSide,
-    right_side: peers::WgSide,
+    left: Interface,
+    right: Interface,
+    left_side: wireguard::WgSide,
+    right_side: wireguard::WgSide,
     // Dropped after the sides: the work directory, then the namespaces.
     workdir: WorkDir,
     hosts: TwoHosts,
@@ -55,7 +54,7 @@ impl Tunnel {
     fn up_with(test: &str, fjord: Fjord) -> Self {
         let hosts = TwoHosts::direct().expect("build two hosts");
         let workdir = WorkDir::create(test).expect("work directory");
-        let (left_side, right_side) = peers::point_to_point(Initiator::Both).expect("keys");
+        let (left_side, right_side) = wireguard::point_to_point(Initiator::Both).expect("keys");
         let right = fjord
             .start(&hosts.right, &right_side, workdir.path())
             .unwrap_or_else(|error| panic!("start right fjord: {error}"));
@@ -86,7 +85,7 @@ impl Tunnel {
             text.push_str(&format!(
                 "\n--- {} log:{}",
                 side.ifname(),
-                peers::log_tail(side.log_path(), 30)
+                systems::log_tail(side.log_path(), 30)
             ));
         }
         text
@@ -189,12 +188,12 @@ fn fjord_recovers_after_a_side_is_killed() {
         return;
     }
     let mut tunnel = Tunnel::up(test);
-    let status = tunnel.right.kill().expect("SIGKILL the right side");
+    let status = tunnel.right.kill().expect("the right side was running");
     eprintln!("{test}: right side killed ({status})");
     netns::wait_until(
         Duration::from_secs(2),
         "the killed side's interface to vanish",
-        || !peers::link_exists(&tunnel.hosts.right, &tunnel.right_side.ifname),
+        || !systems::link_exists(&tunnel.hosts.right, &tunnel.right_side.ifname),
     )
     .unwrap_or_else(|error| panic!("{}", tunnel.context(&error.to_string())));
 
@@ -249,20 +248,20 @@ fn fjord_exits_cleanly_on_sigterm() {
     let mut tunnel = Tunnel::up(test);
     let status = tunnel
         .left
-        .stop(Duration::from_secs(5))
-        .unwrap_or_else(|error| panic!("{}", tunnel.context(&error.to_string())));
+        .stop()
+        .unwrap_or_else(|| panic!("{}", tunnel.context("the left side was not running")));
     assert!(
         status.success(),
         "{}",
         tunnel.context(&format!("fjord exited with {status} on SIGTERM"))
     );
     assert!(
-        !peers::link_exists(&tunnel.hosts.left, &tunnel.left_side.ifname),
+        !systems::link_exists(&tunnel.hosts.left, &tunnel.left_side.ifname),
         "{}",
         tunnel.context("interface still there after fjord exited")
     );
     // The other side is unaffected.
-    assert!(peers::link_exists(
+    assert!(systems::link_exists(
         &tunnel.hosts.right,
         &tunnel.right_side.ifname
     ));

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use fjord_lab::netns::{self, Namespace, Process};
-use fjord_lab::peers::{generate_private_key, unique_ifname};
+use fjord_lab::systems::wireguard::{generate_private_key, unique_ifname};
 use fjord_lab::topology::TwoHosts;
 use fjord_lab::traffic::tcp_bulk::BulkTransfer;
 use fjord_proto::PrivateKey;

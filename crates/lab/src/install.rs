@@ -1,17 +1,18 @@
 //! `fjord lab install-peers`: installs the programs the lab compares fjord
 //! with, by package name, skipping whatever is already there.
 //!
-//! [`plan`] looks at the machine and lists four steps, each either needed
-//! or already done:
+//! What to install is `crates/lab/install.list`, the list `./dev setup`
+//! reads too (it runs before anything is built). [`plan`] looks at the
+//! machine and lists one step per item of it, each either needed or
+//! already done:
 //!
-//! 1. `apt-get update && apt-get install -y` of the missing ones among
-//!    wireguard-tools, openvpn, openssh-server, openssh-client, iperf3,
-//!    ethtool, iproute2, iputils-ping and nftables (checked with
-//!    `dpkg -s`; `DEBIAN_FRONTEND=noninteractive`);
-//! 2. `go install golang.zx2c4.com/wireguard@latest` (wireguard-go, which
-//!    lands as `~/go/bin/wireguard`; the lab's driver finds that name);
-//! 3. `cargo install boringtun-cli --locked`;
-//! 4. `cargo install vpncloud --locked`.
+//! 1. `apt-get update && apt-get install -y` of the missing Debian
+//!    packages (checked with `dpkg -s`; `DEBIAN_FRONTEND=noninteractive`);
+//! 2. `go install MODULE` for each Go program (wireguard-go, which lands as
+//!    `~/go/bin/wireguard`, named after its module; the lab's driver finds
+//!    that name);
+//! 3. `cargo install CRATE --locked` for each Rust program (boringtun-cli,
+//!    vpncloud).
 //!
 //! [`run`] carries the needed steps out one after the other. A failing step
 //! does not stop the others (a missing Go toolchain should not cost the
@@ -29,22 +30,49 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::peers;
+use crate::systems;
+
+/// What to install, shared with `./dev setup`; see the file's header.
+const INSTALL_LIST: &str = include_str!("../install.list");
+
+/// One line of [`INSTALL_LIST`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Item {
+    Debian(&'static str),
+    Go {
+        module: &'static str,
+        program: &'static str,
+    },
+    Cargo(&'static str),
+}
+
+/// The items of [`INSTALL_LIST`], in order; a line that is not one is
+/// returned as it is.
+fn install_list() -> impl Iterator<Item = Result<Item, &'static str>> {
+    INSTALL_LIST
+        .lines()
+        .map(|line| line.split('#').next().unwrap_or(line).trim())
+        .filter(|line| !line.is_empty())
+        .map(|line| {
+            let words: Vec<&'static str> = line.split_whitespace().collect();
+            match words[..] {
+                ["apt", package] => Ok(Item::Debian(package)),
+                ["go", module, program] => Ok(Item::Go { module, program }),
+                ["cargo", crate_name] => Ok(Item::Cargo(crate_name)),
+                _ => Err(line),
+            }
+        })
+}
 
 /// Debian packages the lab uses, by package name.
-pub const DEBIAN_PACKAGES: &[&str] = &[
-    "wireguard-tools",
-    "openvpn",
-    "openssh-server",
-    "openssh-client",
-    "iperf3",
-    "ethtool",
-    "iproute2",
-    "iputils-ping",
-    "nftables",
-];
-/// What `go install` fetches for wireguard-go.
-pub const WIREGUARD_GO_MODULE: &str = "golang.zx2c4.com/wireguard@latest";
+pub fn debian_packages() -> Vec<&'static str> {
+    install_list()
+        .filter_map(|item| match item {
+            Ok(Item::Debian(package)) => Some(package),
+            _ => None,
+        })
+        .collect()
+}
 /// Lines of a failed command's output quoted as the reason.
 const REASON_LINES: usize = 5;
 
@@ -133,7 +161,7 @@ impl Verify {
                     .collect();
                 (!missing.is_empty()).then(|| missing.join(" "))
             }
-            Verify::Program { name, fallbacks } => peers::find_program(name, fallbacks)
+            Verify::Program { name, fallbacks } => systems::find_program(name, fallbacks)
                 .is_none()
                 .then(|| name.to_string()),
         }
@@ -271,12 +299,13 @@ pub enum Progress {
 /// What would be done on this machine, in order; steps with nothing to do
 /// have `needed == false`.
 pub fn plan() -> Vec<Step> {
-    let missing_debs: Vec<&str> = DEBIAN_PACKAGES
+    let debian = debian_packages();
+    let missing_debs: Vec<&str> = debian
         .iter()
         .copied()
         .filter(|package| !debian_package_installed(package))
         .collect();
-    let apt_blocker = if peers::find_program("apt-get", &[]).is_none() {
+    let apt_blocker = if systems::find_program("apt-get", &[]).is_none() {
         Some("apt-get not found (not a Debian-based system)".to_string())
     } else if !crate::netns::is_root() {
         Some("needs root".to_string())
@@ -287,7 +316,7 @@ pub fn plan() -> Vec<Step> {
     // Only the missing packages are installed; the title lists them all
     // when there is nothing to do.
     let listed = if missing_debs.is_empty() {
-        DEBIAN_PACKAGES.join(" ")
+        debian.join(" ")
     } else {
         missing_debs.join(" ")
     };
@@ -305,52 +334,58 @@ pub fn plan() -> Vec<Step> {
     apt.blocker = apt_blocker;
     apt.verify = Verify::DebianPackages(missing_debs.iter().map(|p| p.to_string()).collect());
 
-    let go = go_step();
-    let boringtun = cargo_step("boringtun-cli", "boringtun-cli");
-    let vpncloud = cargo_step("vpncloud", "vpncloud");
-    vec![apt, go, boringtun, vpncloud]
+    let mut steps = vec![apt];
+    steps.extend(install_list().filter_map(|item| match item {
+        Ok(Item::Go { module, program }) => Some(go_step(module, program)),
+        Ok(Item::Cargo(crate_name)) => Some(cargo_step(crate_name)),
+        Ok(Item::Debian(_)) | Err(_) => None,
+    }));
+    steps
 }
 
-fn go_step() -> Step {
-    let go = peers::find_program("go", &[PathBuf::from("/usr/local/go/bin/go")]);
-    let program = go
+/// `go install MODULE`, needed unless `program` is on PATH or among the
+/// binaries of `$GOPATH/bin` or `~/go/bin`, where `go install` names it
+/// after the module (`golang.zx2c4.com/wireguard` → `wireguard`).
+fn go_step(module: &str, program: &'static str) -> Step {
+    let go = systems::find_program("go", &[PathBuf::from("/usr/local/go/bin/go")]);
+    let go_program = go
         .as_ref()
         .map_or_else(|| "go".to_string(), |path| path.display().to_string());
     let mut step = Step::new(
-        format!("go install {WIREGUARD_GO_MODULE}"),
-        vec![CommandLine::new(
-            &program,
-            &["install", WIREGUARD_GO_MODULE],
-        )],
+        format!("go install {module}"),
+        vec![CommandLine::new(&go_program, &["install", module])],
     );
+    let path = module.split('@').next().unwrap_or(module);
+    let module_binary = path.rsplit('/').next().unwrap_or(path);
     let mut fallbacks = Vec::new();
     for bin_dir in [
         std::env::var_os("GOPATH").map(|gopath| PathBuf::from(gopath).join("bin")),
-        peers::home_path("go/bin"),
+        systems::home_path("go/bin"),
     ]
     .into_iter()
     .flatten()
     {
-        fallbacks.push(bin_dir.join("wireguard"));
-        fallbacks.push(bin_dir.join("wireguard-go"));
+        fallbacks.push(bin_dir.join(module_binary));
+        fallbacks.push(bin_dir.join(program));
     }
-    step.needed = peers::find_program("wireguard-go", &fallbacks).is_none();
+    step.needed = systems::find_program(program, &fallbacks).is_none();
     if go.is_none() {
         step.blocker = Some("go not found; install Go from https://go.dev/dl".to_string());
     }
     step.verify = Verify::Program {
-        name: "wireguard-go",
+        name: program,
         fallbacks,
     };
     step
 }
 
-/// `cargo install CRATE --locked`, needed unless `binary` is on PATH or in
-/// `~/.cargo/bin`.
-fn cargo_step(crate_name: &str, binary: &'static str) -> Step {
-    let cargo = peers::find_program(
+/// `cargo install CRATE --locked`, needed unless the program of the
+/// crate's name is on PATH or in `~/.cargo/bin`.
+fn cargo_step(crate_name: &'static str) -> Step {
+    let binary = crate_name;
+    let cargo = systems::find_program(
         "cargo",
-        &peers::home_path(".cargo/bin/cargo")
+        &systems::home_path(".cargo/bin/cargo")
             .into_iter()
             .collect::<Vec<_>>(),
     );
@@ -364,10 +399,10 @@ fn cargo_step(crate_name: &str, binary: &'static str) -> Step {
             &["install", crate_name, "--locked"],
         )],
     );
-    let fallbacks: Vec<PathBuf> = peers::home_path(&format!(".cargo/bin/{binary}"))
+    let fallbacks: Vec<PathBuf> = systems::home_path(&format!(".cargo/bin/{binary}"))
         .into_iter()
         .collect();
-    step.needed = peers::find_program(binary, &fallbacks).is_none();
+    step.needed = systems::find_program(binary, &fallbacks).is_none();
     if cargo.is_none() {
         step.blocker = Some("cargo not found; install Rust from https://rustup.rs".to_string());
     }
@@ -527,11 +562,23 @@ mod tests {
         let titles: Vec<&str> = steps.iter().map(|s| s.title.as_str()).collect();
         assert_eq!(titles.len(), 4, "{titles:?}");
         assert!(titles[0].starts_with("apt-get update && apt-get install -y "));
-        assert_eq!(titles[1], format!("go install {WIREGUARD_GO_MODULE}"));
+        assert_eq!(titles[1], "go install golang.zx2c4.com/wireguard@latest");
         assert_eq!(titles[2], "cargo install boringtun-cli --locked");
         assert_eq!(titles[3], "cargo install vpncloud --locked");
         // Nothing to install means no update either.
         assert_eq!(steps[0].needed, steps[0].commands[1].args.len() > 2);
+    }
+
+    #[test]
+    fn every_line_of_the_install_list_is_an_item() {
+        let bad: Vec<&str> = install_list().filter_map(Result::err).collect();
+        assert!(bad.is_empty(), "not items: {bad:?}");
+        assert!(debian_packages().contains(&"wireguard-tools"));
+        assert!(install_list().any(|item| item
+            == Ok(Item::Go {
+                module: "golang.zx2c4.com/wireguard@latest",
+                program: "wireguard-go",
+            })));
     }
 
     #[test]

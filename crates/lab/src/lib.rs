@@ -8,7 +8,6 @@ pub mod emulator;
 pub mod install;
 pub mod measure;
 pub mod netns;
-pub mod peers;
 pub mod progress;
 pub mod relay;
 pub mod report;

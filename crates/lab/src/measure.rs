@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::results::{Measurement, MeasurementStatus, median};
+use crate::results::{Extra, Measurement, MeasurementStatus, median};
 use crate::systems::{RunningSystem, cpu_time, resident_bytes};
 
 /// One row of results, before its samples are known.
@@ -39,7 +39,7 @@ impl Row {
         self,
         samples: Vec<f64>,
         status: MeasurementStatus,
-        extra: BTreeMap<String, Value>,
+        extra: Extra,
     ) -> Measurement {
         Measurement {
             suite: self.suite.to_string(),
@@ -61,7 +61,7 @@ impl Row {
     pub fn concluded(
         self,
         samples: Vec<f64>,
-        extra: BTreeMap<String, Value>,
+        extra: Extra,
         failure: Option<String>,
     ) -> Measurement {
         let status = match failure {
@@ -75,7 +75,7 @@ impl Row {
 
     /// A row for a test that could not run; the note says why.
     pub fn failed(self, why: impl Into<String>) -> Measurement {
-        self.concluded(Vec::new(), BTreeMap::new(), Some(why.into()))
+        self.concluded(Vec::new(), Extra::default(), Some(why.into()))
     }
 }
 
@@ -97,21 +97,16 @@ pub fn charged<T>(system: &dyn RunningSystem, work: impl FnOnce() -> T) -> (T, C
 }
 
 /// Adds CPU figures to `extra`: seconds, and seconds per Gbit carried.
-pub fn add_cpu(
-    extra: &mut BTreeMap<String, Value>,
-    charges: &[CpuCharge],
-    bits: f64,
-    has_processes: bool,
-) {
+pub fn add_cpu(extra: &mut Extra, charges: &[CpuCharge], bits: f64, has_processes: bool) {
     if !has_processes {
         return;
     }
     let cpu: f64 = charges.iter().map(|c| c.cpu.as_secs_f64()).sum();
-    extra.insert("cpu_seconds".into(), cpu.into());
+    extra.cpu_seconds = Some(cpu);
     if bits > 0.0 {
-        extra.insert("cpu_seconds_per_gbit".into(), (cpu / (bits / 1e9)).into());
+        extra.cpu_seconds_per_gbit = Some(cpu / (bits / 1e9));
     }
     if let Some(rss) = charges.iter().map(|c| c.resident_bytes).max() {
-        extra.insert("rss_bytes".into(), rss.into());
+        extra.rss_bytes = Some(rss);
     }
 }

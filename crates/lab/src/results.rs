@@ -82,10 +82,170 @@ pub struct Measurement {
     /// bare ran; for times (lower is better) still median over bare's.
     pub ratio_to_bare: Option<f64>,
     pub status: MeasurementStatus,
-    /// Supporting figures: theoretical maximum, CPU seconds, retransmits,
-    /// verified checksum, lost packets…
-    pub extra: BTreeMap<String, serde_json::Value>,
+    /// Supporting figures: theoretical maximum, CPU seconds, verified
+    /// checksum, lost packets…
+    pub extra: Extra,
     pub note: Option<String>,
+}
+
+/// The supporting figures of a [`Measurement`], each recorded only by the
+/// tests it belongs to; in `results.json` an object with the figures a row
+/// has (`{"bytes": 1048576, "verified": true, …}`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Extra {
+    // TCP bulk transfers (quick, bdp, loss).
+    /// Bytes moved, over all repetitions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// Every transfer arrived intact (soak: in every interval).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
+    /// Digest of the first transfer's bytes, as the receiver computed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xxh3_128: Option<String>,
+    /// bdp: the link's goodput for one TCP stream, at best.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub theoretical_goodput_bits_per_sec: Option<f64>,
+    /// bdp: median over the theoretical goodput.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub efficiency: Option<f64>,
+    /// loss: the time limit of one transfer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_limit_secs: Option<f64>,
+    /// loss: the emulated one-way delay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub one_way_delay_ms: Option<f64>,
+
+    // Cost of the tunnel's processes over the test.
+    /// TCP retransmits; in records of earlier versions only, which reports
+    /// still show.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds_per_gbit: Option<f64>,
+    /// Resident size of both endpoints after the test.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rss_bytes: Option<u64>,
+
+    // Round trips of ping (latency suite, `rtt`), in ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p999: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    /// Pings sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sent: Option<u64>,
+    /// Pings answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answered: Option<u64>,
+
+    // Resident memory under load (soak).
+    /// Highest resident size of the interval (growth: of the whole soak).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_bytes: Option<f64>,
+    /// TCP throughput carried meanwhile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bits_per_sec: Option<f64>,
+    /// Growth: peak of the first interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_peak_bytes: Option<f64>,
+    /// Growth: peak of the last interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_peak_bytes: Option<f64>,
+
+    // UDP frame rates (RFC 2544 throughput, overload, IMIX).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub theoretical_max_fps: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link_bits_per_sec: Option<f64>,
+    /// Share of frames a trial may lose and still pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss_tolerance: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trial_duration_secs: Option<f64>,
+    /// The rate in bits/s of Ethernet frames (median of the runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frame_bits_per_sec: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub average_frame_bytes: Option<f64>,
+    /// The traffic generator, not the path, set the limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generator_limited: Option<bool>,
+    /// Every trial of every run of the search.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trials: Option<Vec<TrialRecord>>,
+    /// Overload: frames/s the sender managed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sent_fps: Option<f64>,
+
+    // UDP latency under load and frame loss.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p90_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p999_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offered_fps: Option<f64>,
+    /// Frames offered, over all runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offered: Option<u64>,
+    /// Frames lost, over all runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost: Option<u64>,
+    /// Which clock timed the frames.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock: Option<String>,
+}
+
+/// One trial of an RFC 2544 throughput search.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TrialRecord {
+    /// Which repetition of the search.
+    pub run: usize,
+    pub offered_fps: f64,
+    pub sent_fps: f64,
+    pub offered: u64,
+    pub received: u64,
+    pub lost: u64,
+    pub sender_max_lag_ms: f64,
+    pub passed: bool,
+    pub discarded: bool,
+}
+
+/// A statistic of a latency row, as the tables and charts pick them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Statistic {
+    P50,
+    P99,
+    P999,
+}
+
+impl Extra {
+    /// `statistic` in ms, as ping's round trips or UDP latency under load
+    /// recorded it.
+    pub fn latency_ms(&self, statistic: Statistic) -> Option<f64> {
+        match statistic {
+            Statistic::P50 => self.p50,
+            Statistic::P99 => self.p99.or(self.p99_ms),
+            Statistic::P999 => self.p999.or(self.p999_ms),
+        }
+    }
 }
 
 impl Measurement {
@@ -153,9 +313,23 @@ mod tests {
             median: median_value,
             ratio_to_bare: None,
             status: MeasurementStatus::Ok,
-            extra: BTreeMap::new(),
+            extra: Extra::default(),
             note: None,
         }
+    }
+
+    #[test]
+    fn extras_keep_the_json_shape_of_schema_1() {
+        let text = r#"{"bytes":1048576,"verified":true,"xxh3_128":"ab","cpu_seconds":0.5,
+            "rss_bytes":4096,"p99":0.2,"lost":3,"clock":"CLOCK_MONOTONIC",
+            "trials":[{"run":0,"offered_fps":10.0,"sent_fps":9.5,"offered":10,
+            "received":10,"lost":0,"sender_max_lag_ms":0.1,"passed":true,"discarded":false}]}"#;
+        let written: serde_json::Value = serde_json::from_str(text).unwrap();
+        let extra: Extra = serde_json::from_str(text).unwrap();
+        assert_eq!(extra.bytes, Some(1 << 20));
+        assert_eq!(extra.latency_ms(Statistic::P99), Some(0.2));
+        assert_eq!(serde_json::to_value(&extra).unwrap(), written);
+        assert_eq!(serde_json::to_string(&Extra::default()).unwrap(), "{}");
     }
 
     #[test]

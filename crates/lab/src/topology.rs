@@ -4,7 +4,8 @@
 //!
 //! Addresses: underlay 198.18.0.1/24 (left) and 198.18.0.2/24 (right), on
 //! one subnet in both layouts; the middle namespace has no addresses and
-//! forwards nothing by itself until an emulator attaches.
+//! forwards nothing by itself until an emulator attaches. Tunnels between
+//! the hosts use the overlay 198.19.0.1/24 (left) and 198.19.0.2/24 (right).
 
 use std::net::Ipv4Addr;
 
@@ -14,6 +15,12 @@ use crate::netns::{self, Namespace, NetnsError};
 pub const LEFT_UNDERLAY: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 /// Underlay address of the right host.
 pub const RIGHT_UNDERLAY: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+/// Overlay (tunnel) address of the left host.
+pub const LEFT_OVERLAY: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 1);
+/// Overlay (tunnel) address of the right host.
+pub const RIGHT_OVERLAY: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
+/// Prefix length of the overlay subnet.
+pub const OVERLAY_PREFIX_LEN: u8 = 24;
 /// Name of each host's underlay interface.
 pub const HOST_LINK: &str = "eth0";
 /// Memory each host may hold in incomplete IP reassemblies. The kernel's

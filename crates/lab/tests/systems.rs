@@ -17,8 +17,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use fjord_lab::netns;
-use fjord_lab::peers::{self, WorkDir};
-use fjord_lab::systems::{self, RunningSystem, System};
+use fjord_lab::systems::{self, RunningSystem, System, WorkDir};
 use fjord_lab::topology::TwoHosts;
 use fjord_lab::traffic::{self, BulkReport, BulkTransfer};
 
@@ -56,7 +55,7 @@ fn ready(test: &str, system: &dyn System) -> bool {
     }
     let why = missing.join("; ");
     assert!(
-        !peers::missing_is_failure(),
+        !systems::missing_is_failure(),
         "{test}: {why} (CI=true: a missing system is a failure)"
     );
     eprintln!("skipping {test}: {why}");

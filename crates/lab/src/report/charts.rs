@@ -18,7 +18,7 @@ use super::format;
 use super::sections::{Row, Section, TestKind};
 use super::svg::{Bar, BarChart, BarSeries, LineChart, LineStyle, Point, Series};
 use super::tables;
-use crate::results::{Measurement, MeasurementStatus};
+use crate::results::{Measurement, MeasurementStatus, Statistic};
 
 /// Positive values spanning this factor or more get a log axis.
 const LOG_SPAN: f64 = 20.0;
@@ -169,7 +169,11 @@ fn sweep_chart(section: &Section, class: &dyn Fn(&str) -> usize) -> Option<LineC
 /// Per payload: bars of p50, p99 and p99.9 for each system; and a CDF of
 /// the samples when every system has enough.
 fn latency_charts(section: &Section, class: &dyn Fn(&str) -> usize) -> Vec<Chart> {
-    const PERCENTILES: [(&str, &str); 3] = [("p50", "p50"), ("p99", "p99"), ("p999", "p99.9")];
+    const PERCENTILES: [(Statistic, &str); 3] = [
+        (Statistic::P50, "p50"),
+        (Statistic::P99, "p99"),
+        (Statistic::P999, "p99.9"),
+    ];
     let mut charts = Vec::new();
     for row in &section.rows {
         let label = section.row_text(row);
@@ -185,9 +189,8 @@ fn latency_charts(section: &Section, class: &dyn Fn(&str) -> usize) -> Vec<Chart
                 let m = cell.filter(|m| m.status == MeasurementStatus::Ok)?;
                 let bars = PERCENTILES
                     .iter()
-                    .map(|(key, _)| {
-                        let value =
-                            tables::percentile(m, key).or((*key == "p50").then_some(m.median))?;
+                    .map(|(statistic, _)| {
+                        let value = tables::percentile(m, *statistic)?;
                         Some(Bar {
                             value,
                             label: format::quantity(value, &m.unit),

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::format;
 use super::sections::{MISSING, REFERENCE, Row, Section, TestKind, system_order};
-use crate::results::{Measurement, MeasurementStatus, RunRecord, SystemStatus};
+use crate::results::{Measurement, MeasurementStatus, RunRecord, Statistic, SystemStatus};
 
 /// A table of formatted text, ready for any renderer.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,14 +61,14 @@ pub fn systems_table(record: &RunRecord) -> Table {
     }
 }
 
-fn extra_f64(m: &Measurement, key: &str) -> Option<f64> {
-    m.extra.get(key).and_then(Value::as_f64)
-}
-
-/// A latency statistic from `extra`: `p99`, or `p99_ms` as the UDP
-/// latency procedure names it.
-pub fn percentile(m: &Measurement, key: &str) -> Option<f64> {
-    extra_f64(m, key).or_else(|| extra_f64(m, &format!("{key}_ms")))
+/// A latency statistic of `m`; for p50 without one, the median (which
+/// is the p50 of UDP latency under load).
+pub fn percentile(m: &Measurement, statistic: Statistic) -> Option<f64> {
+    let recorded = m.extra.latency_ms(statistic);
+    match statistic {
+        Statistic::P50 => recorded.or(Some(m.median)),
+        _ => recorded,
+    }
 }
 
 /// Frames/s an Ethernet link of `link_bits_per_sec` carries at most with
@@ -80,8 +80,8 @@ pub fn line_rate_fps(link_bits_per_sec: f64, frame_size: f64) -> f64 {
 /// The theoretical maximum frames/s for `m`: recorded, or computed from
 /// the recorded link rate and the frame size.
 pub fn theoretical_fps(m: &Measurement) -> Option<f64> {
-    extra_f64(m, "theoretical_max_fps").or_else(|| {
-        let link = extra_f64(m, "link_bits_per_sec")?;
+    m.extra.theoretical_max_fps.or_else(|| {
+        let link = m.extra.link_bits_per_sec?;
         let frame_size = m.params.get("frame_size")?.as_f64()?;
         Some(line_rate_fps(link, frame_size))
     })
@@ -117,7 +117,7 @@ pub fn figure(m: &Measurement, value: f64, ratio: Option<f64>) -> String {
 }
 
 fn unverified(m: &Measurement) -> bool {
-    m.extra.get("verified") == Some(&Value::Bool(false))
+    m.extra.verified == Some(false)
 }
 
 /// The measurement's own figure: its median and ratio to bare.
@@ -241,9 +241,7 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
         TestKind::TcpBulk => bulk_tables(section, title),
         TestKind::Imix => {
             let cell = |row: &Row, index: usize, _: usize| match row.cells[index] {
-                Some(m) => match extra_f64(m, "bits_per_sec")
-                    .or_else(|| extra_f64(m, "frame_bits_per_sec"))
-                {
+                Some(m) => match m.extra.bits_per_sec.or(m.extra.frame_bits_per_sec) {
                     Some(bits) if m.status == MeasurementStatus::Ok => {
                         format!("{} · {}", median_figure(m), format::quantity(bits, "bit/s"))
                     }
@@ -264,10 +262,10 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
             let cell = |row: &Row, index: usize, _: usize| match row.cells[index] {
                 Some(m) if m.status == MeasurementStatus::Ok => {
                     let mut text = format::quantity(m.median, "bytes");
-                    if let Some(peak) = extra_f64(m, "peak_bytes") {
+                    if let Some(peak) = m.extra.peak_bytes {
                         text.push_str(&format!(" · peak {}", format::quantity(peak, "bytes")));
                     }
-                    if let Some(bits) = extra_f64(m, "bits_per_sec") {
+                    if let Some(bits) = m.extra.bits_per_sec {
                         text.push_str(&format!(" · {}", format::quantity(bits, "bit/s")));
                     }
                     text
@@ -290,8 +288,7 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
         TestKind::MemoryGrowth => {
             let cell = |row: &Row, index: usize, _: usize| match row.cells[index] {
                 Some(m) if m.status == MeasurementStatus::Ok => {
-                    let peaks =
-                        extra_f64(m, "first_peak_bytes").zip(extra_f64(m, "last_peak_bytes"));
+                    let peaks = m.extra.first_peak_bytes.zip(m.extra.last_peak_bytes);
                     match peaks {
                         Some((first, last)) => format!(
                             "{:+.1} % ({} → {})",
@@ -336,13 +333,13 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
 fn frame_rate_table(section: &Section, title: String) -> Table {
     let all = section.rows.iter().flat_map(|r| r.cells.iter().flatten());
     let mut extra = Vec::new();
-    if let Some(link) = all.clone().find_map(|m| extra_f64(m, "link_bits_per_sec")) {
+    if let Some(link) = all.clone().find_map(|m| m.extra.link_bits_per_sec) {
         extra.push(format!("link: {}", format::quantity(link, "bit/s")));
     }
-    if let Some(tolerance) = all.clone().find_map(|m| m.extra.get("loss_tolerance")) {
+    if let Some(tolerance) = all.clone().find_map(|m| m.extra.loss_tolerance) {
         extra.push(format!(
             "loss tolerance: {}",
-            format::param_value(tolerance)
+            format::param_value(&Value::from(tolerance))
         ));
     }
     let has_line_rate = all.clone().any(|m| theoretical_fps(m).is_some());
@@ -376,7 +373,7 @@ fn frame_rate_table(section: &Section, title: String) -> Table {
             .get("frame_size")
             .and_then(Value::as_f64)
             .map(|frame_size| m.median * frame_size * 8.0)
-            .or_else(|| extra_f64(m, "frame_bits_per_sec"));
+            .or(m.extra.frame_bits_per_sec);
         match (m.status, bits) {
             (MeasurementStatus::Failed, _) | (_, None) => MISSING.to_string(),
             (_, Some(bits)) => {
@@ -410,22 +407,18 @@ fn frame_rate_table(section: &Section, title: String) -> Table {
 
 /// Rows payload; per system p50 and p99 with ratios to bare's.
 fn latency_table(section: &Section, title: String) -> Table {
-    const PERCENTILES: [&str; 2] = ["p50", "p99"];
-    let value = |m: &Measurement, key: &str| match key {
-        "p50" => percentile(m, key).or(Some(m.median)),
-        _ => percentile(m, key),
-    };
+    const PERCENTILES: [Statistic; 2] = [Statistic::P50, Statistic::P99];
     let cell = |row: &Row, index: usize, column: usize| {
         let Some(m) = row.cells[index] else {
             return MISSING.to_string();
         };
-        let key = PERCENTILES[column];
-        let Some(own) = value(m, key) else {
+        let statistic = PERCENTILES[column];
+        let Some(own) = percentile(m, statistic) else {
             return MISSING.to_string();
         };
         let ratio = section
             .reference(row)
-            .and_then(|bare| value(bare, key))
+            .and_then(|bare| percentile(bare, statistic))
             .filter(|bare| *bare > 0.0)
             .map(|bare| own / bare);
         figure(m, own, ratio)
@@ -436,7 +429,7 @@ fn latency_table(section: &Section, title: String) -> Table {
         title,
         caption(section, &extra),
         &[],
-        &PERCENTILES,
+        &["p50", "p99"],
         &cell,
     )
 }
@@ -444,7 +437,7 @@ fn latency_table(section: &Section, title: String) -> Table {
 /// TCP bulk goodput; with a theoretical goodput (long fat pipes) also the
 /// efficiency; and the [`cost_table`].
 fn bulk_tables(section: &Section, title: String) -> Vec<Table> {
-    let goodput = |m: &Measurement| extra_f64(m, "theoretical_goodput_bits_per_sec");
+    let goodput = |m: &Measurement| m.extra.theoretical_goodput_bits_per_sec;
     let all: Vec<&Measurement> = section
         .rows
         .iter()
@@ -500,19 +493,19 @@ fn bulk_tables(section: &Section, title: String) -> Vec<Table> {
 fn cost_table(section: &Section, title: &str) -> Option<Table> {
     let details = |m: &Measurement| {
         let mut parts = Vec::new();
-        if let Some(retransmits) = extra_f64(m, "retransmits") {
-            parts.push(format!("{} retx", format::thousands(retransmits)));
+        if let Some(retransmits) = m.extra.retransmits {
+            parts.push(format!("{} retx", format::thousands(retransmits as f64)));
         }
-        if let Some(cpu) = extra_f64(m, "cpu_seconds") {
+        if let Some(cpu) = m.extra.cpu_seconds {
             parts.push(format!("{} CPU", format::quantity(cpu, "s")));
         }
-        if let Some(per_gbit) = extra_f64(m, "cpu_seconds_per_gbit") {
+        if let Some(per_gbit) = m.extra.cpu_seconds_per_gbit {
             parts.push(format!("{} s/Gbit", format::plain(per_gbit)));
         }
-        if let Some(rss) = extra_f64(m, "rss_bytes") {
+        if let Some(rss) = m.extra.rss_bytes {
             parts.push(format!(
                 "{} MiB RSS",
-                format::plain(rss / (1024.0 * 1024.0))
+                format::plain(rss as f64 / (1024.0 * 1024.0))
             ));
         }
         parts

@@ -60,7 +60,7 @@ fn cell(m: Option<&Measurement>) -> String {
         }
         (MeasurementStatus::Ok, None) => format::terse(m.median, &m.unit),
     };
-    if m.extra.get("verified") == Some(&serde_json::Value::Bool(false)) {
+    if m.extra.verified == Some(false) {
         text.push('!');
     }
     text

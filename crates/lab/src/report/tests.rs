@@ -3,7 +3,6 @@
 //! round trip, load errors, escaping, the offline guarantee of the HTML
 //! and the terminal width.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::{env, fs, process};
 
@@ -13,7 +12,7 @@ use super::sections::{self, TestKind};
 use super::svg::LineChart;
 use super::tables;
 use super::*;
-use crate::results::{Machine, Measurement, MeasurementStatus, SystemOutcome, SystemStatus};
+use crate::results::{Extra, Machine, Measurement, MeasurementStatus, SystemOutcome, SystemStatus};
 
 fn data_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/report")
@@ -89,7 +88,7 @@ fn measurement(
         median,
         ratio_to_bare: None,
         status: MeasurementStatus::Ok,
-        extra: BTreeMap::new(),
+        extra: Extra::default(),
         note: None,
     }
 }
@@ -364,8 +363,7 @@ fn sections_order_systems_and_rows() {
             1e5,
         );
         m.unit = "frames/s".into();
-        m.extra
-            .insert("link_bits_per_sec".into(), serde_json::json!(100e6));
+        m.extra.link_bits_per_sec = Some(100e6);
         m
     };
     let record = record(
@@ -474,9 +472,8 @@ fn soak_rows_show_memory_by_minute_and_growth() {
         );
         m.suite = "soak".into();
         m.unit = "bytes".into();
-        m.extra.insert("peak_bytes".into(), serde_json::json!(peak));
-        m.extra
-            .insert("bits_per_sec".into(), serde_json::json!(4.5e9));
+        m.extra.peak_bytes = Some(peak);
+        m.extra.bits_per_sec = Some(4.5e9);
         m
     };
     let mut growth = measurement(
@@ -487,12 +484,8 @@ fn soak_rows_show_memory_by_minute_and_growth() {
     );
     growth.suite = "soak".into();
     growth.unit = "percent".into();
-    growth
-        .extra
-        .insert("first_peak_bytes".into(), serde_json::json!(10.0 * mib));
-    growth
-        .extra
-        .insert("last_peak_bytes".into(), serde_json::json!(10.2 * mib));
+    growth.extra.first_peak_bytes = Some(10.0 * mib);
+    growth.extra.last_peak_bytes = Some(10.2 * mib);
     let mut record = record(
         &["bare", "fjord"],
         vec![

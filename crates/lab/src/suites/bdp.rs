@@ -9,8 +9,6 @@
 
 use std::time::Duration;
 
-use serde_json::json;
-
 use super::{Context, tcp};
 use crate::emulator::{LinkConfig, QueueLimit};
 use crate::measure::Row;
@@ -68,12 +66,9 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
         .map(|r| r.throughput_bits_per_sec)
         .collect();
     let mut extra = series.extra(context.has_processes());
-    extra.insert(
-        "theoretical_goodput_bits_per_sec".into(),
-        json!(THEORETICAL_GOODPUT),
-    );
+    extra.theoretical_goodput_bits_per_sec = Some(THEORETICAL_GOODPUT);
     let median = crate::results::median(&rates);
-    extra.insert("efficiency".into(), json!(median / THEORETICAL_GOODPUT));
+    extra.efficiency = Some(median / THEORETICAL_GOODPUT);
     let mut measurement = row.measured(rates, series.status(), extra);
     if let Some(why) = series.failure {
         measurement.note = Some(why);

@@ -1,15 +1,12 @@
 //! `latency`: round-trip time of pings by payload size, as in the VpnCloud
 //! tests (56, 500 and 1000 bytes), with percentiles.
 
-use std::collections::BTreeMap;
 use std::net::IpAddr;
-
-use serde_json::json;
 
 use super::Context;
 use crate::measure::Row;
 use crate::netns::Namespace;
-use crate::results::{Measurement, MeasurementStatus};
+use crate::results::{Extra, Measurement, MeasurementStatus};
 
 pub const PAYLOADS: [usize; 3] = [56, 500, 1000];
 
@@ -46,15 +43,16 @@ pub fn rtt(context: &Context<'_>, payload: usize, count: usize) -> Measurement {
     let mut sorted = rtts.clone();
     sorted.sort_by(f64::total_cmp);
     let percentile = |p: f64| sorted[((sorted.len() - 1) as f64 * p).round() as usize];
-    let extra = BTreeMap::from([
-        ("min".into(), json!(sorted[0])),
-        ("p50".into(), json!(percentile(0.50))),
-        ("p99".into(), json!(percentile(0.99))),
-        ("p999".into(), json!(percentile(0.999))),
-        ("max".into(), json!(sorted[sorted.len() - 1])),
-        ("sent".into(), json!(count)),
-        ("answered".into(), json!(rtts.len())),
-    ]);
+    let extra = Extra {
+        min: Some(sorted[0]),
+        p50: Some(percentile(0.50)),
+        p99: Some(percentile(0.99)),
+        p999: Some(percentile(0.999)),
+        max: Some(sorted[sorted.len() - 1]),
+        sent: Some(count as u64),
+        answered: Some(rtts.len() as u64),
+        ..Extra::default()
+    };
     row.measured(rtts, MeasurementStatus::Ok, extra)
 }
 

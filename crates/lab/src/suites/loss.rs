@@ -6,8 +6,6 @@
 
 use std::time::Duration;
 
-use serde_json::json;
-
 use super::{Context, tcp};
 use crate::emulator::{LinkConfig, Probability};
 use crate::measure::Row;
@@ -63,11 +61,8 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
             .map(|r| r.elapsed.as_secs_f64())
             .collect();
         let mut extra = series.extra(context.has_processes());
-        extra.insert("time_limit_secs".into(), json!(limit.as_secs_f64()));
-        extra.insert(
-            "one_way_delay_ms".into(),
-            json!(ONE_WAY_DELAY.as_secs_f64() * 1e3),
-        );
+        extra.time_limit_secs = Some(limit.as_secs_f64());
+        extra.one_way_delay_ms = Some(ONE_WAY_DELAY.as_secs_f64() * 1e3);
         let status = series.status();
         if status == MeasurementStatus::TimedOut {
             times.push(limit.as_secs_f64());

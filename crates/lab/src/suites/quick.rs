@@ -4,8 +4,6 @@
 
 use std::time::Duration;
 
-use serde_json::json;
-
 use super::{Context, latency, tcp, throughput};
 use crate::measure::Row;
 use crate::results::Measurement;
@@ -80,7 +78,7 @@ fn tcp_row(context: &Context<'_>, streams: usize, port: u16) -> Measurement {
         measurement.note = Some(why.clone());
     }
     if !series.verified() {
-        measurement.extra.insert("verified".into(), json!(false));
+        measurement.extra.verified = Some(false);
     }
     measurement
 }

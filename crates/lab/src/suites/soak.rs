@@ -12,11 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
 use super::{Context, tcp};
 use crate::measure::Row;
-use crate::results::{Measurement, median};
+use crate::results::{Extra, Measurement, median};
 use crate::systems::resident_bytes;
 
 /// Checkpoints per run: rows of the table, steps of the progress bar.
@@ -167,13 +165,12 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
         let row = Row::new("soak", "rss_under_load", system, "bytes")
             .param("minute", (minute * 10.0).round() / 10.0)
             .param("streams", STREAMS);
-        let extra = [
-            ("peak_bytes".to_string(), json!(highest)),
-            ("bits_per_sec".to_string(), json!(rate)),
-            ("verified".to_string(), json!(verified)),
-        ]
-        .into_iter()
-        .collect();
+        let extra = Extra {
+            peak_bytes: Some(highest),
+            bits_per_sec: Some(rate),
+            verified: Some(verified),
+            ..Extra::default()
+        };
         let measurement = row.concluded(sizes, extra, failure.clone());
         context.progress.line(&format!(
             "{system}: soak: {minute:.1} min: resident {:.1} MiB (peak {:.1} MiB), {:.2} Gbit/s",
@@ -198,18 +195,14 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
         rows.push(row.failed("could not read the tunnel processes' resident size"));
         return rows;
     };
-    let extra = [
-        ("first_peak_bytes".to_string(), json!(first)),
-        ("last_peak_bytes".to_string(), json!(last)),
-        ("peak_bytes".to_string(), json!(peak(&peaks))),
-        (
-            "bits_per_sec".to_string(),
-            json!(carried_bits / total.as_secs_f64()),
-        ),
-        ("verified".to_string(), json!(all_verified)),
-    ]
-    .into_iter()
-    .collect();
+    let extra = Extra {
+        first_peak_bytes: Some(first),
+        last_peak_bytes: Some(last),
+        peak_bytes: Some(peak(&peaks)),
+        bits_per_sec: Some(carried_bits / total.as_secs_f64()),
+        verified: Some(all_verified),
+        ..Extra::default()
+    };
     rows.push(row.concluded(vec![growth], extra, failure));
     rows
 }

@@ -1,15 +1,12 @@
 //! TCP bulk transfers with a content digest check, shared by the suites.
 
-use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use serde_json::{Value, json};
-
 use super::Context;
 use crate::measure::{CpuCharge, add_cpu, charged};
-use crate::results::MeasurementStatus;
+use crate::results::{Extra, MeasurementStatus};
 use crate::traffic::TrafficError;
 use crate::traffic::tcp_bulk::{BulkReport, BulkTransfer};
 
@@ -40,14 +37,17 @@ impl Series {
     }
 
     /// Bytes moved, checksums, CPU: the `extra` of a row.
-    pub fn extra(&self, has_processes: bool) -> BTreeMap<String, Value> {
-        let mut extra = BTreeMap::new();
+    pub fn extra(&self, has_processes: bool) -> Extra {
         let bytes: u64 = self.reports.iter().map(|r| r.bytes).sum();
-        extra.insert("bytes".into(), json!(bytes));
-        extra.insert("verified".into(), json!(self.verified()));
-        if let Some(first) = self.reports.first() {
-            extra.insert("xxh3_128".into(), json!(first.receiver_digest.to_string()));
-        }
+        let mut extra = Extra {
+            bytes: Some(bytes),
+            verified: Some(self.verified()),
+            xxh3_128: self
+                .reports
+                .first()
+                .map(|first| first.receiver_digest.to_string()),
+            ..Extra::default()
+        };
         add_cpu(&mut extra, &self.charges, bytes as f64 * 8.0, has_processes);
         extra
     }

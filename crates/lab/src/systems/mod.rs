@@ -3,6 +3,12 @@
 //! instead. Each brings a tunnel up between the two hosts of a [`TwoHosts`]
 //! topology and says which addresses the traffic generators should use, and
 //! which processes to charge CPU to.
+//!
+//! A new system is one [`System`] here, built from the shared pieces in
+//! `support.rs`: a [`WorkDir`] for its keys, configs and logs, a logged
+//! process per daemon that errors quote, link and process queries.
+//! WireGuard implementations are one system each, and also the sides of
+//! [`wireguard`] tunnels that tests pair across implementations.
 
 mod bare;
 mod openvpn;
@@ -10,7 +16,7 @@ mod relay;
 mod ssh;
 mod support;
 mod vpncloud;
-mod wireguard;
+pub mod wireguard;
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -20,6 +26,8 @@ pub use bare::Bare;
 pub use openvpn::OpenVpn;
 pub use relay::Relay;
 pub use ssh::SshTunnel;
+pub use support::{WorkDir, link_exists, log_tail, missing_is_failure};
+pub(crate) use support::{find_program, home_path};
 pub use vpncloud::VpnCloud;
 pub use wireguard::WireGuardSystem;
 
@@ -32,6 +40,12 @@ pub enum SystemError {
     NotInstalled(String),
     #[error("{system} did not come up: {detail}")]
     StartFailed { system: String, detail: String },
+    #[error("{operation}: {source}")]
+    Io {
+        operation: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// A tunnel implementation the lab can run.

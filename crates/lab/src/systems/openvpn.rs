@@ -20,11 +20,11 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::support::{self, LoggedProcess, RunDir, START_TIMEOUT, start_failed};
+use super::support::{self, LoggedProcess, START_TIMEOUT, WorkDir, start_failed};
+use super::wireguard;
 use super::{RunningSystem, System, SystemError};
 use crate::netns::{self, Namespace};
-use crate::peers::{self, LEFT_OVERLAY, RIGHT_OVERLAY};
-use crate::topology::{LEFT_UNDERLAY, RIGHT_UNDERLAY, TwoHosts};
+use crate::topology::{LEFT_OVERLAY, LEFT_UNDERLAY, RIGHT_OVERLAY, RIGHT_UNDERLAY, TwoHosts};
 
 const NAME: &str = "openvpn";
 /// The data channel cipher the lab configures and insists on.
@@ -49,25 +49,20 @@ impl OpenVpn {
     pub fn locate() -> Self {
         let binary = match std::env::var_os(BINARY_ENV) {
             Some(path) => Some(PathBuf::from(path)),
-            None => peers::find_program("openvpn", &[PathBuf::from("/usr/sbin/openvpn")]),
+            None => support::find_program("openvpn", &[PathBuf::from("/usr/sbin/openvpn")]),
         };
         Self {
             binary,
-            openssl: peers::find_program("openssl", &[PathBuf::from("/usr/bin/openssl")]),
+            openssl: support::find_program("openssl", &[PathBuf::from("/usr/bin/openssl")]),
         }
     }
 
-    fn programs(&self) -> Result<(&Path, &Path), String> {
-        let binary = match &self.binary {
-            Some(path) if peers::is_executable(path) => path,
-            Some(path) => return Err(format!("openvpn not found at {}", path.display())),
-            None => {
-                return Err(
-                    "openvpn not found; install with `fjord lab install-peers` or `apt-get install openvpn`"
-                        .to_string(),
-                );
-            }
-        };
+    fn programs(&self) -> Result<(PathBuf, &Path), String> {
+        let binary = support::require_binary(
+            self.binary.as_deref(),
+            "openvpn",
+            "install with `fjord lab install-peers` or `apt-get install openvpn`",
+        )?;
         let openssl = self.openssl.as_deref().ok_or(
             "openssl not found (needed for OpenVPN's certificates); install with `apt-get install openssl`",
         )?;
@@ -97,7 +92,7 @@ impl System for OpenVpn {
 
     fn check(&self) -> Result<String, String> {
         let (binary, _) = self.programs()?;
-        let first = support::first_output_line(binary, &["--version"])?;
+        let first = support::first_output_line(&binary, &["--version"])?;
         // "OpenVPN 2.6.14 x86_64-pc-linux-gnu [SSL (OpenSSL)] [LZO] …"
         let version = first.split(" [").next().unwrap_or(&first);
         Ok(format!("{version}, data channel {DATA_CIPHER}"))
@@ -110,7 +105,7 @@ impl System for OpenVpn {
     ) -> Result<Box<dyn RunningSystem>, SystemError> {
         let (binary, openssl) = self.programs().map_err(SystemError::NotInstalled)?;
         let failed = |detail: String| start_failed(NAME, detail);
-        let dir = RunDir::create(workdir, NAME).map_err(failed)?;
+        let dir = WorkDir::create_in(workdir, NAME).map_err(|e| failed(e.to_string()))?;
 
         let right = Side {
             role: "right",
@@ -134,12 +129,12 @@ impl System for OpenVpn {
         let left_fingerprint = certificate(openssl, &dir, left.role).map_err(failed)?;
 
         // The server first, so the client's first packet finds it listening.
-        let right_ifname = peers::unique_ifname();
-        let left_ifname = peers::unique_ifname();
+        let right_ifname = wireguard::unique_ifname();
+        let left_ifname = wireguard::unique_ifname();
         let right_process =
-            launch(binary, &dir, &right, &right_ifname, &left_fingerprint).map_err(failed)?;
+            launch(&binary, &dir, &right, &right_ifname, &left_fingerprint).map_err(failed)?;
         let left_process =
-            launch(binary, &dir, &left, &left_ifname, &right_fingerprint).map_err(failed)?;
+            launch(&binary, &dir, &left, &left_ifname, &right_fingerprint).map_err(failed)?;
         let mut running = RunningOpenVpn {
             left: left_process,
             right: right_process,
@@ -172,7 +167,7 @@ impl System for OpenVpn {
 
 /// Writes `DIR/ROLE.key` and a self-signed `DIR/ROLE.crt`; returns the
 /// certificate's SHA-256 fingerprint (`AB:CD:…`).
-fn certificate(openssl: &Path, dir: &RunDir, role: &str) -> Result<String, String> {
+fn certificate(openssl: &Path, dir: &WorkDir, role: &str) -> Result<String, String> {
     let key = dir.file(&format!("{role}.key"));
     let cert = dir.file(&format!("{role}.crt"));
     netns::run(
@@ -216,7 +211,7 @@ fn certificate(openssl: &Path, dir: &RunDir, role: &str) -> Result<String, Strin
 /// Writes `DIR/ROLE.conf` and starts OpenVPN with it in the side's namespace.
 fn launch(
     binary: &Path,
-    dir: &RunDir,
+    dir: &WorkDir,
     side: &Side,
     ifname: &str,
     peer_fingerprint: &str,
@@ -246,7 +241,9 @@ fn launch(
         cert = dir.file(&format!("{role}.crt")).display(),
         key = dir.file(&format!("{role}.key")).display(),
     );
-    let config_path = dir.write(&format!("{role}.conf"), &config)?;
+    let config_path = dir
+        .write(&format!("{role}.conf"), &config)
+        .map_err(|e| e.to_string())?;
     let mut command = side.namespace.command(binary);
     command.arg("--config").arg(&config_path);
     let mut process = LoggedProcess::spawn(
@@ -257,7 +254,7 @@ fn launch(
     process.wait_until(
         START_TIMEOUT,
         &format!("{ifname} in {}", side.namespace.name()),
-        |_| peers::link_exists(side.namespace, ifname),
+        |_| support::link_exists(side.namespace, ifname),
     )?;
     Ok(process)
 }
@@ -274,7 +271,7 @@ struct RunningOpenVpn {
     right: LoggedProcess,
     mtu: u16,
     // Last: the processes stop before their files go.
-    _dir: RunDir,
+    _dir: WorkDir,
 }
 
 impl RunningSystem for RunningOpenVpn {

@@ -10,11 +10,13 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
-use super::support::{self, LoggedProcess, RunDir, START_TIMEOUT, start_failed};
+use super::support::{self, LoggedProcess, START_TIMEOUT, WorkDir, start_failed};
+use super::wireguard::{self, Fjord, Implementation};
 use super::{RunningSystem, System, SystemError};
 use crate::netns::Namespace;
-use crate::peers::{self, Fjord, LEFT_OVERLAY, OVERLAY_PREFIX_LEN, RIGHT_OVERLAY, TunnelImpl};
-use crate::topology::{LEFT_UNDERLAY, RIGHT_UNDERLAY, TwoHosts};
+use crate::topology::{
+    LEFT_OVERLAY, LEFT_UNDERLAY, OVERLAY_PREFIX_LEN, RIGHT_OVERLAY, RIGHT_UNDERLAY, TwoHosts,
+};
 
 const NAME: &str = "relay";
 /// The relays' UDP port on both hosts.
@@ -65,7 +67,7 @@ impl System for Relay {
     ) -> Result<Box<dyn RunningSystem>, SystemError> {
         let binary = self.fjord.installed().map_err(SystemError::NotInstalled)?;
         let failed = |detail: String| start_failed(NAME, detail);
-        let dir = RunDir::create(workdir, NAME).map_err(failed)?;
+        let dir = WorkDir::create_in(workdir, NAME).map_err(|e| failed(e.to_string()))?;
         let mut running = RunningRelay {
             processes: Vec::new(),
             dir,
@@ -105,7 +107,7 @@ fn launch(
     [underlay, overlay, peer]: [Ipv4Addr; 3],
     log: PathBuf,
 ) -> Result<LoggedProcess, String> {
-    let ifname = peers::unique_ifname();
+    let ifname = wireguard::unique_ifname();
     let mut command = namespace.command(binary);
     command
         .args(["lab", "relay", "--tun", &ifname])
@@ -115,7 +117,7 @@ fn launch(
     process.wait_until(
         START_TIMEOUT,
         &format!("{ifname} in {}", namespace.name()),
-        |_| peers::link_exists(namespace, &ifname),
+        |_| support::link_exists(namespace, &ifname),
     )?;
     support::configure_link(namespace, &ifname, overlay, OVERLAY_PREFIX_LEN, TUNNEL_MTU)
         .map_err(|e| format!("{e}; {}", process.tail()))?;
@@ -125,7 +127,7 @@ fn launch(
 struct RunningRelay {
     processes: Vec<LoggedProcess>,
     /// Holds the logs until the relays have stopped.
-    dir: RunDir,
+    dir: WorkDir,
 }
 
 impl RunningSystem for RunningRelay {

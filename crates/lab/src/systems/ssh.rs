@@ -26,11 +26,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::support::{self, LoggedProcess, RunDir, START_TIMEOUT, start_failed};
+use super::support::{self, LoggedProcess, START_TIMEOUT, WorkDir, start_failed};
 use super::{RunningSystem, System, SystemError};
 use crate::netns::{self, Namespace};
-use crate::peers::{self, LEFT_OVERLAY, OVERLAY_PREFIX_LEN, RIGHT_OVERLAY};
-use crate::topology::{RIGHT_UNDERLAY, TwoHosts};
+use crate::topology::{LEFT_OVERLAY, OVERLAY_PREFIX_LEN, RIGHT_OVERLAY, RIGHT_UNDERLAY, TwoHosts};
 
 const NAME: &str = "ssh";
 /// MTU of both tun devices (ssh's own default).
@@ -55,9 +54,9 @@ impl SshTunnel {
     /// `ssh` and `ssh-keygen` on PATH, `sshd` on PATH or in `/usr/sbin`.
     pub fn locate() -> Self {
         Self {
-            ssh: peers::find_program("ssh", &[]),
-            sshd: peers::find_program("sshd", &[PathBuf::from("/usr/sbin/sshd")]),
-            keygen: peers::find_program("ssh-keygen", &[]),
+            ssh: support::find_program("ssh", &[]),
+            sshd: support::find_program("sshd", &[PathBuf::from("/usr/sbin/sshd")]),
+            keygen: support::find_program("ssh-keygen", &[]),
         }
     }
 
@@ -118,7 +117,7 @@ impl System for SshTunnel {
         let programs = self.programs().map_err(SystemError::NotInstalled)?;
         let failed = |detail: String| start_failed(NAME, detail);
         ensure_privsep_dir().map_err(failed)?;
-        let dir = RunDir::create(workdir, NAME).map_err(failed)?;
+        let dir = WorkDir::create_in(workdir, NAME).map_err(|e| failed(e.to_string()))?;
         for key in ["host_key", "client_key"] {
             keygen(programs.keygen, &dir, key).map_err(failed)?;
         }
@@ -126,11 +125,11 @@ impl System for SshTunnel {
             .map_err(|e| failed(format!("read client_key.pub: {e}")))?;
         // Only the tunnel: no ports, agent, X11 or pty for this key.
         dir.write("authorized_keys", &format!("restrict {client_public}"))
-            .map_err(failed)?;
+            .map_err(|e| failed(e.to_string()))?;
         let port = free_port(&hosts.right).map_err(failed)?;
         let config = dir
             .write("sshd_config", &sshd_config(&dir, port))
-            .map_err(failed)?;
+            .map_err(|e| failed(e.to_string()))?;
 
         let mut sshd_command = hosts.right.command(programs.sshd);
         sshd_command.args(["-D", "-e", "-f"]).arg(&config);
@@ -186,7 +185,7 @@ impl System for SshTunnel {
                 .wait_until(
                     START_TIMEOUT,
                     &format!("{ifname} in {}", namespace.name()),
-                    |_| peers::link_exists(namespace, ifname),
+                    |_| support::link_exists(namespace, ifname),
                 )
                 .map_err(|e| failed(format!("{e}; {}", running.sshd.tail())))?;
             support::configure_link(namespace, ifname, overlay, OVERLAY_PREFIX_LEN, TUNNEL_MTU)
@@ -240,7 +239,7 @@ fn ensure_privsep_dir() -> Result<(), String> {
 }
 
 /// `ssh-keygen -t ed25519` into `DIR/NAME` (and `NAME.pub`), no passphrase.
-fn keygen(keygen: &Path, dir: &RunDir, name: &str) -> Result<(), String> {
+fn keygen(keygen: &Path, dir: &WorkDir, name: &str) -> Result<(), String> {
     netns::run(
         Command::new(keygen)
             .args([
@@ -275,7 +274,7 @@ fn free_port(namespace: &Namespace) -> Result<u16, String> {
         .map_err(|e| format!("find a free port in {}: {e}", namespace.name()))
 }
 
-fn sshd_config(dir: &RunDir, port: u16) -> String {
+fn sshd_config(dir: &WorkDir, port: u16) -> String {
     format!(
         "Port {port}\n\
          ListenAddress {RIGHT_UNDERLAY}\n\
@@ -314,7 +313,7 @@ struct RunningSsh {
     sshd_children: Vec<u32>,
     sshd: LoggedProcess,
     // Last: the processes stop before their files go.
-    _dir: RunDir,
+    _dir: WorkDir,
 }
 
 impl RunningSystem for RunningSsh {

@@ -1,24 +1,19 @@
-//! What the non-WireGuard systems (VpnCloud, OpenVPN, `ssh -w`) share: a
-//! per-run directory for keys, configs and logs; a tunnel process whose
-//! output goes to a log file that errors quote; and small queries about
-//! links and process trees.
-//!
-//! The WireGuard drivers' daemon guard lives in `peers` and is specific to
-//! one interface per process; these systems run one or two processes per
-//! host and need several log files per run, so they use this instead, built
-//! on the same pieces ([`Process`], [`log_tail`]).
+//! What every system is built from: a private work directory for keys,
+//! configs and logs ([`WorkDir`]); a tunnel process whose output goes to a
+//! log file that errors quote ([`LoggedProcess`]); finding programs; and
+//! small queries about links and process trees.
 
 use std::fs::{self, File};
+use std::io::{self, Read, Seek, SeekFrom};
 use std::net::{IpAddr, Ipv4Addr};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use super::SystemError;
 use crate::netns::{self, Namespace, Process};
-use crate::peers::log_tail;
 
 /// How long a tunnel process may take to get ready (interface, listening
 /// socket).
@@ -38,44 +33,141 @@ pub(super) fn start_failed(system: &str, detail: impl Into<String>) -> SystemErr
     }
 }
 
-/// A directory of one running tunnel inside the caller's work directory,
-/// mode 0700 (private keys go in it), removed with its files on drop.
+/// Whether a missing program must fail rather than skip: under CI
+/// (`CI=true`) every system is installed by `./dev setup`.
+pub fn missing_is_failure() -> bool {
+    std::env::var("CI").is_ok_and(|value| value == "true")
+}
+
+/// A private directory (mode 0700: private keys go in it), removed with
+/// its files on drop: one per test, and one per running system inside it.
 #[derive(Debug)]
-pub(super) struct RunDir {
+pub struct WorkDir {
     path: PathBuf,
 }
 
-static NEXT_RUN_DIR: AtomicU32 = AtomicU32::new(0);
+static NEXT_WORK_DIR: AtomicU32 = AtomicU32::new(0);
 
-impl RunDir {
-    /// `WORKDIR/<system>-<pid>-<n>`.
-    pub(super) fn create(workdir: &Path, system: &str) -> Result<Self, String> {
-        let n = NEXT_RUN_DIR.fetch_add(1, Ordering::Relaxed);
-        let path = workdir.join(format!("{system}-{}-{n}", std::process::id()));
-        fs::create_dir_all(&path).map_err(|e| format!("create {}: {e}", path.display()))?;
+impl WorkDir {
+    /// `$TMPDIR/fjord-lab-<label>-<pid>-<n>`.
+    pub fn create(label: &str) -> Result<Self, SystemError> {
+        Self::create_in(&std::env::temp_dir(), &format!("fjord-lab-{label}"))
+    }
+
+    /// `PARENT/<label>-<pid>-<n>`.
+    pub fn create_in(parent: &Path, label: &str) -> Result<Self, SystemError> {
+        let n = NEXT_WORK_DIR.fetch_add(1, Ordering::Relaxed);
+        let path = parent.join(format!("{label}-{}-{n}", std::process::id()));
+        fs::create_dir_all(&path).map_err(io_error(format!("create {}", path.display())))?;
         // Guard first, so a failed chmod still removes the directory.
         let dir = Self { path };
         fs::set_permissions(&dir.path, fs::Permissions::from_mode(0o700))
-            .map_err(|e| format!("chmod {}: {e}", dir.path.display()))?;
+            .map_err(io_error(format!("chmod {}", dir.path.display())))?;
         Ok(dir)
     }
 
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// `self/name`.
-    pub(super) fn file(&self, name: &str) -> PathBuf {
+    pub fn file(&self, name: &str) -> PathBuf {
         self.path.join(name)
     }
 
     /// Writes `text` to `self/name`, readable by the owner only.
-    pub(super) fn write(&self, name: &str, text: &str) -> Result<PathBuf, String> {
+    pub fn write(&self, name: &str, text: &str) -> Result<PathBuf, SystemError> {
         let path = self.file(name);
-        crate::peers::write_secret_file(&path, text).map_err(|e| e.to_string())?;
+        write_secret_file(&path, text)?;
         Ok(path)
     }
 }
 
-impl Drop for RunDir {
+impl Drop for WorkDir {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.path);
+    }
+}
+
+fn io_error(operation: impl Into<String>) -> impl FnOnce(io::Error) -> SystemError {
+    let operation = operation.into();
+    move |source| SystemError::Io { operation, source }
+}
+
+/// Writes `text` to `path` readable by its owner only (keys inside).
+pub(super) fn write_secret_file(path: &Path, text: &str) -> Result<(), SystemError> {
+    let operation = format!("write {}", path.display());
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io_error(operation.clone()))?;
+    // An existing file keeps its mode through open(2); force 0600.
+    file.set_permissions(fs::Permissions::from_mode(0o600))
+        .map_err(io_error(operation.clone()))?;
+    io::Write::write_all(&mut file, text.as_bytes()).map_err(io_error(operation))
+}
+
+/// The last `lines` lines of a log file, indented under the error line.
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    const MAX_BYTES: u64 = 16 * 1024;
+    let Ok(mut file) = File::open(path) else {
+        return format!("(no log at {})", path.display());
+    };
+    let length = file.metadata().map(|meta| meta.len()).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(length.saturating_sub(MAX_BYTES)));
+    let mut bytes = Vec::new();
+    let _ = file.read_to_end(&mut bytes);
+    let text = String::from_utf8_lossy(&bytes);
+    let tail: Vec<&str> = text
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .collect();
+    if tail.is_empty() {
+        return "(log empty)".to_string();
+    }
+    let start = tail.len().saturating_sub(lines);
+    let mut out = String::new();
+    for line in &tail[start..] {
+        out.push_str("\n    ");
+        out.push_str(line);
+    }
+    out
+}
+
+/// `program` on `PATH`, else the first of `fallbacks` that exists.
+pub(crate) fn find_program(program: &str, fallbacks: &[PathBuf]) -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join(program));
+    on_path
+        .chain(fallbacks.iter().cloned())
+        .find(|path| is_executable(path))
+}
+
+pub(crate) fn is_executable(path: &Path) -> bool {
+    fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
+/// `$HOME/<relative>`, if HOME is set.
+pub(crate) fn home_path(relative: &str) -> Option<PathBuf> {
+    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(relative))
+}
+
+/// `binary` when it is an executable file; otherwise one line saying it
+/// is missing (`program`) and how to get it (`install`).
+pub(super) fn require_binary(
+    binary: Option<&Path>,
+    program: &str,
+    install: &str,
+) -> Result<PathBuf, String> {
+    match binary {
+        Some(path) if is_executable(path) => Ok(path.to_path_buf()),
+        Some(path) => Err(format!("{program} not found at {}", path.display())),
+        None => Err(format!("{program} not found; {install}")),
     }
 }
 
@@ -116,12 +208,17 @@ impl LoggedProcess {
         self.process.id()
     }
 
+    /// The file holding the process's stdout and stderr.
+    pub(super) fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
     /// The whole log so far (empty if unreadable).
     pub(super) fn log(&self) -> String {
         fs::read_to_string(&self.log_path).unwrap_or_default()
     }
 
-    /// `label: last lines of the log`, for error messages.
+    /// `label log (path): last lines of the log`, for error messages.
     pub(super) fn tail(&self) -> String {
         format!(
             "{} log ({}):{}",
@@ -157,10 +254,39 @@ impl LoggedProcess {
         outcome.map_err(|e| format!("{e}; {}", self.tail()))
     }
 
-    /// SIGTERM, up to [`STOP_GRACE`], then SIGKILL.
-    pub(super) fn stop(&mut self) {
-        self.process.stop(STOP_GRACE);
+    /// The exit status if the process has exited by itself.
+    pub(super) fn try_wait(&mut self) -> Option<ExitStatus> {
+        self.process.try_wait()
     }
+
+    /// SIGTERM, up to [`STOP_GRACE`], then SIGKILL; the exit status, or
+    /// `None` if it was already stopped.
+    pub(super) fn stop(&mut self) -> Option<ExitStatus> {
+        self.process.stop(STOP_GRACE)
+    }
+
+    /// SIGKILL without warning (a crash), then reap; `None` if it was
+    /// already stopped.
+    pub(super) fn kill(&mut self) -> Option<ExitStatus> {
+        let child = self.process.child_mut()?;
+        let _ = child.kill();
+        child.wait().ok()
+    }
+}
+
+/// Whether `ifname` exists in `namespace`.
+pub fn link_exists(namespace: &Namespace, ifname: &str) -> bool {
+    namespace.ip(&["-o", "link", "show", "dev", ifname]).is_ok()
+}
+
+/// Whether `ifname` exists in `namespace` with the UP flag set.
+pub(super) fn link_is_up(namespace: &Namespace, ifname: &str) -> bool {
+    let Ok(out) = namespace.ip(&["-o", "link", "show", "dev", ifname]) else {
+        return false;
+    };
+    out.split_once('<')
+        .and_then(|(_, rest)| rest.split_once('>'))
+        .is_some_and(|(flags, _)| flags.split(',').any(|flag| flag == "UP"))
 }
 
 /// The MTU of `ifname` in `namespace`, from `ip -o link show`.
@@ -277,10 +403,10 @@ mod tests {
     }
 
     #[test]
-    fn run_dir_is_private_and_removed() {
+    fn work_dir_is_private_and_removed() {
         let path;
         {
-            let dir = RunDir::create(&std::env::temp_dir(), "support-test").unwrap();
+            let dir = WorkDir::create("support-test").unwrap();
             dir.write("secret", "x").unwrap();
             path = dir.file("secret").parent().unwrap().to_path_buf();
             let mode = fs::metadata(&path).unwrap().permissions().mode();

@@ -29,11 +29,13 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
-use super::support::{self, LoggedProcess, RunDir, START_TIMEOUT, start_failed};
+use super::support::{self, LoggedProcess, START_TIMEOUT, WorkDir, start_failed};
+use super::wireguard;
 use super::{RunningSystem, System, SystemError};
 use crate::netns::Namespace;
-use crate::peers::{self, LEFT_OVERLAY, OVERLAY_PREFIX_LEN, RIGHT_OVERLAY};
-use crate::topology::{LEFT_UNDERLAY, RIGHT_UNDERLAY, TwoHosts};
+use crate::topology::{
+    LEFT_OVERLAY, LEFT_UNDERLAY, OVERLAY_PREFIX_LEN, RIGHT_OVERLAY, RIGHT_UNDERLAY, TwoHosts,
+};
 
 const NAME: &str = "vpncloud";
 /// VpnCloud's default UDP port, on both hosts.
@@ -59,11 +61,11 @@ impl VpnCloud {
         if let Some(path) = std::env::var_os(BINARY_ENV) {
             return Self::at(PathBuf::from(path));
         }
-        let fallbacks: Vec<PathBuf> = peers::home_path(".cargo/bin/vpncloud")
+        let fallbacks: Vec<PathBuf> = support::home_path(".cargo/bin/vpncloud")
             .into_iter()
             .collect();
         Self {
-            binary: peers::find_program("vpncloud", &fallbacks),
+            binary: support::find_program("vpncloud", &fallbacks),
         }
     }
 
@@ -73,15 +75,12 @@ impl VpnCloud {
         }
     }
 
-    fn binary(&self) -> Result<&Path, String> {
-        match &self.binary {
-            Some(path) if peers::is_executable(path) => Ok(path),
-            Some(path) => Err(format!("vpncloud not found at {}", path.display())),
-            None => Err(
-                "vpncloud not found; install with `fjord lab install-peers` or `cargo install vpncloud`"
-                    .to_string(),
-            ),
-        }
+    fn binary(&self) -> Result<PathBuf, String> {
+        support::require_binary(
+            self.binary.as_deref(),
+            "vpncloud",
+            "install with `fjord lab install-peers` or `cargo install vpncloud`",
+        )
     }
 }
 
@@ -106,7 +105,7 @@ impl System for VpnCloud {
 
     fn check(&self) -> Result<String, String> {
         // "VpnCloud v2.3.0"
-        support::first_output_line(self.binary()?, &["--version"])
+        support::first_output_line(&self.binary()?, &["--version"])
     }
 
     fn start(
@@ -116,7 +115,7 @@ impl System for VpnCloud {
     ) -> Result<Box<dyn RunningSystem>, SystemError> {
         let binary = self.binary().map_err(SystemError::NotInstalled)?;
         let failed = |detail: String| start_failed(NAME, detail);
-        let dir = RunDir::create(workdir, NAME).map_err(failed)?;
+        let dir = WorkDir::create_in(workdir, NAME).map_err(|e| failed(e.to_string()))?;
         let password = random_password().map_err(failed)?;
         let mut running = RunningVpnCloud {
             processes: Vec::new(),
@@ -139,7 +138,7 @@ impl System for VpnCloud {
         };
         // The right first, so the left's first message finds it listening.
         for side in [&right, &left] {
-            let process = running.launch(binary, side, &password).map_err(failed)?;
+            let process = running.launch(&binary, side, &password).map_err(failed)?;
             running.processes.push(process);
         }
         let processes: Vec<&LoggedProcess> = running.processes.iter().collect();
@@ -207,7 +206,7 @@ struct RunningVpnCloud {
     /// Namespaces (by name) where the 8.8.8.8 route was added.
     probe_routes: Vec<String>,
     // Last: the processes stop before their files go.
-    dir: RunDir,
+    dir: WorkDir,
 }
 
 impl RunningVpnCloud {
@@ -229,7 +228,7 @@ impl RunningVpnCloud {
             })?;
         self.probe_routes.push(namespace.name().to_string());
 
-        let ifname = peers::unique_ifname();
+        let ifname = wireguard::unique_ifname();
         let mut command = namespace.command(binary);
         command
             .env("PASSWORD", password)
@@ -250,7 +249,7 @@ impl RunningVpnCloud {
         process.wait_until(
             START_TIMEOUT,
             &format!("{ifname} in {}", namespace.name()),
-            |_| peers::link_exists(namespace, &ifname),
+            |_| support::link_exists(namespace, &ifname),
         )?;
         support::configure_link(
             namespace,

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use super::frame::FrameSizes;
 use super::latency::LatencyResult;
 use super::rfc2544::{LossPoint, OverloadResult, ThroughputResult};
-use crate::results::{Measurement, MeasurementStatus, median};
+use crate::results::{Extra, Measurement, MeasurementStatus, TrialRecord, median};
 
 fn frame_size_param(frames: &FrameSizes) -> Value {
     match frames.single() {
@@ -35,7 +35,7 @@ fn row(
     params: BTreeMap<String, Value>,
     unit: &str,
     samples: Vec<f64>,
-    extra: BTreeMap<String, Value>,
+    extra: Extra,
 ) -> Measurement {
     let status = if samples.is_empty() {
         MeasurementStatus::Failed
@@ -61,26 +61,24 @@ fn milliseconds(duration: std::time::Duration) -> f64 {
     duration.as_secs_f64() * 1e3
 }
 
-fn throughput_extra(runs: &[ThroughputResult]) -> BTreeMap<String, Value> {
+fn throughput_extra(runs: &[ThroughputResult]) -> Extra {
     let Some(first) = runs.first() else {
-        return BTreeMap::new();
+        return Extra::default();
     };
-    let trials: Vec<Value> = runs
+    let trials: Vec<TrialRecord> = runs
         .iter()
         .enumerate()
         .flat_map(|(run, result)| {
-            result.trials.iter().map(move |trial| {
-                json!({
-                    "run": run,
-                    "offered_fps": trial.offered_frames_per_sec,
-                    "sent_fps": trial.sent_frames_per_sec,
-                    "offered": trial.offered,
-                    "received": trial.received,
-                    "lost": trial.lost,
-                    "sender_max_lag_ms": trial.sender_max_lag.as_secs_f64() * 1e3,
-                    "passed": trial.passed,
-                    "discarded": trial.discarded,
-                })
+            result.trials.iter().map(move |trial| TrialRecord {
+                run,
+                offered_fps: trial.offered_frames_per_sec,
+                sent_fps: trial.sent_frames_per_sec,
+                offered: trial.offered,
+                received: trial.received,
+                lost: trial.lost,
+                sender_max_lag_ms: milliseconds(trial.sender_max_lag),
+                passed: trial.passed,
+                discarded: trial.discarded,
             })
         })
         .collect();
@@ -88,28 +86,17 @@ fn throughput_extra(runs: &[ThroughputResult]) -> BTreeMap<String, Value> {
         .iter()
         .filter_map(|run| run.frame_bits_per_sec)
         .collect();
-    BTreeMap::from([
-        (
-            "theoretical_max_fps".into(),
-            json!(first.theoretical_max_frames_per_sec),
-        ),
-        ("link_bits_per_sec".into(), json!(first.link_bits_per_sec)),
-        ("loss_tolerance".into(), json!(first.loss_tolerance)),
-        (
-            "trial_duration_secs".into(),
-            json!(first.trial_duration.as_secs_f64()),
-        ),
-        ("frame_bits_per_sec".into(), json!(median(&bits))),
-        (
-            "average_frame_bytes".into(),
-            json!(first.frames.average_bytes()),
-        ),
-        (
-            "generator_limited".into(),
-            json!(runs.iter().any(|run| run.generator_limited)),
-        ),
-        ("trials".into(), Value::Array(trials)),
-    ])
+    Extra {
+        theoretical_max_fps: Some(first.theoretical_max_frames_per_sec),
+        link_bits_per_sec: Some(first.link_bits_per_sec),
+        loss_tolerance: Some(first.loss_tolerance),
+        trial_duration_secs: Some(first.trial_duration.as_secs_f64()),
+        frame_bits_per_sec: Some(median(&bits)),
+        average_frame_bytes: Some(first.frames.average_bytes()),
+        generator_limited: Some(runs.iter().any(|run| run.generator_limited)),
+        trials: Some(trials),
+        ..Extra::default()
+    }
 }
 
 /// `rfc2544_throughput`: the zero-loss rate of each run.
@@ -158,7 +145,7 @@ pub fn overload_measurement(system: &str, direction: &str, runs: &[OverloadResul
         .first()
         .map(|run| frame_size_param(&run.frames))
         .unwrap_or(Value::Null);
-    let mut extra = BTreeMap::new();
+    let mut extra = Extra::default();
     if let Some(first) = runs.first() {
         let sent: Vec<f64> = runs.iter().map(|run| run.sent_frames_per_sec).collect();
         let bits: Vec<f64> = runs
@@ -166,16 +153,14 @@ pub fn overload_measurement(system: &str, direction: &str, runs: &[OverloadResul
             .map(|run| run.received_frame_bits_per_sec)
             .collect();
         let lost: u64 = runs.iter().map(|run| run.trial.lost()).sum();
-        extra = BTreeMap::from([
-            (
-                "theoretical_max_fps".into(),
-                json!(first.theoretical_max_frames_per_sec),
-            ),
-            ("link_bits_per_sec".into(), json!(first.link_bits_per_sec)),
-            ("sent_fps".into(), json!(median(&sent))),
-            ("frame_bits_per_sec".into(), json!(median(&bits))),
-            ("lost".into(), json!(lost)),
-        ]);
+        extra = Extra {
+            theoretical_max_fps: Some(first.theoretical_max_frames_per_sec),
+            link_bits_per_sec: Some(first.link_bits_per_sec),
+            sent_fps: Some(median(&sent)),
+            frame_bits_per_sec: Some(median(&bits)),
+            lost: Some(lost),
+            ..Extra::default()
+        };
     }
     row(
         "throughput",
@@ -199,44 +184,18 @@ pub fn latency_measurement(system: &str, runs: &[LatencyResult]) -> Measurement 
         .map(|run| (frame_size_param(&run.frames), json!(run.load_percent)))
         .unwrap_or((Value::Null, Value::Null));
     let of = |pick: fn(&LatencyResult) -> f64| median(&runs.iter().map(pick).collect::<Vec<_>>());
-    let extra = BTreeMap::from([
-        (
-            "min_ms".into(),
-            json!(of(|run| milliseconds(run.summary.min))),
-        ),
-        (
-            "mean_ms".into(),
-            json!(of(|run| milliseconds(run.summary.mean))),
-        ),
-        (
-            "p90_ms".into(),
-            json!(of(|run| milliseconds(run.summary.p90))),
-        ),
-        (
-            "p99_ms".into(),
-            json!(of(|run| milliseconds(run.summary.p99))),
-        ),
-        (
-            "p999_ms".into(),
-            json!(of(|run| milliseconds(run.summary.p999))),
-        ),
-        (
-            "max_ms".into(),
-            json!(of(|run| milliseconds(run.summary.max))),
-        ),
-        (
-            "offered_fps".into(),
-            json!(of(|run| run.offered_frames_per_sec)),
-        ),
-        (
-            "lost".into(),
-            json!(runs.iter().map(|run| run.lost).sum::<u64>()),
-        ),
-        (
-            "clock".into(),
-            json!("CLOCK_MONOTONIC, sender and receiver on one host"),
-        ),
-    ]);
+    let extra = Extra {
+        min_ms: Some(of(|run| milliseconds(run.summary.min))),
+        mean_ms: Some(of(|run| milliseconds(run.summary.mean))),
+        p90_ms: Some(of(|run| milliseconds(run.summary.p90))),
+        p99_ms: Some(of(|run| milliseconds(run.summary.p99))),
+        p999_ms: Some(of(|run| milliseconds(run.summary.p999))),
+        max_ms: Some(of(|run| milliseconds(run.summary.max))),
+        offered_fps: Some(of(|run| run.offered_frames_per_sec)),
+        lost: Some(runs.iter().map(|run| run.lost).sum()),
+        clock: Some("CLOCK_MONOTONIC, sender and receiver on one host".into()),
+        ..Extra::default()
+    };
     row(
         "latency",
         "latency_under_load",
@@ -274,24 +233,16 @@ pub fn frame_loss_measurements(
                         .filter(move |point| point.offered_percent == load)
                 })
                 .collect();
-            let extra = BTreeMap::from([
-                (
-                    "offered_fps".into(),
-                    json!(
-                        points
-                            .first()
-                            .map_or(0.0, |point| point.offered_frames_per_sec)
-                    ),
+            let extra = Extra {
+                offered_fps: Some(
+                    points
+                        .first()
+                        .map_or(0.0, |point| point.offered_frames_per_sec),
                 ),
-                (
-                    "offered".into(),
-                    json!(points.iter().map(|point| point.offered).sum::<u64>()),
-                ),
-                (
-                    "lost".into(),
-                    json!(points.iter().map(|point| point.lost).sum::<u64>()),
-                ),
-            ]);
+                offered: Some(points.iter().map(|point| point.offered).sum()),
+                lost: Some(points.iter().map(|point| point.lost).sum()),
+                ..Extra::default()
+            };
             row(
                 "loss",
                 "frame_loss_rate",
@@ -358,15 +309,17 @@ mod tests {
         assert_eq!(row.unit, "frames/s");
         assert_eq!(row.median, 2e6);
         assert_eq!(row.status, MeasurementStatus::Ok);
+        // The names results.json carries.
+        let extra = serde_json::to_value(&row.extra).unwrap();
         for key in [
             "theoretical_max_fps",
             "link_bits_per_sec",
             "loss_tolerance",
             "trials",
         ] {
-            assert!(row.extra.contains_key(key), "{key}");
+            assert!(extra.get(key).is_some(), "{key}: {extra}");
         }
-        assert_eq!(row.extra["trials"].as_array().unwrap().len(), 2);
+        assert_eq!(extra["trials"].as_array().unwrap().len(), 2);
 
         let failed = throughput_measurement("x", "left_to_right", &[search(None)]);
         assert_eq!(failed.status, MeasurementStatus::Failed);

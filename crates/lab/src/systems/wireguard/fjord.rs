@@ -8,9 +8,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::daemon::{self, Daemon};
-use super::{PeerError, RunningSide, TunnelImpl, WgSide};
+use super::{Implementation, Interface, WgSide, interface};
 use crate::netns::Namespace;
+use crate::systems::SystemError;
+use crate::systems::support;
 
 const NAME: &str = "fjord";
 
@@ -57,7 +58,7 @@ impl Fjord {
                 ["release", "debug"]
                     .iter()
                     .map(|profile| target.join(profile).join("fjord"))
-                    .find(|path| super::is_executable(path))
+                    .find(|path| support::is_executable(path))
             });
         Self {
             binary,
@@ -80,8 +81,8 @@ impl Fjord {
     }
 }
 
-impl TunnelImpl for Fjord {
-    fn name(&self) -> &str {
+impl Implementation for Fjord {
+    fn name(&self) -> &'static str {
         NAME
     }
 
@@ -95,8 +96,8 @@ impl TunnelImpl for Fjord {
     }
 
     fn installed(&self) -> Result<PathBuf, String> {
-        daemon::require_binary(
-            &self.binary,
+        support::require_binary(
+            self.binary.as_deref(),
             "fjord binary",
             &format!("build it with `cargo build --release -p fjord` or set {BINARY_ENV}"),
         )
@@ -107,21 +108,20 @@ impl TunnelImpl for Fjord {
         namespace: &Namespace,
         side: &WgSide,
         workdir: &Path,
-    ) -> Result<Box<dyn RunningSide>, PeerError> {
-        let binary = self.installed().map_err(PeerError::NotInstalled)?;
+    ) -> Result<Interface, SystemError> {
+        let binary = self.installed().map_err(SystemError::NotInstalled)?;
         let config_path = workdir.join(format!("{}.conf", side.ifname));
-        super::write_secret_file(&config_path, &side.wg_quick_text())?;
+        support::write_secret_file(&config_path, &side.wg_quick_text())?;
         let mut command = namespace.command(&binary);
         command.arg("up").arg(&config_path);
         if let Some(threads) = self.threads {
             command.arg("--threads").arg(threads.to_string());
         }
-        let mut daemon =
-            Daemon::spawn(NAME, namespace, &side.ifname, workdir, &mut command, false)?;
-        daemon.wait_until(&format!("{} up with its addresses", side.ifname), || {
-            daemon::link_is_up(namespace, &side.ifname)
-                && daemon::addresses_assigned(namespace, side)
+        let mut interface = Interface::spawn(NAME, namespace, side, workdir, &mut command, false)?;
+        interface.wait_until(&format!("{} up with its addresses", side.ifname), || {
+            support::link_is_up(namespace, &side.ifname)
+                && interface::addresses_assigned(namespace, side)
         })?;
-        Ok(Box::new(daemon))
+        Ok(interface)
     }
 }

@@ -11,15 +11,11 @@ use fjord_mesh::Cidr;
 use fjord_proto::{PresharedKey, PrivateKey, PublicKey};
 use zeroize::Zeroizing;
 
-use super::PeerError;
-use crate::topology::{LEFT_UNDERLAY, RIGHT_UNDERLAY};
+use crate::systems::SystemError;
+use crate::topology::{
+    LEFT_OVERLAY, LEFT_UNDERLAY, OVERLAY_PREFIX_LEN, RIGHT_OVERLAY, RIGHT_UNDERLAY,
+};
 
-/// Overlay address of the left host in [`point_to_point`].
-pub const LEFT_OVERLAY: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 1);
-/// Overlay address of the right host in [`point_to_point`].
-pub const RIGHT_OVERLAY: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
-/// Prefix length of the overlay subnet in [`point_to_point`].
-pub const OVERLAY_PREFIX_LEN: u8 = 24;
 /// UDP port every side listens on in [`point_to_point`].
 pub const LISTEN_PORT: u16 = 51820;
 /// WireGuard's default MTU: 1500 less the outer IPv4/UDP/WireGuard headers.
@@ -161,7 +157,7 @@ pub enum Initiator {
 /// 198.19.0.1/24 (left) and 198.19.0.2/24 (right), each allowing the other's
 /// /32, listening on [`LISTEN_PORT`]. Only the initiator(s) get an
 /// `Endpoint`, so the other side cannot send first.
-pub fn point_to_point(initiator: Initiator) -> Result<(WgSide, WgSide), PeerError> {
+pub fn point_to_point(initiator: Initiator) -> Result<(WgSide, WgSide), SystemError> {
     let left_key = generate_private_key()?;
     let right_key = generate_private_key()?;
     let host = |address: Ipv4Addr| Cidr::host(IpAddr::V4(address));
@@ -201,9 +197,9 @@ pub fn point_to_point(initiator: Initiator) -> Result<(WgSide, WgSide), PeerErro
 }
 
 /// A fresh private key, clamped as `wg genkey` clamps.
-pub fn generate_private_key() -> Result<PrivateKey, PeerError> {
+pub fn generate_private_key() -> Result<PrivateKey, SystemError> {
     let mut bytes = Zeroizing::new([0u8; 32]);
-    getrandom::fill(bytes.as_mut()).map_err(|error| PeerError::Io {
+    getrandom::fill(bytes.as_mut()).map_err(|error| SystemError::Io {
         operation: "generate a private key".into(),
         source: io::Error::other(error.to_string()),
     })?;

@@ -8,9 +8,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::daemon;
-use super::{PeerError, RunningSide, TunnelImpl, WgSide};
+use super::{Implementation, Interface, WgSide, interface};
 use crate::netns::Namespace;
+use crate::systems::SystemError;
+use crate::systems::support;
 
 const NAME: &str = "boringtun";
 
@@ -28,11 +29,11 @@ impl Boringtun {
         if let Some(path) = std::env::var_os(BINARY_ENV) {
             return Self::at(PathBuf::from(path));
         }
-        let fallbacks: Vec<PathBuf> = super::home_path(".cargo/bin/boringtun-cli")
+        let fallbacks: Vec<PathBuf> = support::home_path(".cargo/bin/boringtun-cli")
             .into_iter()
             .collect();
         Self {
-            binary: super::find_program("boringtun-cli", &fallbacks),
+            binary: support::find_program("boringtun-cli", &fallbacks),
         }
     }
 
@@ -43,18 +44,18 @@ impl Boringtun {
     }
 }
 
-impl TunnelImpl for Boringtun {
-    fn name(&self) -> &str {
+impl Implementation for Boringtun {
+    fn name(&self) -> &'static str {
         NAME
     }
 
     fn installed(&self) -> Result<PathBuf, String> {
-        let binary = daemon::require_binary(
-            &self.binary,
+        let binary = support::require_binary(
+            self.binary.as_deref(),
             "boringtun-cli",
             "install with `cargo install boringtun-cli`",
         )?;
-        super::wg_tool()?;
+        interface::wg_tool()?;
         Ok(binary)
     }
 
@@ -63,10 +64,10 @@ impl TunnelImpl for Boringtun {
         namespace: &Namespace,
         side: &WgSide,
         workdir: &Path,
-    ) -> Result<Box<dyn RunningSide>, PeerError> {
-        let binary = self.installed().map_err(PeerError::NotInstalled)?;
+    ) -> Result<Interface, SystemError> {
+        let binary = self.installed().map_err(SystemError::NotInstalled)?;
         let mut command = namespace.command(&binary);
         command.args(["-f", "--disable-drop-privileges", &side.ifname]);
-        daemon::start_configured_by_wg(NAME, namespace, side, workdir, &mut command)
+        interface::start_configured_by_wg(NAME, namespace, side, workdir, &mut command)
     }
 }

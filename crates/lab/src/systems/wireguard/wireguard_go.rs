@@ -10,9 +10,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::daemon;
-use super::{PeerError, RunningSide, TunnelImpl, WgSide};
+use super::{Implementation, Interface, WgSide, interface};
 use crate::netns::Namespace;
+use crate::systems::SystemError;
+use crate::systems::support;
 
 const NAME: &str = "wireguard-go";
 
@@ -34,7 +35,7 @@ impl WireguardGo {
         let mut fallbacks = Vec::new();
         for bin_dir in [
             std::env::var_os("GOPATH").map(|gopath| PathBuf::from(gopath).join("bin")),
-            super::home_path("go/bin"),
+            support::home_path("go/bin"),
         ]
         .into_iter()
         .flatten()
@@ -43,7 +44,7 @@ impl WireguardGo {
             fallbacks.push(bin_dir.join("wireguard"));
         }
         Self {
-            binary: super::find_program("wireguard-go", &fallbacks),
+            binary: support::find_program("wireguard-go", &fallbacks),
         }
     }
 
@@ -54,18 +55,18 @@ impl WireguardGo {
     }
 }
 
-impl TunnelImpl for WireguardGo {
-    fn name(&self) -> &str {
+impl Implementation for WireguardGo {
+    fn name(&self) -> &'static str {
         NAME
     }
 
     fn installed(&self) -> Result<PathBuf, String> {
-        let binary = daemon::require_binary(
-            &self.binary,
+        let binary = support::require_binary(
+            self.binary.as_deref(),
             "wireguard-go",
             "install with `go install golang.zx2c4.com/wireguard@latest`",
         )?;
-        super::wg_tool()?;
+        interface::wg_tool()?;
         Ok(binary)
     }
 
@@ -74,12 +75,12 @@ impl TunnelImpl for WireguardGo {
         namespace: &Namespace,
         side: &WgSide,
         workdir: &Path,
-    ) -> Result<Box<dyn RunningSide>, PeerError> {
-        let binary = self.installed().map_err(PeerError::NotInstalled)?;
+    ) -> Result<Interface, SystemError> {
+        let binary = self.installed().map_err(SystemError::NotInstalled)?;
         let mut command = namespace.command(&binary);
         command
             .env("WG_PROCESS_FOREGROUND", "1")
             .args(["-f", &side.ifname]);
-        daemon::start_configured_by_wg(NAME, namespace, side, workdir, &mut command)
+        interface::start_configured_by_wg(NAME, namespace, side, workdir, &mut command)
     }
 }

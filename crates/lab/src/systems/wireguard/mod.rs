@@ -1,0 +1,157 @@
+//! Systems that speak the WireGuard protocol (fjord, wireguard-go,
+//! boringtun), brought up from one side description ([`WgSide`]) per host.
+//! The left host initiates.
+//!
+//! Each [`Implementation`] starts one side of a tunnel inside a namespace,
+//! so any two pair up (fjord↔wireguard-go, boringtun↔fjord, …): the interop
+//! tests pair them across implementations; as a lab system
+//! ([`WireGuardSystem`]) both hosts run the same one.
+//!
+//! Starting a side: the userspace daemon runs in the foreground with its
+//! stdout and stderr in a log file in the caller's work directory, the
+//! interface is configured (keys and peers through `wg setconf`, addresses,
+//! MTU and routes through `ip`, as wg-quick would, or by fjord itself from
+//! a wg-quick style file), and the start returns once the interface is up.
+//! The returned [`Interface`] stops the daemon on drop.
+//!
+//! wireguard-go and boringtun keep their control sockets in
+//! `/var/run/wireguard/IFNAME.sock`, which every namespace shares, so
+//! interface names must be unique across concurrently running tests:
+//! [`unique_ifname`] makes them so.
+
+mod boringtun;
+mod fjord;
+mod interface;
+mod side;
+mod wireguard_go;
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+pub use boringtun::Boringtun;
+pub use fjord::{Fjord, use_binary as use_fjord_binary, use_threads as use_fjord_threads};
+pub use interface::{Interface, PeerStats};
+pub use side::{
+    DEFAULT_MTU, Initiator, LISTEN_PORT, WgPeer, WgSide, generate_private_key, point_to_point,
+    unique_ifname,
+};
+pub use wireguard_go::WireguardGo;
+
+use super::support::{self, start_failed};
+use super::{RunningSystem, System, SystemError};
+use crate::netns::Namespace;
+use crate::topology::{LEFT_OVERLAY, RIGHT_OVERLAY, TwoHosts};
+
+/// A WireGuard implementation that can run one side of a tunnel.
+pub trait Implementation: Send + Sync {
+    /// Short name used in logs and reports (`fjord`, `wireguard-go`, …).
+    fn name(&self) -> &'static str;
+    /// The program that would run, or one line saying why it cannot.
+    fn installed(&self) -> Result<PathBuf, String>;
+    /// Settings that change its figures, for the report (empty: none).
+    fn settings(&self) -> String {
+        String::new()
+    }
+    /// Starts `side` inside `namespace` and returns once its interface is up
+    /// and configured. Logs and config files go to `workdir`.
+    fn start(
+        &self,
+        namespace: &Namespace,
+        side: &WgSide,
+        workdir: &Path,
+    ) -> Result<Interface, SystemError>;
+}
+
+/// One implementation on both hosts, as a lab system.
+pub struct WireGuardSystem {
+    implementation: Box<dyn Implementation>,
+    description: &'static str,
+}
+
+pub fn all() -> Vec<WireGuardSystem> {
+    vec![
+        WireGuardSystem {
+            implementation: Box::new(Fjord::locate()),
+            description: "fjord: this project's WireGuard-compatible VPN",
+        },
+        WireGuardSystem {
+            implementation: Box::new(WireguardGo::locate()),
+            description: "wireguard-go: the official userspace WireGuard (Go)",
+        },
+        WireGuardSystem {
+            implementation: Box::new(Boringtun::locate()),
+            description: "boringtun: Cloudflare's userspace WireGuard (Rust)",
+        },
+    ]
+}
+
+struct RunningWireGuard {
+    // Right (responder) last: it must outlive the initiator's shutdown.
+    left: Interface,
+    right: Interface,
+}
+
+impl System for WireGuardSystem {
+    fn name(&self) -> &str {
+        self.implementation.name()
+    }
+
+    fn description(&self) -> &str {
+        self.description
+    }
+
+    fn check(&self) -> Result<String, String> {
+        let path = self.implementation.installed()?;
+        let settings = self.implementation.settings();
+        Ok(if settings.is_empty() {
+            path.display().to_string()
+        } else {
+            format!("{}, {settings}", path.display())
+        })
+    }
+
+    fn start(
+        &self,
+        hosts: &TwoHosts,
+        workdir: &Path,
+    ) -> Result<Box<dyn RunningSystem>, SystemError> {
+        let failed = |detail: String| start_failed(self.name(), detail);
+        self.check().map_err(SystemError::NotInstalled)?;
+        let (left_side, right_side) =
+            point_to_point(Initiator::Left).map_err(|e| failed(e.to_string()))?;
+        // Failures already name the implementation, which is this system.
+        let right = self
+            .implementation
+            .start(&hosts.right, &right_side, workdir)?;
+        let left = self
+            .implementation
+            .start(&hosts.left, &left_side, workdir)?;
+        crate::traffic::wait_for_ping(
+            &hosts.left,
+            IpAddr::V4(RIGHT_OVERLAY),
+            support::FIRST_PING_TIMEOUT,
+        )
+        .map_err(|e| failed(format!("no ping through the tunnel: {e}")))?;
+        Ok(Box::new(RunningWireGuard { left, right }))
+    }
+}
+
+impl RunningSystem for RunningWireGuard {
+    fn left_address(&self) -> IpAddr {
+        IpAddr::V4(LEFT_OVERLAY)
+    }
+
+    fn right_address(&self) -> IpAddr {
+        IpAddr::V4(RIGHT_OVERLAY)
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        let mut pids = self.left.pids();
+        pids.extend(self.right.pids());
+        pids
+    }
+
+    fn mtu(&self) -> u16 {
+        DEFAULT_MTU
+    }
+}
