@@ -364,9 +364,15 @@ impl Mesh {
         self.departed.remove(&key);
         let is_new = !self.members.contains_key(&key);
         self.upsert(certificate, &[from], now, false);
+        let mut first_contact = false;
         if let Some(member) = self.members.get_mut(&key) {
+            first_contact = !member.direct;
             member.direct = true;
             observe_endpoint(&mut member.endpoints, from);
+        }
+        // Measure the path at once rather than at the next ping round.
+        if first_contact {
+            self.ping(now, key);
         }
         if !self.greeted.contains(&key) {
             self.greet(key);
@@ -619,18 +625,7 @@ impl Mesh {
     fn ping_all(&mut self, now: Instant) {
         let keys: Vec<PublicKey> = self.members.keys().copied().collect();
         for key in keys {
-            let nonce = self.next_random();
-            if let Some(member) = self.members.get_mut(&key) {
-                // A ping still unanswered stays the one measured, so a
-                // lost pong does not turn into a huge RTT later.
-                if member.ping_in_flight.is_none_or(|(_, sent)| {
-                    now.saturating_duration_since(sent) > self.config.ping_interval * 3
-                }) {
-                    member.ping_in_flight = Some((nonce, now));
-                }
-                let nonce = member.ping_in_flight.map_or(nonce, |(n, _)| n);
-                self.send(key, &Control::Ping { nonce });
-            }
+            self.ping(now, key);
         }
         // Bootstrap members we have not met yet: a Hello brings the
         // session up and starts the exchange.
@@ -643,6 +638,24 @@ impl Mesh {
         for key in unmet {
             self.greet(key);
         }
+    }
+
+    fn ping(&mut self, now: Instant, key: PublicKey) {
+        let nonce = self.next_random();
+        let stale_after = self.config.ping_interval * 3;
+        let Some(member) = self.members.get_mut(&key) else {
+            return;
+        };
+        // A ping still unanswered stays the one measured, so a lost pong
+        // does not turn into a huge RTT later.
+        if member
+            .ping_in_flight
+            .is_none_or(|(_, sent)| now.saturating_duration_since(sent) > stale_after)
+        {
+            member.ping_in_flight = Some((nonce, now));
+        }
+        let nonce = member.ping_in_flight.map_or(nonce, |(n, _)| n);
+        self.send(key, &Control::Ping { nonce });
     }
 
     fn gossip_to_random_member(&mut self) {
