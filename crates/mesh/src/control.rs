@@ -16,10 +16,13 @@
 //! and whether we want the receiver's member list),
 //! Members (a batch of other members with their certificates, observed
 //! endpoints and how long ago the sender heard of them), Revocations,
-//! Goodbye (the sender leaves the mesh), and Ping/Pong (path RTT). The
-//! kind byte leaves room for NAT traversal, relay and path-MTU messages.
+//! Goodbye (the sender leaves the mesh), Ping/Pong (path RTT), and
+//! Introduce/Rendezvous (NAT traversal through a mutual member). The kind
+//! byte leaves room for relay and path-MTU messages.
 
 use std::net::SocketAddr;
+
+use fjord_proto::PublicKey;
 
 use crate::cert::{Certificate, Revocation};
 use crate::codec::{DecodeError, Reader, Writer};
@@ -40,6 +43,8 @@ const KIND_REVOCATIONS: u8 = 3;
 const KIND_GOODBYE: u8 = 4;
 const KIND_PING: u8 = 5;
 const KIND_PONG: u8 = 6;
+const KIND_INTRODUCE: u8 = 7;
+const KIND_RENDEZVOUS: u8 = 8;
 
 /// One member as another member describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +73,18 @@ pub enum Control {
     },
     Pong {
         nonce: u64,
+    },
+    /// "I cannot reach `peer`; tell it where I am." Sent to a member that
+    /// reaches both.
+    Introduce {
+        peer: PublicKey,
+    },
+    /// "`peer` wants to meet you; it is seen at `endpoints`": the
+    /// introducer sends one to each side, and both aim at the other at
+    /// once, so each NAT sees an outgoing packet before the incoming one.
+    Rendezvous {
+        peer: PublicKey,
+        endpoints: Vec<SocketAddr>,
     },
 }
 
@@ -117,6 +134,17 @@ impl Control {
             KIND_GOODBYE => Control::Goodbye,
             KIND_PING => Control::Ping { nonce: body.u64()? },
             KIND_PONG => Control::Pong { nonce: body.u64()? },
+            KIND_INTRODUCE => Control::Introduce {
+                peer: PublicKey::from_bytes(body.array()?),
+            },
+            KIND_RENDEZVOUS => {
+                let peer = PublicKey::from_bytes(body.array()?);
+                let count = body.count(MAX_ENDPOINTS)?;
+                let endpoints = (0..count)
+                    .map(|_| body.socket_addr())
+                    .collect::<Result<_, _>>()?;
+                Control::Rendezvous { peer, endpoints }
+            }
             _ => return Err(DecodeError::UnknownFormat),
         };
         body.finish()?;
@@ -156,6 +184,19 @@ impl Control {
             Control::Pong { nonce } => {
                 body.u64(*nonce);
                 KIND_PONG
+            }
+            Control::Introduce { peer } => {
+                body.bytes(peer.as_bytes());
+                KIND_INTRODUCE
+            }
+            Control::Rendezvous { peer, endpoints } => {
+                body.bytes(peer.as_bytes());
+                let endpoints = &endpoints[..endpoints.len().min(MAX_ENDPOINTS)];
+                body.u8(endpoints.len() as u8);
+                for endpoint in endpoints {
+                    body.socket_addr(*endpoint);
+                }
+                KIND_RENDEZVOUS
             }
         };
         let mut message = Writer::default();
@@ -241,6 +282,16 @@ mod tests {
             Control::Goodbye,
             Control::Ping { nonce: 42 },
             Control::Pong { nonce: 43 },
+            Control::Introduce {
+                peer: PrivateKey::from_bytes([5; 32]).public_key(),
+            },
+            Control::Rendezvous {
+                peer: PrivateKey::from_bytes([6; 32]).public_key(),
+                endpoints: vec![
+                    "198.18.1.1:4000".parse().unwrap(),
+                    "[fd00::2]:51820".parse().unwrap(),
+                ],
+            },
         ]
     }
 

@@ -111,6 +111,12 @@ pub enum MeshAction {
     },
     /// Remove the peer `key` and its routes.
     Remove { key: PublicKey },
+    /// Aim at `key` now: send each endpoint a punch datagram (so our NAT
+    /// lets its answer in) and a handshake initiation to the first.
+    Punch {
+        key: PublicKey,
+        endpoints: Vec<SocketAddr>,
+    },
 }
 
 /// A control message to seal and send to `to` inside its session.
@@ -153,6 +159,12 @@ pub struct MeshCounters {
     pub members_learned: u64,
     pub members_removed: u64,
     pub revocations_learned: u64,
+    /// Introductions we asked a mutual member for.
+    pub introductions_requested: u64,
+    /// Rendezvous we arranged between two members.
+    pub rendezvous_arranged: u64,
+    /// Members we gave up reaching directly.
+    pub traversals_failed: u64,
 }
 
 struct Member {
@@ -163,6 +175,8 @@ struct Member {
     direct: bool,
     rtt: Option<Duration>,
     ping_in_flight: Option<(u64, Instant)>,
+    /// NAT traversal toward a member that has not answered yet.
+    traversal: traversal::Traversal,
 }
 
 pub struct Mesh {
@@ -182,6 +196,8 @@ pub struct Mesh {
     bootstrap: HashSet<PublicKey>,
     /// The `now` of the latest input, for ages in outgoing gossip.
     last_input: Instant,
+    /// The earliest NAT traversal step due, if any.
+    next_punch: Option<Instant>,
     next_gossip: Instant,
     next_ping: Instant,
     rng_state: u64,
@@ -212,6 +228,7 @@ impl Mesh {
             unverified: HashMap::new(),
             greeted: HashSet::new(),
             last_input: now,
+            next_punch: None,
             next_gossip: now,
             next_ping: now,
             rng_state: seed | 1,
@@ -331,9 +348,13 @@ impl Mesh {
             }
             Control::Members(records) => {
                 for record in records {
+                    let learned = record.certificate.node_key;
                     self.learn(now, record);
+                    self.note_introducer(now, key, learned);
                 }
             }
+            Control::Introduce { peer } => self.introduce(key, peer),
+            Control::Rendezvous { peer, endpoints } => self.rendezvous(peer, &endpoints),
             Control::Revocations(revocations) => {
                 for revocation in revocations {
                     self.learn_revocation(revocation)?;
@@ -374,6 +395,7 @@ impl Mesh {
         if first_contact {
             self.ping(now, key);
         }
+        self.traversal_done(key);
         if !self.greeted.contains(&key) {
             self.greet(key);
         }
@@ -479,6 +501,7 @@ impl Mesh {
                         direct: false,
                         rtt: None,
                         ping_in_flight: None,
+                        traversal: traversal::Traversal::default(),
                     },
                 );
             }
@@ -575,17 +598,25 @@ impl Mesh {
             self.gossip_to_random_member();
             self.next_gossip = now + self.jittered(self.config.gossip_interval);
         }
+        if self.next_punch.is_some_and(|due| due <= now) {
+            self.punch_due(now);
+        }
     }
 
     /// When `handle_timeout` should next run.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let verify = self.unverified.values().min().copied();
         Some(
-            [Some(self.next_ping), Some(self.next_gossip), verify]
-                .into_iter()
-                .flatten()
-                .min()
-                .unwrap_or(self.next_ping),
+            [
+                Some(self.next_ping),
+                Some(self.next_gossip),
+                verify,
+                self.next_punch,
+            ]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(self.next_ping),
         )
     }
 
@@ -763,6 +794,8 @@ fn merge_endpoint(endpoints: &mut Vec<SocketAddr>, endpoint: SocketAddr) {
         endpoints.push(endpoint);
     }
 }
+
+mod traversal;
 
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,7 @@
 //! network: real handshakes and real encryption, simulated time. Each
 //! node is configured with one bootstrap member and nothing else.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,67 @@ struct Net {
     in_flight: VecDeque<(SocketAddr, SocketAddr, Vec<u8>)>,
     /// Datagrams to this address are lost (a node that went away).
     unreachable: Option<SocketAddr>,
+    nats: Vec<Nat>,
+    /// Datagrams from the first address to the second are lost until the
+    /// instant (a burst of loss on one path).
+    lossy: Option<(SocketAddr, SocketAddr, Instant)>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum NatKind {
+    /// One public port per inside socket, the same as the inside port
+    /// (the usual home router); replies filtered by remote address and
+    /// port, as Linux conntrack does.
+    PortPreserving,
+    /// A new public port for every destination (`random-fully`).
+    Symmetric,
+}
+
+/// A NAT in front of some nodes, with Linux's address-and-port filtering.
+struct Nat {
+    public: IpAddr,
+    kind: NatKind,
+    inside: HashSet<SocketAddr>,
+    mappings: HashMap<(SocketAddr, Option<SocketAddr>), u16>,
+    owners: HashMap<u16, SocketAddr>,
+    /// (public port, remote) pairs a reply may come from.
+    allowed: HashSet<(u16, SocketAddr)>,
+    next_port: u16,
+}
+
+impl Nat {
+    fn outbound(&mut self, inside: SocketAddr, to: SocketAddr) -> SocketAddr {
+        let key = match self.kind {
+            NatKind::PortPreserving => (inside, None),
+            NatKind::Symmetric => (inside, Some(to)),
+        };
+        let port = match self.mappings.get(&key) {
+            Some(port) => *port,
+            None => {
+                let port = match self.kind {
+                    NatKind::PortPreserving if !self.owners.contains_key(&inside.port()) => {
+                        inside.port()
+                    }
+                    _ => {
+                        self.next_port += 1;
+                        self.next_port
+                    }
+                };
+                self.mappings.insert(key, port);
+                self.owners.insert(port, inside);
+                port
+            }
+        };
+        self.allowed.insert((port, to));
+        SocketAddr::new(self.public, port)
+    }
+
+    fn inbound(&self, from: SocketAddr, to: SocketAddr) -> Option<SocketAddr> {
+        if !self.allowed.contains(&(to.port(), from)) {
+            return None;
+        }
+        self.owners.get(&to.port()).copied()
+    }
 }
 
 fn underlay(index: u8) -> SocketAddr {
@@ -55,11 +116,34 @@ impl Net {
             overlay: BTreeMap::new(),
             in_flight: VecDeque::new(),
             unreachable: None,
+            nats: Vec::new(),
+            lossy: None,
         }
     }
 
     fn key(index: u8) -> PrivateKey {
         PrivateKey::from_bytes([index.wrapping_mul(37).wrapping_add(11); 32])
+    }
+
+    /// Adds node `index` behind a NAT of `kind` with public address
+    /// 198.18.1.`index`; its own address stays 198.18.0.`index`.
+    fn add_behind_nat(
+        &mut self,
+        secret: &NetworkSecret,
+        index: u8,
+        bootstrap: Option<u8>,
+        kind: NatKind,
+    ) {
+        self.nats.push(Nat {
+            public: IpAddr::from([198, 18, 1, index]),
+            kind,
+            inside: HashSet::from([underlay(index)]),
+            mappings: HashMap::new(),
+            owners: HashMap::new(),
+            allowed: HashSet::new(),
+            next_port: 40_000,
+        });
+        self.add(secret, index, bootstrap);
     }
 
     fn add(&mut self, secret: &NetworkSecret, index: u8, bootstrap: Option<u8>) {
@@ -115,12 +199,33 @@ impl Net {
                 }
                 while node.poll_event().is_some() {}
             }
-            let Some((from, to, mut datagram)) = self.in_flight.pop_front() else {
+            let Some((inside_from, to, mut datagram)) = self.in_flight.pop_front() else {
                 break;
             };
             if Some(to) == self.unreachable {
                 continue;
             }
+            if self
+                .lossy
+                .is_some_and(|(a, b, until)| a == inside_from && b == to && self.now < until)
+            {
+                continue;
+            }
+            let from = match self
+                .nats
+                .iter_mut()
+                .find(|nat| nat.inside.contains(&inside_from))
+            {
+                Some(nat) => nat.outbound(inside_from, to),
+                None => inside_from,
+            };
+            let to = match self.nats.iter().find(|nat| nat.public == to.ip()) {
+                Some(nat) => match nat.inbound(from, to) {
+                    Some(inside) => inside,
+                    None => continue,
+                },
+                None => to,
+            };
             if let Some(node) = self.nodes.get_mut(&to) {
                 let _ = node.handle_datagram(self.now, from, &mut datagram);
             }
@@ -165,10 +270,25 @@ impl Net {
         else {
             return false;
         };
-        assert_eq!(destination, to_underlay, "routed to the member's endpoint");
+        // Through the NATs, as any datagram.
+        let from = match self
+            .nats
+            .iter_mut()
+            .find(|nat| nat.inside.contains(&from_underlay))
+        {
+            Some(nat) => nat.outbound(from_underlay, destination),
+            None => from_underlay,
+        };
+        let arrives_at = match self.nats.iter().find(|nat| nat.public == destination.ip()) {
+            Some(nat) => nat.inbound(from, destination),
+            None => Some(destination),
+        };
+        if arrives_at != Some(to_underlay) {
+            return false;
+        }
         let receiver = self.nodes.get_mut(&to_underlay).unwrap();
         let mut datagram = buf[..len].to_vec();
-        match receiver.handle_datagram(now, from_underlay, &mut datagram) {
+        match receiver.handle_datagram(now, from, &mut datagram) {
             Received::Data { packet: range, .. } => datagram[range] == packet[..],
             _ => false,
         }
@@ -267,4 +387,96 @@ fn a_stranger_with_a_valid_handshake_but_no_certificate_is_dropped() {
             .is_none(),
         "the provisional peer is gone"
     );
+}
+
+/// Time until every pair of nodes in `indices` lists the other as a
+/// member with a session, in simulated time.
+fn time_to_full_mesh(net: &mut Net, indices: &[u8], limit: Duration) -> Option<Duration> {
+    let start = net.now;
+    while net.now - start <= limit {
+        let done = indices.iter().all(|from| {
+            let members = net.nodes[&underlay(*from)].members();
+            indices.iter().filter(|to| *to != from).all(|to| {
+                let key = Net::key(*to).public_key();
+                members.iter().any(|(m, session)| m.key == key && *session)
+            })
+        });
+        if done {
+            return Some(net.now - start);
+        }
+        net.advance(Duration::from_millis(50));
+    }
+    None
+}
+
+#[test]
+fn members_behind_two_port_preserving_nats_meet_directly_within_two_seconds() {
+    let secret = NetworkSecret::from_seed([42; 32]);
+    let mut net = Net::new();
+    net.add(&secret, 1, None);
+    net.add_behind_nat(&secret, 2, Some(1), NatKind::PortPreserving);
+    net.add_behind_nat(&secret, 3, Some(1), NatKind::PortPreserving);
+    let took = time_to_full_mesh(&mut net, &[1, 2, 3], Duration::from_secs(10))
+        .expect("a full mesh within 10 s");
+    assert!(took <= Duration::from_secs(2), "took {took:?}");
+    assert!(net.ping(2, 3) && net.ping(3, 2));
+    // Directly: each sends to the other's NAT, not through node 1.
+    let endpoint = net.nodes[&underlay(2)]
+        .device()
+        .peer_id(&Net::key(3).public_key())
+        .and_then(|id| net.nodes[&underlay(2)].device().peer_status(id))
+        .and_then(|status| status.endpoint);
+    assert_eq!(endpoint, Some(SocketAddr::from(([198, 18, 1, 3], 51820))));
+}
+
+#[test]
+fn a_member_behind_a_nat_that_filters_a_one_sided_greeting_is_introduced() {
+    let secret = NetworkSecret::from_seed([42; 32]);
+    let mut net = Net::new();
+    net.add(&secret, 1, None);
+    net.add_behind_nat(&secret, 2, Some(1), NatKind::PortPreserving);
+    net.advance(Duration::from_secs(1));
+    // Node 4 has no NAT; it learns node 2 from node 1, but its greeting
+    // is dropped by node 2's NAT, and node 2's own greeting to node 4 is
+    // lost on the way. Without help, node 2 would retry only after
+    // WireGuard's 5 s REKEY_TIMEOUT; an introduction through node 1 makes
+    // node 2 aim at node 4 at once.
+    net.lossy = Some((
+        underlay(2),
+        underlay(4),
+        net.now + Duration::from_millis(500),
+    ));
+    net.add(&secret, 4, Some(1));
+    let took = time_to_full_mesh(&mut net, &[1, 2, 4], Duration::from_secs(10))
+        .expect("a full mesh within 10 s");
+    let counters = net.nodes[&underlay(4)].mesh().unwrap().counters().clone();
+    assert!(
+        took <= Duration::from_secs(2),
+        "took {took:?}, {counters:?}"
+    );
+    assert!(counters.introductions_requested >= 1, "{counters:?}");
+    assert!(net.ping(4, 2) && net.ping(2, 4));
+}
+
+#[test]
+fn a_symmetric_nat_pair_gives_up_on_the_direct_path_and_keeps_the_rest() {
+    let secret = NetworkSecret::from_seed([42; 32]);
+    let mut net = Net::new();
+    net.add(&secret, 1, None);
+    net.add_behind_nat(&secret, 2, Some(1), NatKind::Symmetric);
+    net.add_behind_nat(&secret, 3, Some(1), NatKind::Symmetric);
+    net.advance(Duration::from_secs(10));
+    // Both still reach the bootstrap member; between them no direct path
+    // exists without a relay, and traversal stops trying instead of
+    // spinning.
+    assert!(net.ping(2, 1) && net.ping(3, 1));
+    let failed = |index: u8| {
+        net.nodes[&underlay(index)]
+            .mesh()
+            .unwrap()
+            .counters()
+            .traversals_failed
+    };
+    assert!(failed(2) + failed(3) >= 1, "traversal gave up");
+    assert!(!net.ping(2, 3));
 }

@@ -321,6 +321,20 @@ impl Device {
         self.with_peer(id, |peer, ctx| peer.send_extension(id, now, payload, ctx));
     }
 
+    /// Sends `endpoint` a handshake initiation now, even if one went out
+    /// less than REKEY_TIMEOUT ago: NAT traversal needs the initiation to
+    /// leave right after both sides learned where to aim, not seconds
+    /// later. The caller bounds how often it asks.
+    pub fn punch_handshake(&mut self, id: PeerId, now: Instant, endpoint: SocketAddr) {
+        self.with_peer(id, |peer, ctx| {
+            peer.endpoint = Some(endpoint);
+            if !peer.has_session() {
+                peer.last_initiation_sent = None;
+                peer.initiate(id, now, ctx, false);
+            }
+        });
+    }
+
     /// Admits up to `limit` peers that nobody configured when their
     /// initiation proves their key (a fjord mesh, where a member does not
     /// know a newcomer yet); `None` (the default) refuses them as

@@ -30,6 +30,11 @@ struct Sim {
     nodes: BTreeMap<PublicKey, SimNode>,
     in_flight: VecDeque<(PublicKey, PublicKey, Vec<u8>)>,
     delivered: u64,
+    /// Messages from the first key to the second are lost until the
+    /// second punched toward the first.
+    blocked: Vec<(PublicKey, PublicKey)>,
+    /// (who, toward whom) for every Punch action.
+    punched: Vec<(PublicKey, PublicKey)>,
 }
 
 fn key(index: u16) -> PrivateKey {
@@ -49,6 +54,8 @@ impl Sim {
             nodes: BTreeMap::new(),
             in_flight: VecDeque::new(),
             delivered: 0,
+            blocked: Vec::new(),
+            punched: Vec::new(),
         }
     }
 
@@ -117,6 +124,20 @@ impl Sim {
         public
     }
 
+    /// Like `join`, but `blocked_by`'s messages to the newcomer are lost
+    /// until `blocked_by` punches toward it (the newcomer's NAT filters
+    /// them). Its own messages to `blocked_by` get through.
+    fn join_blocked(
+        &mut self,
+        index: u16,
+        bootstrap: Option<u16>,
+        blocked_by: PublicKey,
+    ) -> PublicKey {
+        let newcomer = key(index).public_key();
+        self.blocked.push((blocked_by, newcomer));
+        self.join(index, bootstrap)
+    }
+
     /// Applies actions and delivers messages until the network is quiet.
     fn pump(&mut self) {
         loop {
@@ -133,6 +154,10 @@ impl Sim {
                         MeshAction::Remove { key } => {
                             node.peers.remove(&key);
                             node.sessions.remove(&key);
+                        }
+                        MeshAction::Punch { key, .. } => {
+                            self.punched.push((*from, key));
+                            self.blocked.retain(|(a, b)| !(*a == key && b == from));
                         }
                     }
                 }
@@ -163,6 +188,9 @@ impl Sim {
             return;
         };
         if !sender.peers.contains_key(&to) || !self.nodes.get(&to).is_some_and(|n| n.online) {
+            return;
+        }
+        if self.blocked.contains(&(from, to)) {
             return;
         }
         let from_address = sender.address;
@@ -420,4 +448,24 @@ fn foreign_forged_and_misattributed_certificates_are_refused() {
     assert_eq!(mesh.counters().refused_certificates, 2);
     assert_eq!(mesh.counters().not_a_member, 1);
     assert_eq!(mesh.counters().malformed, 1);
+}
+
+#[test]
+fn a_member_that_does_not_answer_is_introduced_through_the_mutual_member() {
+    let mut sim = Sim::new();
+    let first = sim.join(0, None);
+    sim.join(1, Some(0));
+    let quiet = key(1).public_key();
+    // Node 1's greetings and answers to node 2 are lost (its NAT filters
+    // them) until a rendezvous tells it to aim at node 2.
+    sim.nodes.get_mut(&quiet).unwrap().online = true;
+    let newcomer = sim.join_blocked(2, Some(0), quiet);
+    sim.advance(Duration::from_secs(3));
+    let counters = sim.nodes[&newcomer].mesh.counters().clone();
+    assert!(counters.introductions_requested >= 1, "{counters:?}");
+    assert!(sim.nodes[&first].mesh.counters().rendezvous_arranged >= 1);
+    assert!(
+        sim.punched.contains(&(quiet, newcomer)),
+        "node 1 punched toward node 2"
+    );
 }

@@ -8,6 +8,7 @@
 //!                   └─▶ Event::UnknownPeerAdmitted ─▶ Mesh::handle_unverified
 //! Mesh::poll_action  ─▶ add / route / confirm / remove peers
 //! Mesh::poll_message ─▶ Device::send_extension ─▶ poll_transmit
+//! MeshAction::Punch  ─▶ punch datagrams + Device::punch_handshake
 //! ```
 //!
 //! All of it runs inside the Node's own calls (`finish_datagram`,
@@ -18,10 +19,17 @@ use std::collections::{HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use fjord_proto::{DropReason, Event, PeerConfig, PeerId, PresharedKey, PublicKey, Received};
+use fjord_proto::{
+    DropReason, Event, PeerConfig, PeerId, PresharedKey, PublicKey, Received, Transmit,
+};
 
 use super::Node;
 use crate::membership::{MemberStatus, Mesh, MeshAction};
+
+/// What a punch datagram carries: nothing a receiver acts on (fjord and
+/// WireGuard drop it as an unknown message type); it only makes the
+/// sender's NAT expect packets from where it went.
+pub const PUNCH_DATAGRAM: [u8; 8] = *b"\x1ffjpunch";
 
 /// Most peers admitted on a valid handshake alone, waiting for their
 /// certificate: bounds what a stranger who knows our public key can
@@ -36,6 +44,8 @@ pub(super) struct MeshDriver {
     /// The `now` of the latest input: sends triggered from `poll_*` calls
     /// (which take no time) are stamped with it.
     last_now: Instant,
+    /// Punch datagrams waiting for `poll_transmit`.
+    punches: VecDeque<SocketAddr>,
     /// Peers the mesh created or confirmed, so only these lose their
     /// routes when a certificate changes and are removed when a member
     /// goes. Configured peers keep theirs.
@@ -52,6 +62,7 @@ impl Node {
             mesh,
             events: VecDeque::new(),
             last_now: now,
+            punches: VecDeque::new(),
             managed: HashSet::new(),
         });
         self.pump_mesh();
@@ -199,7 +210,26 @@ impl Node {
                     self.remove_peer(id);
                 }
             }
+            MeshAction::Punch { key, endpoints } => {
+                let (Some(id), Some(first)) = (self.device.peer_id(&key), endpoints.first()) else {
+                    return;
+                };
+                driver.punches.extend(endpoints.iter().copied());
+                self.device.punch_handshake(id, driver.last_now, *first);
+            }
         }
+    }
+
+    /// A punch datagram waiting to leave, written into `buf`.
+    pub(super) fn poll_punch(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        let driver = self.mesh.as_mut()?;
+        let out = buf.get_mut(..PUNCH_DATAGRAM.len())?;
+        let destination = driver.punches.pop_front()?;
+        out.copy_from_slice(&PUNCH_DATAGRAM);
+        Some(Transmit {
+            destination,
+            len: PUNCH_DATAGRAM.len(),
+        })
     }
 
     /// The peer for a member, created (or confirmed) if need be.

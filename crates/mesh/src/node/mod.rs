@@ -242,7 +242,8 @@ impl Node {
 
     pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
         self.pump_mesh();
-        self.device.poll_transmit(buf)
+        self.poll_punch(buf)
+            .or_else(|| self.device.poll_transmit(buf))
     }
 
     pub fn poll_event(&mut self) -> Option<Event> {

@@ -50,7 +50,7 @@ pub(crate) struct Peer {
     pub cookie: CookieState,
     pub endpoint: Option<SocketAddr>,
     initiation: Option<InitiatorState>,
-    last_initiation_sent: Option<Instant>,
+    pub(crate) last_initiation_sent: Option<Instant>,
     greatest_timestamp: Option<Tai64N>,
     last_initiation_consumed: Option<Instant>,
     current: Option<Session>,

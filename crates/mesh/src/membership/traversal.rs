@@ -1,0 +1,162 @@
+//! NAT traversal between members, through a member that reaches both.
+//!
+//! ```text
+//! A learns B from C's gossip, greets B at B's gossiped endpoint
+//! no Hello from B within PUNCH_AFTER:
+//!     A ──Introduce(B)──▶ C
+//!     C ──Rendezvous(A, A's endpoints)──▶ B
+//!     C ──Rendezvous(B, B's endpoints)──▶ A
+//!     A and B each: Punch (punch datagrams + an initiation) at the other
+//! retried every PUNCH_RETRY, at most MAX_PUNCH_ATTEMPTS times
+//! ```
+//!
+//! Each side's outgoing punch opens its own NAT for the other's packets;
+//! since both start on the same message from C, each NAT usually sees its
+//! owner's packet before the other's arrives. The endpoints are those the
+//! introducer observes (the NATs' public mappings), so this works for
+//! NATs that keep one mapping per socket (port-preserving, or any
+//! endpoint-independent mapping). A symmetric NAT maps each destination
+//! to a new port, which the introducer cannot see: those pairs need port
+//! prediction or a relay, neither of which is here yet.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use fjord_proto::PublicKey;
+
+use super::{Mesh, MeshAction};
+use crate::control::{Control, MAX_ENDPOINTS};
+
+/// How long a greeting may go unanswered before asking for an
+/// introduction: a handshake round trip on any sane path.
+pub const PUNCH_AFTER: Duration = Duration::from_millis(1000);
+/// Between traversal attempts.
+pub const PUNCH_RETRY: Duration = Duration::from_millis(1000);
+/// Attempts before giving up on a direct path.
+pub const MAX_PUNCH_ATTEMPTS: u8 = 5;
+
+#[derive(Debug, Default)]
+pub(super) struct Traversal {
+    /// The member whose gossip told us of this one.
+    introducer: Option<PublicKey>,
+    attempts: u8,
+    /// When the next attempt is due; `None` when none is planned.
+    due: Option<Instant>,
+}
+
+impl Mesh {
+    /// `introducer` told us of `member`: if the member has not spoken to
+    /// us yet, plan to ask the introducer for a rendezvous.
+    pub(super) fn note_introducer(
+        &mut self,
+        now: Instant,
+        introducer: PublicKey,
+        member: PublicKey,
+    ) {
+        let Some(state) = self.members.get_mut(&member) else {
+            return;
+        };
+        if state.direct || state.traversal.introducer.is_some() {
+            return;
+        }
+        state.traversal.introducer = Some(introducer);
+        let due = now + PUNCH_AFTER;
+        state.traversal.due = Some(due);
+        self.next_punch = Some(self.next_punch.map_or(due, |next| next.min(due)));
+    }
+
+    /// `member` greeted us: no traversal needed any more.
+    pub(super) fn traversal_done(&mut self, member: PublicKey) {
+        if let Some(state) = self.members.get_mut(&member) {
+            state.traversal.due = None;
+            state.traversal.attempts = 0;
+        }
+    }
+
+    /// Asks introducers for the rendezvous that are due.
+    pub(super) fn punch_due(&mut self, now: Instant) {
+        let due: Vec<PublicKey> = self
+            .members
+            .iter()
+            .filter(|(_, m)| !m.direct && m.traversal.due.is_some_and(|due| due <= now))
+            .map(|(key, _)| *key)
+            .collect();
+        for member in due {
+            let introducer = self.reachable_introducer(&member);
+            let Some(state) = self.members.get_mut(&member) else {
+                continue;
+            };
+            state.traversal.attempts += 1;
+            state.traversal.due =
+                (state.traversal.attempts < MAX_PUNCH_ATTEMPTS).then_some(now + PUNCH_RETRY);
+            if state.traversal.due.is_none() {
+                self.counters.traversals_failed += 1;
+            }
+            if let Some(introducer) = introducer {
+                self.counters.introductions_requested += 1;
+                self.send(introducer, &Control::Introduce { peer: member });
+            }
+        }
+        self.next_punch = self.members.values().filter_map(|m| m.traversal.due).min();
+    }
+
+    /// The member's introducer if it speaks to us, else any member that
+    /// does (the introducer may have left).
+    fn reachable_introducer(&self, member: &PublicKey) -> Option<PublicKey> {
+        let state = self.members.get(member)?;
+        state
+            .traversal
+            .introducer
+            .filter(|key| self.members.get(key).is_some_and(|m| m.direct))
+            .or_else(|| self.direct_members().find(|key| key != member))
+    }
+
+    /// `from` asks us to introduce it to `peer`.
+    pub(super) fn introduce(&mut self, from: PublicKey, peer: PublicKey) {
+        let (Some(asker), Some(target)) = (self.members.get(&from), self.members.get(&peer)) else {
+            return;
+        };
+        if from == peer || !target.direct {
+            return;
+        }
+        let asker_endpoints = asker.endpoints.clone();
+        let target_endpoints = target.endpoints.clone();
+        self.counters.rendezvous_arranged += 1;
+        self.send(
+            peer,
+            &Control::Rendezvous {
+                peer: from,
+                endpoints: asker_endpoints,
+            },
+        );
+        self.send(
+            from,
+            &Control::Rendezvous {
+                peer,
+                endpoints: target_endpoints,
+            },
+        );
+    }
+
+    /// A mutual member says `peer` wants to meet us at `endpoints`. We
+    /// punch even if `peer` greeted us already: hearing it does not mean
+    /// it hears us (our NAT may drop what it returns).
+    pub(super) fn rendezvous(&mut self, peer: PublicKey, endpoints: &[SocketAddr]) {
+        let Some(member) = self.members.get_mut(&peer) else {
+            return;
+        };
+        if endpoints.is_empty() {
+            return;
+        }
+        for endpoint in endpoints.iter().rev() {
+            member.endpoints.retain(|known| known != endpoint);
+            member.endpoints.insert(0, *endpoint);
+        }
+        member.endpoints.truncate(MAX_ENDPOINTS);
+        let endpoints = endpoints.iter().take(MAX_ENDPOINTS).copied().collect();
+        self.actions.push_back(MeshAction::Punch {
+            key: peer,
+            endpoints,
+        });
+    }
+}
