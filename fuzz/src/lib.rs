@@ -2,6 +2,7 @@
 //! committed seeds can be replayed on stable (`cargo test` here, and
 //! `crates/proto/tests/fuzz_corpus.rs` in the main workspace).
 
+mod mesh_targets;
 mod net_targets;
 mod proto_targets;
 
@@ -9,6 +10,7 @@ use std::str::FromStr;
 
 use fjord_mesh::Cidr;
 
+pub use mesh_targets::{cert_parse, control_parse, mesh_membership};
 pub use net_targets::tun_coalesce;
 pub use proto_targets::{device_datagram, ip_header, wire_parse};
 
@@ -59,5 +61,8 @@ mod tests {
         replay("device_datagram", super::device_datagram);
         replay("cidr_parse", super::cidr_parse);
         replay("tun_coalesce", super::tun_coalesce);
+        replay("control_parse", super::control_parse);
+        replay("cert_parse", super::cert_parse);
+        replay("mesh_membership", super::mesh_membership);
     }
 }

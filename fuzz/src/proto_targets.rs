@@ -72,24 +72,24 @@ impl Rng for FuzzRng {
 }
 
 /// Reads operations and their arguments off the fuzz input; runs out as zeros.
-struct Input<'a>(&'a [u8]);
+pub(crate) struct Input<'a>(pub(crate) &'a [u8]);
 
 impl<'a> Input<'a> {
-    fn byte(&mut self) -> Option<u8> {
+    pub(crate) fn byte(&mut self) -> Option<u8> {
         let (&first, rest) = self.0.split_first()?;
         self.0 = rest;
         Some(first)
     }
 
-    fn u8(&mut self) -> u8 {
+    pub(crate) fn u8(&mut self) -> u8 {
         self.byte().unwrap_or(0)
     }
 
-    fn u16(&mut self) -> u16 {
+    pub(crate) fn u16(&mut self) -> u16 {
         u16::from_le_bytes([self.u8(), self.u8()])
     }
 
-    fn bytes(&mut self, len: usize) -> &'a [u8] {
+    pub(crate) fn bytes(&mut self, len: usize) -> &'a [u8] {
         let (head, rest) = self.0.split_at(len.min(self.0.len()));
         self.0 = rest;
         head

@@ -1,0 +1,623 @@
+//! Fuzz target bodies for `fjord_mesh`: the control message and
+//! certificate parsers, and the [`Mesh`] state machine fed control
+//! messages from peers that the fuzzer picks.
+//!
+//! The fuzzer cannot forge an Ed25519 signature, so [`mesh_membership`]
+//! draws certificates and revocations from a kit signed once per process
+//! (valid, renewed, short-lived, not yet valid, from another network) and
+//! lets the input choose which to send, from whom and when; raw and
+//! mutated messages cover everything else.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use fjord_mesh::cert::{MAX_CERTIFICATE_ADDRESSES, MAX_NAME_LEN, REVOCATION_LEN};
+use fjord_mesh::control::{Control, MAX_ENDPOINTS, MemberRecord};
+use fjord_mesh::{
+    Bootstrap, Certificate, Cidr, Mesh, MeshAction, MeshConfig, NetworkPublicKey, NetworkSecret,
+    Revocation,
+};
+use fjord_proto::{PrivateKey, PublicKey, WallClock};
+
+use crate::proto_targets::Input;
+
+/// `Control::decode` on arbitrary bytes; a success must encode back to
+/// the same bytes, followed only by zero padding.
+pub fn control_parse(data: &[u8]) {
+    let Ok(control) = Control::decode(data) else {
+        return;
+    };
+    assert!(Control::is_control(data));
+    let encoded = control.encode();
+    assert!(
+        data.starts_with(&encoded),
+        "{control:?} re-encoded differently"
+    );
+    assert!(data[encoded.len()..].iter().all(|&byte| byte == 0));
+}
+
+/// Certificates, revocations and network keys from arbitrary bytes and
+/// text. A binary success must encode back to the same bytes, a text
+/// success must print and parse back to itself; checking signatures of
+/// whatever parsed must not panic either.
+pub fn cert_parse(data: &[u8]) {
+    if let Ok(certificate) = Certificate::decode(data) {
+        assert_eq!(certificate.encode(), data);
+        assert!((1..=MAX_NAME_LEN).contains(&certificate.name.len()));
+        assert!(certificate.addresses.len() <= MAX_CERTIFICATE_ADDRESSES);
+        let _ = certificate.verify(&certificate.network, certificate.issued_at);
+    }
+    if let Ok(revocation) = Revocation::decode(data) {
+        assert_eq!(revocation.encode(), data);
+        assert_eq!(data.len(), REVOCATION_LEN);
+        let _ = revocation.verify(&revocation.network);
+    }
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(certificate) = text.parse::<Certificate>() {
+        assert_eq!(certificate.to_base64().parse().as_ref(), Ok(&certificate));
+    }
+    if let Ok(revocation) = text.parse::<Revocation>() {
+        assert_eq!(revocation.to_base64().parse().as_ref(), Ok(&revocation));
+    }
+    if let Ok(key) = text.parse::<NetworkPublicKey>() {
+        assert_eq!(key.to_string().parse().as_ref(), Ok(&key));
+    }
+}
+
+const EPOCH_SECS: u64 = 1_800_000_000;
+/// Peers the input can speak as; the last has only a foreign certificate.
+const PEERS: usize = 5;
+const MEMBER_PEERS: u8 = 4;
+const ENDPOINTS: [&str; 4] = [
+    "198.18.0.1:51820",
+    "198.18.0.2:4000",
+    "[2001:db8::1]:51820",
+    "203.0.113.7:1",
+];
+/// Outbound messages remembered for replaying to the mesh.
+const HISTORY: usize = 16;
+/// Operations per input, so each run stays fast.
+const MAX_OPERATIONS: usize = 256;
+const MTUS: [usize; 4] = [1420, 1280, 200, 0];
+
+/// Signed once per process: signatures dominate a run otherwise.
+struct Kit {
+    network: NetworkPublicKey,
+    own: Certificate,
+    peers: [PublicKey; PEERS],
+    /// Indexed as [`Kit::certificate`] documents.
+    certificates: Vec<Certificate>,
+    /// Indexed as [`Kit::revocation`] documents.
+    revocations: Vec<Revocation>,
+    /// Every address list the network signed, per node key: the only
+    /// routes the mesh may ever ask for.
+    signed: HashMap<PublicKey, Vec<Vec<Cidr>>>,
+}
+
+fn address(text: &str) -> SocketAddr {
+    // Invariant: the constants above are valid socket addresses.
+    text.parse().expect("constant address")
+}
+
+fn cidr(text: &str) -> Cidr {
+    // Invariant: only called with valid constant prefixes.
+    text.parse().expect("constant prefix")
+}
+
+fn node_key(index: u8) -> PublicKey {
+    PrivateKey::from_bytes([index + 10; 32]).public_key()
+}
+
+fn sign(
+    secret: &NetworkSecret,
+    key: PublicKey,
+    addresses: &[Cidr],
+    from: u64,
+    to: u64,
+) -> Certificate {
+    // Invariant: fixed valid names, 1-2 addresses, and `from < to`.
+    secret
+        .sign(key, "node", addresses, from, to)
+        .expect("valid certificate request")
+}
+
+impl Kit {
+    fn get() -> &'static Kit {
+        static KIT: OnceLock<Kit> = OnceLock::new();
+        KIT.get_or_init(Kit::new)
+    }
+
+    /// Certificates: `4 * kind + peer` for the four member peers, where
+    /// kind 0 is valid for an hour, 1 renewed (issued later, other
+    /// addresses), 2 expires after 30 s; then 12 not valid for another
+    /// hour (peer 0), 13 the last peer's from another network, 14 ours.
+    fn new() -> Self {
+        let secret = NetworkSecret::from_seed([3; 32]);
+        let foreign = NetworkSecret::from_seed([9; 32]);
+        let peers: [PublicKey; PEERS] = std::array::from_fn(|i| node_key(i as u8));
+        let own_key = PrivateKey::from_bytes([1; 32]).public_key();
+        let now = EPOCH_SECS;
+        let mut certificates = Vec::new();
+        for kind in 0..3 {
+            for (index, key) in peers.iter().take(usize::from(MEMBER_PEERS)).enumerate() {
+                let host = cidr(&format!("198.19.0.{}/32", index + 1));
+                let certificate = match kind {
+                    0 => sign(&secret, *key, &[host], now - 10, now + 3_600),
+                    1 => {
+                        let renewed = [
+                            cidr(&format!("198.19.1.{}/32", index + 1)),
+                            cidr(&format!("fd00::{}/128", index + 1)),
+                        ];
+                        sign(&secret, *key, &renewed, now + 5, now + 86_400)
+                    }
+                    _ => sign(&secret, *key, &[host], now - 10, now + 30),
+                };
+                certificates.push(certificate);
+            }
+        }
+        let later = [cidr("198.19.2.1/32")];
+        certificates.push(sign(&secret, peers[0], &later, now + 3_600, now + 7_200));
+        let elsewhere = [cidr("198.19.0.5/32")];
+        certificates.push(sign(&foreign, peers[4], &elsewhere, now - 10, now + 3_600));
+        let own = sign(
+            &secret,
+            own_key,
+            &[cidr("198.19.0.100/32")],
+            now - 10,
+            now + 3_600,
+        );
+        certificates.push(own.clone());
+
+        let mut revocations = Vec::new();
+        for at in [now, now + 10] {
+            for key in peers.iter().take(usize::from(MEMBER_PEERS)) {
+                revocations.push(secret.revoke(*key, at));
+            }
+        }
+        revocations.push(secret.revoke(own_key, now));
+        revocations.push(foreign.revoke(peers[0], now + 10));
+
+        let mut signed: HashMap<PublicKey, Vec<Vec<Cidr>>> = HashMap::new();
+        for certificate in certificates
+            .iter()
+            .filter(|c| c.network == secret.public_key())
+        {
+            signed
+                .entry(certificate.node_key)
+                .or_default()
+                .push(certificate.addresses.clone());
+        }
+        Self {
+            network: secret.public_key(),
+            own,
+            peers,
+            certificates,
+            revocations,
+            signed,
+        }
+    }
+
+    fn own_key(&self) -> PublicKey {
+        self.own.node_key
+    }
+
+    fn peer(&self, choice: u8) -> PublicKey {
+        self.peers[usize::from(choice) % PEERS]
+    }
+
+    fn certificate(&self, choice: u8) -> &Certificate {
+        &self.certificates[usize::from(choice) % self.certificates.len()]
+    }
+
+    /// Revocations: `4 * kind + peer`, kind 0 at the epoch (covers kinds
+    /// 0 and 2 above), 1 ten seconds later (covers renewals too); then 8
+    /// ours, 9 from another network.
+    fn revocation(&self, choice: u8) -> &Revocation {
+        &self.revocations[usize::from(choice) % self.revocations.len()]
+    }
+}
+
+fn endpoint(choice: u8) -> SocketAddr {
+    address(ENDPOINTS[usize::from(choice) % ENDPOINTS.len()])
+}
+
+/// One mesh node, fed by the input, and what it sent.
+struct MeshWorld {
+    kit: &'static Kit,
+    now: Instant,
+    mesh: Mesh,
+    /// The latest outbound messages, for replaying.
+    history: Vec<Vec<u8>>,
+    /// The nonce of the latest Ping to each peer, so Pongs can match.
+    pings: HashMap<PublicKey, u64>,
+}
+
+impl MeshWorld {
+    fn new(flags: u8, seed: u8) -> Self {
+        let kit = Kit::get();
+        let now = Instant::now();
+        let mut config = MeshConfig::new(
+            kit.network,
+            kit.own.clone(),
+            MTUS[usize::from(flags >> 1) % 4],
+        );
+        if flags & 1 == 1 {
+            config.bootstrap.push(Bootstrap {
+                key: kit.peers[0],
+                endpoint: endpoint(0),
+            });
+        }
+        let wall_clock = WallClock {
+            base: now,
+            base_since_epoch: Duration::from_secs(EPOCH_SECS),
+        };
+        let mut mesh = Mesh::new(config, now, wall_clock, u64::from(seed));
+        if flags & 1 == 1 {
+            let admit = mesh.poll_action();
+            assert_eq!(
+                admit,
+                Some(MeshAction::Admit {
+                    key: kit.peers[0],
+                    addresses: Vec::new(),
+                    endpoint: Some(endpoint(0)),
+                })
+            );
+        }
+        let mut world = Self {
+            kit,
+            now,
+            mesh,
+            history: Vec::new(),
+            pings: HashMap::new(),
+        };
+        world.drain();
+        world
+    }
+
+    /// Applies what the mesh asks for, checking it is sane.
+    fn drain(&mut self) {
+        let own = self.kit.own_key();
+        while let Some(action) = self.mesh.poll_action() {
+            match action {
+                MeshAction::Admit { key, addresses, .. } => {
+                    assert_ne!(key, own, "admitted ourselves");
+                    let signed = self.kit.signed.get(&key);
+                    assert!(
+                        signed.is_some_and(|lists| lists.contains(&addresses)),
+                        "routes {addresses:?} to {key:?} that no certificate names"
+                    );
+                }
+                MeshAction::Remove { key } => assert_ne!(key, own, "removed ourselves"),
+            }
+        }
+        while let Some(outbound) = self.mesh.poll_message() {
+            assert!(self.kit.peers.contains(&outbound.to), "sent to a stranger");
+            let control = Control::decode(&outbound.message);
+            let Ok(control) = control else {
+                panic!("sent a message that does not decode: {control:?}");
+            };
+            assert_eq!(control.encode(), outbound.message);
+            match control {
+                Control::Hello { certificate, .. } => assert_eq!(*certificate, self.kit.own),
+                Control::Ping { nonce } => {
+                    self.pings.insert(outbound.to, nonce);
+                }
+                _ => {}
+            }
+            if self.history.len() == HISTORY {
+                self.history.remove(0);
+            }
+            self.history.push(outbound.message);
+        }
+    }
+
+    fn deliver(&mut self, input: &mut Input<'_>, control: &Control) {
+        let (key, from) = (self.kit.peer(input.u8()), endpoint(input.u8()));
+        let _ = self
+            .mesh
+            .handle_control(self.now, key, from, &control.encode());
+    }
+
+    fn advance(&mut self, by: Duration) {
+        self.now += by;
+        self.mesh.handle_timeout(self.now);
+        let next = self.mesh.poll_timeout();
+        assert!(
+            next.is_some_and(|next| next > self.now),
+            "a timer stays due"
+        );
+    }
+
+    fn members(&self, input: &mut Input<'_>) -> Control {
+        let count = input.u8() % 9;
+        let records = (0..count)
+            .map(|_| MemberRecord {
+                certificate: self.kit.certificate(input.u8()).clone(),
+                endpoints: (0..input.u8() % 3).map(|_| endpoint(input.u8())).collect(),
+                heard_secs_ago: u32::from(input.u16()),
+            })
+            .collect();
+        Control::Members(records)
+    }
+
+    /// Feeds a message the mesh sent back to it, as if from a peer, maybe
+    /// truncated or with one byte changed.
+    fn replay(&mut self, input: &mut Input<'_>) {
+        if self.history.is_empty() {
+            return;
+        }
+        let mut message = self.history[usize::from(input.u8()) % self.history.len()].clone();
+        match input.u8() % 3 {
+            0 => {}
+            1 => message.truncate(usize::from(input.u16())),
+            _ => {
+                let position = usize::from(input.u16());
+                if let Some(byte) = message.get_mut(position) {
+                    *byte ^= input.u8();
+                }
+            }
+        }
+        let (key, from) = (self.kit.peer(input.u8()), endpoint(input.u8()));
+        let _ = self.mesh.handle_control(self.now, key, from, &message);
+    }
+}
+
+/// A [`Mesh`] fed a sequence of operations, each speaking as one of five
+/// peers (four members of the network, one of another) from one of four
+/// endpoints:
+///
+/// | op % 8 | action |
+/// |---|---|
+/// | 0 | arbitrary control bytes (u16 length, then bytes) |
+/// | 1 | Hello with a kit certificate, `wants_members`, one byte maybe flipped |
+/// | 2 | Members: up to 8 records of kit certificates, endpoints and ages |
+/// | 3 | Revocations: up to 3 from the kit |
+/// | 4 | Goodbye, Ping, or a Pong answering the latest Ping to that peer |
+/// | 5 | a session came up, or an unknown peer handshaked (`handle_unverified`) |
+/// | 6 | time passes (u16 ms, u8 10-second steps, or to `poll_timeout`), then `handle_timeout` |
+/// | 7 | replay a sent message (maybe cut or changed), revoke locally, or leave |
+///
+/// The first byte picks whether peer 0 is a bootstrap member (bit 0) and
+/// the MTU (bits 1-2), the second seeds the mesh. After each operation
+/// every action and message is drained and checked: no Admit or Remove
+/// names our own key, every route is one a certificate of that key names,
+/// every message goes to a known peer and decodes to what was encoded,
+/// and every Hello carries our certificate. Must never panic.
+pub fn mesh_membership(data: &[u8]) {
+    let mut input = Input(data);
+    let (flags, seed) = (input.u8(), input.u8());
+    let mut world = MeshWorld::new(flags, seed);
+    for _ in 0..MAX_OPERATIONS {
+        let Some(op) = input.byte() else { break };
+        match op % 8 {
+            0 => {
+                let (key, from) = (world.kit.peer(input.u8()), endpoint(input.u8()));
+                let len = usize::from(input.u16() % 2048);
+                let bytes = input.bytes(len);
+                let _ = world.mesh.handle_control(world.now, key, from, bytes);
+            }
+            1 => {
+                let hello = Control::Hello {
+                    certificate: Box::new(world.kit.certificate(input.u8()).clone()),
+                    wants_members: input.u8() & 1 == 1,
+                };
+                let mut message = hello.encode();
+                let position = usize::from(input.u8());
+                if let Some(byte) = message.get_mut(position) {
+                    *byte ^= input.u8();
+                }
+                let (key, from) = (world.kit.peer(input.u8()), endpoint(input.u8()));
+                let _ = world.mesh.handle_control(world.now, key, from, &message);
+            }
+            2 => {
+                let members = world.members(&mut input);
+                world.deliver(&mut input, &members);
+            }
+            3 => {
+                let count = input.u8() % 4;
+                let revocations = (0..count)
+                    .map(|_| world.kit.revocation(input.u8()).clone())
+                    .collect();
+                world.deliver(&mut input, &Control::Revocations(revocations));
+            }
+            4 => {
+                let control = match input.u8() % 3 {
+                    0 => Control::Goodbye,
+                    1 => Control::Ping {
+                        nonce: u64::from(input.u16()),
+                    },
+                    _ => {
+                        let key = world.kit.peer(input.u8());
+                        let nonce = world.pings.get(&key).copied().unwrap_or(0);
+                        let from = endpoint(input.u8());
+                        let pong = Control::Pong { nonce }.encode();
+                        let _ = world.mesh.handle_control(world.now, key, from, &pong);
+                        world.drain();
+                        continue;
+                    }
+                };
+                world.deliver(&mut input, &control);
+            }
+            5 => {
+                let (kind, key) = (input.u8(), world.kit.peer(input.u8()));
+                if kind & 1 == 0 {
+                    world.mesh.handle_session(world.now, key);
+                } else {
+                    world.mesh.handle_unverified(world.now, key);
+                }
+            }
+            6 => match input.u8() % 3 {
+                0 => world.advance(Duration::from_millis(u64::from(input.u16()))),
+                1 => world.advance(Duration::from_secs(10 * u64::from(input.u8()))),
+                _ => {
+                    let due = world.mesh.poll_timeout().unwrap_or(world.now);
+                    world.advance(due.saturating_duration_since(world.now));
+                }
+            },
+            _ => match input.u8() % 3 {
+                0 => world.replay(&mut input),
+                1 => {
+                    let revocation = world.kit.revocation(input.u8()).clone();
+                    let _ = world.mesh.revoke(revocation);
+                }
+                _ => world.mesh.leave(),
+            },
+        }
+        world.drain();
+    }
+    let own = world.kit.own_key();
+    assert!(!world.mesh.is_member(&own));
+    for member in world.mesh.members() {
+        assert_ne!(member.key, own);
+        assert!(member.endpoints.len() <= MAX_ENDPOINTS);
+        let signed = world.kit.signed.get(&member.key);
+        assert!(signed.is_some_and(|lists| lists.contains(&member.addresses)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! `cargo test -- --ignored write_mesh_seeds` rewrites the committed
+    //! seeds of the mesh targets from the kit above.
+
+    use std::path::Path;
+
+    use super::*;
+
+    fn write(target: &str, name: &str, bytes: &[u8]) {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("seeds")
+            .join(target);
+        std::fs::create_dir_all(&dir).expect("seed directory");
+        std::fs::write(dir.join(name), bytes).expect("seed file");
+    }
+
+    /// Peers (by index) and kit entries used in the scripts below.
+    const PEER0: u8 = 0;
+    const PEER1: u8 = 1;
+    const STRANGER: u8 = 4;
+    const VALID: u8 = 0;
+    const RENEWED: u8 = 4;
+    const SHORT: u8 = 8;
+    const NOT_YET_VALID: u8 = 12;
+    const FOREIGN: u8 = 13;
+    const OURS: u8 = 14;
+
+    fn hello(certificate: u8, wants: u8, peer: u8) -> Vec<u8> {
+        vec![1, certificate, wants, 0, 0, peer, 0]
+    }
+
+    #[test]
+    #[ignore = "writes seed files"]
+    fn write_mesh_seeds() {
+        let kit = Kit::get();
+        let record = |certificate: &Certificate, endpoints: &[&str], heard_secs_ago| MemberRecord {
+            certificate: certificate.clone(),
+            endpoints: endpoints.iter().map(|e| address(e)).collect(),
+            heard_secs_ago,
+        };
+        let samples = [
+            (
+                "hello",
+                Control::Hello {
+                    certificate: Box::new(kit.own.clone()),
+                    wants_members: true,
+                },
+            ),
+            (
+                "members",
+                Control::Members(vec![
+                    record(&kit.certificates[1], &["198.18.0.2:51820"], 3),
+                    record(
+                        &kit.certificates[6],
+                        &["[2001:db8::2]:1", "198.18.0.3:2"],
+                        0,
+                    ),
+                ]),
+            ),
+            (
+                "revocations",
+                Control::Revocations(vec![kit.revocations[0].clone(), kit.revocations[5].clone()]),
+            ),
+            ("goodbye", Control::Goodbye),
+            ("ping", Control::Ping { nonce: 42 }),
+        ];
+        for (name, control) in &samples {
+            write("control_parse", name, &control.encode());
+        }
+        let mut padded = Control::Pong { nonce: 7 }.encode();
+        padded.resize(32, 0);
+        write("control_parse", "pong_padded", &padded);
+        let members = samples[1].1.encode();
+        write(
+            "control_parse",
+            "members_truncated",
+            &members[..members.len() - 5],
+        );
+
+        write("cert_parse", "certificate", &kit.own.encode());
+        write(
+            "cert_parse",
+            "certificate_two_prefixes",
+            &kit.certificates[4].encode(),
+        );
+        write("cert_parse", "revocation", &kit.revocations[0].encode());
+        write(
+            "cert_parse",
+            "certificate_text",
+            kit.own.to_base64().as_bytes(),
+        );
+        let revocation_text = format!("{}\n", kit.revocations[9].to_base64());
+        write("cert_parse", "revocation_text", revocation_text.as_bytes());
+        write(
+            "cert_parse",
+            "network_key_text",
+            kit.network.to_string().as_bytes(),
+        );
+
+        // Joins through peer 0, learns peer 1 and 2, pings, answers.
+        let mut join = vec![1, 7];
+        join.extend(hello(VALID + PEER0, 0, PEER0));
+        join.extend([2, 2, 1, 0, 5, 0, 2, 1, 2, 1, 0, PEER0, 0]);
+        join.extend([5, 0, PEER1, 6, 1, 2, 4, 2, PEER0, 0, 4, 1, 9, 0, PEER1, 1]);
+        join.extend([6, 2, 7, 0, 3, 0, STRANGER, 2]);
+        write("mesh_membership", "join_through_bootstrap", &join);
+
+        // Strangers handshake; one proves itself, one cannot, one lies.
+        let mut verify = vec![4, 1, 5, 1, PEER1, 5, 1, STRANGER];
+        verify.extend(hello(VALID + PEER1, 1, PEER1));
+        verify.extend(hello(FOREIGN, 0, STRANGER));
+        verify.extend(hello(OURS, 0, PEER0));
+        verify.extend(hello(VALID + 2, 1, PEER0));
+        verify.extend([6, 1, 2, 6, 2]);
+        write("mesh_membership", "unverified_peers", &verify);
+
+        // Members revoked by gossip, locally, then a renewal and leaving.
+        let mut revoke = vec![0, 3];
+        revoke.extend(hello(VALID + PEER0, 1, PEER0));
+        revoke.extend(hello(VALID + PEER1, 0, PEER1));
+        revoke.extend([3, 2, PEER1, 9, PEER0, 0, 7, 1, 0]);
+        revoke.extend(hello(RENEWED + PEER1, 0, PEER1));
+        revoke.extend([7, 2]);
+        write("mesh_membership", "revocations_and_leave", &revoke);
+
+        // Short-lived and not-yet-valid certificates as time passes.
+        let mut expiry = vec![2, 9];
+        expiry.extend(hello(SHORT + PEER1, 1, PEER1));
+        expiry.extend([2, 1, NOT_YET_VALID, 0, 0, 0, PEER1, 1]);
+        expiry.extend([6, 1, 4, 6, 1, 250]);
+        expiry.extend(hello(NOT_YET_VALID, 0, PEER0));
+        expiry.extend([6, 1, 200, 7, 0, 0, 1, 0, 0, PEER0, 0]);
+        expiry.extend(hello(NOT_YET_VALID, 0, PEER0));
+        write("mesh_membership", "expiry_and_renewal", &expiry);
+
+        let mut raw = vec![6, 0, 0, PEER0, 1, 9, 0];
+        raw.extend(&padded[..9]);
+        raw.extend([7, 0, 0]);
+        write("mesh_membership", "raw_bytes", &raw);
+    }
+}
