@@ -377,7 +377,7 @@ impl Mesh {
         certificate: Certificate,
         wants_members: bool,
     ) -> Result<(), MeshDrop> {
-        if certificate.node_key != key {
+        if certificate.node_key != key || key == self.own_key() {
             return Err(CertError::WrongNode.into());
         }
         self.check(now, &certificate)?;

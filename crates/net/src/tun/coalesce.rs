@@ -339,7 +339,8 @@ fn parse(packet: &[u8]) -> Option<Segment> {
     match protocol {
         PROTO_TCP => {
             let header_len = usize::from(transport.get(12)? >> 4) * 4;
-            let flags = transport[13];
+            // A header cut before its flags byte is no segment to merge.
+            let flags = *transport.get(13)?;
             if header_len < 20 || header_len > transport.len() || flags & !TCP_PSH != TCP_ACK {
                 return None;
             }
