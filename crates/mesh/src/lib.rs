@@ -17,4 +17,4 @@ pub use cert::{Certificate, NetworkPublicKey, NetworkSecret, Revocation};
 pub use cidr::{Cidr, CidrParseError};
 pub use codec::DecodeError;
 pub use membership::{Bootstrap, MemberStatus, Mesh, MeshAction, MeshConfig};
-pub use node::Node;
+pub use node::{Node, PUNCH_TTL};

@@ -29,8 +29,10 @@
 //! ```
 //!
 //! Every node admits each member it learns (a peer with the certificate's
-//! addresses and the gossiped endpoint) and pings it every
-//! `ping_interval`, which brings a session up, keeps NAT mappings open and
+//! addresses and the gossiped endpoint) and meets it through a rendezvous
+//! arranged by the member that told of it (`traversal.rs`), which works
+//! through NATs too. It pings every member it has met every
+//! `ping_interval`, which keeps sessions and NAT mappings open and
 //! measures the round trip. Every `gossip_interval` a node sends its whole
 //! member list to one member chosen at random (anti-entropy), so a lost
 //! announcement costs one interval, not a member.
@@ -54,6 +56,9 @@ use crate::codec::DecodeError;
 use crate::control::{
     CONTROL_HEADER_LEN, Control, MAX_BATCH_ENTRIES, MAX_ENDPOINTS, MemberRecord, member_record_len,
 };
+
+/// How soon to gossip after learning a new member.
+pub const CHANGED_GOSSIP_DELAY: Duration = Duration::from_millis(1000);
 
 /// A member configured by key and endpoint, to join through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,11 +116,19 @@ pub enum MeshAction {
     },
     /// Remove the peer `key` and its routes.
     Remove { key: PublicKey },
-    /// Aim at `key` now: send each endpoint a punch datagram (so our NAT
-    /// lets its answer in) and a handshake initiation to the first.
+    /// Send each endpoint of `key` a punch datagram with a TTL too low to
+    /// reach the far NAT: it opens our own NAT for the answer without
+    /// leaving a stray entry in theirs (which would make their NAT map
+    /// their reply to another port).
     Punch {
         key: PublicKey,
         endpoints: Vec<SocketAddr>,
+    },
+    /// Send `key` a handshake initiation at `endpoint` now, even if one
+    /// left recently (both sides punched; the way is open).
+    Connect {
+        key: PublicKey,
+        endpoint: SocketAddr,
     },
 }
 
@@ -198,6 +211,8 @@ pub struct Mesh {
     last_input: Instant,
     /// The earliest NAT traversal step due, if any.
     next_punch: Option<Instant>,
+    /// Members with a Connect waiting (so idle meshes skip the scan).
+    pending_connects: usize,
     next_gossip: Instant,
     next_ping: Instant,
     rng_state: u64,
@@ -229,6 +244,7 @@ impl Mesh {
             greeted: HashSet::new(),
             last_input: now,
             next_punch: None,
+            pending_connects: 0,
             next_gossip: now,
             next_ping: now,
             rng_state: seed | 1,
@@ -354,7 +370,7 @@ impl Mesh {
                 }
             }
             Control::Introduce { peer } => self.introduce(key, peer),
-            Control::Rendezvous { peer, endpoints } => self.rendezvous(peer, &endpoints),
+            Control::Rendezvous { peer, endpoints } => self.rendezvous(now, peer, &endpoints),
             Control::Revocations(revocations) => {
                 for revocation in revocations {
                     self.learn_revocation(revocation)?;
@@ -384,7 +400,7 @@ impl Mesh {
         self.unverified.remove(&key);
         self.departed.remove(&key);
         let is_new = !self.members.contains_key(&key);
-        self.upsert(certificate, &[from], now, false);
+        self.upsert(certificate, &[from], now);
         let mut first_contact = false;
         if let Some(member) = self.members.get_mut(&key) {
             first_contact = !member.direct;
@@ -449,16 +465,10 @@ impl Mesh {
         if now.saturating_duration_since(heard) >= self.config.member_timeout {
             return;
         }
-        self.upsert(record.certificate, &record.endpoints, heard, true);
+        self.upsert(record.certificate, &record.endpoints, heard);
     }
 
-    fn upsert(
-        &mut self,
-        certificate: Certificate,
-        endpoints: &[SocketAddr],
-        heard: Instant,
-        greet_if_new: bool,
-    ) {
+    fn upsert(&mut self, certificate: Certificate, endpoints: &[SocketAddr], heard: Instant) {
         let key = certificate.node_key;
         match self.members.get_mut(&key) {
             Some(member) => {
@@ -487,11 +497,14 @@ impl Mesh {
                     endpoint: endpoints.first().copied(),
                 });
                 self.counters.members_learned += 1;
-                // Meet every member at once: the Hello brings the session
-                // up (a member that greeted us is answered by the caller).
-                if greet_if_new {
-                    self.greet(key);
-                }
+                // While the membership changes, gossip sooner: a member
+                // that missed an announcement (it was not yet in session
+                // with the announcer) hears of the newcomer within about
+                // a second instead of a full interval.
+                self.next_gossip = self.next_gossip.min(self.last_input + CHANGED_GOSSIP_DELAY);
+                // A member learned from gossip is met through a rendezvous
+                // (see `traversal.rs`), not greeted blindly: an unasked
+                // packet at its NAT would spoil the NAT's mapping for it.
                 self.members.insert(
                     key,
                     Member {
@@ -601,6 +614,7 @@ impl Mesh {
         if self.next_punch.is_some_and(|due| due <= now) {
             self.punch_due(now);
         }
+        self.connect_due(now);
     }
 
     /// When `handle_timeout` should next run.
@@ -612,6 +626,7 @@ impl Mesh {
                 Some(self.next_gossip),
                 verify,
                 self.next_punch,
+                self.next_connect(),
             ]
             .into_iter()
             .flatten()
@@ -654,7 +669,10 @@ impl Mesh {
     }
 
     fn ping_all(&mut self, now: Instant) {
-        let keys: Vec<PublicKey> = self.members.keys().copied().collect();
+        // Only members that spoke to us: a ping to one we have not met
+        // would leave as a blind handshake, which spoils its NAT's mapping
+        // (traversal.rs meets those).
+        let keys: Vec<PublicKey> = self.direct_members().collect();
         for key in keys {
             self.ping(now, key);
         }

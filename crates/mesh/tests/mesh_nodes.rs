@@ -189,6 +189,7 @@ impl Net {
     fn pump(&mut self) {
         let mut buf = vec![0u8; 65_536];
         loop {
+            let nats = &mut self.nats;
             for (address, node) in self.nodes.iter_mut() {
                 while let Some(transmit) = node.poll_transmit(&mut buf) {
                     self.in_flight.push_back((
@@ -198,6 +199,13 @@ impl Net {
                     ));
                 }
                 while node.poll_event().is_some() {}
+                // Punches have a TTL that dies between the NATs: they open
+                // the sender's own NAT and reach nobody.
+                while let Some(punch) = node.poll_punch(&mut buf) {
+                    if let Some(nat) = nats.iter_mut().find(|nat| nat.inside.contains(address)) {
+                        nat.outbound(*address, punch.destination);
+                    }
+                }
             }
             let Some((inside_from, to, mut datagram)) = self.in_flight.pop_front() else {
                 break;

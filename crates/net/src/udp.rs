@@ -157,6 +157,22 @@ impl AsRawFd for UdpTransport {
     }
 }
 
+impl UdpTransport {
+    /// Sets the TTL (IPv4) and hop limit (IPv6) of what the socket sends
+    /// next; `None` restores the system default.
+    pub fn set_ttl(&self, ttl: Option<u8>) -> io::Result<()> {
+        // -1 is the kernel's "use the route's default" for both options.
+        let value = ttl.map_or(-1, libc::c_int::from);
+        fjord_sys::socket::set_int_option(self.as_fd(), libc::IPPROTO_IP, libc::IP_TTL, value)?;
+        fjord_sys::socket::set_int_option(
+            self.as_fd(),
+            libc::IPPROTO_IPV6,
+            libc::IPV6_UNICAST_HOPS,
+            value,
+        )
+    }
+}
+
 impl AsFd for UdpTransport {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.socket.as_fd()

@@ -294,6 +294,33 @@ impl Worker {
         while let Some(event) = self.node.poll_event() {
             self.log_event(&event);
         }
+        self.send_punches();
+    }
+
+    /// NAT-traversal punches leave with a TTL that passes our own NAT and
+    /// dies before the far one (see `fjord_mesh::PUNCH_TTL`). The socket's
+    /// TTL is lowered around them and restored: nothing else sends on
+    /// this thread meanwhile.
+    fn send_punches(&mut self) {
+        let Some(first) = self.node.poll_punch(&mut self.control_buffer) else {
+            return;
+        };
+        if let Err(error) = self.udp.set_ttl(Some(fjord_mesh::PUNCH_TTL)) {
+            tracing::debug!(%error, "cannot lower the TTL for NAT punches; sending them as they are");
+        }
+        let mut next = Some(first);
+        while let Some(transmit) = next {
+            send_blocking(
+                &self.udp,
+                transmit.destination,
+                &self.control_buffer[..transmit.len],
+                &mut self.stats,
+            );
+            next = self.node.poll_punch(&mut self.control_buffer);
+        }
+        if let Err(error) = self.udp.set_ttl(None) {
+            tracing::warn!(%error, "cannot restore the socket TTL after NAT punches");
+        }
     }
 
     fn log_event(&self, event: &Event) {

@@ -142,6 +142,7 @@ impl Sim {
     fn pump(&mut self) {
         loop {
             let mut progressed = false;
+            let mut connects = Vec::new();
             let keys: Vec<PublicKey> = self.nodes.keys().copied().collect();
             for from in &keys {
                 let node = self.nodes.get_mut(from).unwrap();
@@ -159,6 +160,7 @@ impl Sim {
                             self.punched.push((*from, key));
                             self.blocked.retain(|(a, b)| !(*a == key && b == from));
                         }
+                        MeshAction::Connect { key, .. } => connects.push((*from, key)),
                     }
                 }
                 while let Some(outbound) = node.mesh.poll_message() {
@@ -168,6 +170,9 @@ impl Sim {
                             .push_back((*from, outbound.to, outbound.message));
                     }
                 }
+            }
+            for (from, to) in connects {
+                self.connect(from, to);
             }
             while let Some((from, to, message)) = self.in_flight.pop_front() {
                 progressed = true;
@@ -194,24 +199,40 @@ impl Sim {
             return;
         }
         let from_address = sender.address;
-        let new_session = !sender.sessions.contains(&to);
-        if new_session {
-            let receiver = self.nodes.get_mut(&to).unwrap();
-            if let std::collections::hash_map::Entry::Vacant(slot) = receiver.peers.entry(from) {
-                slot.insert(Vec::new());
-                receiver.mesh.handle_unverified(now, from);
-            }
-            receiver.sessions.insert(from);
-            receiver.mesh.handle_session(now, from);
-            let sender = self.nodes.get_mut(&from).unwrap();
-            sender.sessions.insert(to);
-            sender.mesh.handle_session(now, to);
+        if !sender.sessions.contains(&to) {
+            self.establish(from, to);
         }
         let receiver = self.nodes.get_mut(&to).unwrap();
         let _ = receiver
             .mesh
             .handle_control(now, from, from_address, &message);
         self.delivered += 1;
+    }
+
+    /// A handshake from `from` to `to` completes: both sides see a session.
+    fn establish(&mut self, from: PublicKey, to: PublicKey) {
+        let now = self.now;
+        let receiver = self.nodes.get_mut(&to).unwrap();
+        if let std::collections::hash_map::Entry::Vacant(slot) = receiver.peers.entry(from) {
+            slot.insert(Vec::new());
+            receiver.mesh.handle_unverified(now, from);
+        }
+        receiver.sessions.insert(from);
+        receiver.mesh.handle_session(now, from);
+        let sender = self.nodes.get_mut(&from).unwrap();
+        sender.sessions.insert(to);
+        sender.mesh.handle_session(now, to);
+    }
+
+    /// A Connect: the initiation gets through unless either direction is
+    /// still filtered.
+    fn connect(&mut self, from: PublicKey, to: PublicKey) {
+        let open = !self.blocked.contains(&(from, to)) && !self.blocked.contains(&(to, from));
+        let online = self.nodes.get(&to).is_some_and(|n| n.online)
+            && self.nodes.get(&from).is_some_and(|n| n.online);
+        if open && online && !self.nodes[&from].sessions.contains(&to) {
+            self.establish(from, to);
+        }
     }
 
     fn advance(&mut self, by: Duration) {
@@ -270,12 +291,16 @@ fn a_hundred_nodes_with_one_bootstrap_each_learn_everyone() {
         sim.join(index, Some(index / 3));
         sim.advance(Duration::from_millis(50));
     }
-    assert!(sim.converged(), "not converged right after the joins");
+    // Members learned from gossip are met through a rendezvous (150 ms
+    // between punch and initiation); one that missed an announcement
+    // hears of the newcomer at the next quickened gossip round.
+    sim.advance(Duration::from_secs(5));
+    assert!(sim.converged(), "not converged 5 s after the joins");
     // Joining costs each member a few messages, not a list per member:
     // well under one full list (99 records) per ordered pair.
     let per_pair = sim.delivered as f64 / (100.0 * 99.0);
     assert!(
-        per_pair < 5.0,
+        per_pair < 10.0,
         "{} control messages to converge",
         sim.delivered
     );
@@ -352,6 +377,7 @@ fn members_that_leave_or_expire_disappear_everywhere() {
     }
     let short_lived = sim.certificate(9, 100);
     sim.join_with(9, short_lived, Some(0));
+    sim.advance(Duration::from_secs(1));
     assert!(sim.converged());
 
     let leaver = key(4).public_key();

@@ -1,18 +1,21 @@
 //! NAT traversal between members, through a member that reaches both.
 //!
 //! ```text
-//! A learns B from C's gossip, greets B at B's gossiped endpoint
-//! no Hello from B within PUNCH_AFTER:
+//! A learns B from C's gossip:
 //!     A ──Introduce(B)──▶ C
 //!     C ──Rendezvous(A, A's endpoints)──▶ B
 //!     C ──Rendezvous(B, B's endpoints)──▶ A
-//!     A and B each: Punch (punch datagrams + an initiation) at the other
-//! retried every PUNCH_RETRY, at most MAX_PUNCH_ATTEMPTS times
+//!     A and B each: Punch (low-TTL datagrams at the other's endpoints),
+//!     then CONNECT_DELAY later Connect (a handshake initiation)
+//! no Hello from B: again every PUNCH_RETRY, at most MAX_PUNCH_ATTEMPTS times
 //! ```
 //!
-//! Each side's outgoing punch opens its own NAT for the other's packets;
-//! since both start on the same message from C, each NAT usually sees its
-//! owner's packet before the other's arrives. The endpoints are those the
+//! Each side's low-TTL punch opens its own NAT for the other's packets
+//! but dies before the far NAT, so no NAT ever sees an unasked packet
+//! first. Linux's conntrack would otherwise keep the stray packet's entry
+//! and map its owner's own reply to another port, which the other side's
+//! NAT then filters: measured in namespaces, greeting a member behind a
+//! NAT directly failed exactly that way. The endpoints are those the
 //! introducer observes (the NATs' public mappings), so this works for
 //! NATs that keep one mapping per socket (port-preserving, or any
 //! endpoint-independent mapping). A symmetric NAT maps each destination
@@ -27,9 +30,13 @@ use fjord_proto::PublicKey;
 use super::{Mesh, MeshAction};
 use crate::control::{Control, MAX_ENDPOINTS};
 
-/// How long a greeting may go unanswered before asking for an
-/// introduction: a handshake round trip on any sane path.
-pub const PUNCH_AFTER: Duration = Duration::from_millis(1000);
+/// How long after learning a member to ask for an introduction: at once,
+/// nearly (the gossip that named it may still be arriving in pieces).
+pub const PUNCH_AFTER: Duration = Duration::from_millis(20);
+/// Between our low-TTL punch and our initiation: long enough for the
+/// other side's punch to have left its NAT, whatever the skew between
+/// the two Rendezvous messages.
+pub const CONNECT_DELAY: Duration = Duration::from_millis(150);
 /// Between traversal attempts.
 pub const PUNCH_RETRY: Duration = Duration::from_millis(1000);
 /// Attempts before giving up on a direct path.
@@ -42,6 +49,8 @@ pub(super) struct Traversal {
     attempts: u8,
     /// When the next attempt is due; `None` when none is planned.
     due: Option<Instant>,
+    /// A Connect to send at the instant, to the endpoint.
+    connect: Option<(Instant, SocketAddr)>,
 }
 
 impl Mesh {
@@ -69,7 +78,43 @@ impl Mesh {
     pub(super) fn traversal_done(&mut self, member: PublicKey) {
         if let Some(state) = self.members.get_mut(&member) {
             state.traversal.due = None;
+            state.traversal.connect = None;
             state.traversal.attempts = 0;
+        }
+    }
+
+    pub(super) fn next_connect(&self) -> Option<Instant> {
+        if self.pending_connects == 0 {
+            return None;
+        }
+        self.members
+            .values()
+            .filter_map(|m| m.traversal.connect.map(|(at, _)| at))
+            .min()
+    }
+
+    /// Sends the initiations whose delay has passed.
+    pub(super) fn connect_due(&mut self, now: Instant) {
+        if self.pending_connects == 0 {
+            return;
+        }
+        let mut due = Vec::new();
+        for (key, member) in &mut self.members {
+            if let Some((at, endpoint)) = member.traversal.connect
+                && at <= now
+            {
+                member.traversal.connect = None;
+                due.push((*key, endpoint));
+            }
+        }
+        self.pending_connects = self
+            .members
+            .values()
+            .filter(|m| m.traversal.connect.is_some())
+            .count();
+        for (key, endpoint) in due {
+            self.actions
+                .push_back(MeshAction::Connect { key, endpoint });
         }
     }
 
@@ -141,7 +186,7 @@ impl Mesh {
     /// A mutual member says `peer` wants to meet us at `endpoints`. We
     /// punch even if `peer` greeted us already: hearing it does not mean
     /// it hears us (our NAT may drop what it returns).
-    pub(super) fn rendezvous(&mut self, peer: PublicKey, endpoints: &[SocketAddr]) {
+    pub(super) fn rendezvous(&mut self, now: Instant, peer: PublicKey, endpoints: &[SocketAddr]) {
         let Some(member) = self.members.get_mut(&peer) else {
             return;
         };
@@ -153,6 +198,10 @@ impl Mesh {
             member.endpoints.insert(0, *endpoint);
         }
         member.endpoints.truncate(MAX_ENDPOINTS);
+        if member.traversal.connect.is_none() {
+            self.pending_connects += 1;
+        }
+        member.traversal.connect = Some((now + CONNECT_DELAY, endpoints[0]));
         let endpoints = endpoints.iter().take(MAX_ENDPOINTS).copied().collect();
         self.actions.push_back(MeshAction::Punch {
             key: peer,

@@ -8,7 +8,8 @@
 //!                   └─▶ Event::UnknownPeerAdmitted ─▶ Mesh::handle_unverified
 //! Mesh::poll_action  ─▶ add / route / confirm / remove peers
 //! Mesh::poll_message ─▶ Device::send_extension ─▶ poll_transmit
-//! MeshAction::Punch  ─▶ punch datagrams + Device::punch_handshake
+//! MeshAction::Punch  ─▶ poll_punch (low-TTL datagrams, sent by the driver)
+//! MeshAction::Connect ─▶ Device::punch_handshake
 //! ```
 //!
 //! All of it runs inside the Node's own calls (`finish_datagram`,
@@ -30,6 +31,10 @@ use crate::membership::{MemberStatus, Mesh, MeshAction};
 /// WireGuard drop it as an unknown message type); it only makes the
 /// sender's NAT expect packets from where it went.
 pub const PUNCH_DATAGRAM: [u8; 8] = *b"\x1ffjpunch";
+
+/// TTL of punch datagrams: enough to pass our own NAT (the first router)
+/// and die at the next router, before the far NAT.
+pub const PUNCH_TTL: u8 = 2;
 
 /// Most peers admitted on a valid handshake alone, waiting for their
 /// certificate: bounds what a stranger who knows our public key can
@@ -210,18 +215,18 @@ impl Node {
                     self.remove_peer(id);
                 }
             }
-            MeshAction::Punch { key, endpoints } => {
-                let (Some(id), Some(first)) = (self.device.peer_id(&key), endpoints.first()) else {
-                    return;
-                };
-                driver.punches.extend(endpoints.iter().copied());
-                self.device.punch_handshake(id, driver.last_now, *first);
+            MeshAction::Punch { endpoints, .. } => driver.punches.extend(endpoints),
+            MeshAction::Connect { key, endpoint } => {
+                if let Some(id) = self.device.peer_id(&key) {
+                    self.device.punch_handshake(id, driver.last_now, endpoint);
+                }
             }
         }
     }
 
-    /// A punch datagram waiting to leave, written into `buf`.
-    pub(super) fn poll_punch(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+    /// A punch datagram waiting to leave, written into `buf`; send it
+    /// with the IP TTL (IPv6 hop limit) [`PUNCH_TTL`].
+    pub fn poll_punch(&mut self, buf: &mut [u8]) -> Option<Transmit> {
         let driver = self.mesh.as_mut()?;
         let out = buf.get_mut(..PUNCH_DATAGRAM.len())?;
         let destination = driver.punches.pop_front()?;

@@ -8,6 +8,8 @@
 
 mod membership;
 
+pub use membership::PUNCH_TTL;
+
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -242,8 +244,7 @@ impl Node {
 
     pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
         self.pump_mesh();
-        self.poll_punch(buf)
-            .or_else(|| self.device.poll_transmit(buf))
+        self.device.poll_transmit(buf)
     }
 
     pub fn poll_event(&mut self) -> Option<Event> {
