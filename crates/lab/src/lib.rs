@@ -7,6 +7,7 @@
 pub mod emulator;
 pub mod install;
 pub mod measure;
+pub mod nat;
 pub mod netns;
 pub mod progress;
 pub mod relay;
