@@ -169,7 +169,7 @@ fn members_behind_nats_meet_through_a_rendezvous() {
         members.push(member);
     }
 
-    for index in 1..kinds.len() {
+    for (index, kind) in kinds.iter().enumerate().skip(1) {
         let took = time_until_direct(
             &internet,
             &members,
@@ -181,7 +181,7 @@ fn members_behind_nats_meet_through_a_rendezvous() {
         assert!(
             took.is_some(),
             "{} member never reached the public one; logs in {}",
-            kinds[index].name(),
+            kind.name(),
             workdir.path().display()
         );
     }
