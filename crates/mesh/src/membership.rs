@@ -50,135 +50,8 @@ use std::time::{Duration, Instant};
 
 use fjord_proto::{PublicKey, WallClock};
 
-use crate::cert::{CertError, Certificate, NetworkPublicKey, REVOCATION_LEN, Revocation};
-use crate::cidr::Cidr;
-use crate::codec::DecodeError;
-use crate::control::{
-    CONTROL_HEADER_LEN, Control, MAX_BATCH_ENTRIES, MAX_ENDPOINTS, MemberRecord, member_record_len,
-};
-
-/// How soon to gossip after learning a new member.
-pub const CHANGED_GOSSIP_DELAY: Duration = Duration::from_millis(1000);
-
-/// A member configured by key and endpoint, to join through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bootstrap {
-    pub key: PublicKey,
-    pub endpoint: SocketAddr,
-}
-
-/// Settings of the mesh. Defaults live in [`MeshConfig::new`].
-#[derive(Debug, Clone)]
-pub struct MeshConfig {
-    pub network: NetworkPublicKey,
-    /// Our own certificate, presented in every Hello.
-    pub certificate: Certificate,
-    pub bootstrap: Vec<Bootstrap>,
-    /// Full member list to one random member this often (default 15 s:
-    /// a lost announcement heals within one interval).
-    pub gossip_interval: Duration,
-    /// Ping each member this often (default 10 s: under the 30 s UDP
-    /// mapping timeout of common NATs, and RTTs stay fresh).
-    pub ping_interval: Duration,
-    /// Forget a member nobody has heard from for this long (default 180 s).
-    pub member_timeout: Duration,
-    /// A peer that is not a member must present a valid Hello this soon
-    /// after its handshake (default 10 s).
-    pub verify_timeout: Duration,
-    /// Largest control message, so it fits one tunnel packet (the MTU).
-    pub max_message_bytes: usize,
-}
-
-impl MeshConfig {
-    pub fn new(network: NetworkPublicKey, certificate: Certificate, mtu: usize) -> Self {
-        Self {
-            network,
-            certificate,
-            bootstrap: Vec::new(),
-            gossip_interval: Duration::from_secs(15),
-            ping_interval: Duration::from_secs(10),
-            member_timeout: Duration::from_secs(180),
-            verify_timeout: Duration::from_secs(10),
-            max_message_bytes: mtu,
-        }
-    }
-}
-
-/// A change to the peer table that the mesh asks of its driver.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MeshAction {
-    /// Make `key` a peer (if it is not), route exactly `addresses` to it,
-    /// and use `endpoint` when the peer has none yet.
-    Admit {
-        key: PublicKey,
-        addresses: Vec<Cidr>,
-        endpoint: Option<SocketAddr>,
-    },
-    /// Remove the peer `key` and its routes.
-    Remove { key: PublicKey },
-    /// Send each endpoint of `key` a punch datagram with a TTL too low to
-    /// reach the far NAT: it opens our own NAT for the answer without
-    /// leaving a stray entry in theirs (which would make their NAT map
-    /// their reply to another port).
-    Punch {
-        key: PublicKey,
-        endpoints: Vec<SocketAddr>,
-    },
-    /// Send `key` a handshake initiation at `endpoint` now, even if one
-    /// left recently (both sides punched; the way is open).
-    Connect {
-        key: PublicKey,
-        endpoint: SocketAddr,
-    },
-}
-
-/// A control message to seal and send to `to` inside its session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outbound {
-    pub to: PublicKey,
-    pub message: Vec<u8>,
-}
-
-/// Why a control message was ignored. Each has a counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum MeshDrop {
-    #[error("malformed control message: {0}")]
-    Malformed(#[from] DecodeError),
-    #[error("certificate refused: {0}")]
-    Certificate(#[from] CertError),
-    #[error("control message from a peer that is not a member")]
-    NotAMember,
-}
-
-/// What `fjord show` reports about a member.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemberStatus {
-    pub key: PublicKey,
-    pub name: String,
-    pub addresses: Vec<Cidr>,
-    pub endpoints: Vec<SocketAddr>,
-    /// It has spoken to us directly (a Hello in a session).
-    pub direct: bool,
-    pub rtt: Option<Duration>,
-    pub last_heard: Instant,
-    pub expires_at: u64,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MeshCounters {
-    pub malformed: u64,
-    pub refused_certificates: u64,
-    pub not_a_member: u64,
-    pub members_learned: u64,
-    pub members_removed: u64,
-    pub revocations_learned: u64,
-    /// Introductions we asked a mutual member for.
-    pub introductions_requested: u64,
-    /// Rendezvous we arranged between two members.
-    pub rendezvous_arranged: u64,
-    /// Members we gave up reaching directly.
-    pub traversals_failed: u64,
-}
+use crate::cert::{CertError, Certificate, Revocation};
+use crate::control::{Control, MAX_ENDPOINTS, MemberRecord};
 
 struct Member {
     certificate: Certificate,
@@ -521,44 +394,6 @@ impl Mesh {
         }
     }
 
-    fn learn_revocation(&mut self, revocation: Revocation) -> Result<(), MeshDrop> {
-        revocation.verify(&self.config.network)?;
-        let key = revocation.node_key;
-        if self
-            .revocations
-            .get(&key)
-            .is_some_and(|known| known.revoked_at >= revocation.revoked_at)
-        {
-            return Ok(());
-        }
-        self.counters.revocations_learned += 1;
-        if self
-            .members
-            .get(&key)
-            .is_some_and(|member| revocation.covers(&member.certificate))
-        {
-            self.remove_member(key);
-        }
-        self.revocations.insert(key, revocation.clone());
-        // A new revocation floods: every member forwards it once.
-        let direct: Vec<PublicKey> = self
-            .members
-            .iter()
-            .filter(|(_, m)| m.direct)
-            .map(|(k, _)| *k)
-            .collect();
-        for peer in direct {
-            self.send(peer, &Control::Revocations(vec![revocation.clone()]));
-        }
-        Ok(())
-    }
-
-    /// Adds a revocation given locally (`fjord network revoke` output in
-    /// the configuration), and spreads it.
-    pub fn revoke(&mut self, revocation: Revocation) -> Result<(), MeshDrop> {
-        self.learn_revocation(revocation)
-    }
-
     fn check(&self, now: Instant, certificate: &Certificate) -> Result<(), CertError> {
         certificate.verify(&self.config.network, self.unix_secs(now))?;
         if self
@@ -668,102 +503,6 @@ impl Mesh {
         self.send(key, &hello);
     }
 
-    fn ping_all(&mut self, now: Instant) {
-        // Only members that spoke to us: a ping to one we have not met
-        // would leave as a blind handshake, which spoils its NAT's mapping
-        // (traversal.rs meets those).
-        let keys: Vec<PublicKey> = self.direct_members().collect();
-        for key in keys {
-            self.ping(now, key);
-        }
-        // Bootstrap members we have not met yet: a Hello brings the
-        // session up and starts the exchange.
-        let unmet: Vec<PublicKey> = self
-            .bootstrap
-            .iter()
-            .filter(|key| !self.members.contains_key(*key))
-            .copied()
-            .collect();
-        for key in unmet {
-            self.greet(key);
-        }
-    }
-
-    fn ping(&mut self, now: Instant, key: PublicKey) {
-        let nonce = self.next_random();
-        let stale_after = self.config.ping_interval * 3;
-        let Some(member) = self.members.get_mut(&key) else {
-            return;
-        };
-        // A ping still unanswered stays the one measured, so a lost pong
-        // does not turn into a huge RTT later.
-        if member
-            .ping_in_flight
-            .is_none_or(|(_, sent)| now.saturating_duration_since(sent) > stale_after)
-        {
-            member.ping_in_flight = Some((nonce, now));
-        }
-        let nonce = member.ping_in_flight.map_or(nonce, |(n, _)| n);
-        self.send(key, &Control::Ping { nonce });
-    }
-
-    fn gossip_to_random_member(&mut self) {
-        let direct: Vec<PublicKey> = self.direct_members().collect();
-        if direct.is_empty() {
-            return;
-        }
-        let pick = direct[(self.next_random() % direct.len() as u64) as usize];
-        let everyone: Vec<PublicKey> = self.members.keys().copied().collect();
-        self.send_members(pick, everyone.iter().filter(|k| **k != pick));
-    }
-
-    /// Sends the records of `keys` to `to`, as many per message as fit.
-    fn send_members<'k>(&mut self, to: PublicKey, keys: impl Iterator<Item = &'k PublicKey>) {
-        let budget = self
-            .config
-            .max_message_bytes
-            .saturating_sub(CONTROL_HEADER_LEN + 1);
-        let mut batch = Vec::new();
-        let mut batch_bytes = 0;
-        for key in keys {
-            let Some(record) = self.record(key) else {
-                continue;
-            };
-            let len = member_record_len(&record);
-            if !batch.is_empty() && (batch_bytes + len > budget || batch.len() == MAX_BATCH_ENTRIES)
-            {
-                self.send(to, &Control::Members(std::mem::take(&mut batch)));
-                batch_bytes = 0;
-            }
-            batch_bytes += len;
-            batch.push(record);
-        }
-        if !batch.is_empty() {
-            self.send(to, &Control::Members(batch));
-        }
-    }
-
-    fn record(&self, key: &PublicKey) -> Option<MemberRecord> {
-        let member = self.members.get(key)?;
-        let heard_secs_ago = self
-            .last_input
-            .saturating_duration_since(member.last_heard)
-            .as_secs();
-        Some(MemberRecord {
-            certificate: member.certificate.clone(),
-            endpoints: member.endpoints.clone(),
-            heard_secs_ago: u32::try_from(heard_secs_ago).unwrap_or(u32::MAX),
-        })
-    }
-
-    fn revocations_per_message(&self) -> usize {
-        let budget = self
-            .config
-            .max_message_bytes
-            .saturating_sub(CONTROL_HEADER_LEN + 1);
-        (budget / REVOCATION_LEN).clamp(1, MAX_BATCH_ENTRIES)
-    }
-
     fn remove_member(&mut self, key: PublicKey) {
         if self.members.remove(&key).is_some() {
             self.counters.members_removed += 1;
@@ -813,7 +552,14 @@ fn merge_endpoint(endpoints: &mut Vec<SocketAddr>, endpoint: SocketAddr) {
     }
 }
 
+mod config;
+mod gossip;
 mod traversal;
+
+pub use config::{
+    Bootstrap, CHANGED_GOSSIP_DELAY, MemberStatus, MeshAction, MeshConfig, MeshCounters, MeshDrop,
+    Outbound,
+};
 
 #[cfg(test)]
 mod tests;

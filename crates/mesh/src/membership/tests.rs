@@ -10,6 +10,7 @@ use fjord_proto::{PrivateKey, PublicKey, WallClock};
 
 use super::*;
 use crate::cert::NetworkSecret;
+use crate::cidr::Cidr;
 
 const EPOCH_SECS: u64 = 1_800_000_000;
 

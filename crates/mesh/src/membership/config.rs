@@ -1,0 +1,134 @@
+//! The mesh's settings, inputs and outputs: what a driver configures,
+//! the actions and messages it gets back, and what it can report.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use fjord_proto::PublicKey;
+
+use crate::cert::{CertError, Certificate, NetworkPublicKey};
+use crate::cidr::Cidr;
+use crate::codec::DecodeError;
+
+/// How soon to gossip after learning a new member.
+pub const CHANGED_GOSSIP_DELAY: Duration = Duration::from_millis(1000);
+
+/// A member configured by key and endpoint, to join through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bootstrap {
+    pub key: PublicKey,
+    pub endpoint: SocketAddr,
+}
+
+/// Settings of the mesh. Defaults live in [`MeshConfig::new`].
+#[derive(Debug, Clone)]
+pub struct MeshConfig {
+    pub network: NetworkPublicKey,
+    /// Our own certificate, presented in every Hello.
+    pub certificate: Certificate,
+    pub bootstrap: Vec<Bootstrap>,
+    /// Full member list to one random member this often (default 15 s:
+    /// a lost announcement heals within one interval).
+    pub gossip_interval: Duration,
+    /// Ping each member this often (default 10 s: under the 30 s UDP
+    /// mapping timeout of common NATs, and RTTs stay fresh).
+    pub ping_interval: Duration,
+    /// Forget a member nobody has heard from for this long (default 180 s).
+    pub member_timeout: Duration,
+    /// A peer that is not a member must present a valid Hello this soon
+    /// after its handshake (default 10 s).
+    pub verify_timeout: Duration,
+    /// Largest control message, so it fits one tunnel packet (the MTU).
+    pub max_message_bytes: usize,
+}
+
+impl MeshConfig {
+    pub fn new(network: NetworkPublicKey, certificate: Certificate, mtu: usize) -> Self {
+        Self {
+            network,
+            certificate,
+            bootstrap: Vec::new(),
+            gossip_interval: Duration::from_secs(15),
+            ping_interval: Duration::from_secs(10),
+            member_timeout: Duration::from_secs(180),
+            verify_timeout: Duration::from_secs(10),
+            max_message_bytes: mtu,
+        }
+    }
+}
+
+/// A change to the peer table that the mesh asks of its driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MeshAction {
+    /// Make `key` a peer (if it is not), route exactly `addresses` to it,
+    /// and use `endpoint` when the peer has none yet.
+    Admit {
+        key: PublicKey,
+        addresses: Vec<Cidr>,
+        endpoint: Option<SocketAddr>,
+    },
+    /// Remove the peer `key` and its routes.
+    Remove { key: PublicKey },
+    /// Send each endpoint of `key` a punch datagram with a TTL too low to
+    /// reach the far NAT: it opens our own NAT for the answer without
+    /// leaving a stray entry in theirs (which would make their NAT map
+    /// their reply to another port).
+    Punch {
+        key: PublicKey,
+        endpoints: Vec<SocketAddr>,
+    },
+    /// Send `key` a handshake initiation at `endpoint` now, even if one
+    /// left recently (both sides punched; the way is open).
+    Connect {
+        key: PublicKey,
+        endpoint: SocketAddr,
+    },
+}
+
+/// A control message to seal and send to `to` inside its session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outbound {
+    pub to: PublicKey,
+    pub message: Vec<u8>,
+}
+
+/// Why a control message was ignored. Each has a counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum MeshDrop {
+    #[error("malformed control message: {0}")]
+    Malformed(#[from] DecodeError),
+    #[error("certificate refused: {0}")]
+    Certificate(#[from] CertError),
+    #[error("control message from a peer that is not a member")]
+    NotAMember,
+}
+
+/// What `fjord show` reports about a member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberStatus {
+    pub key: PublicKey,
+    pub name: String,
+    pub addresses: Vec<Cidr>,
+    pub endpoints: Vec<SocketAddr>,
+    /// It has spoken to us directly (a Hello in a session).
+    pub direct: bool,
+    pub rtt: Option<Duration>,
+    pub last_heard: Instant,
+    pub expires_at: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MeshCounters {
+    pub malformed: u64,
+    pub refused_certificates: u64,
+    pub not_a_member: u64,
+    pub members_learned: u64,
+    pub members_removed: u64,
+    pub revocations_learned: u64,
+    /// Introductions we asked a mutual member for.
+    pub introductions_requested: u64,
+    /// Rendezvous we arranged between two members.
+    pub rendezvous_arranged: u64,
+    /// Members we gave up reaching directly.
+    pub traversals_failed: u64,
+}
