@@ -39,7 +39,7 @@ pub struct MemberLine {
     pub name: String,
     pub addresses: Vec<String>,
     pub endpoint: Option<String>,
-    /// `direct` with a session up, `connecting` without one.
+    /// `direct` or `relay <name>` with a session up, `connecting` without.
     pub path: String,
     pub rtt_micros: Option<u64>,
 }
@@ -139,20 +139,36 @@ impl InterfaceStatus {
                 .map(|(reason, n)| (reason.name(), n))
                 .collect(),
             data: context.stats.clone(),
-            members: node
-                .members()
-                .into_iter()
-                .map(|(member, session)| MemberLine {
-                    public_key: member.key.to_base64(),
-                    name: member.name,
-                    addresses: member.addresses.iter().map(Cidr::to_string).collect(),
-                    endpoint: member.endpoints.first().map(SocketAddr::to_string),
-                    path: if session { "direct" } else { "connecting" }.to_string(),
-                    rtt_micros: member.rtt.map(|rtt| rtt.as_micros() as u64),
-                })
-                .collect(),
+            members: member_lines(node),
         }
     }
+}
+
+/// Members with their path: `direct`, `relay <name>` (a session through
+/// that member), or `connecting` (no session yet).
+fn member_lines(node: &Node) -> Vec<MemberLine> {
+    let members = node.members();
+    let name_of = |key: &PublicKey| {
+        members
+            .iter()
+            .find(|(member, _)| member.key == *key)
+            .map_or_else(|| key.to_base64(), |(member, _)| member.name.clone())
+    };
+    members
+        .iter()
+        .map(|(member, session)| MemberLine {
+            public_key: member.key.to_base64(),
+            name: member.name.clone(),
+            addresses: member.addresses.iter().map(Cidr::to_string).collect(),
+            endpoint: member.endpoints.first().map(SocketAddr::to_string),
+            path: match (session, &member.relay) {
+                (false, _) => "connecting".to_string(),
+                (true, None) => "direct".to_string(),
+                (true, Some(relay)) => format!("relay {}", name_of(relay)),
+            },
+            rtt_micros: member.rtt.map(|rtt| rtt.as_micros() as u64),
+        })
+        .collect()
 }
 
 /// The JSON form of `fjord show --json`; never includes private or

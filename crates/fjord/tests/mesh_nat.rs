@@ -2,8 +2,8 @@
 //! namespaces, a router between the sites) find each other from one
 //! bootstrap member: two port-preserving NATs meet directly through a
 //! rendezvous and carry a digest-checked transfer through the punched
-//! hole; a member behind a symmetric NAT keeps its path to the public
-//! member and nothing gets stuck.
+//! hole; a member behind a symmetric NAT, which no punch reaches, is
+//! relayed by the public member and carries a transfer too.
 //!
 //! Needs root and nft; without root the test skips with one line (fails
 //! under CI).
@@ -102,8 +102,9 @@ fn start_member(
     )
 }
 
-/// Names of the members `interface` lists with a session up.
-fn direct_members(host: &Namespace, interface: &str) -> Vec<String> {
+/// Names of the members `interface` lists with a session on `path`
+/// (`direct`, or `relay <name>`).
+fn members_on_path(host: &Namespace, interface: &str, path: &str) -> Vec<String> {
     let Ok(text) = host.exec(fjord().to_str().unwrap(), &["show", interface, "--json"]) else {
         return Vec::new();
     };
@@ -114,9 +115,13 @@ fn direct_members(host: &Namespace, interface: &str) -> Vec<String> {
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|member| member["path"] == "direct")
+        .filter(|member| member["path"] == path)
         .filter_map(|member| member["name"].as_str().map(str::to_string))
         .collect()
+}
+
+fn direct_members(host: &Namespace, interface: &str) -> Vec<String> {
+    members_on_path(host, interface, "direct")
 }
 
 /// How long until `a` and `b` list each other as direct, polled.
@@ -206,10 +211,34 @@ fn members_behind_nats_meet_through_a_rendezvous() {
     assert_eq!(report.bytes, TRANSFER_BYTES);
 
     // A symmetric NAT maps each destination to a new port that no member
-    // can see, so without a relay it has no direct path to the
-    // port-preserving members; while its traversal attempts run and end
-    // (during the transfer above) it must keep its path to the public
-    // member.
+    // can see, so the member behind it gives up the direct path to the
+    // port-preserving members after its attempts and is relayed by the
+    // public member, end to end encrypted.
+    let relayed = format!("relay {}", members[0].name);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !members_on_path(&internet.sites[3].host, &members[3].interface, &relayed)
+        .contains(&members[1].name)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the symmetric member never reached a port-preserving one through the relay; logs in {}",
+            workdir.path().display()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!(
+        "symmetric <-> port-preserving: relayed {:.2?} after start",
+        started.elapsed()
+    );
+    let report = BulkTransfer::new(TRANSFER_BYTES / 2)
+        .timeout(Duration::from_secs(60))
+        .run(
+            &internet.sites[3].host,
+            &internet.sites[1].host,
+            SocketAddr::new(IpAddr::V4(overlay(1)), 5202),
+        )
+        .expect("transfer through the relay");
+    assert!(report.verified, "{report}");
     assert!(
         direct_members(&internet.sites[3].host, &members[3].interface).contains(&members[0].name),
         "the symmetric member lost the public member"

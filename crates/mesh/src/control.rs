@@ -17,8 +17,9 @@
 //! Members (a batch of other members with their certificates, observed
 //! endpoints and how long ago the sender heard of them), Revocations,
 //! Goodbye (the sender leaves the mesh), Ping/Pong (path RTT), and
-//! Introduce/Rendezvous (NAT traversal through a mutual member). The kind
-//! byte leaves room for relay and path-MTU messages.
+//! Introduce/Rendezvous (NAT traversal through a mutual member) and
+//! RelayRequest/RelayOffer (a member relays when no direct path opens).
+//! The kind byte leaves room for path-MTU messages.
 
 use std::net::SocketAddr;
 
@@ -45,6 +46,8 @@ const KIND_PING: u8 = 5;
 const KIND_PONG: u8 = 6;
 const KIND_INTRODUCE: u8 = 7;
 const KIND_RENDEZVOUS: u8 = 8;
+const KIND_RELAY_REQUEST: u8 = 9;
+const KIND_RELAY_OFFER: u8 = 10;
 
 /// One member as another member describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,6 +88,14 @@ pub enum Control {
     Rendezvous {
         peer: PublicKey,
         endpoints: Vec<SocketAddr>,
+    },
+    /// "No direct path to `peer` opened; relay between us."
+    RelayRequest {
+        peer: PublicKey,
+    },
+    /// "Reach `peer` through me": the relay sends one to each side.
+    RelayOffer {
+        peer: PublicKey,
     },
 }
 
@@ -135,6 +146,12 @@ impl Control {
             KIND_PING => Control::Ping { nonce: body.u64()? },
             KIND_PONG => Control::Pong { nonce: body.u64()? },
             KIND_INTRODUCE => Control::Introduce {
+                peer: PublicKey::from_bytes(body.array()?),
+            },
+            KIND_RELAY_REQUEST => Control::RelayRequest {
+                peer: PublicKey::from_bytes(body.array()?),
+            },
+            KIND_RELAY_OFFER => Control::RelayOffer {
                 peer: PublicKey::from_bytes(body.array()?),
             },
             KIND_RENDEZVOUS => {
@@ -188,6 +205,14 @@ impl Control {
             Control::Introduce { peer } => {
                 body.bytes(peer.as_bytes());
                 KIND_INTRODUCE
+            }
+            Control::RelayRequest { peer } => {
+                body.bytes(peer.as_bytes());
+                KIND_RELAY_REQUEST
+            }
+            Control::RelayOffer { peer } => {
+                body.bytes(peer.as_bytes());
+                KIND_RELAY_OFFER
             }
             Control::Rendezvous { peer, endpoints } => {
                 body.bytes(peer.as_bytes());
@@ -284,6 +309,12 @@ mod tests {
             Control::Pong { nonce: 43 },
             Control::Introduce {
                 peer: PrivateKey::from_bytes([5; 32]).public_key(),
+            },
+            Control::RelayRequest {
+                peer: PrivateKey::from_bytes([7; 32]).public_key(),
+            },
+            Control::RelayOffer {
+                peer: PrivateKey::from_bytes([8; 32]).public_key(),
             },
             Control::Rendezvous {
                 peer: PrivateKey::from_bytes([6; 32]).public_key(),

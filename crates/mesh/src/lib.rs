@@ -11,6 +11,7 @@ mod codec;
 pub mod control;
 pub mod membership;
 mod node;
+pub mod relay;
 
 pub use allowed_ips::AllowedIps;
 pub use cert::{Certificate, NetworkPublicKey, NetworkSecret, Revocation};

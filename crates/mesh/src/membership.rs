@@ -155,6 +155,7 @@ impl Mesh {
             addresses: member.certificate.addresses.clone(),
             endpoints: member.endpoints.clone(),
             direct: member.direct,
+            relay: member.traversal.relay(),
             rtt: member.rtt,
             last_heard: member.last_heard,
             expires_at: member.certificate.expires_at,
@@ -244,6 +245,8 @@ impl Mesh {
             }
             Control::Introduce { peer } => self.introduce(key, peer),
             Control::Rendezvous { peer, endpoints } => self.rendezvous(now, peer, &endpoints),
+            Control::RelayRequest { peer } => self.relay_request(key, peer),
+            Control::RelayOffer { peer } => self.relay_offer(key, peer),
             Control::Revocations(revocations) => {
                 for revocation in revocations {
                     self.learn_revocation(revocation)?;

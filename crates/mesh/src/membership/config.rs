@@ -83,6 +83,18 @@ pub enum MeshAction {
         key: PublicKey,
         endpoint: SocketAddr,
     },
+    /// Forward WireGuard datagrams between these two members (see
+    /// `relay.rs`).
+    RelayBetween {
+        a: crate::relay::RelaySide,
+        b: crate::relay::RelaySide,
+    },
+    /// Reach `key` through the relay at `relay_endpoint`: point the peer
+    /// there and send an initiation now.
+    UseRelay {
+        key: PublicKey,
+        relay_endpoint: SocketAddr,
+    },
 }
 
 /// A control message to seal and send to `to` inside its session.
@@ -110,8 +122,10 @@ pub struct MemberStatus {
     pub name: String,
     pub addresses: Vec<Cidr>,
     pub endpoints: Vec<SocketAddr>,
-    /// It has spoken to us directly (a Hello in a session).
+    /// It has spoken to us (a Hello in a session).
     pub direct: bool,
+    /// The member whose relay carries our session with it, if any.
+    pub relay: Option<PublicKey>,
     pub rtt: Option<Duration>,
     pub last_heard: Instant,
     pub expires_at: u64,
@@ -131,4 +145,6 @@ pub struct MeshCounters {
     pub rendezvous_arranged: u64,
     /// Members we gave up reaching directly.
     pub traversals_failed: u64,
+    /// Pairs we agreed to relay for.
+    pub relays_offered: u64,
 }

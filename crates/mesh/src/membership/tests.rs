@@ -162,6 +162,7 @@ impl Sim {
                             self.blocked.retain(|(a, b)| !(*a == key && b == from));
                         }
                         MeshAction::Connect { key, .. } => connects.push((*from, key)),
+                        MeshAction::RelayBetween { .. } | MeshAction::UseRelay { .. } => {}
                     }
                 }
                 while let Some(outbound) = node.mesh.poll_message() {

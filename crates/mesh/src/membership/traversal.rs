@@ -19,8 +19,8 @@
 //! introducer observes (the NATs' public mappings), so this works for
 //! NATs that keep one mapping per socket (port-preserving, or any
 //! endpoint-independent mapping). A symmetric NAT maps each destination
-//! to a new port, which the introducer cannot see: those pairs need port
-//! prediction or a relay, neither of which is here yet.
+//! to a new port, which the introducer cannot see: such pairs end up
+//! relayed (port prediction is not tried).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -51,6 +51,14 @@ pub(super) struct Traversal {
     due: Option<Instant>,
     /// A Connect to send at the instant, to the endpoint.
     connect: Option<(Instant, SocketAddr)>,
+    /// The relay our session with this member goes through.
+    relay: Option<PublicKey>,
+}
+
+impl Traversal {
+    pub(super) fn relay(&self) -> Option<PublicKey> {
+        self.relay
+    }
 }
 
 impl Mesh {
@@ -134,10 +142,16 @@ impl Mesh {
             state.traversal.attempts += 1;
             state.traversal.due =
                 (state.traversal.attempts < MAX_PUNCH_ATTEMPTS).then_some(now + PUNCH_RETRY);
-            if state.traversal.due.is_none() {
+            let gave_up = state.traversal.due.is_none();
+            let Some(introducer) = introducer else {
+                continue;
+            };
+            if gave_up {
+                // No direct path: ask the member that reaches both to
+                // carry the traffic.
                 self.counters.traversals_failed += 1;
-            }
-            if let Some(introducer) = introducer {
+                self.send(introducer, &Control::RelayRequest { peer: member });
+            } else {
                 self.counters.introductions_requested += 1;
                 self.send(introducer, &Control::Introduce { peer: member });
             }
@@ -206,6 +220,49 @@ impl Mesh {
         self.actions.push_back(MeshAction::Punch {
             key: peer,
             endpoints,
+        });
+    }
+}
+
+impl Mesh {
+    /// `from` asks us to relay between it and `peer`.
+    pub(super) fn relay_request(&mut self, from: PublicKey, peer: PublicKey) {
+        let side = |mesh: &Self, key: &PublicKey| {
+            let member = mesh.members.get(key).filter(|m| m.direct)?;
+            Some(crate::relay::RelaySide {
+                key: *key,
+                endpoint: *member.endpoints.first()?,
+            })
+        };
+        let (Some(a), Some(b)) = (side(self, &from), side(self, &peer)) else {
+            return;
+        };
+        if from == peer {
+            return;
+        }
+        self.counters.relays_offered += 1;
+        self.actions.push_back(MeshAction::RelayBetween { a, b });
+        self.send(peer, &Control::RelayOffer { peer: from });
+        self.send(from, &Control::RelayOffer { peer });
+    }
+
+    /// `relay` offers to carry our traffic with `peer`.
+    pub(super) fn relay_offer(&mut self, relay: PublicKey, peer: PublicKey) {
+        let Some(relay_endpoint) = self
+            .members
+            .get(&relay)
+            .and_then(|m| m.endpoints.first().copied())
+        else {
+            return;
+        };
+        let Some(member) = self.members.get_mut(&peer) else {
+            return;
+        };
+        member.traversal.relay = Some(relay);
+        member.traversal.due = None;
+        self.actions.push_back(MeshAction::UseRelay {
+            key: peer,
+            relay_endpoint,
         });
     }
 }

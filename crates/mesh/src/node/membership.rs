@@ -10,6 +10,8 @@
 //! Mesh::poll_message ─▶ Device::send_extension ─▶ poll_transmit
 //! MeshAction::Punch  ─▶ poll_punch (low-TTL datagrams, sent by the driver)
 //! MeshAction::Connect ─▶ Device::punch_handshake
+//! MeshAction::RelayBetween ─▶ RelayTable: datagrams of relayed pairs are
+//!                        forwarded before the Device sees them
 //! ```
 //!
 //! All of it runs inside the Node's own calls (`finish_datagram`,
@@ -26,6 +28,7 @@ use fjord_proto::{
 
 use super::Node;
 use crate::membership::{MemberStatus, Mesh, MeshAction};
+use crate::relay::RelayTable;
 
 /// What a punch datagram carries: nothing a receiver acts on (fjord and
 /// WireGuard drop it as an unknown message type); it only makes the
@@ -49,8 +52,12 @@ pub(super) struct MeshDriver {
     /// The `now` of the latest input: sends triggered from `poll_*` calls
     /// (which take no time) are stamped with it.
     last_now: Instant,
-    /// Punch datagrams waiting for `poll_transmit`.
+    /// Punch datagrams waiting for `poll_punch`.
     punches: VecDeque<SocketAddr>,
+    /// Pairs of members we relay for.
+    relays: RelayTable,
+    /// Relayed datagrams waiting for `poll_transmit`.
+    forwards: VecDeque<(SocketAddr, Vec<u8>)>,
     /// Peers the mesh created or confirmed, so only these lose their
     /// routes when a certificate changes and are removed when a member
     /// goes. Configured peers keep theirs.
@@ -68,6 +75,8 @@ impl Node {
             events: VecDeque::new(),
             last_now: now,
             punches: VecDeque::new(),
+            relays: RelayTable::default(),
+            forwards: VecDeque::new(),
             managed: HashSet::new(),
         });
         self.pump_mesh();
@@ -209,6 +218,7 @@ impl Node {
                 }
             }
             MeshAction::Remove { key } => {
+                driver.relays.remove(&key);
                 if let Some(id) = self.device.peer_id(&key)
                     && (driver.managed.remove(&id) || self.device.is_provisional(id))
                 {
@@ -221,7 +231,58 @@ impl Node {
                     self.device.punch_handshake(id, driver.last_now, endpoint);
                 }
             }
+            MeshAction::RelayBetween { a, b } => {
+                driver.relays.install(a, b);
+            }
+            MeshAction::UseRelay {
+                key,
+                relay_endpoint,
+            } => {
+                if let Some(id) = self.device.peer_id(&key) {
+                    self.device
+                        .punch_handshake(id, driver.last_now, relay_endpoint);
+                }
+            }
         }
+    }
+
+    /// A datagram we relay, if `from` is a side of a pair we relay for and
+    /// `datagram` is theirs; it is queued for `poll_transmit`.
+    pub(super) fn relay(&mut self, from: SocketAddr, datagram: &[u8]) -> bool {
+        let Some(driver) = self.mesh.as_mut() else {
+            return false;
+        };
+        if driver.relays.is_empty() {
+            return false;
+        }
+        match driver.relays.route(from, datagram) {
+            Some(to) => {
+                driver.forwards.push_back((to, datagram.to_vec()));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A relayed datagram waiting to leave, copied into `buf`.
+    pub(super) fn poll_forward(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        let driver = self.mesh.as_mut()?;
+        let (destination, datagram) = driver.forwards.front()?;
+        let out = buf.get_mut(..datagram.len())?;
+        out.copy_from_slice(datagram);
+        let transmit = Transmit {
+            destination: *destination,
+            len: datagram.len(),
+        };
+        driver.forwards.pop_front();
+        Some(transmit)
+    }
+
+    /// Datagrams this node relayed for other members.
+    pub fn relayed_datagrams(&self) -> u64 {
+        self.mesh
+            .as_ref()
+            .map_or(0, |driver| driver.relays.forwarded)
     }
 
     /// A punch datagram waiting to leave, written into `buf`; send it

@@ -191,6 +191,9 @@ impl Node {
         from: SocketAddr,
         datagram: &mut [u8],
     ) -> Incoming {
+        if self.mesh.is_some() && self.relay(from, datagram) {
+            return Incoming::Done(Received::Control);
+        }
         match self.device.prepare_datagram(now, from, datagram) {
             Incoming::Done(received) => {
                 self.note_time(now);
@@ -244,7 +247,8 @@ impl Node {
 
     pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
         self.pump_mesh();
-        self.device.poll_transmit(buf)
+        self.poll_forward(buf)
+            .or_else(|| self.device.poll_transmit(buf))
     }
 
     pub fn poll_event(&mut self) -> Option<Event> {
