@@ -292,6 +292,17 @@ impl MeshWorld {
                     );
                 }
                 MeshAction::Remove { key } => assert_ne!(key, own, "removed ourselves"),
+                MeshAction::Punch { key, endpoints } => {
+                    assert_ne!(key, own, "punched toward ourselves");
+                    assert!(!endpoints.is_empty(), "a punch with nowhere to go");
+                }
+                MeshAction::Connect { key, .. } | MeshAction::UseRelay { key, .. } => {
+                    assert_ne!(key, own, "connected to ourselves");
+                }
+                MeshAction::RelayBetween { a, b } => {
+                    assert!(a.key != b.key, "relaying a member to itself");
+                    assert!(a.key != own && b.key != own, "relaying for ourselves");
+                }
             }
         }
         while let Some(outbound) = self.mesh.poll_message() {
