@@ -9,8 +9,9 @@
 //! node<i>.key      node i's WireGuard private key
 //! node<i>.cert     its certificate: name node<i>, address 198.19.x.y/32
 //! <ifname>.conf    [Interface] PrivateKey, ListenPort, Address (a prefix
-//!                  covering every node); [Mesh] Network, Certificate, and
-//!                  but on node 0 Bootstrap = <node 0's key>@<its underlay>
+//!                  covering every node); [Mesh] Network, Certificate and,
+//!                  on every node but node 0, Bootstrap = <node 0's
+//!                  key>@<node 0's underlay address>:51820
 //! node<i>.log      `fjord up <ifname>.conf`'s output, run in host i
 //! ```
 //!
@@ -121,7 +122,7 @@ impl FjordMesh {
 
     /// Writes the network key and every node's key, certificate and config
     /// into a new directory under `workdir`; starts no node.
-    pub fn start(&self, lan: &Lan, workdir: &Path) -> Result<RunningFjordMesh, SystemError> {
+    pub fn configure(&self, lan: &Lan, workdir: &Path) -> Result<RunningFjordMesh, SystemError> {
         let binary = self.fjord.installed().map_err(SystemError::NotInstalled)?;
         let failed = |detail: String| start_failed(NAME, detail);
         let dir = WorkDir::create_in(workdir, "mesh").map_err(|e| failed(e.to_string()))?;
@@ -222,7 +223,7 @@ struct MeshNode {
     process: Option<LoggedProcess>,
 }
 
-/// The fjord mesh of [`FjordMesh::start`].
+/// The fjord mesh of [`FjordMesh::configure`].
 pub struct RunningFjordMesh {
     binary: PathBuf,
     threads: Option<u16>,

@@ -132,7 +132,7 @@ impl Implementation for Fjord {
     }
 
     fn start_mesh(&self, lan: &Lan, workdir: &Path) -> Result<Box<dyn RunningMesh>, SystemError> {
-        let mesh = FjordMesh::new(self.clone()).start(lan, workdir)?;
+        let mesh = FjordMesh::new(self.clone()).configure(lan, workdir)?;
         Ok(Box::new(mesh))
     }
 }
