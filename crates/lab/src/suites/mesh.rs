@@ -15,7 +15,8 @@
 //!    row is `timed_out` and says which share of the ordered pairs (node,
 //!    other node) were direct by then.
 //! 2. **Memory** (`rss_per_node`, bytes): the resident size (VmRSS of
-//!    /proc/PID/status) of every node right after convergence; the samples
+//!    /proc/PID/status) of every node right after convergence (or the
+//!    timeout); the samples
 //!    are all nodes, the median is the row's figure, `peak_bytes` the
 //!    largest. `rss_per_peer` (bytes) is (that median − the resident size
 //!    of node 0 alone) ÷ (N − 1): what each further member costs a node,
