@@ -110,7 +110,7 @@ pub struct Extra {
     /// bdp: median over the theoretical goodput.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub efficiency: Option<f64>,
-    /// loss: the time limit of one transfer.
+    /// loss: the time limit of one transfer; mesh: of convergence.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_limit_secs: Option<f64>,
     /// loss: the emulated one-way delay.
@@ -149,7 +149,8 @@ pub struct Extra {
     pub answered: Option<u64>,
 
     // Resident memory under load (soak).
-    /// Highest resident size of the interval (growth: of the whole soak).
+    /// Highest resident size of the interval (growth: of the whole soak;
+    /// mesh: of any node).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_bytes: Option<f64>,
     /// TCP throughput carried meanwhile.
@@ -161,6 +162,16 @@ pub struct Extra {
     /// Growth: peak of the last interval.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_peak_bytes: Option<f64>,
+
+    // Meshes (mesh suite).
+    /// Convergence: share of ordered pairs of nodes where the first listed
+    /// the second as a direct member, when the row was taken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pairs_percent: Option<f64>,
+    /// Memory: resident size of the bootstrap node alone, before any other
+    /// node started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alone_rss_bytes: Option<u64>,
 
     // UDP frame rates (RFC 2544 throughput, overload, IMIX).
     #[serde(skip_serializing_if = "Option::is_none")]

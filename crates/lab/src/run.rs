@@ -181,6 +181,9 @@ fn run_one(
         detail,
     };
     std::fs::create_dir_all(workdir).map_err(|e| failed(format!("work directory: {e}")))?;
+    if suite.builds_own_hosts() {
+        return Ok(suite.run_on_own_hosts(system, quick, progress, workdir));
+    }
     let hosts = if suite.needs_emulator() {
         TwoHosts::with_middle()
     } else {

@@ -131,3 +131,99 @@ pub fn disable_offloads(namespace: &Namespace, link: &str) -> Result<(), NetnsEr
     )?;
     Ok(())
 }
+
+/// Name of the bridge in a [`Lan`]'s switch namespace.
+pub const LAN_BRIDGE: &str = "br0";
+/// Prefix length of a [`Lan`]'s underlay: 198.18.0.0/16, the underlay half
+/// of the benchmarking range, so the overlay (198.19.0.0/16) never looks
+/// like a neighbour on the wire.
+pub const LAN_UNDERLAY_PREFIX_LEN: u8 = 16;
+/// The most hosts a [`Lan`] numbers: every address stays inside its /16.
+pub const LAN_MAX_HOSTS: usize = 65_000;
+
+/// Hosts on one Ethernet segment: each host namespace has [`HOST_LINK`]
+/// with its underlay address ([`lan_underlay`]), and a veth pair joins it
+/// to a port (`p<index>`) of a bridge in a switch namespace. The switch
+/// has no addresses, the hosts no route out.
+///
+/// Field order matters: hosts drop before the switch.
+pub struct Lan {
+    pub hosts: Vec<Namespace>,
+    pub switch: Namespace,
+}
+
+impl Lan {
+    /// A LAN of `count` hosts (at most [`LAN_MAX_HOSTS`]). On failure
+    /// everything built so far is removed.
+    pub fn new(count: usize) -> Result<Self, NetnsError> {
+        assert!(count <= LAN_MAX_HOSTS, "{count} hosts do not fit a /16");
+        let switch = Namespace::create("sw")?;
+        switch.ip(&["link", "add", LAN_BRIDGE, "type", "bridge"])?;
+        switch.ip(&["link", "set", LAN_BRIDGE, "up"])?;
+        // The guard exists before any host, so a failure below removes them.
+        let mut lan = Self {
+            hosts: Vec::with_capacity(count),
+            switch,
+        };
+        for index in 0..count {
+            let host = Namespace::create("h")?;
+            let port = format!("p{index}");
+            netns::veth(&host, HOST_LINK, &lan.switch, &port)?;
+            lan.hosts.push(host);
+            lan.switch
+                .ip(&["link", "set", &port, "master", LAN_BRIDGE])?;
+            let address = format!("{}/{LAN_UNDERLAY_PREFIX_LEN}", lan_underlay(index));
+            lan.hosts[index].ip(&["addr", "add", &address, "dev", HOST_LINK])?;
+        }
+        Ok(lan)
+    }
+}
+
+/// Underlay address of host `index` of a [`Lan`]: 198.18.0.1, 198.18.0.2, …
+/// (198.18.1.0 follows 198.18.0.255).
+pub fn lan_underlay(index: usize) -> Ipv4Addr {
+    offset(Ipv4Addr::new(198, 18, 0, 0), index + 1)
+}
+
+/// Overlay address of host `index` of a [`Lan`]: 198.19.0.1, 198.19.0.2, …
+pub fn lan_overlay(index: usize) -> Ipv4Addr {
+    offset(Ipv4Addr::new(198, 19, 0, 0), index + 1)
+}
+
+/// The longest prefix length (at most 24) whose subnet of 198.19.0.0
+/// holds the overlay addresses of `count` hosts, with the network and
+/// broadcast addresses left free.
+pub fn lan_overlay_prefix_len(count: usize) -> u8 {
+    let mut prefix_len = 24;
+    while prefix_len > LAN_UNDERLAY_PREFIX_LEN && (1usize << (32 - prefix_len)) < count + 2 {
+        prefix_len -= 1;
+    }
+    prefix_len
+}
+
+fn offset(base: Ipv4Addr, by: usize) -> Ipv4Addr {
+    assert!(by <= LAN_MAX_HOSTS, "host {by} is outside the /16");
+    // By the assertion, `by` fits the 16 host bits of the /16.
+    Ipv4Addr::from(u32::from(base) + by as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lan_addresses_count_from_one_and_stay_in_their_halves() {
+        assert_eq!(lan_underlay(0), Ipv4Addr::new(198, 18, 0, 1));
+        assert_eq!(lan_overlay(99), Ipv4Addr::new(198, 19, 0, 100));
+        assert_eq!(lan_underlay(255), Ipv4Addr::new(198, 18, 1, 0));
+        assert_eq!(lan_overlay(LAN_MAX_HOSTS - 1).octets()[..2], [198, 19]);
+    }
+
+    #[test]
+    fn overlay_prefix_covers_every_host() {
+        assert_eq!(lan_overlay_prefix_len(4), 24);
+        assert_eq!(lan_overlay_prefix_len(254), 24);
+        assert_eq!(lan_overlay_prefix_len(255), 23);
+        assert_eq!(lan_overlay_prefix_len(1000), 22);
+    }
+}

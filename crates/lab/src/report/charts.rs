@@ -54,7 +54,7 @@ pub fn section_charts(section: &Section, order: &[&str]) -> Vec<Chart> {
             .collect(),
         TestKind::Rtt => latency_charts(section, &class),
         TestKind::TcpBulk | TestKind::Imix => vec![Chart::Bars(bars_per_row(section, &class))],
-        TestKind::MemoryGrowth | TestKind::Other => Vec::new(),
+        TestKind::MemoryGrowth | TestKind::Mesh | TestKind::Other => Vec::new(),
     }
 }
 

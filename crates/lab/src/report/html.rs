@@ -122,6 +122,9 @@ pub fn render(record: &RunRecord) -> String {
             anchor(suite),
             escape(&sections::suite_title(suite))
         );
+        if let Some(remark) = sections::suite_remark(suite) {
+            let _ = writeln!(out, "<p>{}</p>", escape(remark));
+        }
         for section in sections.iter().filter(|s| s.suite == suite) {
             let title = section.title();
             let _ = writeln!(out, "<h3>{}</h3>", escape(&title));

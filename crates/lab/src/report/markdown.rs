@@ -54,6 +54,9 @@ pub fn render(record: &RunRecord) -> String {
     let sections = sections::sections(record);
     for suite in sections::suite_order(record) {
         let _ = writeln!(out, "## {}\n", escape(&sections::suite_title(suite)));
+        if let Some(remark) = sections::suite_remark(suite) {
+            let _ = writeln!(out, "{}\n", escape(remark));
+        }
         for section in sections.iter().filter(|s| s.suite == suite) {
             for table in tables::section_tables(section) {
                 let _ = writeln!(out, "### {}\n", escape(&table.title));

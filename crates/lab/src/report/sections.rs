@@ -67,6 +67,7 @@ pub fn suite_title(suite: &str) -> String {
         "loss" => "Transfers under packet loss".to_string(),
         "bdp" => "Long fat pipe (bandwidth-delay product)".to_string(),
         "soak" => "Memory under sustained load".to_string(),
+        "mesh" => "Mesh from one bootstrap member".to_string(),
         other => {
             let mut chars = other.chars();
             match chars.next() {
@@ -74,6 +75,16 @@ pub fn suite_title(suite: &str) -> String {
                 None => String::new(),
             }
         }
+    }
+}
+
+/// One line under a suite's heading about what it leaves out, if anything.
+pub fn suite_remark(suite: &str) -> Option<&'static str> {
+    match suite {
+        "mesh" => Some(
+            "NAT traversal, relays and path MTU are not built yet, so the NAT matrix, relay cost and path MTU are not measured.",
+        ),
+        _ => None,
     }
 }
 
@@ -94,6 +105,8 @@ pub enum TestKind {
     Memory,
     /// How much that resident size grew over the soak.
     MemoryGrowth,
+    /// A mesh figure by number of nodes: convergence, memory, first packet.
+    Mesh,
     Other,
 }
 
@@ -110,6 +123,7 @@ impl TestKind {
             "tcp_bulk" => TestKind::TcpBulk,
             "rss_under_load" => TestKind::Memory,
             "rss_growth" => TestKind::MemoryGrowth,
+            "convergence" | "rss_per_node" | "rss_per_peer" | "first_packet" => TestKind::Mesh,
             _ => TestKind::Other,
         }
     }
@@ -123,6 +137,7 @@ impl TestKind {
             TestKind::TransferTime => Some("drop_percent"),
             TestKind::FrameLoss => Some("offered_percent"),
             TestKind::Memory => Some("minute"),
+            TestKind::Mesh => Some("nodes"),
             TestKind::Imix | TestKind::TcpBulk | TestKind::MemoryGrowth | TestKind::Other => None,
         }
     }
@@ -139,6 +154,14 @@ impl TestKind {
             TestKind::TcpBulk => "TCP bulk throughput".to_string(),
             TestKind::Memory => "Resident memory under load".to_string(),
             TestKind::MemoryGrowth => "Resident memory growth".to_string(),
+            TestKind::Mesh => match test {
+                "convergence" => "Time until every node lists every other as direct",
+                "rss_per_node" => "Resident memory per node (median of the nodes)",
+                "rss_per_peer" => "Resident memory per peer ((median − node alone) ÷ (N − 1))",
+                "first_packet" => "First ping through the overlay after convergence",
+                other => other,
+            }
+            .to_string(),
             TestKind::Other => test.to_string(),
         }
     }

@@ -6,6 +6,7 @@
 mod bdp;
 mod latency;
 mod loss;
+pub mod mesh;
 mod quick;
 mod soak;
 mod tcp;
@@ -16,7 +17,7 @@ use std::time::Duration;
 use crate::emulator::{Emulator, LinkConfig, RunningEmulator};
 use crate::progress::Progress;
 use crate::results::Measurement;
-use crate::systems::RunningSystem;
+use crate::systems::{RunningSystem, System};
 use crate::topology::{MIDDLE_LEFT_LINK, MIDDLE_RIGHT_LINK, TwoHosts};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,16 +28,18 @@ pub enum Suite {
     Loss,
     Bdp,
     Soak,
+    Mesh,
 }
 
 impl Suite {
-    pub const ALL: [Suite; 6] = [
+    pub const ALL: [Suite; 7] = [
         Suite::Quick,
         Suite::Throughput,
         Suite::Latency,
         Suite::Loss,
         Suite::Bdp,
         Suite::Soak,
+        Suite::Mesh,
     ];
 
     pub fn name(self) -> &'static str {
@@ -47,6 +50,7 @@ impl Suite {
             Suite::Loss => "loss",
             Suite::Bdp => "bdp",
             Suite::Soak => "soak",
+            Suite::Mesh => "mesh",
         }
     }
 
@@ -69,6 +73,9 @@ impl Suite {
             }
             Suite::Soak => {
                 "tunnel memory under 10 minutes of 4-stream TCP (2 with --quick): resident size and its growth"
+            }
+            Suite::Mesh => {
+                "a mesh of 20 and 100 nodes (5 and 20 with --quick) from one bootstrap member: convergence time, memory per node and per peer, first packet; NAT, relays and path MTU are not measured yet"
             }
         }
     }
@@ -108,6 +115,29 @@ impl Suite {
             Suite::Loss => loss::drop_rates(quick).len() as u64,
             Suite::Bdp => 1,
             Suite::Soak => u64::from(soak::CHECKPOINTS),
+            Suite::Mesh => mesh::steps(quick),
+        }
+    }
+
+    /// Whether the suite builds its own hosts (a [`crate::topology::Lan`]
+    /// per mesh size) and starts the system itself, through
+    /// [`Suite::run_on_own_hosts`], instead of running on [`TwoHosts`].
+    pub fn builds_own_hosts(self) -> bool {
+        matches!(self, Suite::Mesh)
+    }
+
+    /// Runs a suite that [builds its own hosts](Suite::builds_own_hosts)
+    /// for `system`; work files go under `workdir`.
+    pub fn run_on_own_hosts(
+        self,
+        system: &dyn System,
+        quick: bool,
+        progress: &Progress,
+        workdir: &std::path::Path,
+    ) -> Vec<Measurement> {
+        match self {
+            Suite::Mesh => mesh::run(system, quick, progress, workdir),
+            _ => Vec::new(),
         }
     }
 
@@ -120,6 +150,8 @@ impl Suite {
             Suite::Loss => loss::run(context),
             Suite::Bdp => bdp::run(context),
             Suite::Soak => soak::run(context),
+            // Runs through `run_on_own_hosts`.
+            Suite::Mesh => Vec::new(),
         }
     }
 

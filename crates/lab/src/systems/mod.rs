@@ -11,6 +11,7 @@
 //! [`wireguard`] tunnels that tests pair across implementations.
 
 mod bare;
+pub mod mesh;
 mod openvpn;
 mod relay;
 mod ssh;
@@ -23,6 +24,7 @@ use std::path::Path;
 use std::time::Duration;
 
 pub use bare::Bare;
+pub use mesh::{FjordMesh, Member, MemberPath, RunningMesh};
 pub use openvpn::OpenVpn;
 pub use relay::Relay;
 pub use ssh::SshTunnel;
@@ -31,13 +33,17 @@ pub(crate) use support::{find_program, home_path};
 pub use vpncloud::VpnCloud;
 pub use wireguard::WireGuardSystem;
 
-use crate::topology::TwoHosts;
+use crate::topology::{Lan, TwoHosts};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SystemError {
     /// Not installed; the text says how to install it.
     #[error("{0}")]
     NotInstalled(String),
+    /// The system cannot do what was asked (a mesh of a point-to-point
+    /// tunnel); the text says so.
+    #[error("{0}")]
+    Unsupported(String),
     #[error("{system} did not come up: {detail}")]
     StartFailed { system: String, detail: String },
     #[error("{operation}: {source}")]
@@ -62,6 +68,15 @@ pub trait System: Send + Sync {
         hosts: &TwoHosts,
         workdir: &Path,
     ) -> Result<Box<dyn RunningSystem>, SystemError>;
+    /// Configures a mesh across every host of `lan` (see [`RunningMesh`]);
+    /// nodes start one by one with [`RunningMesh::start_node`]. Systems
+    /// without a mesh mode answer [`SystemError::Unsupported`].
+    fn start_mesh(&self, _lan: &Lan, _workdir: &Path) -> Result<Box<dyn RunningMesh>, SystemError> {
+        Err(SystemError::Unsupported(format!(
+            "{} has no mesh mode",
+            self.name()
+        )))
+    }
 }
 
 /// A tunnel that is up. Dropping it takes it down.

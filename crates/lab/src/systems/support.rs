@@ -259,6 +259,11 @@ impl LoggedProcess {
         self.process.try_wait()
     }
 
+    /// Sends SIGTERM and returns at once; [`LoggedProcess::stop`] reaps it.
+    pub(super) fn terminate(&self) {
+        self.process.signal(fjord_sys::process::SIGTERM);
+    }
+
     /// SIGTERM, up to [`STOP_GRACE`], then SIGKILL; the exit status, or
     /// `None` if it was already stopped.
     pub(super) fn stop(&mut self) -> Option<ExitStatus> {

@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 
 use super::{Implementation, Interface, WgSide, interface};
 use crate::netns::Namespace;
-use crate::systems::SystemError;
 use crate::systems::support;
+use crate::systems::{FjordMesh, RunningMesh, SystemError};
+use crate::topology::Lan;
 
 const NAME: &str = "fjord";
 
@@ -74,6 +75,11 @@ impl Fjord {
         }
     }
 
+    /// `--threads` for each process, if set.
+    pub(crate) fn threads(&self) -> Option<u16> {
+        self.threads
+    }
+
     /// Runs each side with `--threads threads`.
     pub fn with_threads(mut self, threads: u16) -> Self {
         self.threads = Some(threads);
@@ -123,5 +129,10 @@ impl Implementation for Fjord {
                 && interface::addresses_assigned(namespace, side)
         })?;
         Ok(interface)
+    }
+
+    fn start_mesh(&self, lan: &Lan, workdir: &Path) -> Result<Box<dyn RunningMesh>, SystemError> {
+        let mesh = FjordMesh::new(self.clone()).configure(lan, workdir)?;
+        Ok(Box::new(mesh))
     }
 }

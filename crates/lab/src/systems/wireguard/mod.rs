@@ -38,9 +38,9 @@ pub use side::{
 pub use wireguard_go::WireguardGo;
 
 use super::support::{self, start_failed};
-use super::{RunningSystem, System, SystemError};
+use super::{RunningMesh, RunningSystem, System, SystemError};
 use crate::netns::Namespace;
-use crate::topology::{LEFT_OVERLAY, RIGHT_OVERLAY, TwoHosts};
+use crate::topology::{LEFT_OVERLAY, Lan, RIGHT_OVERLAY, TwoHosts};
 
 /// A WireGuard implementation that can run one side of a tunnel.
 pub trait Implementation: Send + Sync {
@@ -60,6 +60,14 @@ pub trait Implementation: Send + Sync {
         side: &WgSide,
         workdir: &Path,
     ) -> Result<Interface, SystemError>;
+    /// Configures a mesh of this implementation across `lan`; see
+    /// [`System::start_mesh`].
+    fn start_mesh(&self, _lan: &Lan, _workdir: &Path) -> Result<Box<dyn RunningMesh>, SystemError> {
+        Err(SystemError::Unsupported(format!(
+            "{} has no mesh mode",
+            self.name()
+        )))
+    }
 }
 
 /// One implementation on both hosts, as a lab system.
@@ -133,6 +141,11 @@ impl System for WireGuardSystem {
         )
         .map_err(|e| failed(format!("no ping through the tunnel: {e}")))?;
         Ok(Box::new(RunningWireGuard { left, right }))
+    }
+
+    fn start_mesh(&self, lan: &Lan, workdir: &Path) -> Result<Box<dyn RunningMesh>, SystemError> {
+        self.check().map_err(SystemError::NotInstalled)?;
+        self.implementation.start_mesh(lan, workdir)
     }
 }
 

@@ -1,0 +1,358 @@
+//! `mesh`: how a mesh grows from one bootstrap member, at 20 and 100
+//! nodes (5 and 20 with `--quick`), each node on its own host of a [`Lan`].
+//!
+//! For each size, on a fresh LAN:
+//!
+//! 1. **Convergence** (`convergence`, s): the clock starts as node 0 (the
+//!    bootstrap) is spawned. Once node 0 answers, its resident size is read
+//!    (a node alone), then every other node is spawned at once, each
+//!    configured with node 0 as its only bootstrap. Every
+//!    [`POLL_INTERVAL`] the nodes not yet complete are asked for their
+//!    members (`fjord show --json`, one after the other, so a hundred
+//!    nodes never meet a hundred queries at once); a node is complete when
+//!    it lists every other node with path `direct`. The figure is the time
+//!    until the last node is complete. After [`CONVERGENCE_TIMEOUT`] the
+//!    row is `timed_out` and says which share of the ordered pairs (node,
+//!    other node) were direct by then.
+//! 2. **Memory** (`rss_per_node`, bytes): the resident size (VmRSS of
+//!    /proc/PID/status) of every node right after convergence (or the
+//!    timeout); the samples
+//!    are all nodes, the median is the row's figure, `peak_bytes` the
+//!    largest. `rss_per_peer` (bytes) is (that median − the resident size
+//!    of node 0 alone) ÷ (N − 1): what each further member costs a node,
+//!    including whatever a node touches first once it carries traffic.
+//! 3. **First packet** (`first_packet`, ms): from node 1 to the last node
+//!    (neither the bootstrap), the time from starting one ping through the
+//!    overlay to its reply (what `ping` itself takes to start included).
+//!
+//! NAT traversal, relays and path MTU are not built yet, so the NAT matrix,
+//! relay cost and path MTU are not measured. Systems without a mesh mode
+//! (bare) have nothing to measure here.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::measure::Row;
+use crate::progress::Progress;
+use crate::results::{Extra, Measurement, MeasurementStatus, median};
+use crate::systems::{MemberPath, RunningMesh, System, SystemError, resident_bytes};
+use crate::topology::Lan;
+
+/// How long a mesh may take to converge before the row reports how far it got.
+pub const CONVERGENCE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Pause between two rounds of member queries.
+/// The convergence time is the end of the round that found the last node
+/// complete, so it is late by at most one interval and one round.
+const POLL_INTERVAL: Duration = Duration::from_millis(250);
+/// A progress line this often while a mesh converges.
+const REPORT_INTERVAL: Duration = Duration::from_secs(10);
+/// How long node 0 may take to answer its first query.
+const BOOTSTRAP_START_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the first ping through the converged overlay may take.
+const FIRST_PACKET_TIMEOUT: Duration = Duration::from_secs(10);
+const MIB: f64 = 1_048_576.0;
+
+/// Mesh sizes, smallest first.
+pub fn node_counts(quick: bool) -> [usize; 2] {
+    if quick { [5, 20] } else { [20, 100] }
+}
+
+/// Progress steps per system: convergence with memory, and first packet,
+/// per size.
+pub fn steps(quick: bool) -> u64 {
+    2 * node_counts(quick).len() as u64
+}
+
+/// Runs the suite for `system`, on LANs it builds itself.
+pub fn run(
+    system: &dyn System,
+    quick: bool,
+    progress: &Progress,
+    workdir: &Path,
+) -> Vec<Measurement> {
+    let name = system.name();
+    let mut rows = Vec::new();
+    let mut steps_left = steps(quick);
+    for count in node_counts(quick) {
+        if progress.stopping() {
+            break;
+        }
+        progress.step(&format!(
+            "{name}: mesh: {count} nodes: building the LAN and converging"
+        ));
+        let lan = match Lan::new(count) {
+            Ok(lan) => lan,
+            Err(error) => {
+                rows.push(
+                    convergence_row(name, count).failed(format!("building the LAN: {error}")),
+                );
+                progress.done();
+                progress.skip(1);
+                steps_left -= 2;
+                continue;
+            }
+        };
+        let mut mesh = match system.start_mesh(&lan, workdir) {
+            Ok(mesh) => {
+                if steps_left == steps(quick) {
+                    progress.line(&format!(
+                        "{name}: mesh: NAT matrix, relay cost and path MTU are not measured (not built yet)"
+                    ));
+                }
+                mesh
+            }
+            Err(SystemError::Unsupported(why)) => {
+                progress.line(&format!("{name}: mesh: {why}; nothing to measure"));
+                progress.skip(steps_left);
+                return rows;
+            }
+            Err(error) => {
+                rows.push(convergence_row(name, count).failed(error.to_string()));
+                progress.done();
+                progress.skip(1);
+                steps_left -= 2;
+                continue;
+            }
+        };
+        rows.extend(converge(mesh.as_mut(), name, progress));
+        progress.done();
+
+        progress.step(&format!("{name}: mesh: {count} nodes: first packet"));
+        rows.push(first_packet(mesh.as_ref(), &lan, name));
+        progress.done();
+        steps_left -= 2;
+        // Nodes stop before their namespaces go.
+        drop(mesh);
+        drop(lan);
+    }
+    progress.skip(steps_left);
+    rows
+}
+
+fn convergence_row(system: &str, count: usize) -> Row {
+    Row::new("mesh", "convergence", system, "s").param("nodes", count)
+}
+
+/// Starts every node and waits for convergence; the convergence and
+/// memory rows.
+fn converge(mesh: &mut dyn RunningMesh, system: &str, progress: &Progress) -> Vec<Measurement> {
+    let count = mesh.nodes();
+    let row = convergence_row(system, count);
+    let started = Instant::now();
+    if let Err(why) = start_bootstrap(mesh) {
+        return vec![row.failed(why)];
+    }
+    let alone_bytes = mesh.pid(0).map(|pid| resident_bytes(&[pid]));
+    for node in 1..count {
+        if let Err(why) = mesh.start_node(node) {
+            return vec![row.failed(why)];
+        }
+    }
+
+    // Direct members each node listed last time; complete nodes are not asked again.
+    let mut direct = vec![0usize; count];
+    let mut next_report = started + REPORT_INTERVAL;
+    let converged = loop {
+        for (node, listed) in direct.iter_mut().enumerate() {
+            if *listed == count - 1 {
+                continue;
+            }
+            match mesh.members(node) {
+                Ok(members) => {
+                    *listed = members
+                        .iter()
+                        .filter(|member| member.path == MemberPath::Direct)
+                        .count()
+                        .min(count - 1);
+                }
+                // Not up yet; a node that exited is fatal.
+                Err(why) if mesh.pid(node).is_some_and(is_running) => {
+                    tracing::debug!(node, %why, "no members yet");
+                }
+                Err(why) => return vec![row.failed(why)],
+            }
+        }
+        let elapsed = started.elapsed();
+        if direct.iter().all(|&listed| listed == count - 1) {
+            break Some(elapsed);
+        }
+        if elapsed >= CONVERGENCE_TIMEOUT {
+            break None;
+        }
+        if Instant::now() >= next_report {
+            progress.line(&format!(
+                "{system}: mesh: {count} nodes: {:.0} % of pairs direct after {:.0} s",
+                pairs_percent(&direct),
+                elapsed.as_secs_f64()
+            ));
+            next_report += REPORT_INTERVAL;
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    };
+    let percent = pairs_percent(&direct);
+    let extra = Extra {
+        pairs_percent: Some(percent),
+        time_limit_secs: Some(CONVERGENCE_TIMEOUT.as_secs_f64()),
+        ..Extra::default()
+    };
+    let convergence = match converged {
+        Some(elapsed) => {
+            progress.line(&format!(
+                "{system}: mesh: {count} nodes: converged in {:.2} s",
+                elapsed.as_secs_f64()
+            ));
+            row.measured(vec![elapsed.as_secs_f64()], MeasurementStatus::Ok, extra)
+        }
+        None => {
+            let reached = format!(
+                "{percent:.0} % of pairs direct after {} s",
+                CONVERGENCE_TIMEOUT.as_secs()
+            );
+            progress.line(&format!("{system}: mesh: {count} nodes: {reached}"));
+            let mut measurement = row.measured(
+                vec![CONVERGENCE_TIMEOUT.as_secs_f64()],
+                MeasurementStatus::TimedOut,
+                extra,
+            );
+            measurement.note = Some(reached);
+            measurement
+        }
+    };
+    let mut rows = vec![convergence];
+    rows.extend(memory(mesh, system, alone_bytes, progress));
+    rows
+}
+
+/// Starts node 0 and waits until it answers a query.
+fn start_bootstrap(mesh: &mut dyn RunningMesh) -> Result<(), String> {
+    mesh.start_node(0)?;
+    let deadline = Instant::now() + BOOTSTRAP_START_TIMEOUT;
+    loop {
+        match mesh.members(0) {
+            Ok(_) => return Ok(()),
+            Err(why)
+                if Instant::now() >= deadline || mesh.pid(0).is_none_or(|p| !is_running(p)) =>
+            {
+                return Err(format!("node 0 did not come up: {why}"));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+fn is_running(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Share of ordered pairs (node, other node) where the node lists the
+/// other as direct, in percent, from each node's count of direct members.
+pub fn pairs_percent(direct: &[usize]) -> f64 {
+    let count = direct.len();
+    if count < 2 {
+        return 100.0;
+    }
+    let listed: usize = direct.iter().sum();
+    listed as f64 * 100.0 / (count * (count - 1)) as f64
+}
+
+/// What each further member costs: (median − alone) ÷ (N − 1), in bytes.
+pub fn per_peer_bytes(median_bytes: f64, alone_bytes: f64, count: usize) -> Option<f64> {
+    (count > 1).then(|| (median_bytes - alone_bytes) / (count - 1) as f64)
+}
+
+/// The memory rows: each node's resident size, and the cost per peer.
+fn memory(
+    mesh: &dyn RunningMesh,
+    system: &str,
+    alone_bytes: Option<u64>,
+    progress: &Progress,
+) -> Vec<Measurement> {
+    let count = mesh.nodes();
+    let per_node = Row::new("mesh", "rss_per_node", system, "bytes").param("nodes", count);
+    let per_peer = Row::new("mesh", "rss_per_peer", system, "bytes").param("nodes", count);
+    let sizes: Vec<f64> = (0..count)
+        .filter_map(|node| mesh.pid(node))
+        .map(|pid| resident_bytes(&[pid]) as f64)
+        .filter(|&bytes| bytes > 0.0)
+        .collect();
+    if sizes.len() != count {
+        let why = format!("read the resident size of {} of {count} nodes", sizes.len());
+        return vec![per_node.failed(why.clone()), per_peer.failed(why)];
+    }
+    let typical = median(&sizes);
+    let largest = sizes.iter().copied().fold(0.0, f64::max);
+    let alone = alone_bytes.filter(|&bytes| bytes > 0);
+    let extra = Extra {
+        peak_bytes: Some(largest),
+        alone_rss_bytes: alone,
+        ..Extra::default()
+    };
+    let mut rows = vec![per_node.measured(sizes, MeasurementStatus::Ok, extra.clone())];
+    let peer = alone.and_then(|alone| per_peer_bytes(typical, alone as f64, count));
+    let peer_text = match peer {
+        Some(bytes) => {
+            rows.push(per_peer.measured(vec![bytes], MeasurementStatus::Ok, extra));
+            format!("{:.1} KiB per peer", bytes / 1024.0)
+        }
+        None => {
+            rows.push(per_peer.failed("no resident size of node 0 alone"));
+            "per peer unknown".to_string()
+        }
+    };
+    progress.line(&format!(
+        "{system}: mesh: {count} nodes: resident {:.1} MiB median, {:.1} MiB max, alone {}, {peer_text}",
+        typical / MIB,
+        largest / MIB,
+        alone.map_or("unknown".to_string(), |bytes| format!(
+            "{:.1} MiB",
+            bytes as f64 / MIB
+        )),
+    ));
+    rows
+}
+
+/// The first ping from node 1 to the last node through the overlay.
+fn first_packet(mesh: &dyn RunningMesh, lan: &Lan, system: &str) -> Measurement {
+    let count = mesh.nodes();
+    let (from, to) = (1, count - 1);
+    let row = Row::new("mesh", "first_packet", system, "ms")
+        .param("nodes", count)
+        .param("path", "node 1 to the last node");
+    match crate::traffic::wait_for_ping(
+        &lan.hosts[from],
+        mesh.overlay_address(to),
+        FIRST_PACKET_TIMEOUT,
+    ) {
+        Ok(elapsed) => row.measured(
+            vec![elapsed.as_secs_f64() * 1000.0],
+            MeasurementStatus::Ok,
+            Extra::default(),
+        ),
+        Err(error) => row.failed(error.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_count_each_direction() {
+        assert_eq!(pairs_percent(&[2, 2, 2]), 100.0);
+        assert_eq!(pairs_percent(&[2, 1, 0]), 50.0);
+        assert_eq!(pairs_percent(&[0]), 100.0);
+    }
+
+    #[test]
+    fn per_peer_cost_spreads_growth_over_the_other_nodes() {
+        assert_eq!(per_peer_bytes(12_000.0, 10_000.0, 5), Some(500.0));
+        assert_eq!(per_peer_bytes(12_000.0, 10_000.0, 1), None);
+    }
+
+    #[test]
+    fn quick_runs_are_smaller() {
+        assert_eq!(node_counts(true), [5, 20]);
+        assert_eq!(node_counts(false), [20, 100]);
+        assert_eq!(steps(true), 4);
+    }
+}

@@ -1,0 +1,355 @@
+//! Meshes: one node per host of a [`Lan`], every node bootstrapped from
+//! node 0 only, as a system's [`RunningMesh`]. fjord's is [`FjordMesh`].
+//!
+//! Starting a fjord mesh, step by step (each file in a private work
+//! directory, secrets mode 0600):
+//!
+//! ```text
+//! network.key      a fresh network key (what `fjord network new` prints)
+//! node<i>.key      node i's WireGuard private key
+//! node<i>.cert     its certificate: name node<i>, address 198.19.x.y/32
+//! <ifname>.conf    [Interface] PrivateKey, ListenPort, Address (a prefix
+//!                  covering every node); [Mesh] Network, Certificate and,
+//!                  on every node but node 0, Bootstrap = <node 0's
+//!                  key>@<node 0's underlay address>:51820
+//! node<i>.log      `fjord up <ifname>.conf`'s output, run in host i
+//! ```
+//!
+//! Nodes start with [`RunningMesh::start_node`], so a caller can measure
+//! node 0 alone before the others join. Members are read with
+//! `fjord show IFNAME --json` inside the node's namespace. Interface names
+//! come from [`unique_ifname`]: control sockets live in the shared
+//! `/var/run/wireguard`, so names must differ across hosts and tests.
+
+use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use fjord_mesh::{Cidr, NetworkSecret};
+use fjord_proto::PublicKey;
+use serde::Deserialize;
+use zeroize::Zeroizing;
+
+use super::SystemError;
+use super::support::{LoggedProcess, WorkDir, start_failed, write_secret_file};
+use super::wireguard::{Fjord, Implementation, LISTEN_PORT, generate_private_key, unique_ifname};
+use crate::netns;
+use crate::topology::{Lan, lan_overlay, lan_overlay_prefix_len, lan_underlay};
+
+const NAME: &str = "fjord";
+/// Certificates are valid for a day: far longer than any run.
+const CERTIFICATE_VALIDITY_SECS: u64 = 86_400;
+
+/// A mesh whose nodes are configured, one per host of a [`Lan`]. Dropping
+/// it stops every node that still runs.
+pub trait RunningMesh: Send {
+    /// How many nodes (hosts) the mesh has.
+    fn nodes(&self) -> usize;
+    /// Starts `node` (returns once its process is spawned, not when it is up).
+    fn start_node(&mut self, node: usize) -> Result<(), String>;
+    /// The members `node` lists now; an error if it does not answer (not
+    /// up yet, or exited: then the error quotes its log).
+    fn members(&mut self, node: usize) -> Result<Vec<Member>, String>;
+    /// `node`'s WireGuard public key.
+    fn public_key(&self, node: usize) -> PublicKey;
+    /// `node`'s overlay address.
+    fn overlay_address(&self, node: usize) -> IpAddr;
+    /// The PID of `node`'s process while it runs.
+    fn pid(&self, node: usize) -> Option<u32>;
+    /// Stops `node` as an operator would (SIGTERM, then SIGKILL after a
+    /// grace period); its exit status, `None` if it was not running.
+    fn stop_node(&mut self, node: usize) -> Option<ExitStatus>;
+}
+
+/// One member as a node lists it (`fjord show IFNAME --json`, `members`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Member {
+    /// Base64 WireGuard public key.
+    pub public_key: String,
+    pub name: String,
+    pub addresses: Vec<String>,
+    pub endpoint: Option<String>,
+    pub path: MemberPath,
+    pub rtt_micros: Option<u64>,
+}
+
+/// How a node reaches a member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemberPath {
+    /// A session is up, straight to the member's endpoint.
+    Direct,
+    /// Known, but no session yet.
+    Connecting,
+    /// A path this lab does not know yet (a relay, say).
+    #[serde(other)]
+    Other,
+}
+
+/// The part of `fjord show --json`'s interface report the lab reads.
+#[derive(Deserialize)]
+struct InterfaceReport {
+    #[serde(default)]
+    members: Vec<Member>,
+}
+
+/// fjord in mesh mode on every host of a [`Lan`].
+#[derive(Debug, Clone)]
+pub struct FjordMesh {
+    fjord: Fjord,
+    /// Nodes whose certificate another network signed.
+    outsiders: Vec<usize>,
+}
+
+impl FjordMesh {
+    pub fn new(fjord: Fjord) -> Self {
+        Self {
+            fjord,
+            outsiders: Vec::new(),
+        }
+    }
+
+    /// Makes `node` an outsider: its certificate (and the `Network` of its
+    /// own config, so that it starts) come from a second network key, and
+    /// it bootstraps from node 0 like every other node. No member may ever
+    /// list it.
+    pub fn with_outsider(mut self, node: usize) -> Self {
+        self.outsiders.push(node);
+        self
+    }
+
+    /// Writes the network key and every node's key, certificate and config
+    /// into a new directory under `workdir`; starts no node.
+    pub fn configure(&self, lan: &Lan, workdir: &Path) -> Result<RunningFjordMesh, SystemError> {
+        let binary = self.fjord.installed().map_err(SystemError::NotInstalled)?;
+        let failed = |detail: String| start_failed(NAME, detail);
+        let dir = WorkDir::create_in(workdir, "mesh").map_err(|e| failed(e.to_string()))?;
+        let network = new_network_secret()?;
+        write_secret_file(&dir.file("network.key"), &network.to_base64())?;
+        let outsiders = new_network_secret()?;
+        let count = lan.hosts.len();
+        let prefix_len = lan_overlay_prefix_len(count);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_secs());
+
+        let mut keys = Vec::with_capacity(count);
+        for _ in 0..count {
+            keys.push(generate_private_key()?);
+        }
+        let bootstrap = keys
+            .first()
+            .map(|key| format!("{}@{}:{LISTEN_PORT}", key.public_key(), lan_underlay(0)));
+        let mut nodes = Vec::with_capacity(count);
+        for (index, (private_key, host)) in keys.into_iter().zip(&lan.hosts).enumerate() {
+            let name = format!("node{index}");
+            let ifname = unique_ifname();
+            let signer = if self.outsiders.contains(&index) {
+                &outsiders
+            } else {
+                &network
+            };
+            let overlay = lan_overlay(index);
+            let certificate = signer
+                .sign(
+                    private_key.public_key(),
+                    &name,
+                    &[Cidr::host(IpAddr::V4(overlay))],
+                    now,
+                    now + CERTIFICATE_VALIDITY_SECS,
+                )
+                .map_err(|e| failed(format!("sign {name}'s certificate: {e}")))?;
+            write_secret_file(&dir.file(&format!("{name}.key")), &private_key.to_base64())?;
+            let certificate_path = dir.file(&format!("{name}.cert"));
+            write_secret_file(&certificate_path, &format!("{}\n", certificate.to_base64()))?;
+
+            let mut config = Zeroizing::new(String::new());
+            // Writing to a String cannot fail.
+            let _ = writeln!(config, "[Interface]");
+            let _ = writeln!(config, "PrivateKey = {}", private_key.to_base64().as_str());
+            let _ = writeln!(config, "ListenPort = {LISTEN_PORT}");
+            let _ = writeln!(config, "Address = {overlay}/{prefix_len}");
+            let _ = writeln!(config, "\n[Mesh]");
+            let _ = writeln!(config, "Network = {}", signer.public_key());
+            let _ = writeln!(config, "Certificate = {}", certificate_path.display());
+            if index != 0
+                && let Some(bootstrap) = &bootstrap
+            {
+                let _ = writeln!(config, "Bootstrap = {bootstrap}");
+            }
+            let config_path = dir.file(&format!("{ifname}.conf"));
+            write_secret_file(&config_path, &config)?;
+            nodes.push(MeshNode {
+                name,
+                ifname,
+                namespace: host.name().to_string(),
+                config_path,
+                public_key: private_key.public_key(),
+                overlay,
+                process: None,
+            });
+        }
+        Ok(RunningFjordMesh {
+            binary,
+            threads: self.fjord.threads(),
+            nodes,
+            dir,
+        })
+    }
+}
+
+fn new_network_secret() -> Result<NetworkSecret, SystemError> {
+    let mut seed = Zeroizing::new([0u8; 32]);
+    getrandom::fill(seed.as_mut()).map_err(|error| SystemError::Io {
+        operation: "generate a network key".into(),
+        source: std::io::Error::other(error.to_string()),
+    })?;
+    Ok(NetworkSecret::from_seed(*seed))
+}
+
+/// One node of a [`RunningFjordMesh`].
+struct MeshNode {
+    /// `node<index>`: its certificate's name and its log's.
+    name: String,
+    ifname: String,
+    /// The host's namespace, for commands inside it.
+    namespace: String,
+    config_path: PathBuf,
+    public_key: PublicKey,
+    overlay: Ipv4Addr,
+    /// `fjord up`, once started.
+    process: Option<LoggedProcess>,
+}
+
+/// The fjord mesh of [`FjordMesh::configure`].
+pub struct RunningFjordMesh {
+    binary: PathBuf,
+    threads: Option<u16>,
+    nodes: Vec<MeshNode>,
+    /// Holds keys, configs and logs until the nodes have stopped.
+    dir: WorkDir,
+}
+
+impl RunningFjordMesh {
+    /// The directory with the mesh's keys, configs and logs.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn node(&self, node: usize) -> &MeshNode {
+        &self.nodes[node]
+    }
+}
+
+impl RunningMesh for RunningFjordMesh {
+    fn nodes(&self) -> usize {
+        self.nodes.len()
+    }
+
+    fn start_node(&mut self, node: usize) -> Result<(), String> {
+        let log_path = self.dir.file(&format!("{}.log", self.nodes[node].name));
+        let entry = &mut self.nodes[node];
+        if entry.process.is_some() {
+            return Err(format!("{} is already running", entry.name));
+        }
+        let mut command = Command::new("ip");
+        command
+            .args(["netns", "exec", &entry.namespace])
+            .arg(&self.binary)
+            .arg("up")
+            .arg(&entry.config_path);
+        if let Some(threads) = self.threads {
+            command.arg("--threads").arg(threads.to_string());
+        }
+        let label = format!("fjord ({}, {})", entry.name, entry.ifname);
+        entry.process = Some(LoggedProcess::spawn(label, &mut command, log_path)?);
+        Ok(())
+    }
+
+    fn members(&mut self, node: usize) -> Result<Vec<Member>, String> {
+        let entry = &mut self.nodes[node];
+        let Some(process) = entry.process.as_mut() else {
+            return Err(format!("{} is not running", entry.name));
+        };
+        if let Some(status) = process.try_wait() {
+            return Err(format!(
+                "{} exited ({status}); {}",
+                entry.name,
+                process.tail()
+            ));
+        }
+        let output = netns::run(
+            Command::new("ip")
+                .args(["netns", "exec", &entry.namespace])
+                .arg(&self.binary)
+                .args(["show", &entry.ifname, "--json"])
+                .stdin(Stdio::null()),
+        )
+        .map_err(|e| format!("{}: {e}", entry.name))?;
+        let reports: Vec<InterfaceReport> = serde_json::from_slice(&output.stdout)
+            .map_err(|e| format!("{}: fjord show --json: {e}", entry.name))?;
+        Ok(reports
+            .into_iter()
+            .flat_map(|report| report.members)
+            .collect())
+    }
+
+    fn public_key(&self, node: usize) -> PublicKey {
+        self.node(node).public_key
+    }
+
+    fn overlay_address(&self, node: usize) -> IpAddr {
+        IpAddr::V4(self.node(node).overlay)
+    }
+
+    fn pid(&self, node: usize) -> Option<u32> {
+        self.node(node).process.as_ref()?.pid()
+    }
+
+    fn stop_node(&mut self, node: usize) -> Option<ExitStatus> {
+        let status = self.nodes[node].process.as_mut()?.stop();
+        self.nodes[node].process = None;
+        status
+    }
+}
+
+impl Drop for RunningFjordMesh {
+    fn drop(&mut self) {
+        // Signal every node first so they shut down together, then reap
+        // each (SIGKILL after the grace period if one hangs).
+        for process in self.nodes.iter().filter_map(|node| node.process.as_ref()) {
+            process.terminate();
+        }
+        for node in &mut self.nodes {
+            if let Some(mut process) = node.process.take() {
+                process.stop();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_members_of_fjord_show_json() {
+        let text = r#"[{"interface":"fjm1","public_key":"k","listen_port":51820,"peers":[],
+            "drops":{},"members":[{"public_key":"a","name":"node0","addresses":["198.19.0.1/32"],
+            "endpoint":"198.18.0.1:51820","path":"direct","rtt_micros":312},
+            {"public_key":"b","name":"node2","addresses":[],"endpoint":null,
+            "path":"connecting","rtt_micros":null},
+            {"public_key":"c","name":"node3","addresses":[],"endpoint":null,
+            "path":"relayed","rtt_micros":null}]}]"#;
+        let reports: Vec<InterfaceReport> = serde_json::from_str(text).unwrap();
+        let members = &reports[0].members;
+        assert_eq!(members.len(), 3);
+        assert_eq!(members[0].path, MemberPath::Direct);
+        assert_eq!(members[0].rtt_micros, Some(312));
+        assert_eq!(members[1].path, MemberPath::Connecting);
+        assert_eq!(members[1].endpoint, None);
+        assert_eq!(members[2].path, MemberPath::Other);
+    }
+}
