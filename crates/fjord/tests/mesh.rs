@@ -70,7 +70,7 @@ fn members_find_each_other_from_one_bootstrap_and_leave_cleanly() {
     let workdir = systems::WorkDir::create("mesh").expect("work directory");
     let mut mesh = FjordMesh::new(Fjord::at(PathBuf::from(env!("CARGO_BIN_EXE_fjord"))))
         .with_outsider(OUTSIDER)
-        .configure(&lan, workdir.path())
+        .configure(&lan.mesh_hosts(), workdir.path())
         .expect("mesh configured");
     for node in 0..=OUTSIDER {
         mesh.start_node(node).expect("node started");

@@ -55,6 +55,20 @@ pub struct NatSite {
     pub public_address: Ipv4Addr,
 }
 
+impl NatInternet {
+    /// The sites' hosts for a mesh; a site behind a NAT is reached at its
+    /// NAT's address (so a bootstrap site must be public).
+    pub fn mesh_hosts(&self) -> Vec<crate::topology::MeshHost<'_>> {
+        self.sites
+            .iter()
+            .map(|site| crate::topology::MeshHost {
+                namespace: &site.host,
+                underlay: site.public_address,
+            })
+            .collect()
+    }
+}
+
 /// The router and its sites; sites are dropped before the router.
 pub struct NatInternet {
     pub sites: Vec<NatSite>,

@@ -152,6 +152,27 @@ pub struct Lan {
     pub switch: Namespace,
 }
 
+/// A host a mesh node runs on: its namespace, and the address the other
+/// hosts reach it at (node 0's is where every node bootstraps).
+#[derive(Clone, Copy)]
+pub struct MeshHost<'a> {
+    pub namespace: &'a Namespace,
+    pub underlay: Ipv4Addr,
+}
+
+impl Lan {
+    pub fn mesh_hosts(&self) -> Vec<MeshHost<'_>> {
+        self.hosts
+            .iter()
+            .enumerate()
+            .map(|(index, namespace)| MeshHost {
+                namespace,
+                underlay: lan_underlay(index),
+            })
+            .collect()
+    }
+}
+
 impl Lan {
     /// A LAN of `count` hosts (at most [`LAN_MAX_HOSTS`]). On failure
     /// everything built so far is removed.

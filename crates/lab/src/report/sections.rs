@@ -82,7 +82,7 @@ pub fn suite_title(suite: &str) -> String {
 pub fn suite_remark(suite: &str) -> Option<&'static str> {
     match suite {
         "mesh" => Some(
-            "NAT traversal, relays and path MTU are not built yet, so the NAT matrix, relay cost and path MTU are not measured.",
+            "Relay cost (throughput through a relay against the direct path) and path MTU are not measured yet; path-MTU probing is not built.",
         ),
         _ => None,
     }
@@ -107,6 +107,7 @@ pub enum TestKind {
     MemoryGrowth,
     /// A mesh figure by number of nodes: convergence, memory, first packet.
     Mesh,
+    NatMatrix,
     Other,
 }
 
@@ -124,6 +125,7 @@ impl TestKind {
             "rss_under_load" => TestKind::Memory,
             "rss_growth" => TestKind::MemoryGrowth,
             "convergence" | "rss_per_node" | "rss_per_peer" | "first_packet" => TestKind::Mesh,
+            "nat_pair" => TestKind::NatMatrix,
             _ => TestKind::Other,
         }
     }
@@ -138,6 +140,7 @@ impl TestKind {
             TestKind::FrameLoss => Some("offered_percent"),
             TestKind::Memory => Some("minute"),
             TestKind::Mesh => Some("nodes"),
+            TestKind::NatMatrix => Some("pair"),
             TestKind::Imix | TestKind::TcpBulk | TestKind::MemoryGrowth | TestKind::Other => None,
         }
     }
@@ -162,6 +165,10 @@ impl TestKind {
                 other => other,
             }
             .to_string(),
+            TestKind::NatMatrix => {
+                "Time until two members behind NATs have a session (direct or relayed: see the notes)"
+                    .to_string()
+            }
             TestKind::Other => test.to_string(),
         }
     }

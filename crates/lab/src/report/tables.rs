@@ -312,7 +312,11 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
                 &cell,
             )]
         }
-        TestKind::TransferTime | TestKind::FrameLoss | TestKind::Mesh | TestKind::Other => {
+        TestKind::TransferTime
+        | TestKind::FrameLoss
+        | TestKind::Mesh
+        | TestKind::NatMatrix
+        | TestKind::Other => {
             let cell = |row: &Row, index: usize, _: usize| {
                 row.cells[index].map_or_else(|| MISSING.to_string(), median_figure)
             };

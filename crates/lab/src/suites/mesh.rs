@@ -25,14 +25,23 @@
 //!    (neither the bootstrap), the time from starting one ping through the
 //!    overlay to its reply (what `ping` itself takes to start included).
 //!
-//! NAT traversal, relays and path MTU are not built yet, so the NAT matrix,
-//! relay cost and path MTU are not measured. Systems without a mesh mode
-//! (bare) have nothing to measure here.
+//! 4. **NAT matrix** (`nat_pair`, s): for every pair of {no NAT,
+//!    port-preserving, symmetric}, two members on a [`NatInternet`] (each
+//!    site behind its own nftables NAT, a router between the sites), with
+//!    a public bootstrap member: the time from starting the two until each
+//!    lists the other with a session, and whether that path is direct or
+//!    relayed (the row's note). A pair without a session after
+//!    [`NAT_PAIR_TIMEOUT`] is `timed_out`.
+//!
+//! Relay cost (throughput through a relay against the direct path) and
+//! path MTU are not measured yet. Systems without a mesh mode (bare) have
+//! nothing to measure here.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::measure::Row;
+use crate::nat::{NatInternet, NatKind};
 use crate::progress::Progress;
 use crate::results::{Extra, Measurement, MeasurementStatus, median};
 use crate::systems::{MemberPath, RunningMesh, System, SystemError, resident_bytes};
@@ -58,10 +67,23 @@ pub fn node_counts(quick: bool) -> [usize; 2] {
 }
 
 /// Progress steps per system: convergence with memory, and first packet,
-/// per size.
+/// per size; then the NAT matrix.
 pub fn steps(quick: bool) -> u64 {
-    2 * node_counts(quick).len() as u64
+    2 * node_counts(quick).len() as u64 + 1
 }
+
+/// How long a pair of members behind NATs may take to get a session.
+pub const NAT_PAIR_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The NAT matrix's pairs: every pair of kinds, each once.
+pub const NAT_PAIRS: [(NatKind, NatKind); 6] = [
+    (NatKind::Public, NatKind::Public),
+    (NatKind::Public, NatKind::PortPreserving),
+    (NatKind::Public, NatKind::Symmetric),
+    (NatKind::PortPreserving, NatKind::PortPreserving),
+    (NatKind::PortPreserving, NatKind::Symmetric),
+    (NatKind::Symmetric, NatKind::Symmetric),
+];
 
 /// Runs the suite for `system`, on LANs it builds itself.
 pub fn run(
@@ -92,11 +114,11 @@ pub fn run(
                 continue;
             }
         };
-        let mut mesh = match system.start_mesh(&lan, workdir) {
+        let mut mesh = match system.start_mesh(&lan.mesh_hosts(), workdir) {
             Ok(mesh) => {
                 if steps_left == steps(quick) {
                     progress.line(&format!(
-                        "{name}: mesh: NAT matrix, relay cost and path MTU are not measured (not built yet)"
+                        "{name}: mesh: relay cost and path MTU are not measured (not built yet)"
                     ));
                 }
                 mesh
@@ -125,8 +147,110 @@ pub fn run(
         drop(mesh);
         drop(lan);
     }
+    if !progress.stopping() {
+        progress.step(&format!("{name}: mesh: NAT matrix"));
+        rows.extend(nat_matrix(system, progress, workdir));
+        progress.done();
+        steps_left -= 1;
+    }
     progress.skip(steps_left);
     rows
+}
+
+/// One row per pair of NAT kinds.
+fn nat_matrix(system: &dyn System, progress: &Progress, workdir: &Path) -> Vec<Measurement> {
+    let name = system.name();
+    let mut rows = Vec::new();
+    for (a, b) in NAT_PAIRS {
+        if progress.stopping() {
+            break;
+        }
+        let pair = format!("{} / {}", a.name(), b.name());
+        let row = Row::new("mesh", "nat_pair", name, "s").param("pair", pair.as_str());
+        let internet = match NatInternet::build(&[NatKind::Public, a, b]) {
+            Ok(internet) => internet,
+            Err(error) => {
+                rows.push(row.failed(format!("building the NATs: {error}")));
+                continue;
+            }
+        };
+        let mut mesh = match system.start_mesh(&internet.mesh_hosts(), workdir) {
+            Ok(mesh) => mesh,
+            Err(error) => {
+                rows.push(row.failed(error.to_string()));
+                continue;
+            }
+        };
+        let measurement = match meet(mesh.as_mut()) {
+            Ok((elapsed, path)) => {
+                let path = if path == MemberPath::Direct {
+                    "direct"
+                } else {
+                    "relayed"
+                };
+                progress.line(&format!(
+                    "{name}: mesh: NAT {pair}: {path} after {:.2} s",
+                    elapsed.as_secs_f64()
+                ));
+                let mut measurement = row.measured(
+                    vec![elapsed.as_secs_f64()],
+                    MeasurementStatus::Ok,
+                    Extra::default(),
+                );
+                measurement.note = Some(path.to_string());
+                measurement
+            }
+            Err(None) => {
+                progress.line(&format!(
+                    "{name}: mesh: NAT {pair}: no session after {} s",
+                    NAT_PAIR_TIMEOUT.as_secs()
+                ));
+                let mut measurement = row.measured(
+                    vec![NAT_PAIR_TIMEOUT.as_secs_f64()],
+                    MeasurementStatus::TimedOut,
+                    Extra::default(),
+                );
+                measurement.note = Some("no session".to_string());
+                measurement
+            }
+            Err(Some(why)) => row.failed(why),
+        };
+        rows.push(measurement);
+        drop(mesh);
+        drop(internet);
+    }
+    rows
+}
+
+/// Starts the bootstrap member (node 0) and the pair (nodes 1 and 2);
+/// the time from starting the pair until each lists the other with a
+/// session, and node 1's path to node 2. `Err(None)` on timeout.
+fn meet(mesh: &mut dyn RunningMesh) -> Result<(Duration, MemberPath), Option<String>> {
+    start_bootstrap(mesh).map_err(Some)?;
+    let started = Instant::now();
+    for node in [1, 2] {
+        mesh.start_node(node).map_err(Some)?;
+    }
+    let names = ["node1", "node2"];
+    loop {
+        let mut paths = [None, None];
+        for (slot, (node, other)) in paths.iter_mut().zip([(1, names[1]), (2, names[0])]) {
+            if let Ok(members) = mesh.members(node) {
+                *slot = members
+                    .iter()
+                    .find(|member| member.name == other)
+                    .map(|member| member.path)
+                    .filter(|path| matches!(path, MemberPath::Direct | MemberPath::Relayed));
+            }
+        }
+        if let [Some(path), Some(_)] = paths {
+            return Ok((started.elapsed(), path));
+        }
+        if started.elapsed() >= NAT_PAIR_TIMEOUT {
+            return Err(None);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 fn convergence_row(system: &str, count: usize) -> Row {
@@ -353,6 +477,6 @@ mod tests {
     fn quick_runs_are_smaller() {
         assert_eq!(node_counts(true), [5, 20]);
         assert_eq!(node_counts(false), [20, 100]);
-        assert_eq!(steps(true), 4);
+        assert_eq!(steps(true), 5);
     }
 }

@@ -36,7 +36,7 @@ use super::SystemError;
 use super::support::{LoggedProcess, WorkDir, start_failed, write_secret_file};
 use super::wireguard::{Fjord, Implementation, LISTEN_PORT, generate_private_key, unique_ifname};
 use crate::netns;
-use crate::topology::{Lan, lan_overlay, lan_overlay_prefix_len, lan_underlay};
+use crate::topology::{MeshHost, lan_overlay, lan_overlay_prefix_len};
 
 const NAME: &str = "fjord";
 /// Certificates are valid for a day: far longer than any run.
@@ -75,17 +75,29 @@ pub struct Member {
     pub rtt_micros: Option<u64>,
 }
 
-/// How a node reaches a member.
+/// How a node reaches a member (`fjord show`'s `path`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(from = "String")]
 pub enum MemberPath {
     /// A session is up, straight to the member's endpoint.
     Direct,
+    /// A session is up through a relaying member (`relay <name>`).
+    Relayed,
     /// Known, but no session yet.
     Connecting,
-    /// A path this lab does not know yet (a relay, say).
-    #[serde(other)]
+    /// A path this lab does not know.
     Other,
+}
+
+impl From<String> for MemberPath {
+    fn from(path: String) -> Self {
+        match path.as_str() {
+            "direct" => Self::Direct,
+            "connecting" => Self::Connecting,
+            relayed if relayed.starts_with("relay ") => Self::Relayed,
+            _ => Self::Other,
+        }
+    }
 }
 
 /// The part of `fjord show --json`'s interface report the lab reads.
@@ -122,14 +134,18 @@ impl FjordMesh {
 
     /// Writes the network key and every node's key, certificate and config
     /// into a new directory under `workdir`; starts no node.
-    pub fn configure(&self, lan: &Lan, workdir: &Path) -> Result<RunningFjordMesh, SystemError> {
+    pub fn configure(
+        &self,
+        hosts: &[MeshHost<'_>],
+        workdir: &Path,
+    ) -> Result<RunningFjordMesh, SystemError> {
         let binary = self.fjord.installed().map_err(SystemError::NotInstalled)?;
         let failed = |detail: String| start_failed(NAME, detail);
         let dir = WorkDir::create_in(workdir, "mesh").map_err(|e| failed(e.to_string()))?;
         let network = new_network_secret()?;
         write_secret_file(&dir.file("network.key"), &network.to_base64())?;
         let outsiders = new_network_secret()?;
-        let count = lan.hosts.len();
+        let count = hosts.len();
         let prefix_len = lan_overlay_prefix_len(count);
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -141,9 +157,10 @@ impl FjordMesh {
         }
         let bootstrap = keys
             .first()
-            .map(|key| format!("{}@{}:{LISTEN_PORT}", key.public_key(), lan_underlay(0)));
+            .zip(hosts.first())
+            .map(|(key, host)| format!("{}@{}:{LISTEN_PORT}", key.public_key(), host.underlay));
         let mut nodes = Vec::with_capacity(count);
-        for (index, (private_key, host)) in keys.into_iter().zip(&lan.hosts).enumerate() {
+        for (index, (private_key, host)) in keys.into_iter().zip(hosts).enumerate() {
             let name = format!("node{index}");
             let ifname = unique_ifname();
             let signer = if self.outsiders.contains(&index) {
@@ -184,7 +201,7 @@ impl FjordMesh {
             nodes.push(MeshNode {
                 name,
                 ifname,
-                namespace: host.name().to_string(),
+                namespace: host.namespace.name().to_string(),
                 config_path,
                 public_key: private_key.public_key(),
                 overlay,

@@ -33,7 +33,7 @@ pub(crate) use support::{find_program, home_path};
 pub use vpncloud::VpnCloud;
 pub use wireguard::WireGuardSystem;
 
-use crate::topology::{Lan, TwoHosts};
+use crate::topology::{MeshHost, TwoHosts};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SystemError {
@@ -71,7 +71,11 @@ pub trait System: Send + Sync {
     /// Configures a mesh across every host of `lan` (see [`RunningMesh`]);
     /// nodes start one by one with [`RunningMesh::start_node`]. Systems
     /// without a mesh mode answer [`SystemError::Unsupported`].
-    fn start_mesh(&self, _lan: &Lan, _workdir: &Path) -> Result<Box<dyn RunningMesh>, SystemError> {
+    fn start_mesh(
+        &self,
+        _hosts: &[MeshHost<'_>],
+        _workdir: &Path,
+    ) -> Result<Box<dyn RunningMesh>, SystemError> {
         Err(SystemError::Unsupported(format!(
             "{} has no mesh mode",
             self.name()

@@ -12,7 +12,7 @@ use super::{Implementation, Interface, WgSide, interface};
 use crate::netns::Namespace;
 use crate::systems::support;
 use crate::systems::{FjordMesh, RunningMesh, SystemError};
-use crate::topology::Lan;
+use crate::topology::MeshHost;
 
 const NAME: &str = "fjord";
 
@@ -131,8 +131,12 @@ impl Implementation for Fjord {
         Ok(interface)
     }
 
-    fn start_mesh(&self, lan: &Lan, workdir: &Path) -> Result<Box<dyn RunningMesh>, SystemError> {
-        let mesh = FjordMesh::new(self.clone()).configure(lan, workdir)?;
+    fn start_mesh(
+        &self,
+        hosts: &[MeshHost<'_>],
+        workdir: &Path,
+    ) -> Result<Box<dyn RunningMesh>, SystemError> {
+        let mesh = FjordMesh::new(self.clone()).configure(hosts, workdir)?;
         Ok(Box::new(mesh))
     }
 }

@@ -40,7 +40,7 @@ pub use wireguard_go::WireguardGo;
 use super::support::{self, start_failed};
 use super::{RunningMesh, RunningSystem, System, SystemError};
 use crate::netns::Namespace;
-use crate::topology::{LEFT_OVERLAY, Lan, RIGHT_OVERLAY, TwoHosts};
+use crate::topology::{LEFT_OVERLAY, MeshHost, RIGHT_OVERLAY, TwoHosts};
 
 /// A WireGuard implementation that can run one side of a tunnel.
 pub trait Implementation: Send + Sync {
@@ -62,7 +62,11 @@ pub trait Implementation: Send + Sync {
     ) -> Result<Interface, SystemError>;
     /// Configures a mesh of this implementation across `lan`; see
     /// [`System::start_mesh`].
-    fn start_mesh(&self, _lan: &Lan, _workdir: &Path) -> Result<Box<dyn RunningMesh>, SystemError> {
+    fn start_mesh(
+        &self,
+        _hosts: &[MeshHost<'_>],
+        _workdir: &Path,
+    ) -> Result<Box<dyn RunningMesh>, SystemError> {
         Err(SystemError::Unsupported(format!(
             "{} has no mesh mode",
             self.name()
@@ -143,9 +147,13 @@ impl System for WireGuardSystem {
         Ok(Box::new(RunningWireGuard { left, right }))
     }
 
-    fn start_mesh(&self, lan: &Lan, workdir: &Path) -> Result<Box<dyn RunningMesh>, SystemError> {
+    fn start_mesh(
+        &self,
+        hosts: &[MeshHost<'_>],
+        workdir: &Path,
+    ) -> Result<Box<dyn RunningMesh>, SystemError> {
         self.check().map_err(SystemError::NotInstalled)?;
-        self.implementation.start_mesh(lan, workdir)
+        self.implementation.start_mesh(hosts, workdir)
     }
 }
 
