@@ -379,7 +379,8 @@ fn members_that_leave_or_expire_disappear_everywhere() {
     }
     let short_lived = sim.certificate(9, 100);
     sim.join_with(9, short_lived, Some(0));
-    sim.advance(Duration::from_secs(1));
+    // Long enough for every rendezvous (spread over a second).
+    sim.advance(Duration::from_secs(3));
     assert!(sim.converged());
 
     let leaver = key(4).public_key();
@@ -408,6 +409,7 @@ fn a_silent_member_is_forgotten_after_the_timeout() {
     for index in 1..4 {
         sim.join(index, Some(0));
     }
+    sim.advance(Duration::from_secs(3));
     let silent = key(3).public_key();
     sim.nodes.get_mut(&silent).unwrap().online = false;
     sim.advance(Duration::from_secs(170));

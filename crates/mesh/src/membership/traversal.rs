@@ -39,8 +39,12 @@ pub const PUNCH_AFTER: Duration = Duration::from_millis(20);
 pub const CONNECT_DELAY: Duration = Duration::from_millis(150);
 /// Between traversal attempts.
 pub const PUNCH_RETRY: Duration = Duration::from_millis(1000);
-/// Attempts before giving up on a direct path.
+/// Attempts before asking for a relay too.
 pub const MAX_PUNCH_ATTEMPTS: u8 = 5;
+/// The longest pause between attempts, once they back off.
+pub const MAX_PUNCH_RETRY: Duration = Duration::from_secs(30);
+/// First attempts are spread over this many milliseconds after learning.
+const PUNCH_SPREAD_MILLIS: u64 = 1000;
 
 #[derive(Debug, Default)]
 pub(super) struct Traversal {
@@ -70,6 +74,10 @@ impl Mesh {
         introducer: PublicKey,
         member: PublicKey,
     ) {
+        // Spread over a second: a newcomer learns a whole mesh at once,
+        // and a hundred introductions in one burst overflow the
+        // introducer's socket.
+        let spread = Duration::from_millis(self.next_random() % PUNCH_SPREAD_MILLIS);
         let Some(state) = self.members.get_mut(&member) else {
             return;
         };
@@ -77,7 +85,7 @@ impl Mesh {
             return;
         }
         state.traversal.introducer = Some(introducer);
-        let due = now + PUNCH_AFTER;
+        let due = now + PUNCH_AFTER + spread;
         state.traversal.due = Some(due);
         self.next_punch = Some(self.next_punch.map_or(due, |next| next.min(due)));
     }
@@ -139,18 +147,27 @@ impl Mesh {
             let Some(state) = self.members.get_mut(&member) else {
                 continue;
             };
-            state.traversal.attempts += 1;
-            state.traversal.due =
-                (state.traversal.attempts < MAX_PUNCH_ATTEMPTS).then_some(now + PUNCH_RETRY);
-            let gave_up = state.traversal.due.is_none();
+            state.traversal.attempts = state.traversal.attempts.saturating_add(1);
+            let attempts = state.traversal.attempts;
+            // Never give up on a member that is not relayed: after
+            // MAX_PUNCH_ATTEMPTS the attempts go on, further apart, and
+            // each also asks for a relay (a request or offer may be lost,
+            // or the relay full).
+            let backoff =
+                PUNCH_RETRY * (1u32 << attempts.saturating_sub(MAX_PUNCH_ATTEMPTS).min(5));
+            state.traversal.due = Some(now + backoff.min(MAX_PUNCH_RETRY));
             let Some(introducer) = introducer else {
                 continue;
             };
-            if gave_up {
+            if attempts >= MAX_PUNCH_ATTEMPTS {
                 // No direct path: ask the member that reaches both to
-                // carry the traffic.
-                self.counters.traversals_failed += 1;
+                // carry the traffic, and keep trying to meet.
+                if attempts == MAX_PUNCH_ATTEMPTS {
+                    self.counters.traversals_failed += 1;
+                }
                 self.send(introducer, &Control::RelayRequest { peer: member });
+                self.counters.introductions_requested += 1;
+                self.send(introducer, &Control::Introduce { peer: member });
             } else {
                 self.counters.introductions_requested += 1;
                 self.send(introducer, &Control::Introduce { peer: member });
