@@ -219,25 +219,36 @@ impl Net {
             {
                 continue;
             }
-            let from = match self
-                .nats
-                .iter_mut()
-                .find(|nat| nat.inside.contains(&inside_from))
-            {
-                Some(nat) => nat.outbound(inside_from, to),
-                None => inside_from,
-            };
-            let to = match self.nats.iter().find(|nat| nat.public == to.ip()) {
-                Some(nat) => match nat.inbound(from, to) {
-                    Some(inside) => inside,
-                    None => continue,
-                },
-                None => to,
+            let Some((from, to)) = self.through_nats(inside_from, to) else {
+                continue;
             };
             if let Some(node) = self.nodes.get_mut(&to) {
                 let _ = node.handle_datagram(self.now, from, &mut datagram);
             }
         }
+    }
+
+    /// A datagram from `inside_from` to `to` through the NATs on its way:
+    /// the source the receiver sees and the node it reaches, or `None`
+    /// if a NAT filters it.
+    fn through_nats(
+        &mut self,
+        inside_from: SocketAddr,
+        to: SocketAddr,
+    ) -> Option<(SocketAddr, SocketAddr)> {
+        let from = match self
+            .nats
+            .iter_mut()
+            .find(|nat| nat.inside.contains(&inside_from))
+        {
+            Some(nat) => nat.outbound(inside_from, to),
+            None => inside_from,
+        };
+        let to = match self.nats.iter().find(|nat| nat.public == to.ip()) {
+            Some(nat) => nat.inbound(from, to)?,
+            None => to,
+        };
+        Some((from, to))
     }
 
     fn advance(&mut self, by: Duration) {
@@ -279,20 +290,10 @@ impl Net {
         else {
             return false;
         };
-        // Through the NATs, as any datagram.
-        let from = match self
-            .nats
-            .iter_mut()
-            .find(|nat| nat.inside.contains(&from_underlay))
-        {
-            Some(nat) => nat.outbound(from_underlay, destination),
-            None => from_underlay,
+        let Some((from, arrives_at)) = self.through_nats(from_underlay, destination) else {
+            return false;
         };
-        let arrives_at = match self.nats.iter().find(|nat| nat.public == destination.ip()) {
-            Some(nat) => nat.inbound(from, destination),
-            None => Some(destination),
-        };
-        if arrives_at != Some(to_underlay) {
+        if arrives_at != to_underlay {
             return false;
         }
         let receiver = self.nodes.get_mut(&to_underlay).unwrap();
@@ -329,7 +330,8 @@ fn five_nodes_with_one_bootstrap_each_reach_every_other() {
         net.add(&secret, index, Some(if index == 5 { 3 } else { 1 }));
         net.advance(Duration::from_millis(100));
     }
-    net.advance(Duration::from_secs(1));
+    // First rendezvous are spread over a second after a member is learned.
+    net.advance(Duration::from_secs(3));
     for from in 1..=5 {
         let node = &net.nodes[&underlay(from)];
         let members = node.members();
