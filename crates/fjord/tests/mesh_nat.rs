@@ -8,137 +8,36 @@
 //! Needs root and nft; without root the test skips with one line (fails
 //! under CI).
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use fjord_lab::nat::{NatInternet, NatKind};
-use fjord_lab::netns::{Namespace, Process};
-use fjord_lab::systems::{self, WorkDir};
+use fjord_lab::systems::wireguard::Fjord;
+use fjord_lab::systems::{self, FjordMesh, MemberPath, RunningMesh, WorkDir};
 use fjord_lab::traffic::BulkTransfer;
-use fjord_mesh::{Cidr, NetworkSecret};
-use fjord_proto::PrivateKey;
 
-const PORT: u16 = 51820;
 const TRANSFER_BYTES: u64 = 8 << 20;
 
-fn fjord() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_fjord"))
-}
-
-fn random_key() -> [u8; 32] {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).expect("randomness");
-    bytes
-}
-
-fn overlay(index: usize) -> Ipv4Addr {
-    Ipv4Addr::new(198, 19, 0, index as u8 + 1)
-}
-
-struct Member {
-    interface: String,
-    name: String,
-    _process: Process,
-}
-
-/// Writes node `index`'s key, certificate and config into `dir` and
-/// starts `fjord up` in `host`.
-fn start_member(
-    dir: &Path,
-    host: &Namespace,
-    index: usize,
-    secret: &NetworkSecret,
-    bootstrap: Option<(String, Ipv4Addr)>,
-) -> (Member, String) {
-    let private = PrivateKey::from_bytes(random_key());
-    let public = private.public_key().to_base64();
-    let name = format!("node{index}");
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let certificate = secret
-        .sign(
-            private.public_key(),
-            &name,
-            &[Cidr::host(IpAddr::V4(overlay(index)))],
-            now - 60,
-            now + 3600,
-        )
-        .expect("certificate");
-    let cert_path = dir.join(format!("{name}.cert"));
-    std::fs::write(&cert_path, certificate.to_base64() + "\n").unwrap();
-    let interface = format!("fn{}m{index}", std::process::id() % 100_000);
-    let mut config = format!(
-        "[Interface]\nPrivateKey = {}\nListenPort = {PORT}\nAddress = {}/24\n\n[Mesh]\nNetwork = {}\nCertificate = {}\n",
-        private.to_base64().as_str(),
-        overlay(index),
-        secret.public_key(),
-        cert_path.display(),
-    );
-    if let Some((key, address)) = bootstrap {
-        config.push_str(&format!("Bootstrap = {key}@{address}:{PORT}\n"));
-    }
-    let config_path = dir.join(format!("{interface}.conf"));
-    std::fs::write(&config_path, config).unwrap();
-    std::fs::set_permissions(&config_path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let log = std::fs::File::create(dir.join(format!("{interface}.log"))).unwrap();
-    let mut command = host.command(fjord());
-    command
-        .arg("up")
-        .arg(&config_path)
-        .stdout(log.try_clone().unwrap())
-        .stderr(log);
-    let process = host.spawn(&mut command).expect("fjord up");
-    (
-        Member {
-            interface,
-            name,
-            _process: process,
-        },
-        public,
-    )
-}
-
-/// Names of the members `interface` lists with a session on `path`
-/// (`direct`, or `relay <name>`).
-fn members_on_path(host: &Namespace, interface: &str, path: &str) -> Vec<String> {
-    let Ok(text) = host.exec(fjord().to_str().unwrap(), &["show", interface, "--json"]) else {
-        return Vec::new();
-    };
-    let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
-        return Vec::new();
-    };
-    value[0]["members"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|member| member["path"] == path)
-        .filter_map(|member| member["name"].as_str().map(str::to_string))
-        .collect()
-}
-
-fn direct_members(host: &Namespace, interface: &str) -> Vec<String> {
-    members_on_path(host, interface, "direct")
+/// Whether `node` lists node `other` (named `node<other>`) on `path`.
+fn lists(mesh: &mut dyn RunningMesh, node: usize, other: usize, path: MemberPath) -> bool {
+    let name = format!("node{other}");
+    mesh.members(node)
+        .unwrap_or_default()
+        .iter()
+        .any(|member| member.name == name && member.path == path)
 }
 
 /// How long until `a` and `b` list each other as direct, polled.
 fn time_until_direct(
-    internet: &NatInternet,
-    members: &[Member],
+    mesh: &mut dyn RunningMesh,
     a: usize,
     b: usize,
     started: Instant,
     limit: Duration,
 ) -> Option<Duration> {
     while started.elapsed() < limit {
-        let a_sees_b = direct_members(&internet.sites[a].host, &members[a].interface)
-            .contains(&members[b].name);
-        let b_sees_a = direct_members(&internet.sites[b].host, &members[b].interface)
-            .contains(&members[a].name);
-        if a_sees_b && b_sees_a {
+        if lists(mesh, a, b, MemberPath::Direct) && lists(mesh, b, a, MemberPath::Direct) {
             return Some(started.elapsed());
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -162,27 +61,16 @@ fn members_behind_nats_meet_through_a_rendezvous() {
     ];
     let internet = NatInternet::build(&kinds).expect("namespaces and NATs");
     let workdir = WorkDir::create("mesh-nat").expect("work directory");
-    let secret = NetworkSecret::from_seed(random_key());
-    let secret_dir = workdir.path();
-
+    let mut mesh = FjordMesh::new(Fjord::at(PathBuf::from(env!("CARGO_BIN_EXE_fjord"))))
+        .configure(&internet.mesh_hosts(), workdir.path())
+        .expect("mesh configured");
     let started = Instant::now();
-    let (first, first_key) = start_member(secret_dir, &internet.sites[0].host, 0, &secret, None);
-    let bootstrap = Some((first_key, internet.sites[0].address));
-    let mut members = vec![first];
-    for (index, site) in internet.sites.iter().enumerate().skip(1) {
-        let (member, _) = start_member(secret_dir, &site.host, index, &secret, bootstrap.clone());
-        members.push(member);
+    for node in 0..kinds.len() {
+        mesh.start_node(node).expect("node started");
     }
 
     for (index, kind) in kinds.iter().enumerate().skip(1) {
-        let took = time_until_direct(
-            &internet,
-            &members,
-            0,
-            index,
-            started,
-            Duration::from_secs(20),
-        );
+        let took = time_until_direct(&mut mesh, 0, index, started, Duration::from_secs(20));
         assert!(
             took.is_some(),
             "{} member never reached the public one; logs in {}",
@@ -190,8 +78,8 @@ fn members_behind_nats_meet_through_a_rendezvous() {
             workdir.path().display()
         );
     }
-    let took = time_until_direct(&internet, &members, 1, 2, started, Duration::from_secs(20))
-        .unwrap_or_else(|| {
+    let took =
+        time_until_direct(&mut mesh, 1, 2, started, Duration::from_secs(20)).unwrap_or_else(|| {
             panic!(
                 "two port-preserving NATs never met directly; logs in {}",
                 workdir.path().display()
@@ -204,7 +92,7 @@ fn members_behind_nats_meet_through_a_rendezvous() {
         .run(
             &internet.sites[1].host,
             &internet.sites[2].host,
-            SocketAddr::new(IpAddr::V4(overlay(2)), 5201),
+            SocketAddr::new(mesh.overlay_address(2), 5201),
         )
         .expect("transfer through the punched hole");
     assert!(report.verified, "{report}");
@@ -214,11 +102,11 @@ fn members_behind_nats_meet_through_a_rendezvous() {
     // can see, so the member behind it gives up the direct path to the
     // port-preserving members after its attempts and is relayed by the
     // public member, end to end encrypted.
-    let relayed = format!("relay {}", members[0].name);
+    let through_node0 = MemberPath::Relayed {
+        via: "node0".to_string(),
+    };
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !members_on_path(&internet.sites[3].host, &members[3].interface, &relayed)
-        .contains(&members[1].name)
-    {
+    while !lists(&mut mesh, 3, 1, through_node0.clone()) {
         assert!(
             Instant::now() < deadline,
             "the symmetric member never reached a port-preserving one through the relay; logs in {}",
@@ -235,14 +123,15 @@ fn members_behind_nats_meet_through_a_rendezvous() {
         .run(
             &internet.sites[3].host,
             &internet.sites[1].host,
-            SocketAddr::new(IpAddr::V4(overlay(1)), 5202),
+            SocketAddr::new(mesh.overlay_address(1), 5202),
         )
         .expect("transfer through the relay");
     assert!(report.verified, "{report}");
     assert!(
-        direct_members(&internet.sites[3].host, &members[3].interface).contains(&members[0].name),
+        lists(&mut mesh, 3, 0, MemberPath::Direct),
         "the symmetric member lost the public member"
     );
-    drop(members);
-    drop(workdir);
+    // Nodes stop before their namespaces go.
+    drop(mesh);
+    drop(internet);
 }

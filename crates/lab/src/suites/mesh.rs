@@ -239,8 +239,8 @@ fn meet(mesh: &mut dyn RunningMesh) -> Result<(Duration, MemberPath), Option<Str
                 *slot = members
                     .iter()
                     .find(|member| member.name == other)
-                    .map(|member| member.path)
-                    .filter(|path| matches!(path, MemberPath::Direct | MemberPath::Relayed));
+                    .map(|member| member.path.clone())
+                    .filter(|path| matches!(path, MemberPath::Direct | MemberPath::Relayed { .. }));
             }
         }
         if let [Some(path), Some(_)] = paths {

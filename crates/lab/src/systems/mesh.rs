@@ -76,13 +76,13 @@ pub struct Member {
 }
 
 /// How a node reaches a member (`fjord show`'s `path`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(from = "String")]
 pub enum MemberPath {
     /// A session is up, straight to the member's endpoint.
     Direct,
-    /// A session is up through a relaying member (`relay <name>`).
-    Relayed,
+    /// A session is up through the member named `via` (`relay <name>`).
+    Relayed { via: String },
     /// Known, but no session yet.
     Connecting,
     /// A path this lab does not know.
@@ -94,7 +94,9 @@ impl From<String> for MemberPath {
         match path.as_str() {
             "direct" => Self::Direct,
             "connecting" => Self::Connecting,
-            relayed if relayed.starts_with("relay ") => Self::Relayed,
+            relayed if relayed.starts_with("relay ") => Self::Relayed {
+                via: relayed["relay ".len()..].to_string(),
+            },
             _ => Self::Other,
         }
     }
