@@ -236,17 +236,12 @@ impl Certificate {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut bytes = self.signed_bytes();
-        bytes.extend_from_slice(&self.signature);
-        bytes
+        with_signature(self.signed_bytes(), &self.signature)
     }
 
     /// Parses a certificate; the signature is checked by [`Self::verify`].
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
-        let mut reader = Reader::new(bytes);
-        let certificate = Self::read(&mut reader)?;
-        reader.finish()?;
-        Ok(certificate)
+        decode_whole(bytes, Self::read)
     }
 
     pub(crate) fn read(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -303,8 +298,7 @@ impl Certificate {
 impl FromStr for Certificate {
     type Err = TextError;
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let bytes = Base64::decode_vec(text.trim()).map_err(|_| TextError::NotBase64)?;
-        Ok(Self::decode(&bytes)?)
+        from_base64(text, Self::read)
     }
 }
 
@@ -343,16 +337,11 @@ impl Revocation {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut bytes = self.signed_bytes();
-        bytes.extend_from_slice(&self.signature);
-        bytes
+        with_signature(self.signed_bytes(), &self.signature)
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
-        let mut reader = Reader::new(bytes);
-        let revocation = Self::read(&mut reader)?;
-        reader.finish()?;
-        Ok(revocation)
+        decode_whole(bytes, Self::read)
     }
 
     pub(crate) fn read(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -387,8 +376,7 @@ impl Revocation {
 impl FromStr for Revocation {
     type Err = TextError;
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let bytes = Base64::decode_vec(text.trim()).map_err(|_| TextError::NotBase64)?;
-        Ok(Self::decode(&bytes)?)
+        from_base64(text, Self::read)
     }
 }
 
@@ -399,6 +387,32 @@ impl fmt::Debug for Revocation {
             .field("revoked_at", &self.revoked_at)
             .finish_non_exhaustive()
     }
+}
+
+/// A signed encoding: the signed bytes, then the signature.
+fn with_signature(mut signed: Vec<u8>, signature: &[u8; SIGNATURE_LEN]) -> Vec<u8> {
+    signed.extend_from_slice(signature);
+    signed
+}
+
+/// `read` over all of `bytes`, refusing trailing bytes.
+fn decode_whole<T>(
+    bytes: &[u8],
+    read: fn(&mut Reader<'_>) -> Result<T, DecodeError>,
+) -> Result<T, DecodeError> {
+    let mut reader = Reader::new(bytes);
+    let value = read(&mut reader)?;
+    reader.finish()?;
+    Ok(value)
+}
+
+/// The text form: the encoding in standard base64 on one line.
+fn from_base64<T>(
+    text: &str,
+    read: fn(&mut Reader<'_>) -> Result<T, DecodeError>,
+) -> Result<T, TextError> {
+    let bytes = Base64::decode_vec(text.trim()).map_err(|_| TextError::NotBase64)?;
+    Ok(decode_whole(&bytes, read)?)
 }
 
 fn valid_name(name: &str) -> bool {
