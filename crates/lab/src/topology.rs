@@ -194,10 +194,45 @@ impl Lan {
             lan.switch
                 .ip(&["link", "set", &port, "master", LAN_BRIDGE])?;
             let address = format!("{}/{LAN_UNDERLAY_PREFIX_LEN}", lan_underlay(index));
-            lan.hosts[index].ip(&["addr", "add", &address, "dev", HOST_LINK])?;
+            let host = &lan.hosts[index];
+            host.ip(&["addr", "add", &address, "dev", HOST_LINK])?;
+            host.ip(&["link", "set", HOST_LINK, "address", &lan_mac(index)])?;
         }
+        lan.add_static_neighbours()?;
         Ok(lan)
     }
+
+    /// Every host learns every other host's MAC address up front, as
+    /// permanent entries. Learned (ARP) entries of all namespaces share
+    /// the kernel's one neighbour table, capped by `gc_thresh3` (1,024 by
+    /// default): a 100-host LAN needs 9,900, and past the cap sends fail
+    /// with "No buffer space available" ("neighbor table overflow" in the
+    /// kernel log), which stalled the 100-node mesh. Permanent entries are
+    /// not counted against the cap, and the LAN needs no ARP broadcasts,
+    /// which a real mesh's members, spread over the internet, never share.
+    fn add_static_neighbours(&self) -> Result<(), NetnsError> {
+        for (index, host) in self.hosts.iter().enumerate() {
+            let commands: String = (0..self.hosts.len())
+                .filter(|&other| other != index)
+                .map(|other| {
+                    format!(
+                        "neigh replace {} lladdr {} dev {HOST_LINK} nud permanent\n",
+                        lan_underlay(other),
+                        lan_mac(other)
+                    )
+                })
+                .collect();
+            host.ip_batch(&commands)?;
+        }
+        Ok(())
+    }
+}
+
+/// MAC address of host `index` of a [`Lan`]: locally administered, unicast,
+/// and unique for every index a LAN numbers.
+pub fn lan_mac(index: usize) -> String {
+    let [.., high, low] = (index as u32 + 1).to_be_bytes();
+    format!("02:66:6a:00:{high:02x}:{low:02x}")
 }
 
 /// Underlay address of host `index` of a [`Lan`]: 198.18.0.1, 198.18.0.2, …
@@ -231,6 +266,13 @@ fn offset(base: Ipv4Addr, by: usize) -> Ipv4Addr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lan_macs_are_distinct_local_unicast() {
+        assert_eq!(lan_mac(0), "02:66:6a:00:00:01");
+        assert_eq!(lan_mac(256), "02:66:6a:00:01:01");
+        assert_ne!(lan_mac(1), lan_mac(257));
+    }
 
     #[test]
     fn lan_addresses_count_from_one_and_stay_in_their_halves() {
