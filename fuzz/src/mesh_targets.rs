@@ -349,6 +349,7 @@ impl MeshWorld {
             .map(|_| MemberRecord {
                 certificate: self.kit.certificate(input.u8()).clone(),
                 endpoints: (0..input.u8() % 3).map(|_| endpoint(input.u8())).collect(),
+                host_addresses: (0..input.u8() % 3).map(|_| endpoint(input.u8())).collect(),
                 heard_secs_ago: u32::from(input.u16()),
             })
             .collect();
@@ -415,6 +416,7 @@ pub fn mesh_membership(data: &[u8]) {
                 let hello = Control::Hello {
                     certificate: Box::new(world.kit.certificate(input.u8()).clone()),
                     wants_members: input.u8() & 1 == 1,
+                    host_addresses: (0..input.u8() % 3).map(|_| endpoint(input.u8())).collect(),
                 };
                 let mut message = hello.encode();
                 let position = usize::from(input.u8());
@@ -529,6 +531,7 @@ mod tests {
         let record = |certificate: &Certificate, endpoints: &[&str], heard_secs_ago| MemberRecord {
             certificate: certificate.clone(),
             endpoints: endpoints.iter().map(|e| address(e)).collect(),
+            host_addresses: endpoints.iter().map(|e| address(e)).collect(),
             heard_secs_ago,
         };
         let samples = [
@@ -537,6 +540,7 @@ mod tests {
                 Control::Hello {
                     certificate: Box::new(kit.own.clone()),
                     wants_members: true,
+                    host_addresses: vec![address("198.18.0.1:51820")],
                 },
             ),
             (

@@ -9,6 +9,7 @@
 //! checked with the config file, before anything is created. On the way
 //! down: PreDown, routes and rules, interface, PostDown (as wg-quick).
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -90,8 +91,14 @@ pub fn load_mesh(config: &Config, config_path: &Path) -> Result<Option<LoadedMes
         .map_err(|error| UsageError(error.to_string()))
 }
 
-/// Builds the protocol node for `config`, a mesh member if `mesh` is given.
-pub fn build_node(config: &Config, mesh: Option<LoadedMesh>, now: Instant) -> anyhow::Result<Node> {
+/// Builds the protocol node for `config`, a mesh member if `mesh` is
+/// given, announcing `host_addresses` (where members may greet it).
+pub fn build_node(
+    config: &Config,
+    mesh: Option<LoadedMesh>,
+    host_addresses: Vec<SocketAddr>,
+    now: Instant,
+) -> anyhow::Result<Node> {
     let private_key = Some(config.interface.private_key.clone());
     let mtu = config.interface.mtu().bytes();
     let mut node = Node::new(new_device(private_key, mtu, now));
@@ -107,6 +114,7 @@ pub fn build_node(config: &Config, mesh: Option<LoadedMesh>, now: Instant) -> an
     if let Some(loaded) = mesh {
         let mut mesh_config = MeshConfig::new(loaded.network, loaded.certificate, usize::from(mtu));
         mesh_config.bootstrap = loaded.bootstrap;
+        mesh_config.host_addresses = host_addresses;
         let mut seed = [0u8; 8];
         SystemRng.fill_bytes(&mut seed);
         let mut mesh = Mesh::new(mesh_config, now, wall_clock(now), u64::from_le_bytes(seed));
@@ -162,7 +170,11 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
 
     let mut netconf = Netconf::default();
     netconf.configure_link(&interface, &config.interface.addresses, mtu)?;
-    let node = build_node(&config, mesh, Instant::now())?;
+    let host_addresses = match &mesh {
+        Some(_) => announced_addresses(udp.port(), &interface),
+        None => Vec::new(),
+    };
+    let node = build_node(&config, mesh, host_addresses, Instant::now())?;
     netconf.add_routes(&interface, &allowed, table, fwmark)?;
 
     let (mut worker, control) = Worker::new(node, tun, udp, fwmark)?;
@@ -207,5 +219,24 @@ fn warn_unapplied(config: &Config) {
     }
     if config.interface.wg_quick.save_config {
         tracing::warn!("SaveConfig = true is ignored by `fjord up`");
+    }
+}
+
+/// This host's addresses for the mesh Hello; none (members then meet us
+/// through rendezvous only) if they cannot be read.
+fn announced_addresses(port: u16, interface: &str) -> Vec<SocketAddr> {
+    match fjord_net::host_addresses::host_addresses(
+        port,
+        interface,
+        fjord_mesh::control::MAX_ENDPOINTS,
+    ) {
+        Ok(addresses) => {
+            tracing::debug!(?addresses, "announcing host addresses to the mesh");
+            addresses
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot list this host's addresses; members will meet it through introductions only");
+            Vec::new()
+        }
     }
 }

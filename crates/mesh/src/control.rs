@@ -55,6 +55,8 @@ pub struct MemberRecord {
     pub certificate: Certificate,
     /// Where the describing member last saw it send from (its NAT mapping).
     pub endpoints: Vec<SocketAddr>,
+    /// Where the member says it listens (see [`Control::Hello`]).
+    pub host_addresses: Vec<SocketAddr>,
     /// How long ago the describing member last heard from it, or of it.
     pub heard_secs_ago: u32,
 }
@@ -64,9 +66,15 @@ pub enum Control {
     /// The sender's certificate; `wants_members` asks the receiver for
     /// its member list (a node joining through a bootstrap member asks;
     /// greetings between members who learned of each other do not).
+    /// `host_addresses` are the sender's own interface addresses with its
+    /// listening port: a datagram to one never passes the sender's NAT
+    /// (if it has one), so members greet these directly, with no
+    /// rendezvous; a member on the open internet, or on a shared LAN, is
+    /// met at once.
     Hello {
         certificate: Box<Certificate>,
         wants_members: bool,
+        host_addresses: Vec<SocketAddr>,
     },
     Members(Vec<MemberRecord>),
     Revocations(Vec<Revocation>),
@@ -127,6 +135,7 @@ impl Control {
                     1 => true,
                     _ => return Err(DecodeError::InvalidField),
                 },
+                host_addresses: read_addresses(&mut body)?,
             },
             KIND_MEMBERS => {
                 let count = body.count(MAX_BATCH_ENTRIES)?;
@@ -156,10 +165,7 @@ impl Control {
             },
             KIND_RENDEZVOUS => {
                 let peer = PublicKey::from_bytes(body.array()?);
-                let count = body.count(MAX_ENDPOINTS)?;
-                let endpoints = (0..count)
-                    .map(|_| body.socket_addr())
-                    .collect::<Result<_, _>>()?;
+                let endpoints = read_addresses(&mut body)?;
                 Control::Rendezvous { peer, endpoints }
             }
             _ => return Err(DecodeError::UnknownFormat),
@@ -174,9 +180,11 @@ impl Control {
             Control::Hello {
                 certificate,
                 wants_members,
+                host_addresses,
             } => {
                 body.bytes(&certificate.encode());
                 body.u8(u8::from(*wants_members));
+                write_addresses(&mut body, host_addresses);
                 KIND_HELLO
             }
             Control::Members(records) => {
@@ -216,11 +224,7 @@ impl Control {
             }
             Control::Rendezvous { peer, endpoints } => {
                 body.bytes(peer.as_bytes());
-                let endpoints = &endpoints[..endpoints.len().min(MAX_ENDPOINTS)];
-                body.u8(endpoints.len() as u8);
-                for endpoint in endpoints {
-                    body.socket_addr(*endpoint);
-                }
+                write_addresses(&mut body, endpoints);
                 KIND_RENDEZVOUS
             }
         };
@@ -246,25 +250,35 @@ fn write_member(writer: &mut Writer, record: &MemberRecord) {
     let certificate = record.certificate.encode();
     writer.u16(certificate.len() as u16);
     writer.bytes(&certificate);
-    let endpoints = &record.endpoints[..record.endpoints.len().min(MAX_ENDPOINTS)];
-    writer.u8(endpoints.len() as u8);
-    for endpoint in endpoints {
-        writer.socket_addr(*endpoint);
-    }
+    write_addresses(writer, &record.endpoints);
+    write_addresses(writer, &record.host_addresses);
     writer.bytes(&record.heard_secs_ago.to_be_bytes());
+}
+
+/// At most [`MAX_ENDPOINTS`] addresses, count first.
+fn write_addresses(writer: &mut Writer, addresses: &[SocketAddr]) {
+    let addresses = &addresses[..addresses.len().min(MAX_ENDPOINTS)];
+    writer.u8(addresses.len() as u8);
+    for address in addresses {
+        writer.socket_addr(*address);
+    }
+}
+
+fn read_addresses(reader: &mut Reader<'_>) -> Result<Vec<SocketAddr>, DecodeError> {
+    let count = reader.count(MAX_ENDPOINTS)?;
+    (0..count).map(|_| reader.socket_addr()).collect()
 }
 
 fn read_member(reader: &mut Reader<'_>) -> Result<MemberRecord, DecodeError> {
     let len = usize::from(reader.u16()?);
     let certificate = Certificate::decode(reader.take(len)?)?;
-    let count = reader.count(MAX_ENDPOINTS)?;
-    let endpoints = (0..count)
-        .map(|_| reader.socket_addr())
-        .collect::<Result<_, _>>()?;
+    let endpoints = read_addresses(reader)?;
+    let host_addresses = read_addresses(reader)?;
     let heard_secs_ago = u32::from_be_bytes(reader.array()?);
     Ok(MemberRecord {
         certificate,
         endpoints,
+        host_addresses,
         heard_secs_ago,
     })
 }
@@ -287,16 +301,19 @@ mod tests {
             Control::Hello {
                 certificate: Box::new(certificate(1)),
                 wants_members: true,
+                host_addresses: vec!["198.18.0.1:51820".parse().unwrap()],
             },
             Control::Members(vec![
                 MemberRecord {
                     certificate: certificate(2),
                     endpoints: vec!["198.18.0.2:51820".parse().unwrap()],
+                    host_addresses: vec!["[fd00::2]:51820".parse().unwrap()],
                     heard_secs_ago: 3,
                 },
                 MemberRecord {
                     certificate: certificate(3),
                     endpoints: vec![],
+                    host_addresses: vec![],
                     heard_secs_ago: 0,
                 },
             ]),

@@ -57,6 +57,8 @@ struct Member {
     certificate: Certificate,
     /// Most recently observed first.
     endpoints: Vec<SocketAddr>,
+    /// Where it says it listens: greeted directly, no NAT in the way.
+    host_addresses: Vec<SocketAddr>,
     last_heard: Instant,
     direct: bool,
     rtt: Option<Duration>,
@@ -216,16 +218,28 @@ impl Mesh {
             Control::Hello {
                 certificate,
                 wants_members,
+                host_addresses,
             } => {
-                return self.handle_hello(now, key, from, *certificate, wants_members);
+                return self.handle_hello(
+                    now,
+                    key,
+                    from,
+                    *certificate,
+                    wants_members,
+                    host_addresses,
+                );
             }
             other => other,
         };
+        let relayed = self.relayed_from(&key, from);
         let Some(member) = self.members.get_mut(&key) else {
             return Err(MeshDrop::NotAMember);
         };
         member.last_heard = now;
-        observe_endpoint(&mut member.endpoints, from);
+        // Through a relay, `from` is the relay's address, not the member's.
+        if !relayed {
+            observe_endpoint(&mut member.endpoints, from);
+        }
         match control {
             Control::Ping { nonce } => self.send(key, &Control::Pong { nonce }),
             Control::Pong { nonce } => {
@@ -268,7 +282,9 @@ impl Mesh {
         from: SocketAddr,
         certificate: Certificate,
         wants_members: bool,
+        mut host_addresses: Vec<SocketAddr>,
     ) -> Result<(), MeshDrop> {
+        host_addresses.truncate(MAX_ENDPOINTS);
         if certificate.node_key != key || key == self.own_key() {
             return Err(CertError::WrongNode.into());
         }
@@ -276,18 +292,26 @@ impl Mesh {
         self.unverified.remove(&key);
         self.departed.remove(&key);
         let is_new = !self.members.contains_key(&key);
-        self.upsert(certificate, &[from], now);
+        let relayed = self.relayed_from(&key, from);
+        let observed: &[SocketAddr] = if relayed { &[] } else { &[from] };
+        self.upsert(certificate, observed, &host_addresses, now);
         let mut first_contact = false;
         if let Some(member) = self.members.get_mut(&key) {
             first_contact = !member.direct;
             member.direct = true;
-            observe_endpoint(&mut member.endpoints, from);
+            if !relayed {
+                observe_endpoint(&mut member.endpoints, from);
+            }
+            // Its own word beats anyone's gossip about it.
+            member.host_addresses = host_addresses;
         }
         // Measure the path at once rather than at the next ping round.
         if first_contact {
             self.ping(now, key);
         }
-        self.traversal_done(key);
+        if !relayed {
+            self.traversal_done(key);
+        }
         if !self.greeted.contains(&key) {
             self.greet(key);
         }
@@ -341,16 +365,31 @@ impl Mesh {
         if now.saturating_duration_since(heard) >= self.config.member_timeout {
             return;
         }
-        self.upsert(record.certificate, &record.endpoints, heard);
+        self.upsert(
+            record.certificate,
+            &record.endpoints,
+            &record.host_addresses,
+            heard,
+        );
     }
 
-    fn upsert(&mut self, certificate: Certificate, endpoints: &[SocketAddr], heard: Instant) {
+    fn upsert(
+        &mut self,
+        certificate: Certificate,
+        endpoints: &[SocketAddr],
+        host_addresses: &[SocketAddr],
+        heard: Instant,
+    ) {
         let key = certificate.node_key;
         match self.members.get_mut(&key) {
             Some(member) => {
                 member.last_heard = member.last_heard.max(heard);
                 for endpoint in endpoints {
                     merge_endpoint(&mut member.endpoints, *endpoint);
+                }
+                if member.host_addresses.is_empty() {
+                    member.host_addresses =
+                        host_addresses.iter().take(MAX_ENDPOINTS).copied().collect();
                 }
                 if certificate.issued_at > member.certificate.issued_at {
                     let readdress = certificate.addresses != member.certificate.addresses;
@@ -386,6 +425,11 @@ impl Mesh {
                     Member {
                         certificate,
                         endpoints,
+                        host_addresses: host_addresses
+                            .iter()
+                            .take(MAX_ENDPOINTS)
+                            .copied()
+                            .collect(),
                         last_heard: heard,
                         direct: false,
                         rtt: None,
@@ -502,6 +546,7 @@ impl Mesh {
         let hello = Control::Hello {
             certificate: Box::new(self.config.certificate.clone()),
             wants_members: self.bootstrap.contains(&key) || self.members.is_empty(),
+            host_addresses: self.config.host_addresses.clone(),
         };
         self.send(key, &hello);
     }

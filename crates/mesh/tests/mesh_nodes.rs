@@ -39,6 +39,11 @@ struct Net {
     /// Datagrams from the first address to the second are lost until the
     /// instant (a burst of loss on one path).
     lossy: Option<(SocketAddr, SocketAddr, Instant)>,
+    /// Datagrams between these two addresses are lost, both ways (a
+    /// firewall between two members).
+    filtered: Option<(IpAddr, IpAddr)>,
+    /// Inner packets received, by the node that received them.
+    delivered: Vec<(SocketAddr, Vec<u8>)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -118,6 +123,8 @@ impl Net {
             unreachable: None,
             nats: Vec::new(),
             lossy: None,
+            filtered: None,
+            delivered: Vec::new(),
         }
     }
 
@@ -171,6 +178,7 @@ impl Net {
             )
             .unwrap();
         let mut config = MeshConfig::new(secret.public_key(), certificate, MTU);
+        config.host_addresses = vec![underlay(index)];
         config.bootstrap = bootstrap
             .map(|b| Bootstrap {
                 key: Self::key(b).public_key(),
@@ -222,8 +230,11 @@ impl Net {
             let Some((from, to)) = self.through_nats(inside_from, to) else {
                 continue;
             };
-            if let Some(node) = self.nodes.get_mut(&to) {
-                let _ = node.handle_datagram(self.now, from, &mut datagram);
+            if let Some(node) = self.nodes.get_mut(&to)
+                && let Received::Data { packet, .. } =
+                    node.handle_datagram(self.now, from, &mut datagram)
+            {
+                self.delivered.push((to, datagram[packet].to_vec()));
             }
         }
     }
@@ -236,6 +247,18 @@ impl Net {
         inside_from: SocketAddr,
         to: SocketAddr,
     ) -> Option<(SocketAddr, SocketAddr)> {
+        if self.filtered.is_some_and(|(a, b)| {
+            (a, b) == (inside_from.ip(), to.ip()) || (b, a) == (inside_from.ip(), to.ip())
+        }) {
+            return None;
+        }
+        // An address behind a NAT is private: only its neighbours behind
+        // the same NAT reach it.
+        if let Some(nat) = self.nats.iter().find(|nat| nat.inside.contains(&to))
+            && !nat.inside.contains(&inside_from)
+        {
+            return None;
+        }
         let from = match self
             .nats
             .iter_mut()
@@ -302,6 +325,33 @@ impl Net {
             Received::Data { packet: range, .. } => datagram[range] == packet[..],
             _ => false,
         }
+    }
+}
+
+impl Net {
+    /// Sends one IPv4 packet from node `from` to node `to`'s overlay
+    /// address along whatever path the sender uses (relays included) and
+    /// reports whether `to` received it intact.
+    fn ping_any_path(&mut self, from: u8, to: u8, payload: &[u8]) -> bool {
+        let (from_underlay, source) = self.overlay[&from];
+        let (to_underlay, destination) = self.overlay[&to];
+        let packet = ipv4_packet(source, destination, payload);
+        let mut buf = vec![0u8; DATA_HEADROOM + packet.len() + DATA_TAILROOM];
+        buf[DATA_HEADROOM..][..packet.len()].copy_from_slice(&packet);
+        let now = self.now;
+        let sender = self.nodes.get_mut(&from_underlay).unwrap();
+        let Sent::Sealed { len, destination } =
+            sender.handle_tun_packet(now, &mut buf, packet.len())
+        else {
+            return false;
+        };
+        self.in_flight
+            .push_back((from_underlay, destination, buf[..len].to_vec()));
+        self.delivered.clear();
+        self.pump();
+        self.delivered
+            .iter()
+            .any(|(at, received)| *at == to_underlay && *received == packet)
     }
 }
 
@@ -492,4 +542,80 @@ fn a_symmetric_nat_pair_is_relayed_by_the_member_that_reaches_both() {
         "node 2 reaches node 3 through node 1"
     );
     assert!(net.nodes[&underlay(1)].relayed_datagrams() > 0);
+}
+
+#[test]
+fn members_without_nat_meet_at_their_own_addresses_without_an_introduction() {
+    let secret = NetworkSecret::from_seed([42; 32]);
+    let mut net = Net::new();
+    net.add(&secret, 1, None);
+    for index in 2..=6 {
+        net.add(&secret, index, Some(1));
+    }
+    time_to_full_mesh(&mut net, &[1, 2, 3, 4, 5, 6], Duration::from_secs(3))
+        .expect("a full mesh within 3 s");
+    let introductions: u64 = net
+        .nodes
+        .values()
+        .map(|node| node.mesh().unwrap().counters().introductions_requested)
+        .sum();
+    assert_eq!(
+        introductions, 0,
+        "nobody needed the bootstrap member's help"
+    );
+}
+
+#[test]
+fn a_relayed_pair_moves_to_the_direct_path_when_it_opens_and_loses_no_packet() {
+    let secret = NetworkSecret::from_seed([42; 32]);
+    let mut net = Net::new();
+    net.add(&secret, 1, None);
+    // A firewall between nodes 2 and 3: only node 1 reaches both.
+    net.filtered = Some((underlay(2).ip(), underlay(3).ip()));
+    net.add(&secret, 2, Some(1));
+    net.add(&secret, 3, Some(1));
+    time_to_full_mesh(&mut net, &[1, 2, 3], Duration::from_secs(15))
+        .expect("a full mesh, relayed, within 15 s");
+    let relay = Net::key(1).public_key();
+    let path = |net: &Net, from: u8, to: u8| {
+        let key = Net::key(to).public_key();
+        net.nodes[&underlay(from)]
+            .members()
+            .into_iter()
+            .find(|(member, _)| member.key == key)
+            .map(|(member, _)| member.relay)
+    };
+    assert_eq!(path(&net, 2, 3), Some(Some(relay)));
+    assert!(net.ping_any_path(2, 3, b"relayed"));
+
+    // The firewall opens; a ping every 100 ms carries on through the move.
+    net.filtered = None;
+    let mut lost = 0;
+    let mut sent = 0;
+    while sent < 600 && (path(&net, 2, 3) != Some(None) || path(&net, 3, 2) != Some(None)) {
+        for (from, to) in [(2, 3), (3, 2)] {
+            sent += 1;
+            if !net.ping_any_path(from, to, b"across the switch") {
+                lost += 1;
+            }
+        }
+        net.advance(Duration::from_millis(100));
+    }
+    assert_eq!(
+        path(&net, 2, 3),
+        Some(None),
+        "node 2 reaches node 3 directly"
+    );
+    assert_eq!(
+        path(&net, 3, 2),
+        Some(None),
+        "node 3 reaches node 2 directly"
+    );
+    assert_eq!(lost, 0, "{lost} of {sent} pings lost across the switch");
+    assert!(
+        net.ping(2, 3) && net.ping(3, 2),
+        "the direct path carries data"
+    );
+    let counters = net.nodes[&underlay(2)].mesh().unwrap().counters().clone();
+    assert!(counters.relays_left >= 1, "{counters:?}");
 }

@@ -8,6 +8,7 @@ mod busy_poll;
 pub mod control;
 pub mod crypto_stage;
 mod datapath;
+pub mod host_addresses;
 pub mod stats;
 pub mod tun;
 pub mod udp;

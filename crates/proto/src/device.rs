@@ -321,17 +321,24 @@ impl Device {
         self.with_peer(id, |peer, ctx| peer.send_extension(id, now, payload, ctx));
     }
 
-    /// Sends `endpoint` a handshake initiation now, even if one went out
-    /// less than REKEY_TIMEOUT ago: NAT traversal needs the initiation to
-    /// leave right after both sides learned where to aim, not seconds
-    /// later. The caller bounds how often it asks.
-    pub fn punch_handshake(&mut self, id: PeerId, now: Instant, endpoint: SocketAddr) {
+    /// Sends one handshake initiation now, a copy to each of
+    /// `endpoints`, even if one went out less than REKEY_TIMEOUT ago: NAT
+    /// traversal needs the initiation to leave right after both sides
+    /// learned where to aim, not seconds later. The caller bounds how
+    /// often it asks. A peer without a session is pointed at the first
+    /// endpoint; a peer with one stays where it is, and only the answer
+    /// (from wherever it comes) moves it, so probing a direct path never
+    /// breaks a session that works through a relay.
+    pub fn initiate_toward(&mut self, id: PeerId, now: Instant, endpoints: &[SocketAddr]) {
+        let Some(&first) = endpoints.first() else {
+            return;
+        };
         self.with_peer(id, |peer, ctx| {
-            peer.endpoint = Some(endpoint);
-            if !peer.has_session() {
-                peer.last_initiation_sent = None;
-                peer.initiate(id, now, ctx, false);
+            if !peer.has_session() || peer.endpoint.is_none() {
+                peer.endpoint = Some(first);
             }
+            peer.last_initiation_sent = None;
+            peer.initiate_to(id, now, ctx, false, endpoints);
         });
     }
 

@@ -27,6 +27,10 @@ pub struct MeshConfig {
     /// Our own certificate, presented in every Hello.
     pub certificate: Certificate,
     pub bootstrap: Vec<Bootstrap>,
+    /// Our interface addresses with our listening port, announced in our
+    /// Hello so members can greet us without a rendezvous (see
+    /// [`crate::control::Control::Hello`]). Empty by default.
+    pub host_addresses: Vec<SocketAddr>,
     /// Full member list to one random member this often (default 15 s:
     /// a lost announcement heals within one interval).
     pub gossip_interval: Duration,
@@ -48,6 +52,7 @@ impl MeshConfig {
             network,
             certificate,
             bootstrap: Vec::new(),
+            host_addresses: Vec::new(),
             gossip_interval: Duration::from_secs(15),
             ping_interval: Duration::from_secs(10),
             member_timeout: Duration::from_secs(180),
@@ -77,11 +82,14 @@ pub enum MeshAction {
         key: PublicKey,
         endpoints: Vec<SocketAddr>,
     },
-    /// Send `key` a handshake initiation at `endpoint` now, even if one
-    /// left recently (both sides punched; the way is open).
+    /// Send `key` one handshake initiation, a copy to each of
+    /// `endpoints`, now, even if one left recently (both sides punched,
+    /// or these are the member's own addresses). A peer without a session
+    /// is pointed at the first; one with a session (through a relay)
+    /// stays where it is until an answer from one of them moves it.
     Connect {
         key: PublicKey,
-        endpoint: SocketAddr,
+        endpoints: Vec<SocketAddr>,
     },
     /// Forward WireGuard datagrams between these two members (see
     /// `relay.rs`).
@@ -147,4 +155,6 @@ pub struct MeshCounters {
     pub traversals_failed: u64,
     /// Pairs we agreed to relay for.
     pub relays_offered: u64,
+    /// Relayed members reached directly later (the relay left behind).
+    pub relays_left: u64,
 }

@@ -138,6 +138,7 @@ impl Mesh {
         Some(MemberRecord {
             certificate: member.certificate.clone(),
             endpoints: member.endpoints.clone(),
+            host_addresses: member.host_addresses.clone(),
             heard_secs_ago: u32::try_from(heard_secs_ago).unwrap_or(u32::MAX),
         })
     }

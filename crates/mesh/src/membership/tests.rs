@@ -445,6 +445,7 @@ fn foreign_forged_and_misattributed_certificates_are_refused() {
         Control::Hello {
             certificate: Box::new(certificate),
             wants_members: false,
+            host_addresses: Vec::new(),
         }
         .encode()
     };

@@ -2,12 +2,18 @@
 //!
 //! ```text
 //! A learns B from C's gossip:
+//!     first, if B named its own addresses: A ──initiation──▶ each of them
+//!       (no NAT of B's is in the way of B's own address; a B that C sees
+//!       at one of them has no NAT at all, and then nothing more is needed)
 //!     A ──Introduce(B)──▶ C
 //!     C ──Rendezvous(A, A's endpoints)──▶ B
 //!     C ──Rendezvous(B, B's endpoints)──▶ A
 //!     A and B each: Punch (low-TTL datagrams at the other's endpoints),
 //!     then CONNECT_DELAY later Connect (a handshake initiation)
-//! no Hello from B: again every PUNCH_RETRY, at most MAX_PUNCH_ATTEMPTS times
+//! no Hello from B: again every PUNCH_RETRY; after MAX_PUNCH_ATTEMPTS also
+//!     ask C to relay, and go on trying, further apart, also once relayed:
+//!     an answer to an initiation sent straight to B moves the session
+//!     off the relay (`handle_path`)
 //! ```
 //!
 //! Each side's low-TTL punch opens its own NAT for the other's packets
@@ -45,6 +51,11 @@ pub const MAX_PUNCH_ATTEMPTS: u8 = 5;
 pub const MAX_PUNCH_RETRY: Duration = Duration::from_secs(30);
 /// First attempts are spread over this many milliseconds after learning.
 const PUNCH_SPREAD_MILLIS: u64 = 1000;
+/// After greeting a member that has no NAT at its own address, how long
+/// before asking for an introduction after all: a hundred members met at
+/// once answer slowly on two cores, and every introduction costs the
+/// introducer two messages.
+const UNNATED_ANSWER_WAIT: Duration = Duration::from_secs(3);
 
 #[derive(Debug, Default)]
 pub(super) struct Traversal {
@@ -53,8 +64,8 @@ pub(super) struct Traversal {
     attempts: u8,
     /// When the next attempt is due; `None` when none is planned.
     due: Option<Instant>,
-    /// A Connect to send at the instant, to the endpoint.
-    connect: Option<(Instant, SocketAddr)>,
+    /// A Connect to send at the instant, to the endpoints.
+    connect: Option<(Instant, Vec<SocketAddr>)>,
     /// The relay our session with this member goes through.
     relay: Option<PublicKey>,
 }
@@ -90,7 +101,8 @@ impl Mesh {
         self.next_punch = Some(self.next_punch.map_or(due, |next| next.min(due)));
     }
 
-    /// `member` greeted us: no traversal needed any more.
+    /// `member` greeted us straight (not through a relay): no traversal
+    /// needed any more.
     pub(super) fn traversal_done(&mut self, member: PublicKey) {
         if let Some(state) = self.members.get_mut(&member) {
             state.traversal.due = None;
@@ -99,13 +111,41 @@ impl Mesh {
         }
     }
 
+    /// Whether `from` is the relay that carries our session with `key`.
+    pub(super) fn relayed_from(&self, key: &PublicKey, from: SocketAddr) -> bool {
+        self.members
+            .get(key)
+            .and_then(|member| member.traversal.relay)
+            .and_then(|relay| self.members.get(&relay))
+            .is_some_and(|relay| relay.endpoints.first() == Some(&from))
+    }
+
+    /// Our session with `key` now goes to `endpoint` (the peer roamed
+    /// there on an authenticated packet). If that is not its relay, a
+    /// direct path opened: the relay is left behind.
+    pub fn handle_path(&mut self, key: PublicKey, endpoint: SocketAddr) {
+        let relayed = self
+            .members
+            .get(&key)
+            .is_some_and(|member| member.traversal.relay.is_some());
+        if !relayed || self.relayed_from(&key, endpoint) {
+            return;
+        }
+        if let Some(member) = self.members.get_mut(&key) {
+            member.traversal.relay = None;
+            super::observe_endpoint(&mut member.endpoints, endpoint);
+        }
+        self.traversal_done(key);
+        self.counters.relays_left += 1;
+    }
+
     pub(super) fn next_connect(&self) -> Option<Instant> {
         if self.pending_connects == 0 {
             return None;
         }
         self.members
             .values()
-            .filter_map(|m| m.traversal.connect.map(|(at, _)| at))
+            .filter_map(|m| m.traversal.connect.as_ref().map(|(at, _)| *at))
             .min()
     }
 
@@ -116,11 +156,14 @@ impl Mesh {
         }
         let mut due = Vec::new();
         for (key, member) in &mut self.members {
-            if let Some((at, endpoint)) = member.traversal.connect
-                && at <= now
+            if member
+                .traversal
+                .connect
+                .as_ref()
+                .is_some_and(|(at, _)| *at <= now)
+                && let Some((_, endpoints)) = member.traversal.connect.take()
             {
-                member.traversal.connect = None;
-                due.push((*key, endpoint));
+                due.push((*key, endpoints));
             }
         }
         self.pending_connects = self
@@ -128,9 +171,9 @@ impl Mesh {
             .values()
             .filter(|m| m.traversal.connect.is_some())
             .count();
-        for (key, endpoint) in due {
+        for (key, endpoints) in due {
             self.actions
-                .push_back(MeshAction::Connect { key, endpoint });
+                .push_back(MeshAction::Connect { key, endpoints });
         }
     }
 
@@ -139,41 +182,60 @@ impl Mesh {
         let due: Vec<PublicKey> = self
             .members
             .iter()
-            .filter(|(_, m)| !m.direct && m.traversal.due.is_some_and(|due| due <= now))
+            .filter(|(_, m)| {
+                (!m.direct || m.traversal.relay.is_some())
+                    && m.traversal.due.is_some_and(|due| due <= now)
+            })
             .map(|(key, _)| *key)
             .collect();
         for member in due {
-            let introducer = self.reachable_introducer(&member);
-            let Some(state) = self.members.get_mut(&member) else {
-                continue;
-            };
-            state.traversal.attempts = state.traversal.attempts.saturating_add(1);
-            let attempts = state.traversal.attempts;
-            // Never give up on a member that is not relayed: after
-            // MAX_PUNCH_ATTEMPTS the attempts go on, further apart, and
-            // each also asks for a relay (a request or offer may be lost,
-            // or the relay full).
-            let backoff =
-                PUNCH_RETRY * (1u32 << attempts.saturating_sub(MAX_PUNCH_ATTEMPTS).min(5));
-            state.traversal.due = Some(now + backoff.min(MAX_PUNCH_RETRY));
-            let Some(introducer) = introducer else {
-                continue;
-            };
-            if attempts >= MAX_PUNCH_ATTEMPTS {
-                // No direct path: ask the member that reaches both to
-                // carry the traffic, and keep trying to meet.
-                if attempts == MAX_PUNCH_ATTEMPTS {
-                    self.counters.traversals_failed += 1;
-                }
-                self.send(introducer, &Control::RelayRequest { peer: member });
-                self.counters.introductions_requested += 1;
-                self.send(introducer, &Control::Introduce { peer: member });
-            } else {
-                self.counters.introductions_requested += 1;
-                self.send(introducer, &Control::Introduce { peer: member });
-            }
+            self.attempt(now, member);
         }
         self.next_punch = self.members.values().filter_map(|m| m.traversal.due).min();
+    }
+
+    /// One traversal attempt toward `member`. Never gives up: after
+    /// MAX_PUNCH_ATTEMPTS the attempts go on, further apart, and each also
+    /// asks for a relay until one carries the session (a request or offer
+    /// may be lost, or the relay full); once relayed, they look for the
+    /// direct path that may open later.
+    fn attempt(&mut self, now: Instant, member: PublicKey) {
+        let introducer = self.reachable_introducer(&member);
+        let Some(state) = self.members.get_mut(&member) else {
+            return;
+        };
+        state.traversal.attempts = state.traversal.attempts.saturating_add(1);
+        let attempts = state.traversal.attempts;
+        let relayed = state.traversal.relay.is_some();
+        let backoff = PUNCH_RETRY * (1u32 << attempts.saturating_sub(MAX_PUNCH_ATTEMPTS).min(5));
+        state.traversal.due = Some(now + backoff.min(MAX_PUNCH_RETRY));
+        if attempts == 1 && !state.host_addresses.is_empty() {
+            let hosts = state.host_addresses.clone();
+            let unnated = state.endpoints.iter().any(|seen| hosts.contains(seen));
+            self.actions.push_back(MeshAction::Connect {
+                key: member,
+                endpoints: hosts,
+            });
+            if unnated {
+                if let Some(state) = self.members.get_mut(&member) {
+                    state.traversal.due = Some(now + UNNATED_ANSWER_WAIT);
+                }
+                return;
+            }
+        }
+        let Some(introducer) = introducer else {
+            return;
+        };
+        if attempts >= MAX_PUNCH_ATTEMPTS && !relayed {
+            // No direct path: ask the member that reaches both to carry
+            // the traffic, and keep trying to meet.
+            if attempts == MAX_PUNCH_ATTEMPTS {
+                self.counters.traversals_failed += 1;
+            }
+            self.send(introducer, &Control::RelayRequest { peer: member });
+        }
+        self.counters.introductions_requested += 1;
+        self.send(introducer, &Control::Introduce { peer: member });
     }
 
     /// The member's introducer if it speaks to us, else any member that
@@ -232,8 +294,8 @@ impl Mesh {
         if member.traversal.connect.is_none() {
             self.pending_connects += 1;
         }
-        member.traversal.connect = Some((now + CONNECT_DELAY, endpoints[0]));
-        let endpoints = endpoints.iter().take(MAX_ENDPOINTS).copied().collect();
+        let endpoints: Vec<SocketAddr> = endpoints.iter().take(MAX_ENDPOINTS).copied().collect();
+        member.traversal.connect = Some((now + CONNECT_DELAY, endpoints.clone()));
         self.actions.push_back(MeshAction::Punch {
             key: peer,
             endpoints,
@@ -275,8 +337,11 @@ impl Mesh {
         let Some(member) = self.members.get_mut(&peer) else {
             return;
         };
+        // Late: the direct path opened meanwhile.
+        if member.direct && member.traversal.relay.is_none() && member.traversal.due.is_none() {
+            return;
+        }
         member.traversal.relay = Some(relay);
-        member.traversal.due = None;
         self.actions.push_back(MeshAction::UseRelay {
             key: peer,
             relay_endpoint,

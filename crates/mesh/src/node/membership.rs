@@ -9,7 +9,8 @@
 //! Mesh::poll_action  ─▶ add / route / confirm / remove peers
 //! Mesh::poll_message ─▶ Device::send_extension ─▶ poll_transmit
 //! MeshAction::Punch  ─▶ poll_punch (low-TTL datagrams, sent by the driver)
-//! MeshAction::Connect ─▶ Device::punch_handshake
+//! MeshAction::Connect ─▶ Device::initiate_toward
+//! Event::EndpointChanged ─▶ Mesh::handle_path (a relayed member reached directly)
 //! MeshAction::RelayBetween ─▶ RelayTable: datagrams of relayed pairs are
 //!                        forwarded before the Device sees them
 //! ```
@@ -178,6 +179,11 @@ impl Node {
                 Event::UnknownPeerAdmitted { public_key, .. } => {
                     driver.mesh.handle_unverified(now, *public_key);
                 }
+                Event::EndpointChanged { peer, endpoint } => {
+                    if let Some(key) = self.device.peer_public_key(*peer) {
+                        driver.mesh.handle_path(*key, *endpoint);
+                    }
+                }
                 _ => {}
             }
             driver.events.push_back(event);
@@ -226,9 +232,9 @@ impl Node {
                 }
             }
             MeshAction::Punch { endpoints, .. } => driver.punches.extend(endpoints),
-            MeshAction::Connect { key, endpoint } => {
+            MeshAction::Connect { key, endpoints } => {
                 if let Some(id) = self.device.peer_id(&key) {
-                    self.device.punch_handshake(id, driver.last_now, endpoint);
+                    self.device.initiate_toward(id, driver.last_now, &endpoints);
                 }
             }
             MeshAction::RelayBetween { a, b } => {
@@ -239,8 +245,9 @@ impl Node {
                 relay_endpoint,
             } => {
                 if let Some(id) = self.device.peer_id(&key) {
+                    self.device.set_peer_endpoint(id, relay_endpoint);
                     self.device
-                        .punch_handshake(id, driver.last_now, relay_endpoint);
+                        .initiate_toward(id, driver.last_now, &[relay_endpoint]);
                 }
             }
         }

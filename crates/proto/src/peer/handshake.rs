@@ -19,6 +19,20 @@ impl Peer {
     /// Sends a handshake initiation unless one went out less than
     /// REKEY_TIMEOUT ago. `retry` keeps the attempt count running.
     pub fn initiate(&mut self, id: PeerId, now: Instant, ctx: &mut Context, retry: bool) {
+        let endpoint = self.endpoint;
+        self.initiate_to(id, now, ctx, retry, endpoint.as_slice());
+    }
+
+    /// [`Peer::initiate`], with a copy of the one initiation to each of
+    /// `destinations` (none: counted as [`DropReason::NoEndpoint`]).
+    pub fn initiate_to(
+        &mut self,
+        id: PeerId,
+        now: Instant,
+        ctx: &mut Context,
+        retry: bool,
+        destinations: &[SocketAddr],
+    ) {
         if !retry {
             self.timers.reset_handshake_attempts();
         }
@@ -28,7 +42,7 @@ impl Peer {
         {
             return;
         }
-        let Some(endpoint) = self.endpoint else {
+        let Some((&last, others)) = destinations.split_last() else {
             ctx.drop(DropReason::NoEndpoint);
             return;
         };
@@ -73,8 +87,12 @@ impl Peer {
         self.timers.any_authenticated_packet_sent();
         let jitter = ctx.jitter();
         self.timers.handshake_initiated(now, jitter);
+        for &destination in others {
+            self.stats.tx_bytes += message.len() as u64;
+            ctx.send(destination, message.clone());
+        }
         self.stats.tx_bytes += message.len() as u64;
-        ctx.send(endpoint, message);
+        ctx.send(last, message);
     }
 
     /// Answers a decrypted initiation from this peer.
