@@ -12,6 +12,7 @@ pub mod control;
 pub mod membership;
 mod node;
 pub mod relay;
+pub mod report;
 
 pub use allowed_ips::AllowedIps;
 pub use cert::{Certificate, NetworkPublicKey, NetworkSecret, Revocation};

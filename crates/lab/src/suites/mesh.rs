@@ -277,20 +277,20 @@ fn converge(mesh: &mut dyn RunningMesh, system: &str, progress: &Progress) -> Ve
     let mut direct = vec![0usize; count];
     let mut next_report = started + REPORT_INTERVAL;
     let converged = loop {
-        for (node, listed) in direct.iter_mut().enumerate() {
-            if *listed == count - 1 {
-                continue;
-            }
-            match mesh.members(node) {
+        let incomplete: Vec<usize> = (0..count)
+            .filter(|&node| direct[node] < count - 1)
+            .collect();
+        for (node, answer) in incomplete.iter().zip(mesh.members_of(&incomplete)) {
+            match answer {
                 Ok(members) => {
-                    *listed = members
+                    direct[*node] = members
                         .iter()
                         .filter(|member| member.path == MemberPath::Direct)
                         .count()
                         .min(count - 1);
                 }
                 // Not up yet; a node that exited is fatal.
-                Err(why) if mesh.pid(node).is_some_and(is_running) => {
+                Err(why) if mesh.pid(*node).is_some_and(is_running) => {
                     tracing::debug!(node, %why, "no members yet");
                 }
                 Err(why) => return vec![row.failed(why)],

@@ -16,26 +16,29 @@
 //! ```
 //!
 //! Nodes start with [`RunningMesh::start_node`], so a caller can measure
-//! node 0 alone before the others join. Members are read with
-//! `fjord show IFNAME --json` inside the node's namespace. Interface names
-//! come from [`unique_ifname`]: control sockets live in the shared
+//! node 0 alone before the others join. Members are read from the node's
+//! control socket (`get=fjord`, what `fjord show` prints), in-process: a
+//! hundred nodes polled four times a second would otherwise cost four
+//! hundred process starts a second on the machine that runs them. Interface
+//! names come from [`unique_ifname`]: control sockets live in the shared
 //! `/var/run/wireguard`, so names must differ across hosts and tests.
 
 use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Write as _};
 use std::net::{IpAddr, Ipv4Addr};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::process::{Command, ExitStatus};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use fjord_mesh::report::MemberLine;
 use fjord_mesh::{Cidr, NetworkSecret};
 use fjord_proto::PublicKey;
-use serde::Deserialize;
 use zeroize::Zeroizing;
 
 use super::SystemError;
 use super::support::{LoggedProcess, WorkDir, start_failed, write_secret_file};
 use super::wireguard::{Fjord, Implementation, LISTEN_PORT, generate_private_key, unique_ifname};
-use crate::netns;
 use crate::topology::{MeshHost, lan_overlay, lan_overlay_prefix_len};
 
 const NAME: &str = "fjord";
@@ -52,6 +55,11 @@ pub trait RunningMesh: Send {
     /// The members `node` lists now; an error if it does not answer (not
     /// up yet, or exited: then the error quotes its log).
     fn members(&mut self, node: usize) -> Result<Vec<Member>, String>;
+    /// [`RunningMesh::members`] of each of `nodes`, in order; a system may
+    /// ask them all at once, so one slow node does not hold up the rest.
+    fn members_of(&mut self, nodes: &[usize]) -> Vec<Result<Vec<Member>, String>> {
+        nodes.iter().map(|&node| self.members(node)).collect()
+    }
     /// `node`'s WireGuard public key.
     fn public_key(&self, node: usize) -> PublicKey;
     /// `node`'s overlay address.
@@ -63,8 +71,9 @@ pub trait RunningMesh: Send {
     fn stop_node(&mut self, node: usize) -> Option<ExitStatus>;
 }
 
-/// One member as a node lists it (`fjord show IFNAME --json`, `members`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// One member as a node lists it (`get=fjord`'s `member=` lines, as in
+/// `fjord show`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
     /// Base64 WireGuard public key.
     pub public_key: String,
@@ -76,8 +85,7 @@ pub struct Member {
 }
 
 /// How a node reaches a member (`fjord show`'s `path`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(from = "String")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MemberPath {
     /// A session is up, straight to the member's endpoint.
     Direct,
@@ -102,11 +110,64 @@ impl From<String> for MemberPath {
     }
 }
 
-/// The part of `fjord show --json`'s interface report the lab reads.
-#[derive(Deserialize)]
-struct InterfaceReport {
-    #[serde(default)]
-    members: Vec<Member>,
+impl From<MemberLine> for Member {
+    fn from(line: MemberLine) -> Self {
+        Self {
+            public_key: line.public_key,
+            name: line.name,
+            addresses: line.addresses,
+            endpoint: line.endpoint,
+            path: MemberPath::from(line.path),
+            rtt_micros: line.rtt_micros,
+        }
+    }
+}
+
+/// Where fjord, like wireguard-go, puts its control sockets.
+const CONTROL_SOCKET_DIRECTORY: &str = "/var/run/wireguard";
+/// A node busy converging may answer slowly, but never this slowly.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The members `ifname`'s node lists, asked on its control socket.
+fn query_members(ifname: &str) -> Result<Vec<Member>, String> {
+    let path = Path::new(CONTROL_SOCKET_DIRECTORY).join(format!("{ifname}.sock"));
+    let mut stream =
+        UnixStream::connect(&path).map_err(|e| format!("connecting to {}: {e}", path.display()))?;
+    let exchange = |stream: &mut UnixStream| -> std::io::Result<String> {
+        stream.set_read_timeout(Some(QUERY_TIMEOUT))?;
+        stream.write_all(b"get=fjord\n\n")?;
+        let mut reply = String::new();
+        for line in BufReader::new(stream).lines() {
+            let line = line?;
+            let done = line.starts_with("errno=");
+            reply.push_str(&line);
+            reply.push('\n');
+            if done {
+                break;
+            }
+        }
+        Ok(reply)
+    };
+    let reply = exchange(&mut stream).map_err(|e| format!("get=fjord: {e}"))?;
+    parse_members(&reply)
+}
+
+/// The `member=` lines of a `get=fjord` reply that ended with `errno=0`.
+fn parse_members(reply: &str) -> Result<Vec<Member>, String> {
+    match reply.lines().find_map(|line| line.strip_prefix("errno=")) {
+        Some("0") => {}
+        Some(errno) => return Err(format!("get=fjord failed: errno {errno}")),
+        None => return Err("get=fjord: the reply ended early".to_string()),
+    }
+    reply
+        .lines()
+        .filter_map(|line| line.strip_prefix("member="))
+        .map(|value| {
+            MemberLine::parse(value)
+                .map(Member::from)
+                .ok_or_else(|| format!("get=fjord: malformed member line {value:?}"))
+        })
+        .collect()
 }
 
 /// fjord in mesh mode on every host of a [`Lan`].
@@ -288,31 +349,37 @@ impl RunningMesh for RunningFjordMesh {
     }
 
     fn members(&mut self, node: usize) -> Result<Vec<Member>, String> {
-        let entry = &mut self.nodes[node];
-        let Some(process) = entry.process.as_mut() else {
-            return Err(format!("{} is not running", entry.name));
-        };
-        if let Some(status) = process.try_wait() {
-            return Err(format!(
-                "{} exited ({status}); {}",
-                entry.name,
-                process.tail()
-            ));
-        }
-        let output = netns::run(
-            Command::new("ip")
-                .args(["netns", "exec", &entry.namespace])
-                .arg(&self.binary)
-                .args(["show", &entry.ifname, "--json"])
-                .stdin(Stdio::null()),
-        )
-        .map_err(|e| format!("{}: {e}", entry.name))?;
-        let reports: Vec<InterfaceReport> = serde_json::from_slice(&output.stdout)
-            .map_err(|e| format!("{}: fjord show --json: {e}", entry.name))?;
-        Ok(reports
-            .into_iter()
-            .flat_map(|report| report.members)
-            .collect())
+        self.check_running(node)?;
+        let entry = &self.nodes[node];
+        query_members(&entry.ifname).map_err(|e| format!("{}: {e}", entry.name))
+    }
+
+    fn members_of(&mut self, nodes: &[usize]) -> Vec<Result<Vec<Member>, String>> {
+        let running: Vec<Result<(), String>> =
+            nodes.iter().map(|&node| self.check_running(node)).collect();
+        let entries = &self.nodes;
+        std::thread::scope(|scope| {
+            let queries: Vec<_> = nodes
+                .iter()
+                .zip(running)
+                .map(|(&node, running)| {
+                    let entry = &entries[node];
+                    running.map(|()| {
+                        scope.spawn(move || {
+                            query_members(&entry.ifname).map_err(|e| format!("{}: {e}", entry.name))
+                        })
+                    })
+                })
+                .collect();
+            queries
+                .into_iter()
+                .map(|query| {
+                    query?
+                        .join()
+                        .unwrap_or_else(|_| Err("the query thread panicked".to_string()))
+                })
+                .collect()
+        })
     }
 
     fn public_key(&self, node: usize) -> PublicKey {
@@ -331,6 +398,24 @@ impl RunningMesh for RunningFjordMesh {
         let status = self.nodes[node].process.as_mut()?.stop();
         self.nodes[node].process = None;
         status
+    }
+}
+
+impl RunningFjordMesh {
+    /// An error if `node` is not running, quoting its log if it exited.
+    fn check_running(&mut self, node: usize) -> Result<(), String> {
+        let entry = &mut self.nodes[node];
+        let Some(process) = entry.process.as_mut() else {
+            return Err(format!("{} is not running", entry.name));
+        };
+        match process.try_wait() {
+            Some(status) => Err(format!(
+                "{} exited ({status}); {}",
+                entry.name,
+                process.tail()
+            )),
+            None => Ok(()),
+        }
     }
 }
 
@@ -354,21 +439,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_members_of_fjord_show_json() {
-        let text = r#"[{"interface":"fjm1","public_key":"k","listen_port":51820,"peers":[],
-            "drops":{},"members":[{"public_key":"a","name":"node0","addresses":["198.19.0.1/32"],
-            "endpoint":"198.18.0.1:51820","path":"direct","rtt_micros":312},
-            {"public_key":"b","name":"node2","addresses":[],"endpoint":null,
-            "path":"connecting","rtt_micros":null},
-            {"public_key":"c","name":"node3","addresses":[],"endpoint":null,
-            "path":"relayed","rtt_micros":null}]}]"#;
-        let reports: Vec<InterfaceReport> = serde_json::from_str(text).unwrap();
-        let members = &reports[0].members;
-        assert_eq!(members.len(), 3);
+    fn reads_the_member_lines_of_a_get_fjord_reply() {
+        let reply = "private_key=00\nlisten_port=51820\n\
+            member=a,node0,198.19.0.1/32,198.18.0.1:51820,direct,312\n\
+            member=b,node2,,-,connecting,-\n\
+            member=c,node3,198.19.0.4/32,-,relay node0,-\n\
+            member=d,node4,,-,sideways,-\n\
+            errno=0\n";
+        let members = parse_members(reply).unwrap();
+        assert_eq!(members.len(), 4);
         assert_eq!(members[0].path, MemberPath::Direct);
         assert_eq!(members[0].rtt_micros, Some(312));
         assert_eq!(members[1].path, MemberPath::Connecting);
         assert_eq!(members[1].endpoint, None);
-        assert_eq!(members[2].path, MemberPath::Other);
+        assert_eq!(
+            members[2].path,
+            MemberPath::Relayed {
+                via: "node0".to_string()
+            }
+        );
+        assert_eq!(members[3].path, MemberPath::Other);
+        assert!(parse_members("member=a,node0\nerrno=0\n").is_err());
+        assert!(parse_members("errno=22\n").is_err());
+        assert!(parse_members("member=b,node2,,-,connecting,-\n").is_err());
     }
 }
