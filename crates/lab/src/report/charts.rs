@@ -54,9 +54,11 @@ pub fn section_charts(section: &Section, order: &[&str]) -> Vec<Chart> {
             .collect(),
         TestKind::Rtt => latency_charts(section, &class),
         TestKind::TcpBulk | TestKind::Imix => vec![Chart::Bars(bars_per_row(section, &class))],
-        TestKind::MemoryGrowth | TestKind::Mesh | TestKind::NatMatrix | TestKind::Other => {
-            Vec::new()
-        }
+        TestKind::MemoryGrowth
+        | TestKind::Mesh
+        | TestKind::NatMatrix
+        | TestKind::RelayCost
+        | TestKind::Other => Vec::new(),
     }
 }
 

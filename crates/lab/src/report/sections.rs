@@ -81,9 +81,7 @@ pub fn suite_title(suite: &str) -> String {
 /// One line under a suite's heading about what it leaves out, if anything.
 pub fn suite_remark(suite: &str) -> Option<&'static str> {
     match suite {
-        "mesh" => Some(
-            "Relay cost (throughput through a relay against the direct path) and path MTU are not measured yet; path-MTU probing is not built.",
-        ),
+        "mesh" => Some("Path MTU is not measured yet; path-MTU probing is not built."),
         _ => None,
     }
 }
@@ -108,6 +106,9 @@ pub enum TestKind {
     /// A mesh figure by number of nodes: convergence, memory, first packet.
     Mesh,
     NatMatrix,
+    /// Throughput and RTT through a relay and on the direct path, and the
+    /// time to switch from one to the other.
+    RelayCost,
     Other,
 }
 
@@ -126,6 +127,7 @@ impl TestKind {
             "rss_growth" => TestKind::MemoryGrowth,
             "convergence" | "rss_per_node" | "rss_per_peer" | "first_packet" => TestKind::Mesh,
             "nat_pair" => TestKind::NatMatrix,
+            "relay_throughput" | "relay_rtt" | "relay_switch" => TestKind::RelayCost,
             _ => TestKind::Other,
         }
     }
@@ -141,6 +143,7 @@ impl TestKind {
             TestKind::Memory => Some("minute"),
             TestKind::Mesh => Some("nodes"),
             TestKind::NatMatrix => Some("pair"),
+            TestKind::RelayCost => Some("path"),
             TestKind::Imix | TestKind::TcpBulk | TestKind::MemoryGrowth | TestKind::Other => None,
         }
     }
@@ -169,6 +172,13 @@ impl TestKind {
                 "Time until two members behind NATs have a session (direct or relayed: see the notes)"
                     .to_string()
             }
+            TestKind::RelayCost => match test {
+                "relay_throughput" => "TCP throughput through a relay and direct (verified transfer)",
+                "relay_rtt" => "Round-trip time through a relay and direct",
+                "relay_switch" => "Time until a relayed pair goes direct once UDP between them opens",
+                other => other,
+            }
+            .to_string(),
             TestKind::Other => test.to_string(),
         }
     }

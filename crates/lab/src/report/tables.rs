@@ -316,6 +316,7 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
         | TestKind::FrameLoss
         | TestKind::Mesh
         | TestKind::NatMatrix
+        | TestKind::RelayCost
         | TestKind::Other => {
             let cell = |row: &Row, index: usize, _: usize| {
                 row.cells[index].map_or_else(|| MISSING.to_string(), median_figure)

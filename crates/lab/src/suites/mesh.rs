@@ -33,8 +33,9 @@
 //!    relayed (the row's note). A pair without a session after
 //!    [`NAT_PAIR_TIMEOUT`] is `timed_out`.
 //!
-//! Relay cost (throughput through a relay against the direct path) and
-//! path MTU are not measured yet. Systems without a mesh mode (bare) have
+//! Relay cost (`mesh_relay.rs`): throughput and RTT through a relay as
+//! ratios to the direct path, and how soon a relayed pair goes direct.
+//! Path MTU is not measured yet. Systems without a mesh mode (bare) have
 //! nothing to measure here.
 
 use std::path::Path;
@@ -67,9 +68,9 @@ pub fn node_counts(quick: bool) -> [usize; 2] {
 }
 
 /// Progress steps per system: convergence with memory, and first packet,
-/// per size; then the NAT matrix.
+/// per size; then the NAT matrix and the relay cost.
 pub fn steps(quick: bool) -> u64 {
-    2 * node_counts(quick).len() as u64 + 1
+    2 * node_counts(quick).len() as u64 + 2
 }
 
 /// How long a pair of members behind NATs may take to get a session.
@@ -118,7 +119,7 @@ pub fn run(
             Ok(mesh) => {
                 if steps_left == steps(quick) {
                     progress.line(&format!(
-                        "{name}: mesh: relay cost and path MTU are not measured (not built yet)"
+                        "{name}: mesh: path MTU is not measured (not built yet)"
                     ));
                 }
                 mesh
@@ -150,6 +151,12 @@ pub fn run(
     if !progress.stopping() {
         progress.step(&format!("{name}: mesh: NAT matrix"));
         rows.extend(nat_matrix(system, progress, workdir));
+        progress.done();
+        steps_left -= 1;
+    }
+    if !progress.stopping() {
+        progress.step(&format!("{name}: mesh: relay cost"));
+        rows.extend(super::mesh_relay::run(system, quick, progress, workdir));
         progress.done();
         steps_left -= 1;
     }
@@ -348,7 +355,7 @@ fn converge(mesh: &mut dyn RunningMesh, system: &str, progress: &Progress) -> Ve
 }
 
 /// Starts node 0 and waits until it answers a query.
-fn start_bootstrap(mesh: &mut dyn RunningMesh) -> Result<(), String> {
+pub(super) fn start_bootstrap(mesh: &mut dyn RunningMesh) -> Result<(), String> {
     mesh.start_node(0)?;
     let deadline = Instant::now() + BOOTSTRAP_START_TIMEOUT;
     loop {

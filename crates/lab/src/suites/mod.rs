@@ -7,6 +7,7 @@ mod bdp;
 mod latency;
 mod loss;
 pub mod mesh;
+mod mesh_relay;
 mod quick;
 mod soak;
 mod tcp;
