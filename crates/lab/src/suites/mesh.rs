@@ -484,6 +484,6 @@ mod tests {
     fn quick_runs_are_smaller() {
         assert_eq!(node_counts(true), [5, 20]);
         assert_eq!(node_counts(false), [20, 100]);
-        assert_eq!(steps(true), 5);
+        assert_eq!(steps(true), 6);
     }
 }
