@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod emulator;
+pub mod firewall;
 pub mod install;
 pub mod measure;
 pub mod nat;

@@ -16,8 +16,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::mesh::start_bootstrap;
+use crate::firewall::UdpFirewall;
 use crate::measure::Row;
-use crate::netns::{Namespace, NetnsError};
 use crate::progress::Progress;
 use crate::results::{Extra, Measurement, MeasurementStatus};
 use crate::systems::{MemberPath, RunningMesh, System};
@@ -32,8 +32,6 @@ const SWITCH_TIMEOUT: Duration = Duration::from_secs(75);
 /// The sink's port on node 2's overlay address.
 const SINK_PORT: u16 = 5201;
 const PINGS: u32 = 20;
-/// The nftables table of the firewall on host 1.
-const FIREWALL_TABLE: &str = "fjord_lab_relay";
 
 fn transfer_bytes(quick: bool) -> u64 {
     if quick { 64 << 20 } else { 256 << 20 }
@@ -63,7 +61,7 @@ pub fn run(
         Ok(lan) => lan,
         Err(error) => return failed(format!("building the LAN: {error}")),
     };
-    let firewall = match Firewall::between(&lan.hosts[1], lan_underlay(2).into()) {
+    let firewall = match UdpFirewall::between(&lan.hosts[1], lan_underlay(2).into()) {
         Ok(firewall) => firewall,
         Err(error) => return failed(format!("the firewall between hosts 1 and 2: {error}")),
     };
@@ -251,57 +249,6 @@ fn path_rows(
         rows.push(figure(rtt("direct"), &direct.rtt_ms, None));
     }
     rows
-}
-
-/// nftables rules in one host that drop UDP to and from one address: a
-/// firewall between two members. Removed on drop.
-struct Firewall<'a> {
-    host: &'a Namespace,
-}
-
-impl<'a> Firewall<'a> {
-    fn between(host: &'a Namespace, other: IpAddr) -> Result<Self, NetnsError> {
-        let family = if other.is_ipv4() { "ip" } else { "ip6" };
-        host.exec("nft", &["add", "table", "inet", FIREWALL_TABLE])?;
-        let firewall = Self { host };
-        for (chain, hook, direction) in [("out", "output", "daddr"), ("in", "input", "saddr")] {
-            let spec = format!("{{ type filter hook {hook} priority 0; }}");
-            host.exec(
-                "nft",
-                &["add", "chain", "inet", FIREWALL_TABLE, chain, &spec],
-            )?;
-            let other = other.to_string();
-            host.exec(
-                "nft",
-                &[
-                    "add",
-                    "rule",
-                    "inet",
-                    FIREWALL_TABLE,
-                    chain,
-                    family,
-                    direction,
-                    &other,
-                    "meta",
-                    "l4proto",
-                    "udp",
-                    "drop",
-                ],
-            )?;
-        }
-        Ok(firewall)
-    }
-}
-
-impl Drop for Firewall<'_> {
-    fn drop(&mut self) {
-        if let Err(error) = self
-            .host
-            .exec("nft", &["delete", "table", "inet", FIREWALL_TABLE])
-        {
-            tracing::warn!(%error, "removing the relay test's firewall");
-        }
-    }
 }
 
 #[cfg(test)]
