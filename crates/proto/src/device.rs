@@ -380,9 +380,11 @@ impl Device {
         self.peers.get(id.index()).and_then(Option::as_ref)
     }
 
-    /// Runs `work` on a peer, then files the peer's next timer deadline:
-    /// every change to a peer goes through here, so the timer queue never
-    /// misses one.
+    /// Runs `work` on a peer, then files any timer deadline it armed or
+    /// moved earlier: every change to a peer goes through here, so the
+    /// timer queue never misses one. Deadlines that moved later or went
+    /// away need no filing (the queue's entry fires early and is
+    /// corrected), which keeps the data path to one branch here.
     fn with_peer<T>(
         &mut self,
         id: PeerId,
@@ -390,8 +392,9 @@ impl Device {
     ) -> Option<T> {
         let peer = self.peers.get_mut(id.index()).and_then(Option::as_mut)?;
         let result = work(peer, &mut self.ctx);
-        self.deadlines
-            .update(id.index(), peer.timers.next_deadline());
+        if let Some(armed) = peer.timers.take_armed() {
+            self.deadlines.update(id.index(), Some(armed));
+        }
         Some(result)
     }
 
@@ -534,16 +537,20 @@ impl Device {
             due.push(index);
         }
         for index in due.drain(..) {
-            let id = PeerId(index as u32);
-            self.with_peer(id, |peer, ctx| {
-                if peer
-                    .timers
-                    .next_deadline()
-                    .is_some_and(|deadline| deadline <= now)
-                {
-                    peer.handle_timers(id, now, ctx);
-                }
-            });
+            let Some(peer) = self.peers.get_mut(index).and_then(Option::as_mut) else {
+                continue;
+            };
+            if peer
+                .timers
+                .next_deadline()
+                .is_some_and(|deadline| deadline <= now)
+            {
+                peer.handle_timers(PeerId(index as u32), now, &mut self.ctx);
+            }
+            // The queue dropped this peer's entry when it came due: file
+            // every deadline the peer still has, not only those armed since.
+            peer.timers.take_armed();
+            self.deadlines.update(index, peer.timers.next_deadline());
         }
         self.due_scratch = due;
     }

@@ -63,6 +63,22 @@ pub struct Timers {
     need_another_keepalive: bool,
     handshake_attempts: u32,
     persistent_keepalive_interval: Option<Duration>,
+    /// The earliest deadline armed, or moved earlier, since the owner last
+    /// called [`Timers::take_armed`]. A deadline that only moves later (the
+    /// persistent keepalive, on every packet) or goes away is left out: a
+    /// deadline queue that already holds an earlier entry fires early and
+    /// finds out. So the data path tells the queue nothing in the common
+    /// case, instead of recomputing the minimum on every packet.
+    armed: Option<Instant>,
+}
+
+/// Sets `slot` to `deadline`, noting it in `armed` when the queue may not
+/// know it yet: `slot` was empty, or the deadline moves earlier.
+fn arm(slot: &mut Option<Instant>, deadline: Instant, armed: &mut Option<Instant>) {
+    if slot.is_none_or(|previous| deadline < previous) {
+        *armed = Some(armed.map_or(deadline, |earliest| earliest.min(deadline)));
+    }
+    *slot = Some(deadline);
 }
 
 impl Timers {
@@ -80,13 +96,17 @@ impl Timers {
     pub fn set_persistent_keepalive_interval(&mut self, now: Instant, interval: Option<Duration>) {
         let interval = nonzero(interval);
         self.persistent_keepalive_interval = interval;
-        self.persistent_keepalive = interval.map(|every| now + every);
+        match interval {
+            Some(every) => arm(&mut self.persistent_keepalive, now + every, &mut self.armed),
+            None => self.persistent_keepalive = None,
+        }
     }
 
     /// A data packet (not a keepalive) was sent.
     pub fn data_sent(&mut self, now: Instant, jitter: Duration) {
         if self.new_handshake.is_none() {
-            self.new_handshake = Some(now + KEEPALIVE_TIMEOUT + REKEY_TIMEOUT + jitter);
+            let deadline = now + KEEPALIVE_TIMEOUT + REKEY_TIMEOUT + jitter;
+            arm(&mut self.new_handshake, deadline, &mut self.armed);
         }
     }
 
@@ -97,7 +117,11 @@ impl Timers {
     /// A data packet (not a keepalive) was received.
     pub fn data_received(&mut self, now: Instant) {
         if self.send_keepalive.is_none() {
-            self.send_keepalive = Some(now + KEEPALIVE_TIMEOUT);
+            arm(
+                &mut self.send_keepalive,
+                now + KEEPALIVE_TIMEOUT,
+                &mut self.armed,
+            );
         } else {
             self.need_another_keepalive = true;
         }
@@ -114,12 +138,13 @@ impl Timers {
     /// Any authenticated packet went either way: restart the persistent keepalive.
     pub fn any_authenticated_packet_traversal(&mut self, now: Instant) {
         if let Some(every) = self.persistent_keepalive_interval {
-            self.persistent_keepalive = Some(now + every);
+            arm(&mut self.persistent_keepalive, now + every, &mut self.armed);
         }
     }
 
     pub fn handshake_initiated(&mut self, now: Instant, jitter: Duration) {
-        self.retransmit_handshake = Some(now + REKEY_TIMEOUT + jitter);
+        let deadline = now + REKEY_TIMEOUT + jitter;
+        arm(&mut self.retransmit_handshake, deadline, &mut self.armed);
     }
 
     pub fn handshake_complete(&mut self) {
@@ -128,7 +153,8 @@ impl Timers {
     }
 
     pub fn session_derived(&mut self, now: Instant) {
-        self.zero_key_material = Some(now + REJECT_AFTER_TIME * 3);
+        let deadline = now + REJECT_AFTER_TIME * 3;
+        arm(&mut self.zero_key_material, deadline, &mut self.armed);
     }
 
     /// A fresh (not retried) handshake starts counting attempts anew.
@@ -151,7 +177,8 @@ impl Timers {
         self.send_keepalive = None;
         self.handshake_attempts = 0;
         if self.zero_key_material.is_none() {
-            self.zero_key_material = Some(now + REJECT_AFTER_TIME * 3);
+            let deadline = now + REJECT_AFTER_TIME * 3;
+            arm(&mut self.zero_key_material, deadline, &mut self.armed);
         }
     }
 
@@ -175,6 +202,14 @@ impl Timers {
         .min()
     }
 
+    /// The earliest deadline armed or moved earlier since the last call
+    /// (see the `armed` field): what a deadline queue that holds an entry
+    /// for this peer must still be told. A queue without one (its entry
+    /// fired) needs [`Timers::next_deadline`] instead.
+    pub fn take_armed(&mut self) -> Option<Instant> {
+        self.armed.take()
+    }
+
     /// Takes every deadline at or before `now`, re-arming the keepalive
     /// when data arrived while one was pending.
     pub fn expired(&mut self, now: Instant) -> Expired {
@@ -194,7 +229,11 @@ impl Timers {
         };
         if expired.send_keepalive && self.need_another_keepalive {
             self.need_another_keepalive = false;
-            self.send_keepalive = Some(now + KEEPALIVE_TIMEOUT);
+            arm(
+                &mut self.send_keepalive,
+                now + KEEPALIVE_TIMEOUT,
+                &mut self.armed,
+            );
         }
         expired
     }
@@ -203,6 +242,87 @@ impl Timers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        DataSent,
+        DataReceived,
+        PacketSent,
+        PacketReceived,
+        Traversal,
+        HandshakeInitiated,
+        HandshakeComplete,
+        SessionDerived,
+        Abandoned,
+        Clear,
+        SetKeepalive(Option<u8>),
+        /// Time moves on by this many seconds.
+        Advance(u8),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            1 => Just(Step::DataSent),
+            1 => Just(Step::DataReceived),
+            1 => Just(Step::PacketSent),
+            1 => Just(Step::PacketReceived),
+            1 => Just(Step::Traversal),
+            1 => Just(Step::HandshakeInitiated),
+            1 => Just(Step::HandshakeComplete),
+            1 => Just(Step::SessionDerived),
+            1 => Just(Step::Abandoned),
+            1 => Just(Step::Clear),
+            1 => proptest::option::of(0..40u8).prop_map(Step::SetKeepalive),
+            3 => (0..30u8).prop_map(Step::Advance),
+        ]
+    }
+
+    proptest! {
+        /// A deadline queue fed only `take_armed` between firings (and
+        /// every deadline when its entry fires) never holds an entry later
+        /// than the earliest real deadline, so no timer fires late.
+        #[test]
+        fn armed_deadlines_keep_a_queue_entry_early_enough(
+            steps in proptest::collection::vec(step(), 1..120),
+        ) {
+            let mut now = Instant::now();
+            let mut timers = Timers::new(None);
+            let mut scheduled: Option<Instant> = None;
+            for step in steps {
+                match step {
+                    Step::DataSent => timers.data_sent(now, Duration::ZERO),
+                    Step::DataReceived => timers.data_received(now),
+                    Step::PacketSent => timers.any_authenticated_packet_sent(),
+                    Step::PacketReceived => timers.any_authenticated_packet_received(),
+                    Step::Traversal => timers.any_authenticated_packet_traversal(now),
+                    Step::HandshakeInitiated => timers.handshake_initiated(now, Duration::ZERO),
+                    Step::HandshakeComplete => timers.handshake_complete(),
+                    Step::SessionDerived => timers.session_derived(now),
+                    Step::Abandoned => timers.handshake_abandoned(now),
+                    Step::Clear => timers.clear(),
+                    Step::SetKeepalive(every) => timers.set_persistent_keepalive_interval(
+                        now,
+                        every.map(|s| Duration::from_secs(s.into())),
+                    ),
+                    Step::Advance(seconds) => {
+                        now += Duration::from_secs(seconds.into());
+                        if scheduled.is_some_and(|entry| entry <= now) {
+                            timers.expired(now);
+                            timers.take_armed();
+                            scheduled = timers.next_deadline();
+                        }
+                    }
+                }
+                if let Some(armed) = timers.take_armed() {
+                    scheduled = Some(scheduled.map_or(armed, |entry| entry.min(armed)));
+                }
+                if let Some(real) = timers.next_deadline() {
+                    prop_assert!(scheduled.is_some_and(|entry| entry <= real));
+                }
+            }
+        }
+    }
 
     #[test]
     fn keepalive_follows_received_data_unless_we_sent() {
