@@ -159,7 +159,7 @@ impl Device {
                 identity,
                 rng,
                 jitter_state,
-                indices: HashMap::new(),
+                indices: Default::default(),
                 transmits: VecDeque::new(),
                 events: VecDeque::new(),
                 drops: DropCounters::default(),
@@ -471,6 +471,7 @@ impl Device {
     /// The last phase of receiving a data message whose decryption ran
     /// (`authenticated` is what [`PendingData::open`] returned). Call it in
     /// the order the datagrams arrived.
+    #[inline]
     pub fn finish_datagram(
         &mut self,
         now: Instant,
@@ -514,6 +515,7 @@ impl Device {
     /// The first phase of sending the TUN packet at
     /// `buf[DATA_HEADROOM..][..payload_len]` to `peer`: everything but the
     /// encryption, which the caller runs next (see [`Outgoing`]).
+    #[inline]
     pub fn prepare_encapsulate(
         &mut self,
         now: Instant,

@@ -239,6 +239,7 @@ pub struct PendingData {
 
 impl PendingData {
     /// Decrypts the datagram in place; `false` if it did not authenticate.
+    #[inline]
     pub fn open(&self, datagram: &mut [u8]) -> bool {
         self.open.open(datagram)
     }

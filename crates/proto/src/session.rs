@@ -32,7 +32,10 @@ use crate::aead::TransportKey;
 use crate::crypto::TAG_LEN;
 use crate::handshake::SessionKeys;
 use crate::replay::{ReplayError, ReplayWindow};
-use crate::timers::{REJECT_AFTER_MESSAGES, REJECT_AFTER_TIME};
+use crate::timers::{
+    KEEPALIVE_TIMEOUT, REJECT_AFTER_MESSAGES, REJECT_AFTER_TIME, REKEY_AFTER_MESSAGES,
+    REKEY_AFTER_TIME, REKEY_TIMEOUT,
+};
 use crate::wire::{PADDING_MULTIPLE, TRANSPORT_HEADER_LEN, padded_len, write_transport_header};
 
 /// Bytes a caller leaves in front of a plaintext packet for in-place sealing.
@@ -65,9 +68,19 @@ pub struct Session {
     local_index: u32,
     remote_index: u32,
     is_initiator: bool,
-    created: Instant,
+    /// The session's age limits, as instants (`None`: past the clock's
+    /// range, never reached). Every packet checks them, and comparing two
+    /// instants is a few instructions where an age (`now - created`) is a
+    /// call into std.
+    reject_at: Option<Instant>,
+    rekey_at: Option<Instant>,
+    last_minute_rekey_at: Option<Instant>,
     next_send_counter: u64,
     replay: ReplayWindow,
+}
+
+fn reached(deadline: Option<Instant>, now: Instant) -> bool {
+    deadline.is_some_and(|deadline| now >= deadline)
 }
 
 impl Session {
@@ -78,7 +91,10 @@ impl Session {
             local_index: keys.local_index,
             remote_index: keys.remote_index,
             is_initiator: keys.is_initiator,
-            created: now,
+            reject_at: now.checked_add(REJECT_AFTER_TIME),
+            rekey_at: now.checked_add(REKEY_AFTER_TIME),
+            last_minute_rekey_at: now
+                .checked_add(REJECT_AFTER_TIME - KEEPALIVE_TIMEOUT - REKEY_TIMEOUT),
             next_send_counter: 0,
             replay: ReplayWindow::new(REJECT_AFTER_MESSAGES),
         }
@@ -96,17 +112,28 @@ impl Session {
         self.is_initiator
     }
 
-    pub fn created(&self) -> Instant {
-        self.created
-    }
-
     /// The counter the next sealed packet will carry.
     pub fn next_send_counter(&self) -> u64 {
         self.next_send_counter
     }
 
     fn expired(&self, now: Instant) -> bool {
-        now.saturating_duration_since(self.created) >= REJECT_AFTER_TIME
+        reached(self.reject_at, now)
+    }
+
+    /// Whether an initiator should start a new handshake after sending on
+    /// this session: it is REKEY_AFTER_TIME old or has used its counters.
+    pub fn wants_rekey_after_send(&self, now: Instant) -> bool {
+        self.is_initiator
+            && (reached(self.rekey_at, now) || self.next_send_counter > REKEY_AFTER_MESSAGES)
+    }
+
+    /// Whether an initiator receiving on this session should handshake
+    /// once more before it expires (the session is REJECT_AFTER_TIME -
+    /// KEEPALIVE_TIMEOUT - REKEY_TIMEOUT old), so that a peer that only
+    /// receives keeps a session.
+    pub fn wants_rekey_after_receive(&self, now: Instant) -> bool {
+        self.is_initiator && reached(self.last_minute_rekey_at, now)
     }
 
     pub fn can_send(&self, now: Instant) -> bool {
@@ -259,6 +286,7 @@ pub struct PendingSeal {
 
 impl PendingSeal {
     /// Encrypts, in place, the datagram prepared in `buf` and appends its tag.
+    #[inline]
     pub fn seal(&self, buf: &mut [u8]) -> Result<(), SealError> {
         seal_with(&self.key, self.counter, self.padded_len, buf)
     }
@@ -273,6 +301,7 @@ pub struct PendingOpen {
 impl PendingOpen {
     /// Decrypts `datagram` (header, ciphertext, tag) in place; `false` if
     /// it does not authenticate (or is too short to hold a tag).
+    #[inline]
     pub fn open(&self, datagram: &mut [u8]) -> bool {
         open_with(&self.key, self.counter, datagram)
     }

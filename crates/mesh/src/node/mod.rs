@@ -130,6 +130,7 @@ impl Node {
 
     /// Routes and seals the TUN packet at `buf[DATA_HEADROOM..][..len]`:
     /// [`Node::prepare_tun_packet`] and the seal back to back.
+    #[inline]
     pub fn handle_tun_packet(&mut self, now: Instant, buf: &mut [u8], len: usize) -> Sent {
         match self.prepare_tun_packet(now, buf, len) {
             Outgoing::Ready {
@@ -146,6 +147,7 @@ impl Node {
 
     /// The first phase of sending a TUN packet: routes it and does the
     /// protocol work; the caller runs the seal (see [`Outgoing`]).
+    #[inline]
     pub fn prepare_tun_packet(&mut self, now: Instant, buf: &mut [u8], len: usize) -> Outgoing {
         match self.route_packet(buf, len) {
             Some(peer) => self.device.prepare_encapsulate(now, peer, buf, len),
@@ -169,6 +171,7 @@ impl Node {
 
     /// Opens a datagram in place and applies the allowed-IPs source check:
     /// the three phases back to back.
+    #[inline]
     pub fn handle_datagram(
         &mut self,
         now: Instant,
@@ -185,6 +188,7 @@ impl Node {
     }
 
     /// The first phase of receiving; see [`Device::prepare_datagram`].
+    #[inline]
     pub fn prepare_datagram(
         &mut self,
         now: Instant,
@@ -205,6 +209,7 @@ impl Node {
 
     /// The last phase of receiving, with the allowed-IPs source check; call
     /// in arrival order.
+    #[inline]
     pub fn finish_datagram(
         &mut self,
         now: Instant,
@@ -222,6 +227,7 @@ impl Node {
         self.check_source(received)
     }
 
+    #[inline]
     fn check_source(&mut self, received: Received) -> Received {
         if let Received::Data { peer, source, .. } = &received
             && self.routes.lookup(source) != Some(*peer)

@@ -22,9 +22,6 @@ use crate::ip::IpHeader;
 use crate::outcome::{DropReason, Incoming, Outgoing, PeerId, PendingData, Received, Sent};
 use crate::replay::ReplayError;
 use crate::session::{DATA_HEADROOM, DATA_TAILROOM, OpenError, SealError, Session};
-use crate::timers::{
-    KEEPALIVE_TIMEOUT, REJECT_AFTER_TIME, REKEY_AFTER_MESSAGES, REKEY_AFTER_TIME, REKEY_TIMEOUT,
-};
 use crate::wire::EXTENSION_MARKER;
 
 impl Peer {
@@ -68,9 +65,7 @@ impl Peer {
                 return Outgoing::Done(dropped_sent(ctx, reason));
             }
         };
-        let wants_rekey = session.is_initiator()
-            && (now.saturating_duration_since(session.created()) >= REKEY_AFTER_TIME
-                || session.next_send_counter() > REKEY_AFTER_MESSAGES);
+        let wants_rekey = session.wants_rekey_after_send(now);
         self.after_send(now, payload_len > 0, len, ctx);
         if wants_rekey {
             self.initiate(id, now, ctx, false);
@@ -201,7 +196,7 @@ impl Peer {
             Ok(plaintext) => plaintext,
             Err(error) => return dropped(ctx, open_drop_reason(error)),
         };
-        let (is_initiator, created) = (session.is_initiator(), session.created());
+        let rekey_before_expiry = session.wants_rekey_after_receive(now);
         let id = pending.peer;
         if is_next {
             release(&mut self.previous, ctx);
@@ -214,11 +209,7 @@ impl Peer {
         self.stats.rx_bytes += datagram.len() as u64;
         self.timers.any_authenticated_packet_received();
         self.timers.any_authenticated_packet_traversal(now);
-        let rekey_age = REJECT_AFTER_TIME - KEEPALIVE_TIMEOUT - REKEY_TIMEOUT;
-        if is_initiator
-            && !self.sent_last_minute_handshake
-            && now.saturating_duration_since(created) >= rekey_age
-        {
+        if rekey_before_expiry && !self.sent_last_minute_handshake {
             self.sent_last_minute_handshake = true;
             self.initiate(id, now, ctx, false);
         }
