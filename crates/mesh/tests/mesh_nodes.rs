@@ -308,8 +308,9 @@ impl Net {
         buf[DATA_HEADROOM..][..packet.len()].copy_from_slice(&packet);
         let now = self.now;
         let sender = self.nodes.get_mut(&from_underlay).unwrap();
-        let Sent::Sealed { len, destination } =
-            sender.handle_tun_packet(now, &mut buf, packet.len())
+        let Sent::Sealed {
+            len, destination, ..
+        } = sender.handle_tun_packet(now, &mut buf, packet.len())
         else {
             return false;
         };
@@ -340,8 +341,9 @@ impl Net {
         buf[DATA_HEADROOM..][..packet.len()].copy_from_slice(&packet);
         let now = self.now;
         let sender = self.nodes.get_mut(&from_underlay).unwrap();
-        let Sent::Sealed { len, destination } =
-            sender.handle_tun_packet(now, &mut buf, packet.len())
+        let Sent::Sealed {
+            len, destination, ..
+        } = sender.handle_tun_packet(now, &mut buf, packet.len())
         else {
             return false;
         };

@@ -48,6 +48,7 @@ fn seal_batches(c: &mut Criterion) {
                         *slot = SealSlot {
                             len,
                             destination,
+                            source: None,
                             seal: Some(seal),
                         };
                     }

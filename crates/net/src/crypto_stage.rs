@@ -77,6 +77,8 @@ pub struct SealSlot {
     /// Datagram length; zero if there is nothing to send.
     pub len: usize,
     pub destination: SocketAddr,
+    /// Our address to send from (`None`: the route's choice).
+    pub source: Option<std::net::IpAddr>,
     pub seal: Option<PendingSeal>,
 }
 
@@ -87,6 +89,7 @@ impl SealSlot {
             std::net::Ipv4Addr::UNSPECIFIED,
             0,
         )),
+        source: None,
         seal: None,
     };
 }
@@ -95,7 +98,8 @@ impl SealSlot {
 pub struct OpenJob {
     /// Where the datagram lies in the receive storage.
     pub range: Range<usize>,
-    pub from: SocketAddr,
+    /// Who sent it, and our address it arrived at.
+    pub from: fjord_proto::Endpoint,
     pub data: PendingData,
     pub authenticated: bool,
 }
@@ -187,6 +191,7 @@ mod tests {
             slots.push(SealSlot {
                 len: total,
                 destination: SealSlot::EMPTY.destination,
+                source: None,
                 seal: Some(seal),
             });
         }

@@ -35,13 +35,13 @@ use std::os::fd::AsFd;
 use std::time::Instant;
 
 use fjord_mesh::Node;
-use fjord_proto::{DATA_HEADROOM, Incoming, Outgoing, Received};
+use fjord_proto::{DATA_HEADROOM, Endpoint, Incoming, Outgoing, Received};
 use quinn_udp::RecvMeta;
 
 use crate::crypto_stage::{CryptoStage, OpenJob, SealSlot};
 use crate::stats::DataStats;
 use crate::tun::{IDEAL_BATCH_SIZE, MAX_SUPER_PACKET, TunDevice, TunReadError, is_device_gone};
-use crate::udp::{RECV_BATCH, UdpTransport};
+use crate::udp::{RECV_BATCH, UdpTransport, is_stale_source};
 use crate::udp_send::{GsoMessage, SEND_BATCH, send_messages};
 
 /// Bytes a sealed datagram adds to a packet: header and tag (padding never
@@ -86,6 +86,7 @@ const OUTBOUND_SLOTS: usize = 2 * IDEAL_BATCH_SIZE;
 /// perhaps the last shorter: one GSO send.
 struct GsoRun {
     destination: std::net::SocketAddr,
+    source: Option<std::net::IpAddr>,
     first_slot: usize,
     count: usize,
     segment: usize,
@@ -217,10 +218,12 @@ impl Outbound {
                     Outgoing::Ready {
                         len,
                         destination,
+                        source,
                         seal,
                     } => SealSlot {
                         len,
                         destination,
+                        source,
                         seal: Some(seal),
                     },
                     Outgoing::Done(_) => SealSlot::EMPTY,
@@ -265,6 +268,7 @@ impl Outbound {
                     .get(index)
                     .map_or(GsoMessage::EMPTY, |run| GsoMessage {
                         destination: run.destination,
+                        source: run.source,
                         pieces: &pieces[run.pieces.clone()],
                         segment_size: (run.count > 1).then_some(run.segment as u16),
                     })
@@ -287,13 +291,18 @@ impl Outbound {
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
                 Err(error) => {
                     let run = &batch[0];
-                    if error.raw_os_error() == Some(libc::EIO) && run.count > 1 {
+                    let refused_gso = error.raw_os_error() == Some(libc::EIO) && run.count > 1;
+                    if refused_gso || is_stale_source(&error, run.source) {
                         // No segmentation on this path: this run goes one
                         // datagram at a time, and so does every later one.
-                        udp.refuse_gso(&error);
+                        // A gone source: one at a time too, from the
+                        // route's choice (rare, so not worth a GSO path).
+                        if refused_gso {
+                            udp.refuse_gso(&error);
+                        }
                         for slot in run.first_slot..run.first_slot + run.count {
                             let datagram = &area[slot * self.stride..][..self.sealed[slot].len];
-                            if send_blocking(udp, run.destination, datagram, stats) {
+                            if send_blocking(udp, run.destination, run.source, datagram, stats) {
                                 stats.udp_sends += 1;
                             }
                         }
@@ -320,7 +329,10 @@ impl Outbound {
         self.spans.clear();
         for index in 0..filled {
             let SealSlot {
-                len, destination, ..
+                len,
+                destination,
+                source,
+                ..
             } = self.sealed[index];
             if len == 0 {
                 continue;
@@ -331,6 +343,7 @@ impl Outbound {
                 // shorter last one; each send is one UDP datagram to it,
                 // so it must fit the 16-bit length behind an IPv4 header.
                 let joins = current.destination == destination
+                    && current.source == source
                     && current.last_len == current.segment
                     && len <= current.segment
                     && current.segment <= MAX_GSO_SEGMENT
@@ -351,6 +364,7 @@ impl Outbound {
             }
             self.runs.push(GsoRun {
                 destination,
+                source,
                 first_slot: index,
                 count: 1,
                 segment: len,
@@ -369,12 +383,14 @@ impl Outbound {
 pub fn send_blocking(
     udp: &UdpTransport,
     destination: std::net::SocketAddr,
+    mut source: Option<std::net::IpAddr>,
     datagram: &[u8],
     stats: &mut DataStats,
 ) -> bool {
     for _ in 0..3 {
-        match udp.send(destination, datagram) {
+        match udp.send(destination, source, datagram) {
             Ok(()) => return true,
+            Err(error) if is_stale_source(&error, source) => source = None,
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
                 fjord_sys::poll::wait_writable(udp.as_fd(), std::time::Duration::from_millis(50));
             }
@@ -448,12 +464,11 @@ impl Inbound {
                     let datagram = &mut self.storage[start..base + end];
                     offset = end;
                     pipes.stats.rx_datagrams += 1;
-                    if let Incoming::Data(data) =
-                        pipes.node.prepare_datagram(now, meta.addr, datagram)
-                    {
+                    let from = Endpoint::new(meta.addr, meta.dst_ip);
+                    if let Incoming::Data(data) = pipes.node.prepare_datagram(now, from, datagram) {
                         self.jobs.push(OpenJob {
                             range: start..base + end,
-                            from: meta.addr,
+                            from,
                             data,
                             authenticated: false,
                         });

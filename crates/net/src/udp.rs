@@ -6,7 +6,7 @@
 //! them at the socket boundary.
 
 use std::io::{self, IoSliceMut};
-use std::net::{Ipv6Addr, SocketAddr, SocketAddrV6, UdpSocket};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -125,26 +125,35 @@ impl UdpTransport {
     }
 
     /// Receives up to `buffers.len()` messages; each may hold several
-    /// datagrams of `meta[i].stride` bytes (GRO). Sources are canonical.
+    /// datagrams of `meta[i].stride` bytes (GRO). Sources and the local
+    /// addresses they arrived at (`dst_ip`, from the packet-info control
+    /// message quinn-udp turns on) are canonical.
     pub fn recv(&self, buffers: &mut [IoSliceMut<'_>], meta: &mut [RecvMeta]) -> io::Result<usize> {
         let count = self
             .state
             .recv(UdpSockRef::from(&self.socket), buffers, meta)?;
         for m in &mut meta[..count] {
             m.addr = canonical(m.addr);
+            m.dst_ip = m.dst_ip.map(canonical_ip);
         }
         Ok(count)
     }
 
-    /// Sends one datagram to `destination`. Runs of datagrams go through
+    /// Sends one datagram to `destination` from our address `source`
+    /// (`None`: the route's choice). Runs of datagrams go through
     /// `udp_send` instead, several GSO messages per call.
-    pub fn send(&self, destination: SocketAddr, datagram: &[u8]) -> io::Result<()> {
+    pub fn send(
+        &self,
+        destination: SocketAddr,
+        source: Option<IpAddr>,
+        datagram: &[u8],
+    ) -> io::Result<()> {
         let transmit = Transmit {
             destination: mapped(destination),
             ecn: None,
             contents: datagram,
             segment_size: None,
-            src_ip: None,
+            src_ip: source,
         };
         self.state
             .try_send(UdpSockRef::from(&self.socket), &transmit)
@@ -207,6 +216,23 @@ fn allow_fragmentation(socket: &UdpSocket) -> io::Result<()> {
     )
 }
 
+/// IPv4 datagrams arrive at v4-mapped IPv6 addresses on a dual-stack
+/// socket.
+pub fn canonical_ip(address: IpAddr) -> IpAddr {
+    match address {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(address, IpAddr::V4),
+        IpAddr::V4(_) => address,
+    }
+}
+
+/// A source address we no longer have (removed since the peer's datagram
+/// arrived at it): the kernel refuses the send with `EINVAL`. The caller
+/// sends again without it, and the peer's next datagram says which
+/// address to use now.
+pub fn is_stale_source(error: &io::Error, source: Option<IpAddr>) -> bool {
+    source.is_some() && error.raw_os_error() == Some(libc::EINVAL)
+}
+
 /// IPv4 peers arrive as v4-mapped IPv6 on a dual-stack socket.
 pub fn canonical(address: SocketAddr) -> SocketAddr {
     match address {
@@ -247,7 +273,7 @@ mod tests {
         let to_b: SocketAddr = format!("127.0.0.1:{}", b.port()).parse().unwrap();
         let payload: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
         for datagram in payload.chunks(1200) {
-            a.send(to_b, datagram).unwrap();
+            a.send(to_b, None, datagram).unwrap();
         }
         let mut storage = vec![0u8; 65536];
         let mut meta = [RecvMeta::default(); 1];
@@ -268,6 +294,33 @@ mod tests {
             }
         }
         assert_eq!(received, payload);
+    }
+
+    /// The local address a datagram arrived at is reported, canonical, so
+    /// the reply can leave from it.
+    #[test]
+    fn datagrams_report_the_local_address_they_arrived_at() {
+        let a = UdpTransport::bind(0, 0).unwrap();
+        let b = UdpTransport::bind(0, 0).unwrap();
+        let to_b = SocketAddr::from(([127, 0, 0, 5], b.port()));
+        a.send(to_b, Some(IpAddr::from([127, 0, 0, 6])), b"hello")
+            .unwrap();
+        let mut storage = vec![0u8; 65536];
+        let mut meta = [RecvMeta::default(); 1];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        loop {
+            let mut slices = [IoSliceMut::new(&mut storage)];
+            match b.recv(&mut slices, &mut meta) {
+                Ok(_) => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    assert!(std::time::Instant::now() < deadline, "nothing arrived");
+                    std::thread::yield_now();
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(meta[0].dst_ip, Some(IpAddr::from([127, 0, 0, 5])));
+        assert_eq!(meta[0].addr, SocketAddr::from(([127, 0, 0, 6], a.port())));
     }
 
     #[test]

@@ -47,16 +47,19 @@ mod tests {
         let messages = [
             GsoMessage {
                 destination: to_b,
+                source: None,
                 pieces: &first,
                 segment_size: Some(200),
             },
             GsoMessage {
                 destination: to_b,
+                source: None,
                 pieces: &second,
                 segment_size: None,
             },
             GsoMessage {
                 destination: to_b,
+                source: None,
                 pieces: &third,
                 segment_size: Some(150),
             },

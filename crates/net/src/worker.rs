@@ -287,6 +287,7 @@ impl Worker {
             send_blocking(
                 &self.udp,
                 transmit.destination,
+                transmit.source,
                 &self.control_buffer[..transmit.len],
                 &mut self.stats,
             );
@@ -313,6 +314,7 @@ impl Worker {
             send_blocking(
                 &self.udp,
                 transmit.destination,
+                transmit.source,
                 &self.control_buffer[..transmit.len],
                 &mut self.stats,
             );

@@ -4,9 +4,9 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use crate::endpoint::Endpoint;
 use crate::handshake::StaticIdentity;
 use crate::outcome::{DropCounters, DropReason, Event, PeerId};
 use crate::tai64n::Tai64N;
@@ -78,7 +78,7 @@ impl Hasher for IndexHasher {
 
 /// A control datagram waiting for `poll_transmit`.
 pub(crate) struct Outgoing {
-    pub destination: SocketAddr,
+    pub destination: Endpoint,
     pub bytes: Vec<u8>,
 }
 
@@ -127,7 +127,7 @@ impl Context {
         self.drops.count(reason);
     }
 
-    pub fn send(&mut self, destination: SocketAddr, bytes: Vec<u8>) {
+    pub fn send(&mut self, destination: Endpoint, bytes: Vec<u8>) {
         self.transmits.push_back(Outgoing { destination, bytes });
     }
 }

@@ -46,6 +46,7 @@ use std::time::{Duration, Instant};
 
 use crate::context::{Context, JitterSource, Rng, WallClock};
 use crate::cookie::{CookieChecker, MacLayout};
+use crate::endpoint::Endpoint;
 use crate::handshake::{self, RemoteKeys, StaticIdentity};
 use crate::keys::{PresharedKey, PrivateKey, PublicKey};
 use crate::outcome::{
@@ -267,7 +268,7 @@ impl Device {
         Some(PeerStatus {
             public_key: *peer.remote.public_key(),
             has_preshared_key: !peer.remote.preshared_key().is_zero(),
-            endpoint: peer.endpoint,
+            endpoint: peer.endpoint.map(|endpoint| endpoint.remote),
             persistent_keepalive: peer.timers.persistent_keepalive_interval(),
             stats: peer.stats.clone(),
         })
@@ -279,7 +280,7 @@ impl Device {
     }
 
     pub fn set_peer_endpoint(&mut self, id: PeerId, endpoint: SocketAddr) {
-        self.with_peer(id, |peer, _| peer.endpoint = Some(endpoint));
+        self.with_peer(id, |peer, _| peer.endpoint = Some(endpoint.into()));
     }
 
     pub fn set_peer_persistent_keepalive(
@@ -335,7 +336,7 @@ impl Device {
         };
         self.with_peer(id, |peer, ctx| {
             if !peer.has_session() || peer.endpoint.is_none() {
-                peer.endpoint = Some(first);
+                peer.endpoint = Some(first.into());
             }
             peer.last_initiation_sent = None;
             peer.initiate_to(id, now, ctx, false, endpoints);
@@ -415,9 +416,10 @@ impl Device {
     pub fn handle_datagram(
         &mut self,
         now: Instant,
-        from: SocketAddr,
+        from: impl Into<Endpoint>,
         datagram: &mut [u8],
     ) -> Received {
+        let from = from.into();
         match self.prepare_datagram(now, from, datagram) {
             Incoming::Data(pending) => {
                 let authenticated = pending.open(datagram);
@@ -435,9 +437,10 @@ impl Device {
     pub fn prepare_datagram(
         &mut self,
         now: Instant,
-        from: SocketAddr,
+        from: impl Into<Endpoint>,
         datagram: &mut [u8],
     ) -> Incoming {
+        let from = from.into();
         let (local_index, counter) = match Message::parse(datagram) {
             Ok(Message::TransportData(view)) => (view.receiver_index(), view.counter()),
             Ok(Message::HandshakeInitiation(view)) => {
@@ -475,11 +478,12 @@ impl Device {
     pub fn finish_datagram(
         &mut self,
         now: Instant,
-        from: SocketAddr,
+        from: impl Into<Endpoint>,
         pending: &PendingData,
         authenticated: bool,
         datagram: &[u8],
     ) -> Received {
+        let from = from.into();
         let finished = self.with_peer(pending.peer, |peer, ctx| {
             peer.finish_decapsulate(pending, now, from, authenticated, datagram, ctx)
         });
@@ -499,9 +503,14 @@ impl Device {
             Outgoing::Ready {
                 len,
                 destination,
+                source,
                 seal,
             } => match seal.seal(buf) {
-                Ok(()) => Sent::Sealed { len, destination },
+                Ok(()) => Sent::Sealed {
+                    len,
+                    destination,
+                    source,
+                },
                 // The first phase checked the buffer; this cannot happen.
                 Err(_) => {
                     self.ctx.drop(DropReason::BufferTooSmall);
@@ -573,7 +582,8 @@ impl Device {
             };
             slot.copy_from_slice(&outgoing.bytes);
             return Some(Transmit {
-                destination: outgoing.destination,
+                destination: outgoing.destination.remote,
+                source: outgoing.destination.local,
                 len: outgoing.bytes.len(),
             });
         }
@@ -594,7 +604,7 @@ impl Device {
     fn admit_handshake(
         &mut self,
         now: Instant,
-        from: SocketAddr,
+        from: Endpoint,
         message: &[u8],
         layout: MacLayout,
     ) -> Result<(), DropReason> {
@@ -605,13 +615,21 @@ impl Device {
             return Err(DropReason::InvalidMac1);
         }
         let under_load = self.load.record(now);
-        if under_load && !cookie_checker.check_mac2(now, message, layout, &from) {
+        if under_load && !cookie_checker.check_mac2(now, message, layout, &from.remote) {
             let mut reply = vec![0u8; COOKIE_REPLY_LEN];
             let fresh_secret = self.ctx.rng.bytes32();
             let mut nonce = [0u8; 24];
             self.ctx.rng.fill_bytes(&mut nonce);
             if let Some(out) = reply.first_chunk_mut::<COOKIE_REPLY_LEN>() {
-                cookie_checker.create_reply(now, fresh_secret, nonce, message, layout, &from, out);
+                cookie_checker.create_reply(
+                    now,
+                    fresh_secret,
+                    nonce,
+                    message,
+                    layout,
+                    &from.remote,
+                    out,
+                );
                 self.ctx.send(from, reply);
             }
             return Err(DropReason::CookieRequired);
@@ -622,7 +640,7 @@ impl Device {
     fn handle_initiation(
         &mut self,
         now: Instant,
-        from: SocketAddr,
+        from: Endpoint,
         view: &HandshakeInitiation<'_>,
     ) -> Received {
         if let Err(reason) = self.admit_handshake(now, from, view.bytes(), MacLayout::INITIATION) {
@@ -676,7 +694,7 @@ impl Device {
     /// once per newcomer, after mac1 and under-load cookies).
     fn admit_unknown_peer(
         &mut self,
-        from: SocketAddr,
+        from: Endpoint,
         key: PublicKey,
         view: &HandshakeInitiation<'_>,
     ) -> Option<handshake::ReceivedInitiation> {
@@ -688,7 +706,7 @@ impl Device {
             .add_peer(PeerConfig {
                 public_key: key,
                 preshared_key: PresharedKey::zero(),
-                endpoint: Some(from),
+                endpoint: Some(from.remote),
                 persistent_keepalive: None,
             })
             .ok()?;
@@ -713,7 +731,7 @@ impl Device {
     fn handle_response(
         &mut self,
         now: Instant,
-        from: SocketAddr,
+        from: Endpoint,
         view: &HandshakeResponse<'_>,
     ) -> Received {
         if let Err(reason) = self.admit_handshake(now, from, view.bytes(), MacLayout::RESPONSE) {

@@ -16,6 +16,7 @@ mod context;
 pub mod cookie;
 pub mod crypto;
 mod device;
+mod endpoint;
 pub mod handshake;
 pub mod ip;
 pub mod keys;
@@ -33,6 +34,7 @@ pub use device::{
     DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, DeviceError, PeerConfig, PeerStatus,
     UNDER_LOAD_HANDSHAKES_PER_SECOND,
 };
+pub use endpoint::Endpoint;
 pub use keys::{KeyParseError, PresharedKey, PrivateKey, PublicKey};
 pub use outcome::{
     DropCounters, DropReason, Event, Incoming, Outgoing, PeerId, PendingData, Received, Sent,

@@ -193,10 +193,12 @@ pub enum Received {
 /// The outcome of [`crate::Device::encapsulate`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sent {
-    /// The buffer now holds a `len`-byte datagram for `destination`.
+    /// The buffer now holds a `len`-byte datagram for `destination`, to
+    /// leave from our address `source` (`None`: the system's choice).
     Sealed {
         len: usize,
         destination: SocketAddr,
+        source: Option<IpAddr>,
     },
     /// No session yet: the packet was copied and a handshake started.
     Staged,
@@ -208,10 +210,12 @@ pub enum Sent {
 /// batch can run on several threads.
 pub enum Outgoing {
     /// The header and padding are written: run `seal` on the same buffer,
-    /// then send its first `len` bytes to `destination`.
+    /// then send its first `len` bytes to `destination` from our address
+    /// `source` (`None`: the system's choice).
     Ready {
         len: usize,
         destination: SocketAddr,
+        source: Option<IpAddr>,
         seal: PendingSeal,
     },
     /// Nothing to encrypt: the packet was staged or dropped.
@@ -276,5 +280,8 @@ pub enum Event {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transmit {
     pub destination: SocketAddr,
+    /// Our address to send from (`None`: the system's choice); see
+    /// [`crate::Endpoint`].
+    pub source: Option<IpAddr>,
     pub len: usize,
 }

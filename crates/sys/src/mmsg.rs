@@ -8,7 +8,7 @@
 
 use std::io::{self, IoSlice};
 use std::mem::{self, MaybeUninit};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -205,10 +205,12 @@ pub fn send_refusal(error: &io::Error) -> Option<SendRefusal> {
 
 /// One message for [`send_gso_messages`]: `pieces` joined and cut by the
 /// kernel into datagrams of `segment_size` bytes (the last may be
-/// shorter), or one datagram when `None`.
+/// shorter), or one datagram when `None`; sent from our address `source`
+/// (`None`: the route's choice).
 #[derive(Clone, Copy)]
 pub struct GsoMessage<'a> {
     pub destination: SocketAddr,
+    pub source: Option<IpAddr>,
     pub pieces: &'a [IoSlice<'a>],
     pub segment_size: Option<u16>,
 }
@@ -219,15 +221,17 @@ impl GsoMessage<'_> {
             std::net::Ipv4Addr::UNSPECIFIED,
             0,
         )),
+        source: None,
         pieces: &[],
         segment_size: None,
     };
 }
 
-/// Room for one `UDP_SEGMENT` control message, aligned as `cmsghdr` is.
+/// Room for a `UDP_SEGMENT` and an `IPV6_PKTINFO` control message (24 and
+/// 40 bytes with their headers), aligned as `cmsghdr` is.
 #[repr(C, align(8))]
 #[derive(Clone, Copy)]
-struct SegmentControl([u8; 32]);
+struct MessageControl([u8; 64]);
 
 /// Sends the first up to [`MAX_BATCH`] messages with one `sendmmsg` on a
 /// dual-stack IPv6 UDP socket (IPv4 destinations go as v4-mapped
@@ -241,7 +245,7 @@ pub fn send_gso_messages(fd: BorrowedFd<'_>, messages: &[GsoMessage<'_>]) -> io:
     }
     let mut headers = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; MAX_BATCH];
     let mut addresses = [const { MaybeUninit::<libc::sockaddr_in6>::uninit() }; MAX_BATCH];
-    let mut controls = [const { MaybeUninit::<SegmentControl>::uninit() }; MAX_BATCH];
+    let mut controls = [const { MaybeUninit::<MessageControl>::uninit() }; MAX_BATCH];
     for (message, ((slot, address), control)) in messages[..count].iter().zip(
         headers
             .iter_mut()
@@ -256,20 +260,10 @@ pub fn send_gso_messages(fd: BorrowedFd<'_>, messages: &[GsoMessage<'_>]) -> io:
         // IoSlice is guaranteed to be ABI compatible with iovec on Unix.
         header.msg_iov = message.pieces.as_ptr().cast_mut().cast();
         header.msg_iovlen = message.pieces.len();
-        if let Some(size) = message.segment_size {
-            header.msg_control = control.write(SegmentControl([0; 32])).0.as_mut_ptr().cast();
-            // SAFETY: CMSG_SPACE only computes a size.
-            header.msg_controllen = unsafe { libc::CMSG_SPACE(2) } as usize;
-            // SAFETY: msg_control points at 32 aligned, initialised bytes
-            // that outlive the call and msg_controllen (24) is within them,
-            // so the first header and its two data bytes lie inside.
-            unsafe {
-                let control = libc::CMSG_FIRSTHDR(header);
-                (*control).cmsg_level = libc::SOL_UDP;
-                (*control).cmsg_type = libc::UDP_SEGMENT;
-                (*control).cmsg_len = libc::CMSG_LEN(2) as usize;
-                libc::CMSG_DATA(control).cast::<u16>().write_unaligned(size);
-            }
+        if message.segment_size.is_some() || message.source.is_some() {
+            let control = control.write(MessageControl([0; 64]));
+            header.msg_control = control.0.as_mut_ptr().cast();
+            header.msg_controllen = write_controls(control, message.segment_size, message.source);
         }
         slot.write(gso);
     }
@@ -286,6 +280,108 @@ pub fn send_gso_messages(fd: BorrowedFd<'_>, messages: &[GsoMessage<'_>]) -> io:
         )
     };
     Ok(usize::try_from(check(rc)?).unwrap_or(0))
+}
+
+/// Writes the control messages of one send into `control` and returns
+/// their length: the GSO segment size, and the source address as
+/// `IP_PKTINFO` (IPv4, also on a dual-stack socket sending to a v4-mapped
+/// address) or `IPV6_PKTINFO`.
+fn write_controls(
+    control: &mut MessageControl,
+    segment_size: Option<u16>,
+    source: Option<IpAddr>,
+) -> usize {
+    let mut length = 0;
+    let mut push = |level: libc::c_int, kind: libc::c_int, data: &[u8]| {
+        // SAFETY: CMSG_SPACE and CMSG_LEN only compute sizes.
+        let (space, cmsg_len) = unsafe {
+            (
+                libc::CMSG_SPACE(data.len() as u32) as usize,
+                libc::CMSG_LEN(data.len() as u32) as usize,
+            )
+        };
+        // The largest pair (24 + 40 bytes) fills the 64 exactly.
+        let Some(room) = control.0.get_mut(length..length + space) else {
+            return;
+        };
+        let header = libc::cmsghdr {
+            cmsg_len,
+            cmsg_level: level,
+            cmsg_type: kind,
+        };
+        let header_len = mem::size_of::<libc::cmsghdr>();
+        // SAFETY: cmsghdr is plain old data; its bytes are read once.
+        let header_bytes = unsafe {
+            std::slice::from_raw_parts(std::ptr::from_ref(&header).cast::<u8>(), header_len)
+        };
+        room[..header_len].copy_from_slice(header_bytes);
+        // CMSG_DATA is the header rounded up to the 8-byte alignment,
+        // which is the header's own size on Linux.
+        room[header_len..header_len + data.len()].copy_from_slice(data);
+        length += space;
+    };
+    if let Some(size) = segment_size {
+        push(libc::SOL_UDP, libc::UDP_SEGMENT, &size.to_ne_bytes());
+    }
+    match source {
+        Some(IpAddr::V4(v4)) => {
+            let info = libc::in_pktinfo {
+                ipi_ifindex: 0,
+                ipi_spec_dst: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(v4.octets()),
+                },
+                ipi_addr: libc::in_addr { s_addr: 0 },
+            };
+            push(
+                libc::IPPROTO_IP,
+                libc::IP_PKTINFO,
+                pod_bytes(&info).as_slice(),
+            );
+        }
+        Some(IpAddr::V6(v6)) => {
+            let info = libc::in6_pktinfo {
+                ipi6_addr: libc::in6_addr {
+                    s6_addr: v6.octets(),
+                },
+                ipi6_ifindex: 0,
+            };
+            push(
+                libc::IPPROTO_IPV6,
+                libc::IPV6_PKTINFO,
+                pod_bytes(&info).as_slice(),
+            );
+        }
+        None => {}
+    }
+    length
+}
+
+/// The bytes of a plain-old-data control message payload (at most 20).
+struct PodBytes {
+    bytes: [u8; 20],
+    len: usize,
+}
+
+impl PodBytes {
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+fn pod_bytes<T: Copy>(value: &T) -> PodBytes {
+    let mut bytes = [0u8; 20];
+    let len = mem::size_of::<T>().min(bytes.len());
+    // SAFETY: `value` is a live plain-old-data value (no padding in the
+    // pktinfo structs) and at most `len` of its bytes are copied into a
+    // buffer at least that long.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            std::ptr::from_ref(value).cast::<u8>(),
+            bytes.as_mut_ptr(),
+            len,
+        );
+    }
+    PodBytes { bytes, len }
 }
 
 /// `destination` as an IPv6 socket address; IPv4 as v4-mapped.

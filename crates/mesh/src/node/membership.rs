@@ -279,6 +279,7 @@ impl Node {
         out.copy_from_slice(datagram);
         let transmit = Transmit {
             destination: *destination,
+            source: None,
             len: datagram.len(),
         };
         driver.forwards.pop_front();
@@ -301,6 +302,7 @@ impl Node {
         out.copy_from_slice(&PUNCH_DATAGRAM);
         Some(Transmit {
             destination,
+            source: None,
             len: PUNCH_DATAGRAM.len(),
         })
     }

@@ -11,13 +11,12 @@ mod membership;
 pub use membership::PUNCH_TTL;
 
 use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
 use std::time::Instant;
 
 use fjord_proto::ip::IpHeader;
 use fjord_proto::{
-    DATA_HEADROOM, Device, DeviceError, DropCounters, DropReason, Event, Incoming, Outgoing,
-    PeerConfig, PeerId, PendingData, Received, Sent, Transmit,
+    DATA_HEADROOM, Device, DeviceError, DropCounters, DropReason, Endpoint, Event, Incoming,
+    Outgoing, PeerConfig, PeerId, PendingData, Received, Sent, Transmit,
 };
 
 use crate::allowed_ips::AllowedIps;
@@ -136,9 +135,14 @@ impl Node {
             Outgoing::Ready {
                 len,
                 destination,
+                source,
                 seal,
             } => match seal.seal(buf) {
-                Ok(()) => Sent::Sealed { len, destination },
+                Ok(()) => Sent::Sealed {
+                    len,
+                    destination,
+                    source,
+                },
                 Err(_) => Sent::Dropped(DropReason::BufferTooSmall),
             },
             Outgoing::Done(sent) => sent,
@@ -175,9 +179,10 @@ impl Node {
     pub fn handle_datagram(
         &mut self,
         now: Instant,
-        from: SocketAddr,
+        from: impl Into<Endpoint>,
         datagram: &mut [u8],
     ) -> Received {
+        let from = from.into();
         match self.prepare_datagram(now, from, datagram) {
             Incoming::Data(pending) => {
                 let authenticated = pending.open(datagram);
@@ -192,10 +197,11 @@ impl Node {
     pub fn prepare_datagram(
         &mut self,
         now: Instant,
-        from: SocketAddr,
+        from: impl Into<Endpoint>,
         datagram: &mut [u8],
     ) -> Incoming {
-        if self.mesh.is_some() && self.relay(from, datagram) {
+        let from = from.into();
+        if self.mesh.is_some() && self.relay(from.remote, datagram) {
             return Incoming::Done(Received::Control);
         }
         match self.device.prepare_datagram(now, from, datagram) {
@@ -213,16 +219,17 @@ impl Node {
     pub fn finish_datagram(
         &mut self,
         now: Instant,
-        from: SocketAddr,
+        from: impl Into<Endpoint>,
         pending: &PendingData,
         authenticated: bool,
         datagram: &[u8],
     ) -> Received {
+        let from = from.into();
         let received = self
             .device
             .finish_datagram(now, from, pending, authenticated, datagram);
         if let Received::Extension { peer, payload } = received {
-            return self.handle_extension(now, from, peer, &datagram[payload]);
+            return self.handle_extension(now, from.remote, peer, &datagram[payload]);
         }
         self.check_source(received)
     }

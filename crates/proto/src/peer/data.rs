@@ -12,12 +12,12 @@
 //! runs the middle steps of a batch on other threads, then finishes the
 //! batch in arrival order. Either way it is the same code.
 
-use std::net::SocketAddr;
 use std::ops::Range;
 use std::time::Instant;
 
 use super::{MAX_STAGED_PACKETS, Peer, release};
 use crate::context::Context;
+use crate::endpoint::Endpoint;
 use crate::ip::IpHeader;
 use crate::outcome::{DropReason, Incoming, Outgoing, PeerId, PendingData, Received, Sent};
 use crate::replay::ReplayError;
@@ -36,7 +36,7 @@ impl Peer {
         payload_len: usize,
         ctx: &mut Context,
     ) -> Outgoing {
-        let Some(destination) = self.endpoint else {
+        let Some(endpoint) = self.endpoint else {
             return Outgoing::Done(dropped_sent(ctx, DropReason::NoEndpoint));
         };
         // A length past the end of `buf` is the caller's mistake; refusing it
@@ -72,7 +72,8 @@ impl Peer {
         }
         Outgoing::Ready {
             len,
-            destination,
+            destination: endpoint.remote,
+            source: endpoint.local,
             seal,
         }
     }
@@ -102,13 +103,14 @@ impl Peer {
         if let Outgoing::Ready {
             len,
             destination,
+            source,
             seal,
         } = self.prepare_encapsulate(id, now, &mut buf, payload.len(), ctx)
         {
             // Cannot fail: the buffer was sized for header, padding and tag.
             if seal.seal(&mut buf).is_ok() {
                 buf.truncate(len);
-                ctx.send(destination, buf);
+                ctx.send(Endpoint::new(destination, source), buf);
             }
         }
     }
@@ -178,7 +180,7 @@ impl Peer {
         &mut self,
         pending: &PendingData,
         now: Instant,
-        from: SocketAddr,
+        from: Endpoint,
         authenticated: bool,
         datagram: &[u8],
         ctx: &mut Context,
@@ -198,6 +200,9 @@ impl Peer {
         };
         let rekey_before_expiry = session.wants_rekey_after_receive(now);
         let id = pending.peer;
+        // Before the staged packets below leave, so they go where (and from
+        // where) this authenticated datagram says.
+        self.set_endpoint(id, from, ctx);
         if is_next {
             release(&mut self.previous, ctx);
             self.previous = self.current.take();
@@ -205,7 +210,6 @@ impl Peer {
             self.handshake_complete(id, now, ctx, false);
             self.send_staged(id, now, ctx);
         }
-        self.set_endpoint(id, from, ctx);
         self.stats.rx_bytes += datagram.len() as u64;
         self.timers.any_authenticated_packet_received();
         self.timers.any_authenticated_packet_traversal(now);

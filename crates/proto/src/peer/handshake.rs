@@ -1,12 +1,12 @@
 //! The handshake half of a peer: initiations, responses and cookie
 //! replies, and installing the sessions they derive.
 
-use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::{Peer, release};
 use crate::context::Context;
 use crate::cookie::MacLayout;
+use crate::endpoint::Endpoint;
 use crate::handshake::{self, ReceivedInitiation, SessionKeys};
 use crate::outcome::{DropReason, Event, PeerId, Received};
 use crate::session::Session;
@@ -25,13 +25,13 @@ impl Peer {
 
     /// [`Peer::initiate`], with a copy of the one initiation to each of
     /// `destinations` (none: counted as [`DropReason::NoEndpoint`]).
-    pub fn initiate_to(
+    pub fn initiate_to<E: Into<Endpoint> + Copy>(
         &mut self,
         id: PeerId,
         now: Instant,
         ctx: &mut Context,
         retry: bool,
-        destinations: &[SocketAddr],
+        destinations: &[E],
     ) {
         if !retry {
             self.timers.reset_handshake_attempts();
@@ -87,12 +87,21 @@ impl Peer {
         self.timers.any_authenticated_packet_sent();
         let jitter = ctx.jitter();
         self.timers.handshake_initiated(now, jitter);
+        // The peer's own address keeps the local address it reached us at.
+        let known = self.endpoint;
+        let from_where_known = |destination: E| {
+            let destination = destination.into();
+            match known {
+                Some(known) if known.remote == destination.remote => known,
+                _ => destination,
+            }
+        };
         for &destination in others {
             self.stats.tx_bytes += message.len() as u64;
-            ctx.send(destination, message.clone());
+            ctx.send(from_where_known(destination), message.clone());
         }
         self.stats.tx_bytes += message.len() as u64;
-        ctx.send(last, message);
+        ctx.send(from_where_known(last), message);
     }
 
     /// Answers a decrypted initiation from this peer.
@@ -100,7 +109,7 @@ impl Peer {
         &mut self,
         id: PeerId,
         now: Instant,
-        from: SocketAddr,
+        from: Endpoint,
         received: ReceivedInitiation,
         ctx: &mut Context,
     ) -> Received {
@@ -157,7 +166,7 @@ impl Peer {
         &mut self,
         id: PeerId,
         now: Instant,
-        from: SocketAddr,
+        from: Endpoint,
         response: &HandshakeResponse<'_>,
         ctx: &mut Context,
     ) -> Received {
@@ -247,12 +256,15 @@ impl Peer {
         self.next = Some(Session::new(keys, now));
     }
 
-    pub(super) fn set_endpoint(&mut self, id: PeerId, from: SocketAddr, ctx: &mut Context) {
-        if self.endpoint != Some(from) {
-            self.endpoint = Some(from);
+    pub(super) fn set_endpoint(&mut self, id: PeerId, from: Endpoint, ctx: &mut Context) {
+        let moved = self
+            .endpoint
+            .is_none_or(|known| known.remote != from.remote);
+        self.endpoint = Some(from);
+        if moved {
             ctx.events.push_back(Event::EndpointChanged {
                 peer: id,
-                endpoint: from,
+                endpoint: from.remote,
             });
         }
     }

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use crate::context::Context;
 use crate::cookie::CookieState;
+use crate::endpoint::Endpoint;
 use crate::handshake::{InitiatorState, RemoteKeys};
 use crate::outcome::{DropReason, Event, PeerId};
 use crate::session::Session;
@@ -48,7 +49,7 @@ pub struct PeerStats {
 pub(crate) struct Peer {
     pub remote: RemoteKeys,
     pub cookie: CookieState,
-    pub endpoint: Option<SocketAddr>,
+    pub endpoint: Option<Endpoint>,
     initiation: Option<InitiatorState>,
     pub(crate) last_initiation_sent: Option<Instant>,
     greatest_timestamp: Option<Tai64N>,
@@ -72,7 +73,7 @@ impl Peer {
         Self {
             remote,
             cookie,
-            endpoint,
+            endpoint: endpoint.map(Endpoint::from),
             initiation: None,
             last_initiation_sent: None,
             greatest_timestamp: None,

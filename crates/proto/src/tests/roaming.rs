@@ -189,3 +189,82 @@ fn byte_counters_and_last_handshake_move_with_traffic() {
     );
     assert_eq!(status(&pair.bob).stats.rx_bytes, after.tx_bytes);
 }
+
+/// A host with several addresses answers from the one the peer sent to:
+/// the handshake response, and every later packet, until the peer's
+/// datagrams arrive at another of our addresses.
+#[test]
+fn replies_leave_from_the_local_address_the_peer_sent_to() {
+    use crate::{Endpoint, Sent};
+    let first: std::net::IpAddr = "198.18.0.2".parse().unwrap();
+    let second: std::net::IpAddr = "198.18.0.3".parse().unwrap();
+    let mut pair = Pair::new();
+    pair.drop_all(Alice, Kind::Initiation);
+    pair.send(Alice, b"hello");
+    let initiation = pair.last_sent(Alice, Kind::Initiation);
+    pair.clear_link();
+
+    let now = pair.now;
+    let mut bytes = initiation.bytes.clone();
+    let received =
+        pair.bob
+            .device
+            .handle_datagram(now, Endpoint::new(alice_addr(), Some(second)), &mut bytes);
+    assert_eq!(received, Received::Control);
+    let mut buf = vec![0; 2048];
+    let response = pair.bob.device.poll_transmit(&mut buf).expect("a response");
+    assert_eq!(
+        (response.destination, response.source),
+        (alice_addr(), Some(second))
+    );
+
+    let (mut packet, len) = tun_buffer(&ipv4_packet(
+        pair.bob.tunnel_ip,
+        pair.alice.tunnel_ip,
+        b"reply",
+    ));
+    let peer = pair.bob.peer;
+    // No session confirmed yet: the packet waits, and is sent later from
+    // the same address; once Alice's confirmation arrives at the first
+    // address, replies follow it there.
+    assert_eq!(
+        pair.bob.device.encapsulate(now, peer, &mut packet, len),
+        Sent::Staged
+    );
+    let mut response_bytes = buf[..response.len].to_vec();
+    pair.alice
+        .device
+        .handle_datagram(now, bob_addr(), &mut response_bytes);
+    let mut confirmation = vec![0; 2048];
+    let sent = pair
+        .alice
+        .device
+        .poll_transmit(&mut confirmation)
+        .expect("Alice's staged packet");
+    let mut confirmation = confirmation[..sent.len].to_vec();
+    pair.bob.device.handle_datagram(
+        now,
+        Endpoint::new(alice_addr(), Some(first)),
+        &mut confirmation,
+    );
+    let staged = pair
+        .bob
+        .device
+        .poll_transmit(&mut buf)
+        .expect("staged reply");
+    assert_eq!(staged.source, Some(first));
+    let (mut packet, len) = tun_buffer(&ipv4_packet(
+        pair.bob.tunnel_ip,
+        pair.alice.tunnel_ip,
+        b"again",
+    ));
+    assert!(matches!(
+        pair.bob.device.encapsulate(now, peer, &mut packet, len),
+        Sent::Sealed { source: Some(source), .. } if source == first
+    ));
+    // Only our address changed, the peer's did not: nothing to log.
+    let moves = std::iter::from_fn(|| pair.bob.device.poll_event())
+        .filter(|event| matches!(event, Event::EndpointChanged { .. }))
+        .count();
+    assert_eq!(moves, 0);
+}

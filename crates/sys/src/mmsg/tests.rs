@@ -102,11 +102,13 @@ fn gso_messages_arrive_as_their_datagrams() {
     let messages = [
         GsoMessage {
             destination,
+            source: None,
             pieces: &first,
             segment_size: Some(200),
         },
         GsoMessage {
             destination,
+            source: None,
             pieces: &second,
             segment_size: None,
         },
@@ -116,6 +118,41 @@ fn gso_messages_arrive_as_their_datagrams() {
     for range in [0..200, 200..400, 400..600, 600..650] {
         let len = receiver.recv(&mut buffer).unwrap();
         assert_eq!(&buffer[..len], &data[range]);
+    }
+}
+
+/// The source address each message asks for is the one the receiver
+/// sees, with and without GSO (127.0.0.0/8 is all ours on loopback).
+#[test]
+fn gso_messages_leave_from_the_source_they_name() {
+    let receiver = UdpSocket::bind("0.0.0.0:0").unwrap();
+    receiver
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let sender = UdpSocket::bind("[::]:0").unwrap();
+    let destination = SocketAddr::from(([127, 0, 0, 1], receiver.local_addr().unwrap().port()));
+    let data = [7u8; 400];
+    let run = [IoSlice::new(&data)];
+    let lone = [IoSlice::new(&data[..50])];
+    let messages = [
+        GsoMessage {
+            destination,
+            source: Some(IpAddr::from([127, 0, 0, 2])),
+            pieces: &run,
+            segment_size: Some(200),
+        },
+        GsoMessage {
+            destination,
+            source: Some(IpAddr::from([127, 0, 0, 3])),
+            pieces: &lone,
+            segment_size: None,
+        },
+    ];
+    assert_eq!(send_gso_messages(sender.as_fd(), &messages).unwrap(), 2);
+    let mut buffer = [0u8; 1000];
+    for expected in [[127, 0, 0, 2], [127, 0, 0, 2], [127, 0, 0, 3]] {
+        let (_, from) = receiver.recv_from(&mut buffer).unwrap();
+        assert_eq!(from.ip(), IpAddr::from(expected));
     }
 }
 

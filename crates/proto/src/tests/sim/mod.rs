@@ -213,7 +213,9 @@ impl Pair {
         let node = self.node_mut(who);
         let sent = node.device.encapsulate(now, node.peer, &mut buf, len);
         match sent {
-            Sent::Sealed { len, destination } => {
+            Sent::Sealed {
+                len, destination, ..
+            } => {
                 buf.truncate(len);
                 let from = node.addr;
                 self.put_on_wire(Datagram {
