@@ -112,7 +112,7 @@ pub fn build_node(
         }
     }
     if let Some(loaded) = mesh {
-        let mut mesh_config = MeshConfig::new(loaded.network, loaded.certificate, usize::from(mtu));
+        let mut mesh_config = MeshConfig::new(loaded.trust, loaded.certificate, usize::from(mtu));
         mesh_config.bootstrap = loaded.bootstrap;
         mesh_config.host_addresses = host_addresses;
         let mut seed = [0u8; 8];

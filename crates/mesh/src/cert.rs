@@ -75,6 +75,8 @@ pub enum CertError {
     Revoked,
     #[error("issued for another node key than the one presenting it")]
     WrongNode,
+    #[error("not in the member list, or with other addresses than listed")]
+    NotListed,
 }
 
 /// Why a certificate cannot be issued.
@@ -233,6 +235,35 @@ impl Certificate {
             writer.cidr(*cidr);
         }
         writer.bytes
+    }
+
+    /// The record of a member named in an explicit member list (no
+    /// network key): unsigned and unexpiring, so it travels in Hellos and
+    /// gossip like a certificate, and a node accepts it only as the
+    /// record its own list holds for that key ([`Self::verify`] refuses it
+    /// for every network: its network key is the identity point, which
+    /// strict verification never accepts).
+    pub fn listed(node_key: PublicKey, name: &str, addresses: &[Cidr]) -> Result<Self, IssueError> {
+        if !valid_name(name) {
+            return Err(IssueError::InvalidName);
+        }
+        if addresses.is_empty() || addresses.len() > MAX_CERTIFICATE_ADDRESSES {
+            return Err(IssueError::AddressCount);
+        }
+        let mut identity = [0u8; 32];
+        identity[0] = 1;
+        // The compressed identity point always decodes.
+        let network =
+            NetworkPublicKey::from_bytes(&identity).map_err(|_| IssueError::AddressCount)?;
+        Ok(Self {
+            network,
+            node_key,
+            name: name.to_owned(),
+            addresses: addresses.to_vec(),
+            issued_at: 0,
+            expires_at: u64::MAX,
+            signature: [0; SIGNATURE_LEN],
+        })
     }
 
     pub fn encode(&self) -> Vec<u8> {

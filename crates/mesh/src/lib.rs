@@ -18,5 +18,5 @@ pub use allowed_ips::AllowedIps;
 pub use cert::{Certificate, NetworkPublicKey, NetworkSecret, Revocation};
 pub use cidr::{Cidr, CidrParseError};
 pub use codec::DecodeError;
-pub use membership::{Bootstrap, MemberStatus, Mesh, MeshAction, MeshConfig};
+pub use membership::{Bootstrap, MemberStatus, Mesh, MeshAction, MeshConfig, Trust};
 pub use node::{Node, PUNCH_TTL};

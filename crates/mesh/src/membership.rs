@@ -288,7 +288,7 @@ impl Mesh {
         if certificate.node_key != key || key == self.own_key() {
             return Err(CertError::WrongNode.into());
         }
-        self.check(now, &certificate)?;
+        let certificate = self.accept(now, &certificate)?;
         self.unverified.remove(&key);
         self.departed.remove(&key);
         let is_new = !self.members.contains_key(&key);
@@ -353,9 +353,14 @@ impl Mesh {
             .members
             .get(&key)
             .is_some_and(|member| member.certificate == record.certificate);
-        if !known && self.check(now, &record.certificate).is_err() {
-            return;
-        }
+        let certificate = if known {
+            record.certificate
+        } else {
+            match self.accept(now, &record.certificate) {
+                Ok(certificate) => certificate,
+                Err(_) => return,
+            }
+        };
         let heard = now
             .checked_sub(Duration::from_secs(u64::from(record.heard_secs_ago)))
             .unwrap_or(now);
@@ -366,7 +371,7 @@ impl Mesh {
             return;
         }
         self.upsert(
-            record.certificate,
+            certificate,
             &record.endpoints,
             &record.host_addresses,
             heard,
@@ -441,8 +446,24 @@ impl Mesh {
         }
     }
 
-    fn check(&self, now: Instant, certificate: &Certificate) -> Result<(), CertError> {
-        certificate.verify(&self.config.network, self.unix_secs(now))?;
+    /// The record to keep for a member presenting `certificate`: the
+    /// certificate itself once verified, or the member list's own entry
+    /// for its key when it names the same addresses.
+    fn accept(&self, now: Instant, certificate: &Certificate) -> Result<Certificate, CertError> {
+        let network = match &self.config.trust {
+            Trust::Network(network) => network,
+            Trust::Members(listed) => {
+                return listed
+                    .iter()
+                    .find(|member| {
+                        member.node_key == certificate.node_key
+                            && member.addresses == certificate.addresses
+                    })
+                    .cloned()
+                    .ok_or(CertError::NotListed);
+            }
+        };
+        certificate.verify(network, self.unix_secs(now))?;
         if self
             .revocations
             .get(&certificate.node_key)
@@ -450,7 +471,7 @@ impl Mesh {
         {
             return Err(CertError::Revoked);
         }
-        Ok(())
+        Ok(certificate.clone())
     }
 
     fn unix_secs(&self, now: Instant) -> u64 {
@@ -606,7 +627,7 @@ mod traversal;
 
 pub use config::{
     Bootstrap, CHANGED_GOSSIP_DELAY, MemberStatus, MeshAction, MeshConfig, MeshCounters, MeshDrop,
-    Outbound,
+    Outbound, Trust,
 };
 
 #[cfg(test)]

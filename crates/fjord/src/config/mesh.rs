@@ -3,10 +3,13 @@
 //!
 //! ```text
 //! [Mesh]
-//! Network = <network public key>          required
-//! Certificate = node.cert                 required; relative to the file
+//! Network = <network public key>          with Certificate, or Member lines
+//! Certificate = node.cert                 relative to the file
+//! Member = <public key> <name> <address>[,<address>...]
+//!                                         instead of Network and Certificate:
+//!                                         one line per member, this node too
 //! Bootstrap = <public key>@host:port      any number, or a comma list
-//! Revocations = revoked.txt               optional; one revocation a line
+//! Revocations = revoked.txt               optional, with Network; one a line
 //! ```
 //!
 //! Parsing checks what the text alone can show; [`MeshSection::load`]
@@ -16,7 +19,7 @@
 
 use std::path::{Path, PathBuf};
 
-use fjord_mesh::{Bootstrap, Certificate, NetworkPublicKey, Revocation};
+use fjord_mesh::{Bootstrap, Certificate, Cidr, NetworkPublicKey, Revocation, Trust};
 use fjord_proto::PublicKey;
 
 use super::endpoint::{Endpoint, Resolve};
@@ -27,10 +30,13 @@ use super::error::{ConfigError, Problem, ValueError};
 #[derive(Debug, Clone, Eq)]
 pub struct MeshSection {
     pub header_line: usize,
-    /// `Network`: the network's public key.
-    pub network: NetworkPublicKey,
-    /// `Certificate`: the file holding this node's certificate.
-    pub certificate: FileSetting,
+    /// `Network`: the network's public key; `None` with a member list.
+    pub network: Option<NetworkPublicKey>,
+    /// `Certificate`: the file holding this node's certificate; `None`
+    /// with a member list.
+    pub certificate: Option<FileSetting>,
+    /// `Member`: the explicit member list, instead of a network key.
+    pub members: Vec<ListedMember>,
     /// `Bootstrap`: members to join through. None for the first member.
     pub bootstrap: Vec<BootstrapMember>,
     /// `Revocations`: a file of revocation lines, if any.
@@ -41,6 +47,7 @@ impl PartialEq for MeshSection {
     fn eq(&self, other: &Self) -> bool {
         self.network == other.network
             && self.certificate == other.certificate
+            && self.members == other.members
             && self.bootstrap == other.bootstrap
             && self.revocations == other.revocations
     }
@@ -73,10 +80,35 @@ impl std::fmt::Display for BootstrapMember {
     }
 }
 
+/// `Member = <public key> <name> <address>[,<address>...]`, as the
+/// record the mesh keeps for a member (not compared by line).
+#[derive(Debug, Clone, Eq)]
+pub struct ListedMember {
+    pub record: Certificate,
+    pub line: usize,
+}
+
+impl PartialEq for ListedMember {
+    fn eq(&self, other: &Self) -> bool {
+        self.record == other.record
+    }
+}
+
+impl std::fmt::Display for ListedMember {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.record.node_key, self.record.name)?;
+        for (index, address) in self.record.addresses.iter().enumerate() {
+            let separator = if index == 0 { " " } else { ", " };
+            write!(f, "{separator}{address}")?;
+        }
+        Ok(())
+    }
+}
+
 /// The files of a `[Mesh]` section, read and checked.
 #[derive(Debug, Clone)]
 pub struct LoadedMesh {
-    pub network: NetworkPublicKey,
+    pub trust: Trust,
     pub certificate: Certificate,
     pub bootstrap: Vec<Bootstrap>,
     pub revocations: Vec<Revocation>,
@@ -103,8 +135,36 @@ impl MeshSection {
                 },
             )
         };
-        let certificate_line = self.certificate.line;
-        let text = read(config_dir, &self.certificate.path)
+        let bootstrap = self
+            .bootstrap
+            .iter()
+            .map(|member| Bootstrap {
+                key: member.public_key,
+                endpoint: member.endpoint.address(),
+            })
+            .collect();
+        let (Some(network), Some(certificate_setting)) = (self.network, &self.certificate) else {
+            let listed: Vec<Certificate> = self
+                .members
+                .iter()
+                .map(|member| member.record.clone())
+                .collect();
+            let Some(own) = listed.iter().find(|record| record.node_key == *own_key) else {
+                return Err(at(
+                    self.header_line,
+                    "Member",
+                    format!("this interface's key {own_key} is not in the member list"),
+                ));
+            };
+            return Ok(LoadedMesh {
+                certificate: own.clone(),
+                trust: Trust::Members(listed),
+                bootstrap,
+                revocations: Vec::new(),
+            });
+        };
+        let certificate_line = certificate_setting.line;
+        let text = read(config_dir, &certificate_setting.path)
             .map_err(|message| at(certificate_line, "Certificate", message))?;
         let certificate: Certificate = text.trim().parse().map_err(|error| {
             at(
@@ -112,7 +172,7 @@ impl MeshSection {
                 "Certificate",
                 format!(
                     "{} is not a fjord certificate ({error})",
-                    self.certificate.path.display()
+                    certificate_setting.path.display()
                 ),
             )
         })?;
@@ -122,20 +182,18 @@ impl MeshSection {
                 "Certificate",
                 format!(
                     "{} is for public key {}, not this interface's PrivateKey",
-                    self.certificate.path.display(),
+                    certificate_setting.path.display(),
                     certificate.node_key
                 ),
             ));
         }
-        certificate
-            .verify(&self.network, unix_now)
-            .map_err(|error| {
-                at(
-                    certificate_line,
-                    "Certificate",
-                    format!("{}: {error}", self.certificate.path.display()),
-                )
-            })?;
+        certificate.verify(&network, unix_now).map_err(|error| {
+            at(
+                certificate_line,
+                "Certificate",
+                format!("{}: {error}", certificate_setting.path.display()),
+            )
+        })?;
         let mut revocations = Vec::new();
         if let Some(setting) = &self.revocations {
             let text = read(config_dir, &setting.path)
@@ -156,7 +214,7 @@ impl MeshSection {
                         ),
                     )
                 })?;
-                revocation.verify(&self.network).map_err(|error| {
+                revocation.verify(&network).map_err(|error| {
                     at(
                         setting.line,
                         "Revocations",
@@ -167,16 +225,9 @@ impl MeshSection {
             }
         }
         Ok(LoadedMesh {
-            network: self.network,
+            trust: Trust::Network(network),
             certificate,
-            bootstrap: self
-                .bootstrap
-                .iter()
-                .map(|member| Bootstrap {
-                    key: member.public_key,
-                    endpoint: member.endpoint.address(),
-                })
-                .collect(),
+            bootstrap,
             revocations,
         })
     }
@@ -195,9 +246,15 @@ pub(super) struct MeshDraft {
     pub seen: super::parse::SeenKeys,
     network: Option<NetworkPublicKey>,
     certificate: Option<FileSetting>,
+    members: Vec<ListedMember>,
     bootstrap: Vec<BootstrapMember>,
     revocations: Option<FileSetting>,
 }
+
+/// Member lists and network keys are two ways to say who belongs; one
+/// section uses one.
+const MIXED_MEMBERSHIP: &str =
+    "Member lines replace Network, Certificate and Revocations; use one or the other";
 
 impl MeshDraft {
     pub fn new(header_line: usize) -> Self {
@@ -206,25 +263,73 @@ impl MeshDraft {
             seen: Default::default(),
             network: None,
             certificate: None,
+            members: Vec::new(),
             bootstrap: Vec::new(),
             revocations: None,
         }
+    }
+
+    fn refuse_if_listed(&self) -> Result<(), ValueError> {
+        if self.members.is_empty() {
+            Ok(())
+        } else {
+            Err(ValueError::Mesh(MIXED_MEMBERSHIP.to_string()))
+        }
+    }
+
+    /// `<public key> <name> <address>[,<address>...]` (addresses separated
+    /// by commas or spaces).
+    pub fn add_member(&mut self, value: &str, line: usize) -> Result<(), ValueError> {
+        if self.network.is_some() || self.certificate.is_some() || self.revocations.is_some() {
+            return Err(ValueError::Mesh(MIXED_MEMBERSHIP.to_string()));
+        }
+        let mut words = value
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|word| !word.is_empty());
+        let (Some(key), Some(name)) = (words.next(), words.next()) else {
+            return Err(ValueError::invalid(
+                value,
+                "<public key> <name> <address>[,<address>...]",
+            ));
+        };
+        let key = key.parse()?;
+        let addresses = words
+            .map(str::parse::<Cidr>)
+            .collect::<Result<Vec<_>, _>>()?;
+        if addresses.is_empty() {
+            return Err(ValueError::Mesh(format!(
+                "{name} has no overlay address (e.g. {name} 198.19.0.2/32)"
+            )));
+        }
+        if let Some(first) = self.members.iter().find(|m| m.record.node_key == key) {
+            return Err(ValueError::Mesh(format!(
+                "{key} is listed twice (first on line {})",
+                first.line
+            )));
+        }
+        let record = Certificate::listed(key, name, &addresses)
+            .map_err(|error| ValueError::Mesh(format!("{name}: {error}")))?;
+        self.members.push(ListedMember { record, line });
+        Ok(())
     }
 
     pub fn set_network(&mut self, value: &str) -> Result<(), ValueError> {
         let network = value.parse().map_err(|_| {
             ValueError::invalid(value, "a network public key (fjord network pubkey)")
         })?;
+        self.refuse_if_listed()?;
         self.network = Some(network);
         Ok(())
     }
 
     pub fn set_certificate(&mut self, value: &str, line: usize) -> Result<(), ValueError> {
+        self.refuse_if_listed()?;
         self.certificate = Some(file_setting(value, line)?);
         Ok(())
     }
 
     pub fn set_revocations(&mut self, value: &str, line: usize) -> Result<(), ValueError> {
+        self.refuse_if_listed()?;
         self.revocations = Some(file_setting(value, line)?);
         Ok(())
     }
@@ -251,13 +356,17 @@ impl MeshDraft {
             line: self.header_line,
             key,
         };
+        if self.members.is_empty() {
+            self.network.ok_or_else(|| missing("Network"))?;
+            self.certificate
+                .as_ref()
+                .ok_or_else(|| missing("Certificate"))?;
+        }
         Ok(MeshSection {
             header_line: self.header_line,
-            network: self.network.ok_or_else(|| missing("Network"))?,
-            certificate: self
-                .certificate
-                .clone()
-                .ok_or_else(|| missing("Certificate"))?,
+            network: self.network,
+            certificate: self.certificate,
+            members: self.members,
             bootstrap: self.bootstrap,
             revocations: self.revocations,
         })

@@ -58,12 +58,13 @@ enum KeyName {
     PersistentKeepalive,
     Network,
     Certificate,
+    Member,
     Bootstrap,
     Revocations,
 }
 
 /// Number of [`KeyName`] variants, for per-key tables.
-const KEY_COUNT: usize = 21;
+const KEY_COUNT: usize = 22;
 
 // `SeenKeys` indexes by discriminant; the last variant must fit.
 const _: () = assert!(KeyName::Revocations as usize + 1 == KEY_COUNT);
@@ -88,6 +89,7 @@ const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::PersistentKeepalive,
     KeyName::Network,
     KeyName::Certificate,
+    KeyName::Member,
     KeyName::Bootstrap,
     KeyName::Revocations,
 ];
@@ -115,6 +117,7 @@ impl KeyName {
             KeyName::PersistentKeepalive => "PersistentKeepalive",
             KeyName::Network => "Network",
             KeyName::Certificate => "Certificate",
+            KeyName::Member => "Member",
             KeyName::Bootstrap => "Bootstrap",
             KeyName::Revocations => "Revocations",
         }
@@ -127,9 +130,11 @@ impl KeyName {
             | KeyName::Endpoint
             | KeyName::AllowedIps
             | KeyName::PersistentKeepalive => SectionKind::Peer,
-            KeyName::Network | KeyName::Certificate | KeyName::Bootstrap | KeyName::Revocations => {
-                SectionKind::Mesh
-            }
+            KeyName::Network
+            | KeyName::Certificate
+            | KeyName::Member
+            | KeyName::Bootstrap
+            | KeyName::Revocations => SectionKind::Mesh,
             _ => SectionKind::Interface,
         }
     }
@@ -156,6 +161,7 @@ impl KeyName {
             KeyName::Address
                 | KeyName::Dns
                 | KeyName::AllowedIps
+                | KeyName::Member
                 | KeyName::Bootstrap
                 | KeyName::PreUp
                 | KeyName::PostUp
@@ -556,6 +562,7 @@ impl MeshDraft {
         match key {
             KeyName::Network => self.set_network(value),
             KeyName::Certificate => self.set_certificate(value, line),
+            KeyName::Member => self.add_member(value, line),
             KeyName::Bootstrap => self.add_bootstrap(value, resolver),
             KeyName::Revocations => self.set_revocations(value, line),
             // Other sections' keys never reach here: `read_line` checks.

@@ -870,6 +870,11 @@ fn fragment() -> impl Strategy<Value = String> {
         "PostUp = ",
         "SaveConfig = true",
         "Table",
+        "[Mesh]",
+        "Member = ",
+        "Network = ",
+        "Bootstrap = ",
+        " node-1 ",
         "10.0.0.1/24",
         "fd00::/64",
         "/33",
@@ -908,6 +913,34 @@ fn check_parse_is_total(text: &str) -> Result<(), TestCaseError> {
         }
     }
     Ok(())
+}
+
+/// A member list becomes the mesh's trust, this node's own entry its
+/// record; a list without this node's key is refused with its line.
+#[test]
+fn member_lists_load_with_this_node_listed_and_not_without() {
+    let text = format!(
+        "[Interface]\nPrivateKey = {PRIVATE}\n\n[Mesh]\n\
+         Member = {OWN_PUBLIC} alpha 198.19.0.1/32\nMember = {PEER_A} beta 198.19.0.2/32\n"
+    );
+    let mesh = parse(&text).unwrap().mesh.expect("a [Mesh] section");
+    let here = std::path::Path::new(".");
+    let loaded = mesh
+        .load("wg0.conf", here, &OWN_PUBLIC.parse().unwrap(), 0)
+        .unwrap();
+    assert_eq!(loaded.certificate.name, "alpha");
+    let fjord_mesh::Trust::Members(listed) = loaded.trust else {
+        panic!("a member list, not a network key");
+    };
+    let names: Vec<&str> = listed.iter().map(|record| record.name.as_str()).collect();
+    assert_eq!(names, ["alpha", "beta"]);
+    let error = mesh
+        .load("wg0.conf", here, &PEER_B.parse().unwrap(), 0)
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!("wg0.conf:4: Member: this interface's key {PEER_B} is not in the member list")
+    );
 }
 
 proptest! {

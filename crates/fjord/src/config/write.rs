@@ -76,8 +76,15 @@ pub(super) fn to_wg_format(config: &Config) -> Zeroizing<String> {
     }
     if let Some(mesh) = &config.mesh {
         out.push_str("\n[Mesh]\n");
-        line(&mut out, "Network", mesh.network);
-        line(&mut out, "Certificate", mesh.certificate.path.display());
+        if let Some(network) = mesh.network {
+            line(&mut out, "Network", network);
+        }
+        if let Some(certificate) = &mesh.certificate {
+            line(&mut out, "Certificate", certificate.path.display());
+        }
+        for member in &mesh.members {
+            line(&mut out, "Member", member);
+        }
         for member in &mesh.bootstrap {
             line(&mut out, "Bootstrap", member);
         }

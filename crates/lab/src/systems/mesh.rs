@@ -33,7 +33,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fjord_mesh::report::MemberLine;
 use fjord_mesh::{Cidr, NetworkSecret};
-use fjord_proto::PublicKey;
+use fjord_proto::{PrivateKey, PublicKey};
 use zeroize::Zeroizing;
 
 use super::SystemError;
@@ -174,8 +174,11 @@ fn parse_members(reply: &str) -> Result<Vec<Member>, String> {
 #[derive(Debug, Clone)]
 pub struct FjordMesh {
     fjord: Fjord,
-    /// Nodes whose certificate another network signed.
+    /// Nodes whose certificate another network signed (with a member
+    /// list: nodes left out of it, which list only themselves).
     outsiders: Vec<usize>,
+    /// Members named by `Member` lines instead of certificates.
+    member_list: bool,
 }
 
 impl FjordMesh {
@@ -183,7 +186,15 @@ impl FjordMesh {
         Self {
             fjord,
             outsiders: Vec::new(),
+            member_list: false,
         }
+    }
+
+    /// Defines the mesh by an explicit member list (`Member` lines, every
+    /// member's key and overlay address) instead of a network key.
+    pub fn with_member_list(mut self) -> Self {
+        self.member_list = true;
+        self
     }
 
     /// Makes `node` an outsider: its certificate (and the `Network` of its
@@ -222,6 +233,19 @@ impl FjordMesh {
             .first()
             .zip(hosts.first())
             .map(|(key, host)| format!("{}@{}:{LISTEN_PORT}", key.public_key(), host.underlay));
+        let member_line = |index: usize, key: &PrivateKey| {
+            format!(
+                "Member = {} node{index} {}/32",
+                key.public_key(),
+                lan_overlay(index)
+            )
+        };
+        let member_list: Vec<String> = keys
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| !self.outsiders.contains(index))
+            .map(|(index, key)| member_line(index, key))
+            .collect();
         let mut nodes = Vec::with_capacity(count);
         for (index, (private_key, host)) in keys.into_iter().zip(hosts).enumerate() {
             let name = format!("node{index}");
@@ -252,8 +276,16 @@ impl FjordMesh {
             let _ = writeln!(config, "ListenPort = {LISTEN_PORT}");
             let _ = writeln!(config, "Address = {overlay}/{prefix_len}");
             let _ = writeln!(config, "\n[Mesh]");
-            let _ = writeln!(config, "Network = {}", signer.public_key());
-            let _ = writeln!(config, "Certificate = {}", certificate_path.display());
+            if !self.member_list {
+                let _ = writeln!(config, "Network = {}", signer.public_key());
+                let _ = writeln!(config, "Certificate = {}", certificate_path.display());
+            } else if self.outsiders.contains(&index) {
+                let _ = writeln!(config, "{}", member_line(index, &private_key));
+            } else {
+                for line in &member_list {
+                    let _ = writeln!(config, "{line}");
+                }
+            }
             if index != 0
                 && let Some(bootstrap) = &bootstrap
             {

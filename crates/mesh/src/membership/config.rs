@@ -20,10 +20,28 @@ pub struct Bootstrap {
     pub endpoint: SocketAddr,
 }
 
+/// Who may be a member.
+#[derive(Debug, Clone)]
+pub enum Trust {
+    /// Whoever presents a valid, unrevoked certificate signed by this
+    /// network key, with the addresses it names.
+    Network(NetworkPublicKey),
+    /// Exactly these members, each with exactly its listed addresses
+    /// ([`Certificate::listed`] records; `Member` lines in the config).
+    /// No revocations: a member leaves the list by a config change.
+    Members(Vec<Certificate>),
+}
+
+impl From<NetworkPublicKey> for Trust {
+    fn from(network: NetworkPublicKey) -> Self {
+        Self::Network(network)
+    }
+}
+
 /// Settings of the mesh. Defaults live in [`MeshConfig::new`].
 #[derive(Debug, Clone)]
 pub struct MeshConfig {
-    pub network: NetworkPublicKey,
+    pub trust: Trust,
     /// Our own certificate, presented in every Hello.
     pub certificate: Certificate,
     pub bootstrap: Vec<Bootstrap>,
@@ -47,9 +65,11 @@ pub struct MeshConfig {
 }
 
 impl MeshConfig {
-    pub fn new(network: NetworkPublicKey, certificate: Certificate, mtu: usize) -> Self {
+    /// `certificate` is our own record: signed by the network, or our
+    /// entry of the member list.
+    pub fn new(trust: impl Into<Trust>, certificate: Certificate, mtu: usize) -> Self {
         Self {
-            network,
+            trust: trust.into(),
             certificate,
             bootstrap: Vec::new(),
             host_addresses: Vec::new(),

@@ -101,7 +101,18 @@ impl Sim {
         certificate: Certificate,
         bootstrap: Option<u16>,
     ) -> PublicKey {
-        let mut config = MeshConfig::new(self.secret.public_key(), certificate, 1420);
+        let trust = Trust::Network(self.secret.public_key());
+        self.join_trusting(index, trust, certificate, bootstrap)
+    }
+
+    fn join_trusting(
+        &mut self,
+        index: u16,
+        trust: Trust,
+        certificate: Certificate,
+        bootstrap: Option<u16>,
+    ) -> PublicKey {
+        let mut config = MeshConfig::new(trust, certificate, 1420);
         config.bootstrap = bootstrap
             .map(|b| Bootstrap {
                 key: key(b).public_key(),
@@ -499,4 +510,94 @@ fn a_member_that_does_not_answer_is_introduced_through_the_mutual_member() {
         sim.punched.contains(&(quiet, newcomer)),
         "node 1 punched toward node 2"
     );
+}
+
+/// The member list's record of node `index` (its overlay address as in
+/// the certificates above).
+fn listed(index: u16) -> Certificate {
+    let address = Cidr::host(std::net::IpAddr::from([198, 19, 0, index as u8]));
+    Certificate::listed(
+        key(index).public_key(),
+        &format!("node-{index}"),
+        &[address],
+    )
+    .unwrap()
+}
+
+/// Nodes 0..count from one member list, each joining through node 0.
+fn listed_mesh(sim: &mut Sim, list: &[Certificate], count: u16) {
+    for index in 0..count {
+        let own = listed(index);
+        let bootstrap = (index > 0).then_some(0);
+        sim.join_trusting(index, Trust::Members(list.to_vec()), own, bootstrap);
+        sim.advance(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn members_from_a_list_learn_everyone_through_one_bootstrap() {
+    let mut sim = Sim::new();
+    let list: Vec<Certificate> = (0..4).map(listed).collect();
+    listed_mesh(&mut sim, &list, 4);
+    sim.advance(Duration::from_secs(5));
+    assert!(sim.converged(), "not converged 5 s after the joins");
+    for (me, node) in &sim.nodes {
+        let mut routed: Vec<(PublicKey, Vec<Cidr>)> = node
+            .peers
+            .iter()
+            .map(|(key, addresses)| (*key, addresses.clone()))
+            .collect();
+        routed.sort_by_key(|(key, _)| *key.as_bytes());
+        let mut expected: Vec<(PublicKey, Vec<Cidr>)> = list
+            .iter()
+            .filter(|member| member.node_key != *me)
+            .map(|member| (member.node_key, member.addresses.clone()))
+            .collect();
+        expected.sort_by_key(|(key, _)| *key.as_bytes());
+        assert_eq!(routed, expected, "exactly the listed keys and addresses");
+        assert_eq!(node.mesh.counters().refused_certificates, 0);
+    }
+}
+
+#[test]
+fn a_member_list_refuses_unlisted_keys_other_addresses_and_certificates() {
+    let mut sim = Sim::new();
+    let list: Vec<Certificate> = (0..2).map(listed).collect();
+    listed_mesh(&mut sim, &list, 2);
+    // Not listed, though it lists itself; a listed key claiming another
+    // address; a key with a certificate of a network.
+    let stranger = sim.join_trusting(7, Trust::Members(vec![listed(7)]), listed(7), Some(0));
+    let mut moved = listed(1);
+    moved.addresses = vec![Cidr::host(std::net::IpAddr::from([198, 19, 0, 99]))];
+    let signed = sim.certificate(8, 86_400);
+    let certified = sim.join_trusting(8, Trust::Network(sim.secret.public_key()), signed, Some(0));
+    // Past the 10 s an unverified peer has to present a valid Hello.
+    sim.advance(Duration::from_secs(15));
+    let first = &sim.nodes[&key(0).public_key()];
+    assert!(first.mesh.is_member(&key(1).public_key()));
+    for outsider in [stranger, certified] {
+        assert!(!first.mesh.is_member(&outsider));
+        assert!(
+            !first.peers.contains_key(&outsider),
+            "removed once unverified"
+        );
+    }
+    assert!(first.mesh.counters().refused_certificates >= 2);
+    // A gossiped record with other addresses than listed changes nothing.
+    let record = crate::control::MemberRecord {
+        certificate: moved,
+        endpoints: vec![Sim::address(1)],
+        host_addresses: Vec::new(),
+        heard_secs_ago: 0,
+    };
+    let now = sim.now;
+    let first = sim.nodes.get_mut(&key(0).public_key()).unwrap();
+    first.mesh.learn(now, record);
+    let addresses: Vec<Vec<Cidr>> = first
+        .mesh
+        .members()
+        .filter(|member| member.key == key(1).public_key())
+        .map(|member| member.addresses)
+        .collect();
+    assert_eq!(addresses, [listed(1).addresses]);
 }
