@@ -19,6 +19,7 @@ use fjord_proto::{Device, DeviceConfig, PrivateKey, Rng, WallClock};
 
 use crate::config::{Config, LoadedMesh, interface_name_from_path};
 use crate::netconf::{self, Netconf, RouteTable, run_hook};
+use crate::reresolve::{self, NamedEndpoint};
 use crate::uapi;
 
 /// Errors that mean "your input is wrong" (exit code 2) rather than
@@ -182,6 +183,7 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
     if options.no_busy_poll {
         worker = worker.without_busy_poll();
     }
+    reresolve::spawn(control.clone(), named_endpoints(&config))?;
     std::thread::Builder::new()
         .name("uapi".into())
         .spawn(move || uapi::serve(listener, control))?;
@@ -209,6 +211,31 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Peers and bootstrap members whose endpoint is a name, to look up again
+/// when they go silent.
+fn named_endpoints(config: &Config) -> Vec<NamedEndpoint> {
+    let peers = config
+        .peers
+        .iter()
+        .filter_map(|peer| Some((peer.public_key, peer.endpoint.as_ref()?)));
+    let bootstrap = config
+        .mesh
+        .iter()
+        .flat_map(|mesh| &mesh.bootstrap)
+        .map(|member| (member.public_key, &member.endpoint));
+    peers
+        .chain(bootstrap)
+        .filter_map(|(public_key, endpoint)| {
+            let (host, port) = endpoint.name_and_port()?;
+            Some(NamedEndpoint {
+                public_key,
+                host: host.to_string(),
+                port,
+            })
+        })
+        .collect()
 }
 
 fn warn_unapplied(config: &Config) {

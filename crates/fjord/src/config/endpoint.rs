@@ -75,6 +75,16 @@ impl Endpoint {
     pub fn as_str(&self) -> &str {
         &self.text
     }
+
+    /// The host name and port to look up again, when the host was written
+    /// as a name rather than an IP literal.
+    pub fn name_and_port(&self) -> Option<(&str, u16)> {
+        let (host, port) = split_host_port(&self.text).ok()?;
+        if host.parse::<IpAddr>().is_ok() {
+            return None;
+        }
+        Some((host, parse_port(port)?))
+    }
 }
 
 impl From<SocketAddr> for Endpoint {

@@ -915,6 +915,17 @@ fn check_parse_is_total(text: &str) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Only endpoints written as names are looked up again later.
+#[test]
+fn endpoints_written_as_names_keep_their_name_and_port() {
+    let named = Endpoint::parse("vpn.example.test:51820", &TestResolver).unwrap();
+    assert_eq!(named.name_and_port(), Some(("vpn.example.test", 51820)));
+    for literal in ["198.18.0.1:51820", "[fd00::1]:51820"] {
+        let endpoint = Endpoint::parse(literal, &TestResolver).unwrap();
+        assert_eq!(endpoint.name_and_port(), None, "{literal}");
+    }
+}
+
 /// A member list becomes the mesh's trust, this node's own entry its
 /// record; a list without this node's key is refused with its line.
 #[test]
