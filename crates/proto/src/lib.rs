@@ -18,6 +18,7 @@ pub mod crypto;
 mod device;
 mod endpoint;
 pub mod handshake;
+pub mod icmp;
 pub mod ip;
 pub mod keys;
 mod outcome;

@@ -69,10 +69,13 @@ pub enum DropReason {
     /// An authenticated fjord extension payload on an interface that runs
     /// no fjord extensions (no mesh).
     UnsupportedExtension,
+    /// Outgoing packet longer than the peer's path allows; its sender got
+    /// an ICMP "fragmentation needed" / "packet too big" if it may.
+    PacketTooBig,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 24] = [
+    pub const ALL: [DropReason; 25] = [
         Self::MalformedMessage,
         Self::UnknownMessageType,
         Self::InvalidMac1,
@@ -97,6 +100,7 @@ impl DropReason {
         Self::SourceNotAllowed,
         Self::NoPrivateKey,
         Self::UnsupportedExtension,
+        Self::PacketTooBig,
     ];
 
     /// A stable snake_case name for metrics and `fjord show`.
@@ -126,6 +130,7 @@ impl DropReason {
             Self::SourceNotAllowed => "source_not_allowed",
             Self::NoPrivateKey => "no_private_key",
             Self::UnsupportedExtension => "unsupported_extension",
+            Self::PacketTooBig => "packet_too_big",
         }
     }
 }
