@@ -18,8 +18,10 @@
 //! endpoints and how long ago the sender heard of them), Revocations,
 //! Goodbye (the sender leaves the mesh), Ping/Pong (path RTT), and
 //! Introduce/Rendezvous (NAT traversal through a mutual member) and
-//! RelayRequest/RelayOffer (a member relays when no direct path opens).
-//! The kind byte leaves room for path-MTU messages.
+//! RelayRequest/RelayOffer (a member relays when no direct path opens),
+//! and MtuProbe/MtuAck (path MTU probing, `pmtu.rs`: a probe is padded
+//! with zeros to the size under test, the ack is small and says how many
+//! plaintext bytes arrived).
 
 use std::net::SocketAddr;
 
@@ -48,6 +50,8 @@ const KIND_INTRODUCE: u8 = 7;
 const KIND_RENDEZVOUS: u8 = 8;
 const KIND_RELAY_REQUEST: u8 = 9;
 const KIND_RELAY_OFFER: u8 = 10;
+const KIND_MTU_PROBE: u8 = 11;
+const KIND_MTU_ACK: u8 = 12;
 
 /// One member as another member describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,6 +109,16 @@ pub enum Control {
     RelayOffer {
         peer: PublicKey,
     },
+    /// Path MTU probe `id`; the zero padding behind it makes the datagram
+    /// the size under test.
+    MtuProbe {
+        id: u32,
+    },
+    /// "Probe `id` arrived with `plaintext_bytes` of plaintext."
+    MtuAck {
+        id: u32,
+        plaintext_bytes: u16,
+    },
 }
 
 impl Control {
@@ -112,6 +126,14 @@ impl Control {
     /// message rather than an IP packet.
     pub fn is_control(plaintext: &[u8]) -> bool {
         plaintext.first() == Some(&CONTROL_MARKER)
+    }
+
+    /// Whether a control message is a path MTU probe or ack, without
+    /// decoding it: these are answered by the node's prober, not by the
+    /// membership state machine.
+    pub fn is_path_mtu(plaintext: &[u8]) -> bool {
+        Self::is_control(plaintext)
+            && matches!(plaintext.get(1), Some(&(KIND_MTU_PROBE | KIND_MTU_ACK)))
     }
 
     /// Parses a control message from a decrypted payload, ignoring
@@ -162,6 +184,11 @@ impl Control {
             },
             KIND_RELAY_OFFER => Control::RelayOffer {
                 peer: PublicKey::from_bytes(body.array()?),
+            },
+            KIND_MTU_PROBE => Control::MtuProbe { id: body.u32()? },
+            KIND_MTU_ACK => Control::MtuAck {
+                id: body.u32()?,
+                plaintext_bytes: body.u16()?,
             },
             KIND_RENDEZVOUS => {
                 let peer = PublicKey::from_bytes(body.array()?);
@@ -221,6 +248,18 @@ impl Control {
             Control::RelayOffer { peer } => {
                 body.bytes(peer.as_bytes());
                 KIND_RELAY_OFFER
+            }
+            Control::MtuProbe { id } => {
+                body.u32(*id);
+                KIND_MTU_PROBE
+            }
+            Control::MtuAck {
+                id,
+                plaintext_bytes,
+            } => {
+                body.u32(*id);
+                body.u16(*plaintext_bytes);
+                KIND_MTU_ACK
             }
             Control::Rendezvous { peer, endpoints } => {
                 body.bytes(peer.as_bytes());
@@ -332,6 +371,11 @@ mod tests {
             },
             Control::RelayOffer {
                 peer: PrivateKey::from_bytes([8; 32]).public_key(),
+            },
+            Control::MtuProbe { id: 7 },
+            Control::MtuAck {
+                id: 7,
+                plaintext_bytes: 1216,
             },
             Control::Rendezvous {
                 peer: PrivateKey::from_bytes([6; 32]).public_key(),

@@ -11,6 +11,7 @@ mod codec;
 pub mod control;
 pub mod membership;
 mod node;
+pub mod pmtu;
 pub mod relay;
 pub mod report;
 

@@ -270,7 +270,8 @@ impl Mesh {
                 self.departed.insert(key, now);
                 self.remove_member(key);
             }
-            Control::Hello { .. } => {}
+            // Answered by the node's path MTU prober before they get here.
+            Control::Hello { .. } | Control::MtuProbe { .. } | Control::MtuAck { .. } => {}
         }
         Ok(())
     }
