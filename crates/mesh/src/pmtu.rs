@@ -241,6 +241,18 @@ impl PathMtuTable {
         self.timers.update(peer.index(), Some(now));
     }
 
+    /// `peer` has a new session. A path not yet settled is searched at
+    /// once: its earlier rounds may have found no session to probe in.
+    pub fn handle_session(&mut self, now: Instant, peer: PeerId) {
+        let Some(path) = self.path_mut(peer) else {
+            return;
+        };
+        if path.settled.is_none() && path.round.is_none() {
+            path.search_again(now);
+            self.timers.update(peer.index(), Some(now));
+        }
+    }
+
     /// The tunnel MTU sets every path's ceiling; when it changes, every
     /// path is searched again.
     pub fn set_tunnel_mtu(&mut self, now: Instant, mtu: usize) {

@@ -44,6 +44,8 @@ struct Net {
     filtered: Option<(IpAddr, IpAddr)>,
     /// Inner packets received, by the node that received them.
     delivered: Vec<(SocketAddr, Vec<u8>)>,
+    /// Larger IPv4 datagrams (header included) are lost, with no ICMP.
+    path_mtu: usize,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -125,6 +127,7 @@ impl Net {
             lossy: None,
             filtered: None,
             delivered: Vec::new(),
+            path_mtu: usize::MAX,
         }
     }
 
@@ -207,6 +210,13 @@ impl Net {
                     ));
                 }
                 while node.poll_event().is_some() {}
+                while let Some(probe) = node.poll_probe(&mut buf) {
+                    self.in_flight.push_back((
+                        *address,
+                        probe.destination,
+                        buf[..probe.len].to_vec(),
+                    ));
+                }
                 // Punches have a TTL that dies between the NATs: they open
                 // the sender's own NAT and reach nobody.
                 while let Some(punch) = node.poll_punch(&mut buf) {
@@ -218,7 +228,7 @@ impl Net {
             let Some((inside_from, to, mut datagram)) = self.in_flight.pop_front() else {
                 break;
             };
-            if Some(to) == self.unreachable {
+            if Some(to) == self.unreachable || datagram.len() + 28 > self.path_mtu {
                 continue;
             }
             if self
@@ -620,4 +630,51 @@ fn a_relayed_pair_moves_to_the_direct_path_when_it_opens_and_loses_no_packet() {
     );
     let counters = net.nodes[&underlay(2)].mesh().unwrap().counters().clone();
     assert!(counters.relays_left >= 1, "{counters:?}");
+
+#[test]
+fn members_find_a_1280_byte_path_and_tell_inner_senders_of_larger_packets() {
+    let secret = NetworkSecret::from_seed([42; 32]);
+    let mut net = Net::new();
+    net.path_mtu = 1280;
+    net.add(&secret, 1, None);
+    net.add(&secret, 2, Some(1));
+    net.advance(Duration::from_secs(5));
+    let key = |index: u8| Net::key(index).public_key();
+    // 20 + 8 + 32 + 1216: the largest probe size at most 1280 bytes.
+    assert_eq!(net.nodes[&underlay(1)].path_mtu(&key(2)), Some(1276));
+    assert_eq!(net.nodes[&underlay(2)].path_mtu(&key(1)), Some(1276));
+    assert!(net.ping(2, 1), "small packets still pass");
+
+    let (sender, source) = net.overlay[&2];
+    let destination = net.overlay[&1].1;
+    let send = |net: &mut Net, len: usize, dont_fragment: bool| {
+        let mut packet = ipv4_packet(source, destination, &vec![7; len - 20]);
+        if dont_fragment {
+            packet[6] = 0x40;
+        }
+        let mut buf = vec![0u8; DATA_HEADROOM + packet.len() + DATA_TAILROOM];
+        buf[DATA_HEADROOM..][..packet.len()].copy_from_slice(&packet);
+        let now = net.now;
+        let node = net.nodes.get_mut(&sender).unwrap();
+        node.handle_tun_packet(now, &mut buf, packet.len())
+    };
+    assert!(matches!(
+        send(&mut net, 1216, true),
+        Sent::Sealed { len: 1248, .. }
+    ));
+    assert_eq!(
+        send(&mut net, 1217, true),
+        Sent::Dropped(fjord_proto::DropReason::PacketTooBig)
+    );
+    let node = net.nodes.get_mut(&sender).unwrap();
+    let mut reply = vec![0u8; 1500];
+    let len = node.poll_tun_packet(&mut reply).expect("an ICMP reply");
+    let reply = &reply[..len];
+    assert_eq!(&reply[12..16], &[198, 19, 0, 1], "from the destination");
+    assert_eq!(&reply[16..20], &[198, 19, 0, 2], "to the sender");
+    assert_eq!(&reply[20..22], &[3, 4], "fragmentation needed");
+    assert_eq!(u16::from_be_bytes([reply[26], reply[27]]), 1216);
+    assert_eq!(node.too_big_replies(), (1, 0));
+    // Without Don't Fragment the network may fragment it: sent as is.
+    assert!(matches!(send(&mut net, 1400, false), Sent::Sealed { .. }));
 }

@@ -239,8 +239,14 @@ mod tests {
         let reply = &out[..len];
         assert_eq!(len, 576);
         let header = crate::ip::IpHeader::parse(reply).unwrap();
-        assert_eq!(header.source, "198.19.0.2".parse::<std::net::IpAddr>().unwrap());
-        assert_eq!(header.destination, "198.19.0.1".parse::<std::net::IpAddr>().unwrap());
+        assert_eq!(
+            header.source,
+            "198.19.0.2".parse::<std::net::IpAddr>().unwrap()
+        );
+        assert_eq!(
+            header.destination,
+            "198.19.0.1".parse::<std::net::IpAddr>().unwrap()
+        );
         assert_eq!(header.total_len, 576);
         assert!(sums_to_zero(0, &reply[..20]), "IP header checksum");
         assert_eq!(&reply[20..22], &[3, 4]);
@@ -293,8 +299,14 @@ mod tests {
         assert_eq!(len, 1280);
         let reply = &out[..len];
         let header = crate::ip::IpHeader::parse(reply).unwrap();
-        assert_eq!(header.source, "fd00::2".parse::<std::net::IpAddr>().unwrap());
-        assert_eq!(header.destination, "fd00::1".parse::<std::net::IpAddr>().unwrap());
+        assert_eq!(
+            header.source,
+            "fd00::2".parse::<std::net::IpAddr>().unwrap()
+        );
+        assert_eq!(
+            header.destination,
+            "fd00::1".parse::<std::net::IpAddr>().unwrap()
+        );
         assert_eq!(reply[40], 2);
         assert_eq!(u32::from_be_bytes(reply[44..48].try_into().unwrap()), 1280);
         let mut pseudo = checksum_add(0, &reply[8..40]);

@@ -29,6 +29,7 @@ use fjord_proto::{
 
 use super::Node;
 use crate::membership::{MemberStatus, Mesh, MeshAction};
+use crate::pmtu::PathMtuTable;
 use crate::relay::RelayTable;
 
 /// What a punch datagram carries: nothing a receiver acts on (fjord and
@@ -46,13 +47,13 @@ pub const PUNCH_TTL: u8 = 2;
 pub const MAX_UNVERIFIED_PEERS: usize = 256;
 
 pub(super) struct MeshDriver {
-    mesh: Mesh,
+    pub(super) mesh: Mesh,
     /// Device events, kept for the caller's `poll_event` after the mesh
     /// has seen them.
     pub(super) events: VecDeque<Event>,
     /// The `now` of the latest input: sends triggered from `poll_*` calls
     /// (which take no time) are stamped with it.
-    last_now: Instant,
+    pub(super) last_now: Instant,
     /// Punch datagrams waiting for `poll_punch`.
     punches: VecDeque<SocketAddr>,
     /// Pairs of members we relay for.
@@ -63,6 +64,10 @@ pub(super) struct MeshDriver {
     /// routes when a certificate changes and are removed when a member
     /// goes. Configured peers keep theirs.
     managed: HashSet<PeerId>,
+    /// Each member's path MTU search (`pmtu.rs`).
+    pub(super) pmtu: PathMtuTable,
+    /// Sealed probes waiting for `poll_probe`.
+    pub(super) probes: VecDeque<(SocketAddr, Vec<u8>)>,
 }
 
 impl Node {
@@ -79,6 +84,8 @@ impl Node {
             relays: RelayTable::default(),
             forwards: VecDeque::new(),
             managed: HashSet::new(),
+            pmtu: PathMtuTable::new(self.device.mtu()),
+            probes: VecDeque::new(),
         });
         self.pump_mesh();
     }
@@ -133,6 +140,11 @@ impl Node {
             self.drops.count(DropReason::UnsupportedExtension);
             return Received::Dropped(DropReason::UnsupportedExtension);
         };
+        if crate::control::Control::is_path_mtu(payload) {
+            self.handle_path_mtu(now, peer, key, payload);
+            self.pump_mesh();
+            return Received::Control;
+        }
         driver.last_now = now;
         // A refused message is counted by the mesh (`MeshCounters`); it
         // has no place among WireGuard's drop reasons.
@@ -142,9 +154,11 @@ impl Node {
     }
 
     pub(super) fn mesh_deadline(&self) -> Option<Instant> {
-        self.mesh
-            .as_ref()
-            .and_then(|driver| driver.mesh.poll_timeout())
+        let driver = self.mesh.as_ref()?;
+        match (driver.mesh.poll_timeout(), driver.pmtu.poll_timeout()) {
+            (Some(mesh), Some(pmtu)) => Some(mesh.min(pmtu)),
+            (mesh, pmtu) => mesh.or(pmtu),
+        }
     }
 
     pub(super) fn mesh_timeout(&mut self, now: Instant) {
@@ -158,6 +172,13 @@ impl Node {
             .is_some_and(|deadline| deadline <= now)
         {
             driver.mesh.handle_timeout(now);
+        }
+        if driver
+            .pmtu
+            .poll_timeout()
+            .is_some_and(|deadline| deadline <= now)
+        {
+            driver.pmtu.handle_timeout(now);
         }
         self.pump_mesh();
     }
@@ -175,6 +196,7 @@ impl Node {
                     if let Some(key) = self.device.peer_public_key(*peer) {
                         driver.mesh.handle_session(now, *key);
                     }
+                    driver.pmtu.handle_session(now, *peer);
                 }
                 Event::UnknownPeerAdmitted { public_key, .. } => {
                     driver.mesh.handle_unverified(now, *public_key);
@@ -183,6 +205,7 @@ impl Node {
                     if let Some(key) = self.device.peer_public_key(*peer) {
                         driver.mesh.handle_path(*key, *endpoint);
                     }
+                    Self::path_moved(&mut driver, *peer, *endpoint);
                 }
                 _ => {}
             }
@@ -196,6 +219,7 @@ impl Node {
                 self.device.send_extension(id, now, &outbound.message);
             }
         }
+        self.pump_path_mtu(&mut driver);
         self.mesh = Some(driver);
     }
 
@@ -222,13 +246,16 @@ impl Node {
                 if let (false, Some(endpoint)) = (has_endpoint, endpoint) {
                     self.device.set_peer_endpoint(id, endpoint);
                 }
+                self.track_path(driver, &key, id);
             }
             MeshAction::Remove { key } => {
                 driver.relays.remove(&key);
-                if let Some(id) = self.device.peer_id(&key)
-                    && (driver.managed.remove(&id) || self.device.is_provisional(id))
-                {
-                    self.remove_peer(id);
+                if let Some(id) = self.device.peer_id(&key) {
+                    driver.pmtu.forget(id);
+                    self.set_path_limit(id, None);
+                    if driver.managed.remove(&id) || self.device.is_provisional(id) {
+                        self.remove_peer(id);
+                    }
                 }
             }
             MeshAction::Punch { endpoints, .. } => driver.punches.extend(endpoints),

@@ -7,6 +7,8 @@
 //! and peer changes ride on those same calls (see `membership.rs`).
 
 mod membership;
+mod pmtu;
+mod too_big;
 
 pub use membership::PUNCH_TTL;
 
@@ -31,6 +33,10 @@ pub struct Node {
     drops: DropCounters,
     /// The fjord mesh, when the interface is a member of one.
     mesh: Option<membership::MeshDriver>,
+    /// Per peer (by `PeerId::index`), the largest inner packet its path
+    /// carries; `usize::MAX` (or no entry) for no limit.
+    path_limits: Vec<usize>,
+    too_big_replies: too_big::TooBigReplies,
 }
 
 impl Node {
@@ -41,6 +47,8 @@ impl Node {
             owned: HashMap::new(),
             drops: DropCounters::default(),
             mesh: None,
+            path_limits: Vec::new(),
+            too_big_replies: too_big::TooBigReplies::default(),
         }
     }
 
@@ -67,6 +75,7 @@ impl Node {
     }
 
     pub fn remove_peer(&mut self, id: PeerId) {
+        self.forget_path(id);
         self.clear_allowed_ips(id);
         self.owned.remove(&id);
         self.device.remove_peer(id);
@@ -78,6 +87,7 @@ impl Node {
         self.owned.clear();
         let ids: Vec<PeerId> = self.device.peer_ids().collect();
         for id in ids {
+            self.forget_path(id);
             self.device.remove_peer(id);
         }
     }
@@ -154,7 +164,14 @@ impl Node {
     #[inline]
     pub fn prepare_tun_packet(&mut self, now: Instant, buf: &mut [u8], len: usize) -> Outgoing {
         match self.route_packet(buf, len) {
-            Some(peer) => self.device.prepare_encapsulate(now, peer, buf, len),
+            Some(peer) => {
+                if len > self.path_limit(peer)
+                    && let Some(dropped) = self.too_big(now, peer, buf, len)
+                {
+                    return Outgoing::Done(dropped);
+                }
+                self.device.prepare_encapsulate(now, peer, buf, len)
+            }
             None => Outgoing::Done(Sent::Dropped(DropReason::NoRoute)),
         }
     }

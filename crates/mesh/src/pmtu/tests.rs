@@ -100,7 +100,11 @@ fn a_1280_byte_ipv4_path_settles_at_1276_within_a_few_seconds() {
     assert_eq!(net.table.path_mtu(peer(0)), Some(1276));
     assert_eq!(net.limits, vec![Some(1216)], "one change: 1276 - 60");
     // Settled in a few rounds of at most 8 probes: the counter says how many.
-    assert!(net.table.counters().probes_sent <= 24, "{:?}", net.table.counters());
+    assert!(
+        net.table.counters().probes_sent <= 24,
+        "{:?}",
+        net.table.counters()
+    );
 }
 
 #[test]
@@ -109,7 +113,11 @@ fn a_full_path_settles_at_the_ceiling_in_one_round() {
     net.table.track(net.now, peer(0), Family::V4);
     net.table.handle_timeout(net.now);
     net.exchange();
-    assert_eq!(net.table.path_mtu(peer(0)), Some(1480), "20 + 8 + 32 + 1420");
+    assert_eq!(
+        net.table.path_mtu(peer(0)),
+        Some(1480),
+        "20 + 8 + 32 + 1420"
+    );
     assert_eq!(net.limits, vec![Some(1420)]);
 }
 
@@ -183,7 +191,11 @@ fn a_silent_member_gets_no_limit_and_few_probes() {
     assert_eq!(net.table.path_mtu(peer(0)), None);
     assert!(net.limits.is_empty());
     // Three rounds, a pause, three more: never a probe storm.
-    assert!(net.table.counters().probes_sent <= 2 * 3 * 8, "{:?}", net.table.counters());
+    assert!(
+        net.table.counters().probes_sent <= 2 * 3 * 8,
+        "{:?}",
+        net.table.counters()
+    );
 }
 
 #[test]
