@@ -42,9 +42,12 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
         let rtt = member.rtt_micros.map_or("-".to_string(), |us| {
             format!("{:.3} ms", us as f64 / 1000.0)
         });
+        let path_mtu = member
+            .path_mtu
+            .map_or("-".to_string(), |mtu| format!("{mtu} B"));
         let _ = writeln!(
             out,
-            "  member {} ({}): {} via {} [{}], rtt {rtt}",
+            "  member {} ({}): {} via {} [{}], rtt {rtt}, path mtu {path_mtu}",
             member.name,
             member.public_key,
             member.addresses.join(", "),

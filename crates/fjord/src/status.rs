@@ -113,6 +113,7 @@ fn member_lines(node: &Node) -> Vec<MemberLine> {
                 (true, Some(relay)) => format!("relay {}", name_of(relay)),
             },
             rtt_micros: member.rtt.map(|rtt| rtt.as_micros() as u64),
+            path_mtu: node.path_mtu(&member.key).map(|mtu| mtu as u64),
         })
         .collect()
 }

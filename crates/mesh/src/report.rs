@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 /// One mesh member as `get=fjord` reports it, on one line:
-/// `member=<key>,<name>,<addresses>,<endpoint>,<path>,<rtt_us>` with
+/// `member=<key>,<name>,<addresses>,<endpoint>,<path>,<rtt_us>,<path_mtu>` with
 /// addresses separated by spaces and `-` for an unknown field.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MemberLine {
@@ -16,12 +16,15 @@ pub struct MemberLine {
     /// `direct` or `relay <name>` with a session up, `connecting` without.
     pub path: String,
     pub rtt_micros: Option<u64>,
+    /// The largest datagram (IP header included) probing found to get
+    /// through to the member; `None` until the first search settles.
+    pub path_mtu: Option<u64>,
 }
 
 impl MemberLine {
     pub fn to_line(&self) -> String {
         format!(
-            "member={},{},{},{},{},{}",
+            "member={},{},{},{},{},{},{}",
             self.public_key,
             self.name,
             self.addresses.join(" "),
@@ -29,6 +32,7 @@ impl MemberLine {
             self.path,
             self.rtt_micros
                 .map_or("-".to_string(), |rtt| rtt.to_string()),
+            self.path_mtu.map_or("-".to_string(), |mtu| mtu.to_string()),
         )
     }
 
@@ -49,6 +53,11 @@ impl MemberLine {
             "-" => None,
             rtt => Some(rtt.parse().ok()?),
         };
+        // Absent from a fjord that predates path MTU probing.
+        let path_mtu = match fields.next() {
+            None | Some("-") => None,
+            Some(mtu) => Some(mtu.parse().ok()?),
+        };
         fields.next().is_none().then_some(Self {
             public_key,
             name,
@@ -56,6 +65,31 @@ impl MemberLine {
             endpoint,
             path,
             rtt_micros,
+            path_mtu,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_lines_round_trip_with_their_path_mtu() {
+        let line = MemberLine {
+            public_key: "key".to_string(),
+            name: "node1".to_string(),
+            addresses: vec!["198.19.0.2/32".to_string()],
+            endpoint: Some("198.18.0.2:51820".to_string()),
+            path: "direct".to_string(),
+            rtt_micros: Some(310),
+            path_mtu: Some(1276),
+        };
+        let text = line.to_line();
+        assert!(text.ends_with(",310,1276"), "{text}");
+        assert_eq!(MemberLine::parse(&text["member=".len()..]), Some(line));
+        // A fjord from before path MTU probing sends one field less.
+        let older = MemberLine::parse("key,node1,,-,connecting,-").unwrap();
+        assert_eq!(older.path_mtu, None);
     }
 }

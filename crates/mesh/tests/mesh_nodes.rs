@@ -630,6 +630,7 @@ fn a_relayed_pair_moves_to_the_direct_path_when_it_opens_and_loses_no_packet() {
     );
     let counters = net.nodes[&underlay(2)].mesh().unwrap().counters().clone();
     assert!(counters.relays_left >= 1, "{counters:?}");
+}
 
 #[test]
 fn members_find_a_1280_byte_path_and_tell_inner_senders_of_larger_packets() {

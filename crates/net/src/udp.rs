@@ -182,6 +182,31 @@ impl UdpTransport {
     }
 }
 
+impl UdpTransport {
+    /// Whether what the socket sends next may be fragmented: `false` for
+    /// path MTU probes (Don't Fragment on IPv4, no fragmentation on
+    /// IPv6; `PMTUDISC_PROBE` also ignores the kernel's cached path MTU,
+    /// which must not decide a probe's fate), `true` restores the
+    /// socket's normal mode (see [`allow_fragmentation`]).
+    pub fn set_fragmentation(&self, allowed: bool) -> io::Result<()> {
+        if allowed {
+            return allow_fragmentation(&self.socket);
+        }
+        set_int_option(
+            self.as_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            libc::IP_PMTUDISC_PROBE,
+        )?;
+        set_int_option(
+            self.as_fd(),
+            libc::IPPROTO_IPV6,
+            libc::IPV6_MTU_DISCOVER,
+            libc::IPV6_PMTUDISC_PROBE,
+        )
+    }
+}
+
 impl AsFd for UdpTransport {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.socket.as_fd()
@@ -200,7 +225,12 @@ fn force_buffer_sizes(socket: &UdpSocket) {
 
 /// quinn-udp sets DF (`IP_PMTUDISC_PROBE`); a tunnel with an inner MTU
 /// larger than the path (a 34 KB MTU over Ethernet) needs its datagrams
-/// fragmented instead, as kernel WireGuard lets them be.
+/// fragmented instead, as kernel WireGuard lets them be. Data to mesh
+/// members keeps this mode too: their packets are already cut to the
+/// probed path MTU (`fjord_mesh::pmtu`), and if a path shrinks before the
+/// next confirmation, fragments still arrive where DF would black-hole.
+/// Plain WireGuard peers keep exactly this behaviour. Only probes leave
+/// with DF ([`UdpTransport::set_fragmentation`]).
 fn allow_fragmentation(socket: &UdpSocket) -> io::Result<()> {
     set_int_option(
         socket.as_fd(),

@@ -296,6 +296,54 @@ impl Worker {
             self.log_event(&event);
         }
         self.send_punches();
+        self.send_probes();
+        self.write_too_big_replies();
+    }
+
+    /// Path MTU probes leave without fragmentation, so one larger than
+    /// the path is lost rather than carried in pieces. The socket's mode
+    /// is switched around them and restored: nothing else sends on this
+    /// thread meanwhile (the crypto threads only seal and open), and
+    /// probes are a few per member every 30 s, so the four system calls
+    /// cost nothing, while data keeps its fragmentable mode.
+    fn send_probes(&mut self) {
+        let Some(first) = self.node.poll_probe(&mut self.control_buffer) else {
+            return;
+        };
+        if let Err(error) = self.udp.set_fragmentation(false) {
+            tracing::debug!(%error, "cannot set Don't Fragment for path MTU probes; sending them as they are");
+        }
+        let mut next = Some(first);
+        while let Some(transmit) = next {
+            // A probe larger than our own link fails with EMSGSIZE: that
+            // is an answer too (its round counts it lost), not an error.
+            if self
+                .udp
+                .send(transmit.destination, &self.control_buffer[..transmit.len])
+                .is_ok()
+            {
+                self.stats.udp_sends += 1;
+            }
+            next = self.node.poll_probe(&mut self.control_buffer);
+        }
+        if let Err(error) = self.udp.set_fragmentation(true) {
+            tracing::warn!(%error, "cannot restore fragmentation after path MTU probes");
+        }
+    }
+
+    /// ICMP "fragmentation needed" / "packet too big" replies for inner
+    /// senders whose packets did not fit a member's path.
+    fn write_too_big_replies(&mut self) {
+        while let Some(len) = self.node.poll_tun_packet(&mut self.control_buffer) {
+            self.tun.queue_write(&self.control_buffer, 0..len);
+            match self.tun.flush_writes(&mut self.control_buffer) {
+                Ok(outcome) => self.stats.tun_write_errors += outcome.lost as u64,
+                Err(error) => {
+                    tracing::debug!(%error, "writing an ICMP reply to the TUN failed");
+                    return;
+                }
+            }
+        }
     }
 
     /// NAT-traversal punches leave with a TTL that passes our own NAT and

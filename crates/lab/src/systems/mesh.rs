@@ -82,6 +82,8 @@ pub struct Member {
     pub endpoint: Option<String>,
     pub path: MemberPath,
     pub rtt_micros: Option<u64>,
+    /// The probed path MTU (IP datagram bytes), once found.
+    pub path_mtu: Option<u64>,
 }
 
 /// How a node reaches a member (`fjord show`'s `path`).
@@ -119,6 +121,7 @@ impl From<MemberLine> for Member {
             endpoint: line.endpoint,
             path: MemberPath::from(line.path),
             rtt_micros: line.rtt_micros,
+            path_mtu: line.path_mtu,
         }
     }
 }
