@@ -12,7 +12,7 @@ use fjord_mesh::Cidr;
 
 pub use mesh_targets::{cert_parse, control_parse, mesh_membership};
 pub use net_targets::tun_coalesce;
-pub use proto_targets::{device_datagram, ip_header, wire_parse};
+pub use proto_targets::{device_datagram, icmp_too_big, ip_header, wire_parse};
 
 /// `Cidr::from_str` on arbitrary text; a success must print and parse back
 /// to itself and contain its own address.
@@ -58,6 +58,7 @@ mod tests {
     fn seeds_replay_cleanly() {
         replay("wire_parse", super::wire_parse);
         replay("ip_header", super::ip_header);
+        replay("icmp_too_big", super::icmp_too_big);
         replay("device_datagram", super::device_datagram);
         replay("cidr_parse", super::cidr_parse);
         replay("tun_coalesce", super::tun_coalesce);

@@ -54,6 +54,33 @@ pub fn ip_header(data: &[u8]) {
     }
 }
 
+/// A "packet too big" decision for an arbitrary packet: the first two
+/// bytes are the path's limit, the rest the packet. A reply must be an IP
+/// packet of its own length, from the packet's destination to its
+/// source, no longer than the RFCs allow.
+pub fn icmp_too_big(data: &[u8]) {
+    use fjord_proto::icmp::{MAX_REPLY_LEN, TooBig, too_big_reply};
+    let Some((mtu, packet)) = data.split_first_chunk::<2>() else {
+        return;
+    };
+    let mut out = [0u8; MAX_REPLY_LEN];
+    let TooBig::Reply { len } =
+        too_big_reply(packet, usize::from(u16::from_be_bytes(*mtu)), &mut out)
+    else {
+        return;
+    };
+    assert!(len <= MAX_REPLY_LEN);
+    let reply = IpHeader::parse(&out[..len]).expect("a reply parses");
+    assert_eq!(reply.total_len, len);
+    if let Ok(original) = IpHeader::parse(packet) {
+        assert_eq!(reply.source, original.destination);
+        assert_eq!(reply.destination, original.source);
+    }
+    if reply.source.is_ipv4() {
+        assert!(len <= 576);
+    }
+}
+
 /// SplitMix64, seeded: the devices need randomness, the fuzzer needs
 /// every run of one input to behave the same.
 struct FuzzRng(u64);
