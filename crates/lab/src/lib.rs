@@ -8,6 +8,7 @@ pub mod emulator;
 pub mod firewall;
 pub mod install;
 pub mod measure;
+pub mod narrow_path;
 pub mod nat;
 pub mod netns;
 pub mod progress;

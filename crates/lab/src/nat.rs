@@ -148,7 +148,7 @@ fn site(router: &Namespace, index: u8, kind: NatKind) -> Result<NatSite, NetnsEr
 }
 
 /// `nft -f -` inside `namespace`.
-fn load_rules(namespace: &Namespace, rules: &str) -> Result<(), NetnsError> {
+pub(crate) fn load_rules(namespace: &Namespace, rules: &str) -> Result<(), NetnsError> {
     let mut command: Command = namespace.command("nft");
     command
         .args(["-f", "-"])
