@@ -58,6 +58,7 @@ pub fn section_charts(section: &Section, order: &[&str]) -> Vec<Chart> {
         | TestKind::Mesh
         | TestKind::NatMatrix
         | TestKind::RelayCost
+        | TestKind::PathMtu
         | TestKind::Other => Vec::new(),
     }
 }

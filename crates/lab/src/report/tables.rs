@@ -312,6 +312,26 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
                 &cell,
             )]
         }
+        TestKind::PathMtu => {
+            let cell = |row: &Row, index: usize, _: usize| {
+                row.cells[index].map_or_else(
+                    || MISSING.to_string(),
+                    |m| match m.note.as_deref() {
+                        Some(note) if note.starts_with("black-holed") => "black-holed".to_string(),
+                        Some(note) => format!("{} ({note})", median_figure(m)),
+                        None => median_figure(m),
+                    },
+                )
+            };
+            vec![grid(
+                section,
+                title,
+                caption(section, &[]),
+                &[],
+                &[""],
+                &cell,
+            )]
+        }
         TestKind::TransferTime
         | TestKind::FrameLoss
         | TestKind::Mesh

@@ -7,6 +7,7 @@ mod bdp;
 mod latency;
 mod loss;
 pub mod mesh;
+pub mod mesh_pmtu;
 mod mesh_relay;
 mod quick;
 mod soak;
