@@ -39,6 +39,11 @@ fn ip_header_seeds() {
 }
 
 #[test]
+fn icmp_too_big_seeds() {
+    replay("icmp_too_big", proto_targets::icmp_too_big);
+}
+
+#[test]
 fn device_datagram_seeds() {
     replay("device_datagram", proto_targets::device_datagram);
 }
