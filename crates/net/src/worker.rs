@@ -319,7 +319,11 @@ impl Worker {
             // is an answer too (its round counts it lost), not an error.
             if self
                 .udp
-                .send(transmit.destination, &self.control_buffer[..transmit.len])
+                .send(
+                    transmit.destination,
+                    transmit.source,
+                    &self.control_buffer[..transmit.len],
+                )
                 .is_ok()
             {
                 self.stats.udp_sends += 1;

@@ -67,7 +67,7 @@ pub(super) struct MeshDriver {
     /// Each member's path MTU search (`pmtu.rs`).
     pub(super) pmtu: PathMtuTable,
     /// Sealed probes waiting for `poll_probe`.
-    pub(super) probes: VecDeque<(SocketAddr, Vec<u8>)>,
+    pub(super) probes: VecDeque<(SocketAddr, Option<std::net::IpAddr>, Vec<u8>)>,
 }
 
 impl Node {

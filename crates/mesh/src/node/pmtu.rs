@@ -47,11 +47,12 @@ impl Node {
     pub fn poll_probe(&mut self, buf: &mut [u8]) -> Option<Transmit> {
         let driver = self.mesh.as_mut()?;
         loop {
-            let (destination, datagram) = driver.probes.pop_front()?;
+            let (destination, source, datagram) = driver.probes.pop_front()?;
             if let Some(out) = buf.get_mut(..datagram.len()) {
                 out.copy_from_slice(&datagram);
                 return Some(Transmit {
                     destination,
+                    source,
                     len: datagram.len(),
                 });
             }
@@ -142,12 +143,16 @@ impl Node {
         }
         let mut buf = vec![0u8; DATA_HEADROOM + probe.plaintext_bytes + DATA_TAILROOM];
         buf[DATA_HEADROOM..DATA_HEADROOM + message.len()].copy_from_slice(&message);
-        if let Sent::Sealed { len, destination } =
-            self.device
-                .encapsulate(driver.last_now, probe.peer, &mut buf, probe.plaintext_bytes)
+        if let Sent::Sealed {
+            len,
+            destination,
+            source,
+        } = self
+            .device
+            .encapsulate(driver.last_now, probe.peer, &mut buf, probe.plaintext_bytes)
         {
             buf.truncate(len);
-            driver.probes.push_back((destination, buf));
+            driver.probes.push_back((destination, source, buf));
         }
     }
 }
