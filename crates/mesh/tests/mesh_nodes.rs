@@ -311,60 +311,70 @@ impl Net {
     /// address and reports whether `to` received it intact, directly
     /// (relayed paths are checked through the mesh's own traffic).
     fn ping(&mut self, from: u8, to: u8) -> bool {
-        let (from_underlay, source) = self.overlay[&from];
-        let (to_underlay, destination) = self.overlay[&to];
-        let packet = ipv4_packet(source, destination, b"through the mesh");
-        let mut buf = vec![0u8; DATA_HEADROOM + packet.len() + DATA_TAILROOM];
-        buf[DATA_HEADROOM..][..packet.len()].copy_from_slice(&packet);
-        let now = self.now;
-        let sender = self.nodes.get_mut(&from_underlay).unwrap();
-        let Sent::Sealed {
-            len, destination, ..
-        } = sender.handle_tun_packet(now, &mut buf, packet.len())
-        else {
+        let to_underlay = self.overlay[&to].0;
+        let Some(sealed) = self.seal_ping(from, to, b"through the mesh") else {
             return false;
         };
-        let Some((from, arrives_at)) = self.through_nats(from_underlay, destination) else {
+        let Some((source, arrives_at)) = self.through_nats(sealed.from, sealed.destination) else {
             return false;
         };
         if arrives_at != to_underlay {
             return false;
         }
         let receiver = self.nodes.get_mut(&to_underlay).unwrap();
-        let mut datagram = buf[..len].to_vec();
-        match receiver.handle_datagram(now, from, &mut datagram) {
-            Received::Data { packet: range, .. } => datagram[range] == packet[..],
+        let mut datagram = sealed.datagram;
+        match receiver.handle_datagram(self.now, source, &mut datagram) {
+            Received::Data { packet: range, .. } => datagram[range] == sealed.packet[..],
             _ => false,
         }
     }
-}
 
-impl Net {
     /// Sends one IPv4 packet from node `from` to node `to`'s overlay
     /// address along whatever path the sender uses (relays included) and
     /// reports whether `to` received it intact.
     fn ping_any_path(&mut self, from: u8, to: u8, payload: &[u8]) -> bool {
-        let (from_underlay, source) = self.overlay[&from];
-        let (to_underlay, destination) = self.overlay[&to];
-        let packet = ipv4_packet(source, destination, payload);
-        let mut buf = vec![0u8; DATA_HEADROOM + packet.len() + DATA_TAILROOM];
-        buf[DATA_HEADROOM..][..packet.len()].copy_from_slice(&packet);
-        let now = self.now;
-        let sender = self.nodes.get_mut(&from_underlay).unwrap();
-        let Sent::Sealed {
-            len, destination, ..
-        } = sender.handle_tun_packet(now, &mut buf, packet.len())
-        else {
+        let to_underlay = self.overlay[&to].0;
+        let Some(sealed) = self.seal_ping(from, to, payload) else {
             return false;
         };
         self.in_flight
-            .push_back((from_underlay, destination, buf[..len].to_vec()));
+            .push_back((sealed.from, sealed.destination, sealed.datagram));
         self.delivered.clear();
         self.pump();
         self.delivered
             .iter()
-            .any(|(at, received)| *at == to_underlay && *received == packet)
+            .any(|(at, received)| *at == to_underlay && *received == sealed.packet)
     }
+
+    /// Node `from` seals an IPv4 packet to node `to`'s overlay address.
+    fn seal_ping(&mut self, from: u8, to: u8, payload: &[u8]) -> Option<SealedPing> {
+        let (from_underlay, source) = self.overlay[&from];
+        let destination = self.overlay[&to].1;
+        let packet = ipv4_packet(source, destination, payload);
+        let mut buf = vec![0u8; DATA_HEADROOM + packet.len() + DATA_TAILROOM];
+        buf[DATA_HEADROOM..][..packet.len()].copy_from_slice(&packet);
+        let sender = self.nodes.get_mut(&from_underlay).unwrap();
+        let Sent::Sealed {
+            len, destination, ..
+        } = sender.handle_tun_packet(self.now, &mut buf, packet.len())
+        else {
+            return None;
+        };
+        buf.truncate(len);
+        Some(SealedPing {
+            from: from_underlay,
+            destination,
+            datagram: buf,
+            packet,
+        })
+    }
+}
+
+struct SealedPing {
+    from: SocketAddr,
+    destination: SocketAddr,
+    datagram: Vec<u8>,
+    packet: Vec<u8>,
 }
 
 fn ipv4_packet(source: IpAddr, destination: IpAddr, payload: &[u8]) -> Vec<u8> {
