@@ -1,0 +1,102 @@
+//! NAT mappings that time out quickly stay open while members idle: two
+//! members behind port-preserving NATs whose UDP mappings expire after
+//! 15 s of silence meet directly, idle for 40 s, and the direct path
+//! still carries pings at once. The mesh's pings (every 10 s ± 25 %)
+//! are the keepalive; without them each NAT would drop the other's
+//! packets after 15 s.
+//!
+//! Needs root and nft; without root the test skips with one line (fails
+//! under CI).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use fjord_lab::nat::{NatInternet, NatKind};
+use fjord_lab::systems::wireguard::Fjord;
+use fjord_lab::systems::{self, FjordMesh, MemberPath, RunningMesh, WorkDir};
+use fjord_lab::traffic;
+
+/// The NATs' UDP mapping timeout (Linux's default is 30 s, 120 s once a
+/// flow has seen traffic both ways).
+const MAPPING_TIMEOUT_SECS: u32 = 15;
+const IDLE: Duration = Duration::from_secs(40);
+
+fn direct(mesh: &mut dyn RunningMesh, node: usize, other: usize) -> bool {
+    let name = format!("node{other}");
+    mesh.members(node)
+        .unwrap_or_default()
+        .iter()
+        .any(|member| member.name == name && member.path == MemberPath::Direct)
+}
+
+#[test]
+fn members_behind_nats_with_short_mapping_timeouts_keep_their_direct_path_while_idle() {
+    if !fjord_lab::netns::is_root() {
+        let why = "needs root (network namespaces, nftables)";
+        assert!(!systems::missing_is_failure(), "{why} (CI=true)");
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let kinds = [
+        NatKind::Public,
+        NatKind::PortPreserving,
+        NatKind::PortPreserving,
+    ];
+    let internet = NatInternet::build(&kinds).expect("namespaces and NATs");
+    for nat in internet.sites.iter().filter_map(|site| site.nat.as_ref()) {
+        let timeout = MAPPING_TIMEOUT_SECS.to_string();
+        nat.exec(
+            "sysctl",
+            &[
+                "-qw",
+                &format!("net.netfilter.nf_conntrack_udp_timeout={timeout}"),
+                &format!("net.netfilter.nf_conntrack_udp_timeout_stream={timeout}"),
+            ],
+        )
+        .expect("a short UDP mapping timeout");
+    }
+    let workdir = WorkDir::create("mesh-nat-keepalive").expect("work directory");
+    let mut mesh = FjordMesh::new(Fjord::at(PathBuf::from(env!("CARGO_BIN_EXE_fjord"))))
+        .configure(&internet.mesh_hosts(), workdir.path())
+        .expect("mesh configured");
+    for node in 0..kinds.len() {
+        mesh.start_node(node).expect("node started");
+    }
+    let logs = workdir.path().display().to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(direct(&mut mesh, 1, 2) && direct(&mut mesh, 2, 1)) {
+        assert!(Instant::now() < deadline, "never direct; logs in {logs}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    std::thread::sleep(IDLE);
+
+    // The mapping toward the other NAT is still there, with the short
+    // timeout: it was kept, not merely never timed.
+    let nat = internet.sites[1]
+        .nat
+        .as_ref()
+        .expect("site 1 is behind a NAT");
+    let table = nat
+        .exec("cat", &["/proc/net/nf_conntrack"])
+        .expect("the NAT's connection table");
+    let other = internet.sites[2].public_address.to_string();
+    let kept = table
+        .lines()
+        .filter(|line| line.contains("udp") && line.contains(&format!("dst={other} ")))
+        .filter_map(|line| line.split_whitespace().nth(4)?.parse::<u32>().ok())
+        .collect::<Vec<_>>();
+    assert!(
+        kept.iter().any(|left| *left <= MAPPING_TIMEOUT_SECS),
+        "no mapping toward the other NAT with the short timeout after {IDLE:?} idle: {table}"
+    );
+    assert!(
+        direct(&mut mesh, 1, 2) && direct(&mut mesh, 2, 1),
+        "the pair lost its direct path while idle; logs in {logs}"
+    );
+    traffic::ping(&internet.sites[1].host, mesh.overlay_address(2), 3)
+        .unwrap_or_else(|error| panic!("no ping after {IDLE:?} idle: {error}; logs in {logs}"));
+    // Nodes stop before their namespaces go.
+    drop(mesh);
+    drop(internet);
+}
