@@ -15,8 +15,7 @@ use std::time::{Duration, Instant};
 use fjord_lab::narrow_path::{self, TransferOutcome};
 use fjord_lab::systems::wireguard::{self, Fjord, Implementation, Initiator, WireguardGo};
 use fjord_lab::systems::{self, FjordMesh, MemberPath, RunningMesh, WorkDir};
-use fjord_lab::topology::MeshHost;
-use fjord_lab::topology::{LEFT_UNDERLAY, RIGHT_OVERLAY, RIGHT_UNDERLAY};
+use fjord_lab::topology::RIGHT_OVERLAY;
 use fjord_lab::traffic;
 
 const TRANSFER_BYTES: u64 = 8 << 20;
@@ -45,16 +44,7 @@ fn members_find_a_1280_byte_path_that_drops_icmp() {
     }
     let hosts = narrow_path::build().expect("hosts and the ICMP-dropping router");
     let workdir = WorkDir::create("mesh-pmtu").expect("work directory");
-    let mesh_hosts = [
-        MeshHost {
-            namespace: &hosts.left,
-            underlay: LEFT_UNDERLAY,
-        },
-        MeshHost {
-            namespace: &hosts.right,
-            underlay: RIGHT_UNDERLAY,
-        },
-    ];
+    let mesh_hosts = hosts.mesh_hosts();
     let mut mesh = FjordMesh::new(Fjord::at(PathBuf::from(env!("CARGO_BIN_EXE_fjord"))))
         .configure(&mesh_hosts, workdir.path())
         .expect("mesh configured");

@@ -49,6 +49,20 @@ pub struct TwoHosts {
 }
 
 impl TwoHosts {
+    /// Left and right as mesh hosts, reached at their underlay addresses.
+    pub fn mesh_hosts(&self) -> [MeshHost<'_>; 2] {
+        [
+            MeshHost {
+                namespace: &self.left,
+                underlay: LEFT_UNDERLAY,
+            },
+            MeshHost {
+                namespace: &self.right,
+                underlay: RIGHT_UNDERLAY,
+            },
+        ]
+    }
+
     /// Left and right joined by one veth pair.
     pub fn direct() -> Result<Self, NetnsError> {
         let left = Namespace::create("l")?;

@@ -18,7 +18,7 @@ use crate::progress::Progress;
 use crate::results::{Extra, Measurement, MeasurementStatus};
 use crate::systems::wireguard::{self, Implementation, Initiator, WireguardGo};
 use crate::systems::{MemberPath, RunningMesh, System};
-use crate::topology::{LEFT_UNDERLAY, MeshHost, RIGHT_OVERLAY, RIGHT_UNDERLAY, TwoHosts};
+use crate::topology::{RIGHT_OVERLAY, TwoHosts};
 
 /// Bytes of the transfer through each tunnel.
 pub const TRANSFER_BYTES: u64 = 32 << 20;
@@ -52,16 +52,7 @@ fn through_mesh(
     workdir: &Path,
 ) -> Measurement {
     let name = system.name();
-    let mesh_hosts = [
-        MeshHost {
-            namespace: &hosts.left,
-            underlay: LEFT_UNDERLAY,
-        },
-        MeshHost {
-            namespace: &hosts.right,
-            underlay: RIGHT_UNDERLAY,
-        },
-    ];
+    let mesh_hosts = hosts.mesh_hosts();
     let mut mesh = match system.start_mesh(&mesh_hosts, workdir) {
         Ok(mesh) => mesh,
         Err(error) => return row(name).failed(error.to_string()),
