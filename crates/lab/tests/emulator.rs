@@ -1000,11 +1000,15 @@ fn teardown_leaves_no_namespace_or_thread_behind() {
         } else {
             drop(emulator);
         }
+        // A joined thread's /proc entry outlives the join by a moment: the
+        // kernel wakes the joiner as the thread releases its memory, and
+        // removes the task only after that.
         for id in &threads {
-            assert!(
-                !std::path::Path::new(&format!("/proc/self/task/{id}")).exists(),
-                "emulator thread {id} still running"
-            );
+            let task = format!("/proc/self/task/{id}");
+            let gone = netns::wait_until(Duration::from_secs(1), "thread exit", || {
+                !std::path::Path::new(&task).exists()
+            });
+            assert!(gone.is_ok(), "emulator thread {id} still running");
         }
         drop(hosts);
         let listing = netns::ip(&["netns", "list"]).unwrap();
