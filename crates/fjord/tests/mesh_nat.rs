@@ -2,8 +2,10 @@
 //! namespaces, a router between the sites) find each other from one
 //! bootstrap member: two port-preserving NATs meet directly through a
 //! rendezvous and carry a digest-checked transfer through the punched
-//! hole; a member behind a symmetric NAT, which no punch reaches, is
-//! relayed by the public member and carries a transfer too.
+//! hole; a member behind a symmetric NAT meets a port-preserving one
+//! directly by port prediction; two symmetric members, which nothing
+//! predicts, are relayed by the public member. Each path carries a
+//! digest-checked transfer.
 //!
 //! Needs root and nft; without root the test skips with one line (fails
 //! under CI).
@@ -58,6 +60,7 @@ fn members_behind_nats_meet_through_a_rendezvous() {
         NatKind::PortPreserving,
         NatKind::PortPreserving,
         NatKind::Symmetric,
+        NatKind::Symmetric,
     ];
     let internet = NatInternet::build(&kinds).expect("namespaces and NATs");
     let workdir = WorkDir::create("mesh-nat").expect("work directory");
@@ -98,25 +101,21 @@ fn members_behind_nats_meet_through_a_rendezvous() {
     assert!(report.verified, "{report}");
     assert_eq!(report.bytes, TRANSFER_BYTES);
 
-    // A symmetric NAT maps each destination to a new port that no member
-    // can see, so the member behind it gives up the direct path to the
-    // port-preserving members after its attempts and is relayed by the
-    // public member, end to end encrypted.
-    let through_node0 = MemberPath::Relayed {
-        via: "node0".to_string(),
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !lists(&mut mesh, 3, 1, through_node0.clone()) {
-        assert!(
-            Instant::now() < deadline,
-            "the symmetric member never reached a port-preserving one through the relay; logs in {}",
-            workdir.path().display()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    eprintln!(
-        "symmetric <-> port-preserving: relayed {:.2?} after start",
-        started.elapsed()
+    // A symmetric NAT maps each destination to a new random port, which
+    // no member can see; port prediction finds one of the many mappings
+    // the symmetric side opens toward the port-preserving one.
+    let took =
+        time_until_direct(&mut mesh, 1, 3, started, Duration::from_secs(30)).unwrap_or_else(|| {
+            panic!(
+                "port prediction never met the symmetric member; logs in {}",
+                workdir.path().display()
+            )
+        });
+    eprintln!("port-preserving <-> symmetric: direct {took:.2?} after start");
+    let symmetric_log = std::fs::read_to_string(mesh.dir().join("node3.log")).unwrap_or_default();
+    assert!(
+        symmetric_log.contains("port prediction met a member"),
+        "the symmetric member's log names no port prediction hit:\n{symmetric_log}"
     );
     let report = BulkTransfer::new(TRANSFER_BYTES / 2)
         .timeout(Duration::from_secs(60))
@@ -124,6 +123,34 @@ fn members_behind_nats_meet_through_a_rendezvous() {
             &internet.sites[3].host,
             &internet.sites[1].host,
             SocketAddr::new(mesh.overlay_address(1), 5202),
+        )
+        .expect("transfer through the predicted port");
+    assert!(report.verified, "{report}");
+
+    // Two symmetric NATs: each side's mapping is random, so the public
+    // member relays them, end to end encrypted.
+    let through_node0 = MemberPath::Relayed {
+        via: "node0".to_string(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !lists(&mut mesh, 3, 4, through_node0.clone()) {
+        assert!(
+            Instant::now() < deadline,
+            "the symmetric members never reached each other through the relay; logs in {}",
+            workdir.path().display()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!(
+        "symmetric <-> symmetric: relayed {:.2?} after start",
+        started.elapsed()
+    );
+    let report = BulkTransfer::new(TRANSFER_BYTES / 2)
+        .timeout(Duration::from_secs(60))
+        .run(
+            &internet.sites[3].host,
+            &internet.sites[4].host,
+            SocketAddr::new(mesh.overlay_address(4), 5203),
         )
         .expect("transfer through the relay");
     assert!(report.verified, "{report}");

@@ -90,9 +90,11 @@ pub enum Control {
         nonce: u64,
     },
     /// "I cannot reach `peer`; tell it where I am." Sent to a member that
-    /// reaches both.
+    /// reaches both. `predict_ports`: plain punches failed before, so
+    /// this round both sides also try port prediction (traversal.rs).
     Introduce {
         peer: PublicKey,
+        predict_ports: bool,
     },
     /// "`peer` wants to meet you; it is seen at `endpoints`": the
     /// introducer sends one to each side, and both aim at the other at
@@ -100,6 +102,7 @@ pub enum Control {
     Rendezvous {
         peer: PublicKey,
         endpoints: Vec<SocketAddr>,
+        predict_ports: bool,
     },
     /// "No direct path to `peer` opened; relay between us."
     RelayRequest {
@@ -152,11 +155,7 @@ impl Control {
         let control = match kind {
             KIND_HELLO => Control::Hello {
                 certificate: Box::new(Certificate::read(&mut body)?),
-                wants_members: match body.u8()? {
-                    0 => false,
-                    1 => true,
-                    _ => return Err(DecodeError::InvalidField),
-                },
+                wants_members: read_flag(&mut body)?,
                 host_addresses: read_addresses(&mut body)?,
             },
             KIND_MEMBERS => {
@@ -178,6 +177,7 @@ impl Control {
             KIND_PONG => Control::Pong { nonce: body.u64()? },
             KIND_INTRODUCE => Control::Introduce {
                 peer: PublicKey::from_bytes(body.array()?),
+                predict_ports: read_flag(&mut body)?,
             },
             KIND_RELAY_REQUEST => Control::RelayRequest {
                 peer: PublicKey::from_bytes(body.array()?),
@@ -193,7 +193,11 @@ impl Control {
             KIND_RENDEZVOUS => {
                 let peer = PublicKey::from_bytes(body.array()?);
                 let endpoints = read_addresses(&mut body)?;
-                Control::Rendezvous { peer, endpoints }
+                Control::Rendezvous {
+                    peer,
+                    endpoints,
+                    predict_ports: read_flag(&mut body)?,
+                }
             }
             _ => return Err(DecodeError::UnknownFormat),
         };
@@ -237,8 +241,12 @@ impl Control {
                 body.u64(*nonce);
                 KIND_PONG
             }
-            Control::Introduce { peer } => {
+            Control::Introduce {
+                peer,
+                predict_ports,
+            } => {
                 body.bytes(peer.as_bytes());
+                body.u8(u8::from(*predict_ports));
                 KIND_INTRODUCE
             }
             Control::RelayRequest { peer } => {
@@ -261,9 +269,14 @@ impl Control {
                 body.u16(*plaintext_bytes);
                 KIND_MTU_ACK
             }
-            Control::Rendezvous { peer, endpoints } => {
+            Control::Rendezvous {
+                peer,
+                endpoints,
+                predict_ports,
+            } => {
                 body.bytes(peer.as_bytes());
                 write_addresses(&mut body, endpoints);
+                body.u8(u8::from(*predict_ports));
                 KIND_RENDEZVOUS
             }
         };
@@ -292,6 +305,15 @@ fn write_member(writer: &mut Writer, record: &MemberRecord) {
     write_addresses(writer, &record.endpoints);
     write_addresses(writer, &record.host_addresses);
     writer.bytes(&record.heard_secs_ago.to_be_bytes());
+}
+
+/// A boolean as one byte, 0 or 1; anything else is invalid.
+fn read_flag(reader: &mut Reader<'_>) -> Result<bool, DecodeError> {
+    match reader.u8()? {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(DecodeError::InvalidField),
+    }
 }
 
 /// At most [`MAX_ENDPOINTS`] addresses, count first.
@@ -365,6 +387,7 @@ mod tests {
             Control::Pong { nonce: 43 },
             Control::Introduce {
                 peer: PrivateKey::from_bytes([5; 32]).public_key(),
+                predict_ports: true,
             },
             Control::RelayRequest {
                 peer: PrivateKey::from_bytes([7; 32]).public_key(),
@@ -383,6 +406,7 @@ mod tests {
                     "198.18.1.1:4000".parse().unwrap(),
                     "[fd00::2]:51820".parse().unwrap(),
                 ],
+                predict_ports: false,
             },
         ]
     }

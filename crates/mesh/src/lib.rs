@@ -20,4 +20,4 @@ pub use cert::{Certificate, NetworkPublicKey, NetworkSecret, Revocation};
 pub use cidr::{Cidr, CidrParseError};
 pub use codec::DecodeError;
 pub use membership::{Bootstrap, MemberStatus, Mesh, MeshAction, MeshConfig, Trust};
-pub use node::{Node, PUNCH_TTL};
+pub use node::{Node, PUNCH_DATAGRAM, PUNCH_TTL};

@@ -257,8 +257,15 @@ impl Mesh {
                     self.note_introducer(now, key, learned);
                 }
             }
-            Control::Introduce { peer } => self.introduce(key, peer),
-            Control::Rendezvous { peer, endpoints } => self.rendezvous(now, peer, &endpoints),
+            Control::Introduce {
+                peer,
+                predict_ports,
+            } => self.introduce(key, peer, predict_ports),
+            Control::Rendezvous {
+                peer,
+                endpoints,
+                predict_ports,
+            } => self.rendezvous(now, peer, &endpoints, predict_ports),
             Control::RelayRequest { peer } => self.relay_request(key, peer),
             Control::RelayOffer { peer } => self.relay_offer(key, peer),
             Control::Revocations(revocations) => {
@@ -630,6 +637,7 @@ pub use config::{
     Bootstrap, CHANGED_GOSSIP_DELAY, MemberStatus, MeshAction, MeshConfig, MeshCounters, MeshDrop,
     Outbound, Trust,
 };
+pub use traversal::{PREDICTION_PROBES, PREDICTION_SOCKETS};
 
 #[cfg(test)]
 mod tests;

@@ -39,6 +39,8 @@ pub struct UdpTransport {
     /// Set once a GSO send was refused (`EIO`: no segmentation on the
     /// path); from then on every datagram goes alone.
     gso_refused: AtomicBool,
+    /// Sockets that carry what goes to one remote endpoint (steering.rs).
+    pub(crate) steered: crate::steering::Steering,
 }
 
 impl UdpTransport {
@@ -90,6 +92,7 @@ impl UdpTransport {
             state,
             port,
             gso_refused: AtomicBool::new(false),
+            steered: crate::steering::Steering::default(),
         })
     }
 
@@ -99,6 +102,9 @@ impl UdpTransport {
 
     /// Changes the firewall mark on outgoing packets (0 = none).
     pub fn set_mark(&self, fwmark: u32) -> io::Result<()> {
+        for (_, steered) in self.steered.iter() {
+            steered.set_mark(fwmark)?;
+        }
         socket2::SockRef::from(&self.socket).set_mark(fwmark)
     }
 
@@ -148,6 +154,7 @@ impl UdpTransport {
         source: Option<IpAddr>,
         datagram: &[u8],
     ) -> io::Result<()> {
+        let route = self.route(destination);
         let transmit = Transmit {
             destination: mapped(destination),
             ecn: None,
@@ -155,8 +162,24 @@ impl UdpTransport {
             segment_size: None,
             src_ip: source,
         };
-        self.state
-            .try_send(UdpSockRef::from(&self.socket), &transmit)
+        route
+            .state
+            .try_send(UdpSockRef::from(&route.socket), &transmit)
+    }
+}
+
+impl UdpTransport {
+    /// Where the next waiting datagram comes from, leaving it waiting.
+    pub(crate) fn peek_source(&self) -> io::Result<SocketAddr> {
+        let mut first = [0u8; 1];
+        let (_, from) = self.socket.peek_from(&mut first)?;
+        Ok(canonical(from))
+    }
+
+    /// Drops the next waiting datagram.
+    pub(crate) fn discard(&self) -> io::Result<()> {
+        let mut first = [0u8; 1];
+        self.socket.recv_from(&mut first).map(drop)
     }
 }
 
@@ -172,6 +195,9 @@ impl UdpTransport {
     pub fn set_ttl(&self, ttl: Option<u8>) -> io::Result<()> {
         // -1 is the kernel's "use the route's default" for both options.
         let value = ttl.map_or(-1, libc::c_int::from);
+        for (_, steered) in self.steered.iter() {
+            steered.set_ttl(ttl)?;
+        }
         fjord_sys::socket::set_int_option(self.as_fd(), libc::IPPROTO_IP, libc::IP_TTL, value)?;
         fjord_sys::socket::set_int_option(
             self.as_fd(),
@@ -189,6 +215,9 @@ impl UdpTransport {
     /// which must not decide a probe's fate), `true` restores the
     /// socket's normal mode (see [`allow_fragmentation`]).
     pub fn set_fragmentation(&self, allowed: bool) -> io::Result<()> {
+        for (_, steered) in self.steered.iter() {
+            steered.set_fragmentation(allowed)?;
+        }
         if allowed {
             return allow_fragmentation(&self.socket);
         }

@@ -23,7 +23,20 @@ pub const SEND_BATCH: usize = 64;
 /// learn why).
 pub fn send_messages(udp: &UdpTransport, messages: &[GsoMessage<'_>]) -> io::Result<usize> {
     let messages = &messages[..messages.len().min(SEND_BATCH)];
-    fjord_sys::mmsg::send_gso_messages(udp.as_fd(), messages)
+    let Some(first) = messages.first() else {
+        return Ok(0);
+    };
+    if udp.steered.is_empty() {
+        return fjord_sys::mmsg::send_gso_messages(udp.as_fd(), messages);
+    }
+    // One call per socket: the run of messages that leave through the
+    // first one's; the caller comes back for the rest.
+    let route = udp.route(first.destination);
+    let same = messages
+        .iter()
+        .take_while(|message| std::ptr::eq(udp.route(message.destination), route))
+        .count();
+    fjord_sys::mmsg::send_gso_messages(route.as_fd(), &messages[..same])
 }
 
 #[cfg(test)]

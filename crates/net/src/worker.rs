@@ -31,6 +31,7 @@ use crate::busy_poll::{BusyPoll, SPIN_WINDOW};
 use crate::control::{ControlCall, ControlContext, ControlHandle};
 use crate::crypto_stage::CryptoStage;
 use crate::datapath::{Drained, Inbound, Outbound, Pipes, send_blocking};
+use crate::port_prediction::PortPrediction;
 use crate::stats::DataStats;
 use crate::tun::TunDevice;
 use crate::udp::UdpTransport;
@@ -39,6 +40,10 @@ const TUN: Token = Token(0);
 const UDP: Token = Token(1);
 const CONTROL: Token = Token(2);
 const SHUTDOWN: Token = Token(3);
+/// Steered sockets (steering.rs) poll as `STEERED + slot`.
+const STEERED: usize = 16;
+/// Port prediction sockets poll from here on (port_prediction.rs).
+const PREDICTION: usize = STEERED + crate::steering::MAX_STEERED;
 
 /// Batches per direction before yielding to the other one.
 const BATCHES_PER_TURN: usize = 8;
@@ -93,6 +98,7 @@ pub struct Worker {
     busy_poll_window: Duration,
     /// Threads sharing the crypto (`--threads`), this one included.
     threads: usize,
+    prediction: PortPrediction,
 }
 
 impl Worker {
@@ -146,6 +152,7 @@ impl Worker {
             next_housekeeping: Instant::now() + HOUSEKEEPING_INTERVAL,
             busy_poll_window: SPIN_WINDOW,
             threads: 1,
+            prediction: PortPrediction::new(PREDICTION),
         };
         Ok((worker, handle))
     }
@@ -206,11 +213,20 @@ impl Worker {
             let mut tun_ready = false;
             let mut udp_ready = false;
             let mut control_ready = false;
+            let mut steered_ready = Vec::new();
             for event in &events {
                 match event.token() {
                     TUN => tun_ready = true,
                     UDP => udp_ready = true,
                     CONTROL => control_ready = true,
+                    Token(token) if (STEERED..PREDICTION).contains(&token) => {
+                        steered_ready.push(token - STEERED);
+                    }
+                    token if self.prediction.owns(token) => {
+                        if let Some(slot) = self.prediction_hit(token) {
+                            steered_ready.push(slot);
+                        }
+                    }
                     SHUTDOWN => {
                         // Mesh members hear Goodbye instead of waiting
                         // minutes to notice we are gone.
@@ -250,6 +266,11 @@ impl Worker {
                 }
                 self.after_io(now);
             }
+            for slot in steered_ready {
+                if self.drain_steered(slot, &stage) == Drained::DeviceGone {
+                    return Ok(StopReason::InterfaceDeleted);
+                }
+            }
             let now = Instant::now();
             self.after_io(now);
             if control_ready {
@@ -259,9 +280,101 @@ impl Worker {
         }
     }
 
+    /// Receives what waits on a steered socket, through the same
+    /// pipeline as the interface's socket.
+    fn drain_steered(&mut self, slot: usize, stage: &CryptoStage) -> Drained {
+        loop {
+            let now = Instant::now();
+            let Some(udp) = self.udp.steering().get(slot) else {
+                return Drained::Empty;
+            };
+            let mut pipes = Pipes {
+                node: &mut self.node,
+                tun: &mut self.tun,
+                udp,
+                stage,
+                stats: &mut self.stats,
+            };
+            let drained = self.inbound.drain(now, &mut pipes, BATCHES_PER_TURN);
+            self.after_io(now);
+            if drained != Drained::MoreWaiting {
+                return drained;
+            }
+        }
+    }
+
+    /// A port prediction socket is readable: if the member it aimed at
+    /// answered, it carries that member's traffic from now on. Returns
+    /// its steering slot.
+    fn prediction_hit(&mut self, token: Token) -> Option<usize> {
+        let hit = self.prediction.readable(token, self.poll.registry())?;
+        tracing::info!(endpoint = %hit.from, port = hit.transport.port(), "port prediction met a member; its traffic leaves from this port");
+        let fd = hit.transport.as_raw_fd();
+        let Some(slot) = self.udp.steering_mut().insert(hit.from, hit.transport) else {
+            tracing::warn!("too many members met by port prediction; this one stays relayed");
+            return None;
+        };
+        if let Err(error) = self.poll.registry().register(
+            &mut SourceFd(&fd),
+            Token(STEERED + slot),
+            Interest::READABLE,
+        ) {
+            tracing::warn!(%error, "could not watch a port prediction socket");
+        }
+        Some(slot)
+    }
+
+    /// Opens the port prediction rounds the mesh asked for.
+    fn start_predictions(&mut self, now: Instant) {
+        while let Some(toward) = self.node.poll_port_prediction() {
+            let opened = self.prediction.start(
+                now,
+                &toward,
+                fjord_mesh::PUNCH_TTL,
+                &fjord_mesh::PUNCH_DATAGRAM,
+                self.fwmark,
+                self.poll.registry(),
+            );
+            tracing::debug!(opened, ?toward, "port prediction round");
+        }
+    }
+
+    /// Closes steered sockets whose endpoint no peer uses any more (the
+    /// member left, or moved), and prediction rounds that had their time.
+    fn tidy_port_prediction(&mut self, now: Instant) {
+        self.prediction.expire(now, self.poll.registry());
+        if self.udp.steering().is_empty() {
+            return;
+        }
+        let device = self.node.device();
+        let unused: Vec<usize> = self
+            .udp
+            .steering()
+            .slots()
+            .filter(|(_, remote)| {
+                !device.peer_ids().any(|id| {
+                    device
+                        .peer_status(id)
+                        .is_some_and(|status| status.endpoint == Some(*remote))
+                })
+            })
+            .map(|(slot, _)| slot)
+            .collect();
+        for slot in unused {
+            if let Some(socket) = self.udp.steering().get(slot) {
+                let _ = self
+                    .poll
+                    .registry()
+                    .deregister(&mut SourceFd(&socket.as_raw_fd()));
+            }
+            self.udp.steering_mut().remove(slot);
+        }
+    }
+
     /// Follows MTU changes made with `ip link set mtu`.
     fn housekeeping(&mut self, now: Instant) {
         self.next_housekeeping = now + HOUSEKEEPING_INTERVAL;
+        self.tidy_port_prediction(now);
         let Ok(mtu) = self.tun.mtu() else { return };
         let mtu = usize::from(mtu);
         if mtu != self.node.device().mtu() || mtu != self.outbound.mtu() {
@@ -296,6 +409,7 @@ impl Worker {
             self.log_event(&event);
         }
         self.send_punches();
+        self.start_predictions(now);
         self.send_probes();
         self.write_too_big_replies();
     }

@@ -102,6 +102,16 @@ pub enum MeshAction {
         key: PublicKey,
         endpoints: Vec<SocketAddr>,
     },
+    /// Open `traversal::PREDICTION_SOCKETS` extra sockets and send a
+    /// punch from each (low TTL, as `Punch`) to each of `toward`, `key`'s
+    /// endpoints: behind a symmetric NAT, each socket holds its own
+    /// mapping toward `key`, one of which `key`'s probes may hit. A
+    /// socket that hears from `key`'s address carries the traffic to the
+    /// endpoint it heard from; the others close after a few seconds.
+    PredictPorts {
+        key: PublicKey,
+        toward: Vec<SocketAddr>,
+    },
     /// Send `key` one handshake initiation, a copy to each of
     /// `endpoints`, now, even if one left recently (both sides punched,
     /// or these are the member's own addresses). A peer without a session
@@ -177,4 +187,6 @@ pub struct MeshCounters {
     pub relays_offered: u64,
     /// Relayed members reached directly later (the relay left behind).
     pub relays_left: u64,
+    /// Rendezvous in which we predicted ports (traversal.rs).
+    pub port_predictions: u64,
 }

@@ -36,6 +36,14 @@ struct Sim {
     blocked: Vec<(PublicKey, PublicKey)>,
     /// (who, toward whom) for every Punch action.
     punched: Vec<(PublicKey, PublicKey)>,
+    /// Pairs behind a symmetric NAT on one side: nothing passes either
+    /// way until a Connect with port prediction probes reaches a side
+    /// that opened prediction sockets toward the sender.
+    symmetric: Vec<(PublicKey, PublicKey)>,
+    /// (who, toward whom, endpoints) for every PredictPorts action.
+    predicted: Vec<(PublicKey, PublicKey, Vec<SocketAddr>)>,
+    /// (who, toward whom, endpoints) for every Connect action.
+    connected: Vec<(PublicKey, PublicKey, Vec<SocketAddr>)>,
 }
 
 fn key(index: u16) -> PrivateKey {
@@ -57,6 +65,9 @@ impl Sim {
             delivered: 0,
             blocked: Vec::new(),
             punched: Vec::new(),
+            symmetric: Vec::new(),
+            predicted: Vec::new(),
+            connected: Vec::new(),
         }
     }
 
@@ -172,7 +183,13 @@ impl Sim {
                             self.punched.push((*from, key));
                             self.blocked.retain(|(a, b)| !(*a == key && b == from));
                         }
-                        MeshAction::Connect { key, .. } => connects.push((*from, key)),
+                        MeshAction::Connect { key, endpoints } => {
+                            connects.push((*from, key, endpoints.len()));
+                            self.connected.push((*from, key, endpoints));
+                        }
+                        MeshAction::PredictPorts { key, toward } => {
+                            self.predicted.push((*from, key, toward));
+                        }
                         MeshAction::RelayBetween { .. } | MeshAction::UseRelay { .. } => {}
                     }
                 }
@@ -184,8 +201,8 @@ impl Sim {
                     }
                 }
             }
-            for (from, to) in connects {
-                self.connect(from, to);
+            for (from, to, endpoints) in connects {
+                self.connect(from, to, endpoints);
             }
             while let Some((from, to, message)) = self.in_flight.pop_front() {
                 progressed = true;
@@ -208,7 +225,7 @@ impl Sim {
         if !sender.peers.contains_key(&to) || !self.nodes.get(&to).is_some_and(|n| n.online) {
             return;
         }
-        if self.blocked.contains(&(from, to)) {
+        if self.blocked.contains(&(from, to)) || self.is_symmetric_pair(from, to) {
             return;
         }
         let from_address = sender.address;
@@ -239,13 +256,28 @@ impl Sim {
 
     /// A Connect: the initiation gets through unless either direction is
     /// still filtered.
-    fn connect(&mut self, from: PublicKey, to: PublicKey) {
+    fn connect(&mut self, from: PublicKey, to: PublicKey, probes: usize) {
+        if self.is_symmetric_pair(from, to) {
+            let sockets_open = self
+                .predicted
+                .iter()
+                .any(|(a, b, _)| *a == to && *b == from);
+            if probes <= PREDICTION_PROBES || !sockets_open {
+                return;
+            }
+            self.symmetric
+                .retain(|pair| *pair != (from, to) && *pair != (to, from));
+        }
         let open = !self.blocked.contains(&(from, to)) && !self.blocked.contains(&(to, from));
         let online = self.nodes.get(&to).is_some_and(|n| n.online)
             && self.nodes.get(&from).is_some_and(|n| n.online);
         if open && online && !self.nodes[&from].sessions.contains(&to) {
             self.establish(from, to);
         }
+    }
+
+    fn is_symmetric_pair(&self, a: PublicKey, b: PublicKey) -> bool {
+        self.symmetric.contains(&(a, b)) || self.symmetric.contains(&(b, a))
     }
 
     fn advance(&mut self, by: Duration) {
@@ -510,6 +542,58 @@ fn a_member_that_does_not_answer_is_introduced_through_the_mutual_member() {
         sim.punched.contains(&(quiet, newcomer)),
         "node 1 punched toward node 2"
     );
+}
+
+#[test]
+fn a_member_behind_a_symmetric_nat_is_met_by_port_prediction() {
+    let mut sim = Sim::new();
+    let bootstrap = sim.join(0, None);
+    let easy = sim.join(1, Some(0));
+    sim.advance(Duration::from_secs(1));
+    let hard = key(2).public_key();
+    sim.symmetric.push((easy, hard));
+    sim.join(2, Some(0));
+    sim.advance(Duration::from_secs(6));
+
+    let sessions = |node: &PublicKey, other: &PublicKey| sim.nodes[node].sessions.contains(other);
+    assert!(
+        sessions(&easy, &hard) && sessions(&hard, &easy),
+        "never met"
+    );
+    assert!(sim.symmetric.is_empty(), "met through a probe, not a relay");
+    assert!(sim.nodes[&easy].mesh.counters().port_predictions >= 1);
+    // Plain punches come first; both sides play both parts of a round,
+    // each aiming its sockets at the other's endpoints.
+    let first = sim
+        .connected
+        .iter()
+        .find(|(from, to, _)| *from == easy && *to == hard)
+        .expect("a connect toward the hard member");
+    assert!(first.2.len() <= MAX_ENDPOINTS, "{:?}", first.2);
+    for (side, other) in [(easy, hard), (hard, easy)] {
+        let (_, _, toward) = sim
+            .predicted
+            .iter()
+            .find(|(from, to, _)| *from == side && *to == other)
+            .expect("prediction sockets on both sides");
+        assert_eq!(toward[0], Sim::address(if other == easy { 1 } else { 2 }));
+    }
+    let (_, _, sprayed) = sim
+        .connected
+        .iter()
+        .find(|(from, to, endpoints)| {
+            *from == easy && *to == hard && endpoints.len() > PREDICTION_PROBES
+        })
+        .expect("probes at random ports");
+    let known = sprayed[0];
+    let ports: HashSet<u16> = sprayed[1..].iter().map(SocketAddr::port).collect();
+    assert_eq!(ports.len(), sprayed.len() - 1, "distinct ports");
+    assert!(
+        sprayed[1..]
+            .iter()
+            .all(|probe| probe.ip() == known.ip() && probe.port() >= 1024 && *probe != known)
+    );
+    assert!(sim.nodes[&bootstrap].mesh.counters().rendezvous_arranged >= 2);
 }
 
 /// The member list's record of node `index` (its overlay address as in

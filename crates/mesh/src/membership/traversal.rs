@@ -22,11 +22,25 @@
 //! and map its owner's own reply to another port, which the other side's
 //! NAT then filters: measured in namespaces, greeting a member behind a
 //! NAT directly failed exactly that way. The endpoints are those the
-//! introducer observes (the NATs' public mappings), so this works for
-//! NATs that keep one mapping per socket (port-preserving, or any
-//! endpoint-independent mapping). A symmetric NAT maps each destination
-//! to a new port, which the introducer cannot see: such pairs end up
-//! relayed (port prediction is not tried).
+//! introducer observes (the NATs' public mappings), so this works for a
+//! NAT that keeps one mapping per socket (port-preserving, or any
+//! endpoint-independent mapping).
+//!
+//! A symmetric NAT maps each destination to a new random port, which the
+//! introducer cannot see. From the second attempt on, both sides also
+//! predict ports (the "birthday" search): each opens
+//! [`PREDICTION_SOCKETS`] extra sockets that punch, low-TTL, at the
+//! other's known endpoints, so a symmetric NAT holds that many random
+//! mappings toward the other side; and each side's initiation goes, at
+//! `CONNECT_DELAY`, also to [`PREDICTION_PROBES`] random ports at the
+//! other's address. Against a NAT that keeps one mapping (the other side's
+//! endpoint is known), a probe that lands on one of the many mappings is
+//! answered through that socket, which from then on carries the pair's
+//! traffic. Neither side knows which of them is symmetric, so both play
+//! both parts; the wasted half is a few hundred small datagrams. With
+//! 256 mappings among Linux's 64,512 NAT ports, 1,024 probes find one
+//! with probability 1 - (1 - 256/64512)^1024 ≈ 98 % per attempt. Two
+//! symmetric NATs leave 1 in 64,512 per probe and socket: relayed.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -47,6 +61,15 @@ pub const CONNECT_DELAY: Duration = Duration::from_millis(150);
 pub const PUNCH_RETRY: Duration = Duration::from_millis(1000);
 /// Attempts before asking for a relay too.
 pub const MAX_PUNCH_ATTEMPTS: u8 = 5;
+/// From this attempt on, each attempt predicts ports too (plain punches
+/// are enough between NATs that keep one mapping, and cost far less).
+pub const PREDICT_FROM_ATTEMPT: u8 = 2;
+/// Extra sockets each side opens for a port prediction round.
+pub const PREDICTION_SOCKETS: usize = 256;
+/// Random ports each side aims its initiation at in a prediction round.
+pub const PREDICTION_PROBES: usize = 1024;
+/// The lowest port a Linux NAT hands out for a mapping of its own choice.
+const LOWEST_NAT_PORT: u16 = 1024;
 /// The longest pause between attempts, once they back off.
 pub const MAX_PUNCH_RETRY: Duration = Duration::from_secs(30);
 /// First attempts are spread over this many milliseconds after learning.
@@ -235,7 +258,14 @@ impl Mesh {
             self.send(introducer, &Control::RelayRequest { peer: member });
         }
         self.counters.introductions_requested += 1;
-        self.send(introducer, &Control::Introduce { peer: member });
+        let predict_ports = attempts >= PREDICT_FROM_ATTEMPT;
+        self.send(
+            introducer,
+            &Control::Introduce {
+                peer: member,
+                predict_ports,
+            },
+        );
     }
 
     /// The member's introducer if it speaks to us, else any member that
@@ -250,7 +280,7 @@ impl Mesh {
     }
 
     /// `from` asks us to introduce it to `peer`.
-    pub(super) fn introduce(&mut self, from: PublicKey, peer: PublicKey) {
+    pub(super) fn introduce(&mut self, from: PublicKey, peer: PublicKey, predict_ports: bool) {
         let (Some(asker), Some(target)) = (self.members.get(&from), self.members.get(&peer)) else {
             return;
         };
@@ -265,6 +295,7 @@ impl Mesh {
             &Control::Rendezvous {
                 peer: from,
                 endpoints: asker_endpoints,
+                predict_ports,
             },
         );
         self.send(
@@ -272,6 +303,7 @@ impl Mesh {
             &Control::Rendezvous {
                 peer,
                 endpoints: target_endpoints,
+                predict_ports,
             },
         );
     }
@@ -279,13 +311,25 @@ impl Mesh {
     /// A mutual member says `peer` wants to meet us at `endpoints`. We
     /// punch even if `peer` greeted us already: hearing it does not mean
     /// it hears us (our NAT may drop what it returns).
-    pub(super) fn rendezvous(&mut self, now: Instant, peer: PublicKey, endpoints: &[SocketAddr]) {
+    pub(super) fn rendezvous(
+        &mut self,
+        now: Instant,
+        peer: PublicKey,
+        endpoints: &[SocketAddr],
+        predict_ports: bool,
+    ) {
+        if endpoints.is_empty() || !self.members.contains_key(&peer) {
+            return;
+        }
+        let spray = if predict_ports {
+            self.counters.port_predictions += 1;
+            self.random_ports_at(endpoints[0], PREDICTION_PROBES)
+        } else {
+            Vec::new()
+        };
         let Some(member) = self.members.get_mut(&peer) else {
             return;
         };
-        if endpoints.is_empty() {
-            return;
-        }
         for endpoint in endpoints.iter().rev() {
             member.endpoints.retain(|known| known != endpoint);
             member.endpoints.insert(0, *endpoint);
@@ -295,11 +339,37 @@ impl Mesh {
             self.pending_connects += 1;
         }
         let endpoints: Vec<SocketAddr> = endpoints.iter().take(MAX_ENDPOINTS).copied().collect();
-        member.traversal.connect = Some((now + CONNECT_DELAY, endpoints.clone()));
+        // The known endpoints first: a peer without a session is pointed
+        // at the first one the initiation goes to.
+        let mut connect = endpoints.clone();
+        connect.extend(spray);
+        member.traversal.connect = Some((now + CONNECT_DELAY, connect));
+        if predict_ports {
+            self.actions.push_back(MeshAction::PredictPorts {
+                key: peer,
+                toward: endpoints.clone(),
+            });
+        }
         self.actions.push_back(MeshAction::Punch {
             key: peer,
             endpoints,
         });
+    }
+
+    /// `count` distinct ports a NAT may have mapped, at `endpoint`'s
+    /// address, not `endpoint`'s own port (the plain connect covers it).
+    fn random_ports_at(&mut self, endpoint: SocketAddr, count: usize) -> Vec<SocketAddr> {
+        let span = u64::from(u16::MAX - LOWEST_NAT_PORT) + 1;
+        let mut chosen = std::collections::HashSet::with_capacity(count);
+        chosen.insert(endpoint.port());
+        let mut ports = Vec::with_capacity(count);
+        while ports.len() < count {
+            let port = LOWEST_NAT_PORT + (self.next_random() % span) as u16;
+            if chosen.insert(port) {
+                ports.push(SocketAddr::new(endpoint.ip(), port));
+            }
+        }
+        ports
     }
 }
 

@@ -9,6 +9,7 @@
 //! Mesh::poll_action  ─▶ add / route / confirm / remove peers
 //! Mesh::poll_message ─▶ Device::send_extension ─▶ poll_transmit
 //! MeshAction::Punch  ─▶ poll_punch (low-TTL datagrams, sent by the driver)
+//! MeshAction::PredictPorts ─▶ poll_port_prediction (the driver opens sockets)
 //! MeshAction::Connect ─▶ Device::initiate_toward
 //! Event::EndpointChanged ─▶ Mesh::handle_path (a relayed member reached directly)
 //! MeshAction::RelayBetween ─▶ RelayTable: datagrams of relayed pairs are
@@ -56,6 +57,8 @@ pub(super) struct MeshDriver {
     pub(super) last_now: Instant,
     /// Punch datagrams waiting for `poll_punch`.
     punches: VecDeque<SocketAddr>,
+    /// Port prediction rounds waiting for `poll_port_prediction`.
+    predictions: VecDeque<Vec<SocketAddr>>,
     /// Pairs of members we relay for.
     relays: RelayTable,
     /// Relayed datagrams waiting for `poll_transmit`.
@@ -81,6 +84,7 @@ impl Node {
             events: VecDeque::new(),
             last_now: now,
             punches: VecDeque::new(),
+            predictions: VecDeque::new(),
             relays: RelayTable::default(),
             forwards: VecDeque::new(),
             managed: HashSet::new(),
@@ -259,6 +263,7 @@ impl Node {
                 }
             }
             MeshAction::Punch { endpoints, .. } => driver.punches.extend(endpoints),
+            MeshAction::PredictPorts { toward, .. } => driver.predictions.push_back(toward),
             MeshAction::Connect { key, endpoints } => {
                 if let Some(id) = self.device.peer_id(&key) {
                     self.device.initiate_toward(id, driver.last_now, &endpoints);
@@ -332,6 +337,16 @@ impl Node {
             source: None,
             len: PUNCH_DATAGRAM.len(),
         })
+    }
+
+    /// A port prediction round to run: open
+    /// [`PREDICTION_SOCKETS`](crate::membership::PREDICTION_SOCKETS)
+    /// sockets, punch from each at every endpoint given (as
+    /// [`Node::poll_punch`] datagrams are sent), and let one that hears
+    /// from one of their addresses carry the traffic to the endpoint it
+    /// heard from.
+    pub fn poll_port_prediction(&mut self) -> Option<Vec<SocketAddr>> {
+        self.mesh.as_mut()?.predictions.pop_front()
     }
 
     /// The peer for a member, created (or confirmed) if need be.

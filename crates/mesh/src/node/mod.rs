@@ -10,7 +10,7 @@ mod membership;
 mod pmtu;
 mod too_big;
 
-pub use membership::PUNCH_TTL;
+pub use membership::{PUNCH_DATAGRAM, PUNCH_TTL};
 
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
