@@ -18,8 +18,9 @@
 //! Inbound (UDP → TUN):
 //!
 //! ```text
-//! recvmmsg (GRO: each message holds several datagrams) ─ replay check (in
-//! order) ─ open in place, halves of a large batch on other threads ─
+//! recvmmsg (GRO: each message holds several datagrams) ─ datagrams we
+//! relay for other members leave from there (relay_forward.rs) ─ replay
+//! check (in order) ─ open in place, halves of a large batch on other threads ─
 //! replay commit, allowed-IPs check (in order) ─ queue the plaintext where
 //! it lies ─ after the batch,
 //! same-flow packets merged into one writev each (userspace GRO, no copy)
@@ -39,6 +40,7 @@ use fjord_proto::{DATA_HEADROOM, Endpoint, Incoming, Outgoing, Received};
 use quinn_udp::RecvMeta;
 
 use crate::crypto_stage::{CryptoStage, OpenJob, SealSlot};
+use crate::relay_forward::Forwards;
 use crate::stats::DataStats;
 use crate::tun::{IDEAL_BATCH_SIZE, MAX_SUPER_PACKET, TunDevice, TunReadError, is_device_gone};
 use crate::udp::{RECV_BATCH, UdpTransport, is_stale_source};
@@ -413,6 +415,17 @@ pub struct Inbound {
     /// work; emptied every batch, so it stops growing once it has held
     /// the largest batch.
     jobs: Vec<OpenJob>,
+    /// The batch's datagrams that we relay.
+    forwards: Forwards,
+}
+
+/// Which socket an inbound drain receives from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReceiveOn {
+    /// The interface's socket.
+    Interface,
+    /// A steered socket, by slot (steering.rs).
+    Steered(usize),
 }
 
 impl Inbound {
@@ -421,16 +434,32 @@ impl Inbound {
             storage: vec![0; GRO_BUFFER * RECV_BATCH],
             meta: [RecvMeta::default(); RECV_BATCH],
             jobs: Vec::with_capacity(RECV_BATCH * 64),
+            forwards: Forwards::default(),
         }
     }
 
-    /// Receives, opens and delivers up to `max_batches` recvmmsg calls.
-    pub fn drain(&mut self, now: Instant, pipes: &mut Pipes<'_>, max_batches: usize) -> Drained {
+    /// Receives, opens and delivers up to `max_batches` recvmmsg calls
+    /// from the socket `on`.
+    pub fn drain(
+        &mut self,
+        now: Instant,
+        pipes: &mut Pipes<'_>,
+        on: ReceiveOn,
+        max_batches: usize,
+    ) -> Drained {
+        let socket = match on {
+            ReceiveOn::Interface => pipes.udp,
+            ReceiveOn::Steered(slot) => match pipes.udp.steering().get(slot) {
+                Some(socket) => socket,
+                None => return Drained::Empty,
+            },
+        };
+        let max_segments = pipes.udp.max_gso_segments();
         for _ in 0..max_batches {
             let mut chunks = self.storage.chunks_exact_mut(GRO_BUFFER);
             let mut slices: [IoSliceMut<'_>; RECV_BATCH] =
                 std::array::from_fn(|_| IoSliceMut::new(chunks.next().unwrap_or_default()));
-            let messages = match pipes.udp.recv(&mut slices, &mut self.meta) {
+            let messages = match socket.recv(&mut slices, &mut self.meta) {
                 Ok(count) => count,
                 Err(error) => match error.kind() {
                     io::ErrorKind::WouldBlock => {
@@ -464,6 +493,10 @@ impl Inbound {
                     let datagram = &mut self.storage[start..base + end];
                     offset = end;
                     pipes.stats.rx_datagrams += 1;
+                    if let Some(to) = pipes.node.relay_destination(meta.addr, datagram) {
+                        self.forwards.push(to, start..base + end, max_segments);
+                        continue;
+                    }
                     let from = Endpoint::new(meta.addr, meta.dst_ip);
                     if let Incoming::Data(data) = pipes.node.prepare_datagram(now, from, datagram) {
                         self.jobs.push(OpenJob {
@@ -474,6 +507,9 @@ impl Inbound {
                         });
                     }
                 }
+            }
+            if !self.forwards.is_empty() {
+                self.forwards.send(&self.storage, pipes.udp, pipes.stats);
             }
             if !self.open_and_deliver(now, pipes) {
                 return Drained::DeviceGone;

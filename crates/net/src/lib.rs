@@ -10,6 +10,7 @@ pub mod crypto_stage;
 mod datapath;
 pub mod host_addresses;
 pub mod port_prediction;
+mod relay_forward;
 pub mod stats;
 pub mod steering;
 pub mod tun;

@@ -30,7 +30,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use crate::busy_poll::{BusyPoll, SPIN_WINDOW};
 use crate::control::{ControlCall, ControlContext, ControlHandle};
 use crate::crypto_stage::CryptoStage;
-use crate::datapath::{Drained, Inbound, Outbound, Pipes, send_blocking};
+use crate::datapath::{Drained, Inbound, Outbound, Pipes, ReceiveOn, send_blocking};
 use crate::port_prediction::PortPrediction;
 use crate::stats::DataStats;
 use crate::tun::TunDevice;
@@ -258,7 +258,12 @@ impl Worker {
                     }
                 }
                 if udp_ready {
-                    match self.inbound.drain(now, &mut pipes, BATCHES_PER_TURN) {
+                    match self.inbound.drain(
+                        now,
+                        &mut pipes,
+                        ReceiveOn::Interface,
+                        BATCHES_PER_TURN,
+                    ) {
                         Drained::Empty => udp_ready = false,
                         Drained::MoreWaiting => {}
                         Drained::DeviceGone => return Ok(StopReason::InterfaceDeleted),
@@ -285,17 +290,16 @@ impl Worker {
     fn drain_steered(&mut self, slot: usize, stage: &CryptoStage) -> Drained {
         loop {
             let now = Instant::now();
-            let Some(udp) = self.udp.steering().get(slot) else {
-                return Drained::Empty;
-            };
             let mut pipes = Pipes {
                 node: &mut self.node,
                 tun: &mut self.tun,
-                udp,
+                udp: &self.udp,
                 stage,
                 stats: &mut self.stats,
             };
-            let drained = self.inbound.drain(now, &mut pipes, BATCHES_PER_TURN);
+            let drained =
+                self.inbound
+                    .drain(now, &mut pipes, ReceiveOn::Steered(slot), BATCHES_PER_TURN);
             self.after_io(now);
             if drained != Drained::MoreWaiting {
                 return drained;

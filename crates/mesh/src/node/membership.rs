@@ -288,19 +288,29 @@ impl Node {
     /// A datagram we relay, if `from` is a side of a pair we relay for and
     /// `datagram` is theirs; it is queued for `poll_transmit`.
     pub(super) fn relay(&mut self, from: SocketAddr, datagram: &[u8]) -> bool {
-        let Some(driver) = self.mesh.as_mut() else {
-            return false;
-        };
-        if driver.relays.is_empty() {
-            return false;
-        }
-        match driver.relays.route(from, datagram) {
+        match self.relay_destination(from, datagram) {
             Some(to) => {
-                driver.forwards.push_back((to, datagram.to_vec()));
+                if let Some(driver) = self.mesh.as_mut() {
+                    driver.forwards.push_back((to, datagram.to_vec()));
+                }
                 true
             }
             None => false,
         }
+    }
+
+    /// Where to send `datagram`, received from `from`, if it is traffic of
+    /// a pair we relay for (counted as relayed); `None` if it is for us.
+    /// A driver that asks before [`Node::prepare_datagram`] forwards the
+    /// datagram from where it was received, batched with the others,
+    /// instead of through a copy in `poll_transmit`.
+    #[inline]
+    pub fn relay_destination(&mut self, from: SocketAddr, datagram: &[u8]) -> Option<SocketAddr> {
+        let driver = self.mesh.as_mut()?;
+        if driver.relays.is_empty() {
+            return None;
+        }
+        driver.relays.route(from, datagram)
     }
 
     /// A relayed datagram waiting to leave, copied into `buf`.
