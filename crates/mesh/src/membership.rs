@@ -67,6 +67,15 @@ struct Member {
     traversal: traversal::Traversal,
 }
 
+impl Member {
+    /// Whether it is seen at one of its own addresses: no NAT between it
+    /// and whoever saw it there.
+    fn has_no_nat(&self, seen: &[SocketAddr]) -> bool {
+        seen.iter()
+            .any(|endpoint| self.host_addresses.contains(endpoint))
+    }
+}
+
 pub struct Mesh {
     config: MeshConfig,
     wall_clock: WallClock,

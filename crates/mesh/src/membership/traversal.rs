@@ -230,11 +230,11 @@ impl Mesh {
         state.traversal.attempts = state.traversal.attempts.saturating_add(1);
         let attempts = state.traversal.attempts;
         let relayed = state.traversal.relay.is_some();
+        let unnated = state.has_no_nat(&state.endpoints);
         let backoff = PUNCH_RETRY * (1u32 << attempts.saturating_sub(MAX_PUNCH_ATTEMPTS).min(5));
         state.traversal.due = Some(now + backoff.min(MAX_PUNCH_RETRY));
         if attempts == 1 && !state.host_addresses.is_empty() {
             let hosts = state.host_addresses.clone();
-            let unnated = state.endpoints.iter().any(|seen| hosts.contains(seen));
             self.actions.push_back(MeshAction::Connect {
                 key: member,
                 endpoints: hosts,
@@ -258,7 +258,9 @@ impl Mesh {
             self.send(introducer, &Control::RelayRequest { peer: member });
         }
         self.counters.introductions_requested += 1;
-        let predict_ports = attempts >= PREDICT_FROM_ATTEMPT;
+        // A member seen at its own address has no NAT for prediction to
+        // beat: plain connects reach it (on a LAN, or the open internet).
+        let predict_ports = attempts >= PREDICT_FROM_ATTEMPT && !unnated;
         self.send(
             introducer,
             &Control::Introduce {
@@ -318,9 +320,13 @@ impl Mesh {
         endpoints: &[SocketAddr],
         predict_ports: bool,
     ) {
-        if endpoints.is_empty() || !self.members.contains_key(&peer) {
+        let Some(member) = self.members.get(&peer) else {
+            return;
+        };
+        if endpoints.is_empty() {
             return;
         }
+        let predict_ports = predict_ports && !member.has_no_nat(endpoints);
         let spray = if predict_ports {
             self.counters.port_predictions += 1;
             self.random_ports_at(endpoints[0], PREDICTION_PROBES)
