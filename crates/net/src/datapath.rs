@@ -44,7 +44,7 @@ use crate::relay_forward::Forwards;
 use crate::stats::DataStats;
 use crate::tun::{IDEAL_BATCH_SIZE, MAX_SUPER_PACKET, TunDevice, TunReadError, is_device_gone};
 use crate::udp::{RECV_BATCH, UdpTransport, is_stale_source};
-use crate::udp_send::{GsoMessage, SEND_BATCH, send_messages};
+use crate::udp_send::{GsoMessage, SEND_BATCH, Sent, send_or_wait};
 
 /// Bytes a sealed datagram adds to a packet: header and tag (padding never
 /// grows a packet past the MTU).
@@ -275,23 +275,13 @@ impl Outbound {
                         segment_size: (run.count > 1).then_some(run.segment as u16),
                     })
             });
-            match send_messages(udp, &messages[..batch.len()]) {
-                Ok(sent) => {
+            match send_or_wait(udp, &messages[..batch.len()], &mut waits) {
+                Sent::Count(sent) => {
                     stats.udp_sends += sent as u64;
                     next += sent;
-                    waits = 0;
                 }
-                // A full send buffer is back-pressure that TCP inside the
-                // tunnel should feel: wait briefly instead of dropping.
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock && waits < 3 => {
-                    fjord_sys::poll::wait_writable(
-                        udp.as_fd(),
-                        std::time::Duration::from_millis(50),
-                    );
-                    waits += 1;
-                }
-                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-                Err(error) => {
+                Sent::Again => {}
+                Sent::Failed(error) => {
                     let run = &batch[0];
                     let refused_gso = error.raw_os_error() == Some(libc::EIO) && run.count > 1;
                     if refused_gso || is_stale_source(&error, run.source) {
@@ -313,7 +303,6 @@ impl Outbound {
                         tracing::trace!(%error, destination = %run.destination, "UDP send failed");
                     }
                     next += 1;
-                    waits = 0;
                 }
             }
         }

@@ -7,15 +7,14 @@
 //! one slice of the receive buffer. Relayed traffic is ciphertext the
 //! relay cannot read (`fjord_mesh::relay`); it only picks the destination.
 
-use std::io::{self, IoSlice};
+use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::ops::Range;
-use std::os::fd::AsFd;
 
 use crate::datapath::send_blocking;
 use crate::stats::DataStats;
 use crate::udp::UdpTransport;
-use crate::udp_send::{GsoMessage, SEND_BATCH, send_messages};
+use crate::udp_send::{GsoMessage, SEND_BATCH, Sent, send_or_wait};
 
 /// The largest segment sent with GSO (as for sealed datagrams: the kernel
 /// refuses segments over the path MTU).
@@ -92,22 +91,13 @@ impl Forwards {
                         segment_size: (run.count > 1).then_some(run.segment as u16),
                     })
             });
-            match send_messages(udp, &messages[..batch.len()]) {
-                Ok(sent) => {
+            match send_or_wait(udp, &messages[..batch.len()], &mut waits) {
+                Sent::Count(sent) => {
                     stats.udp_sends += sent as u64;
                     next += sent;
-                    waits = 0;
                 }
-                // Back-pressure, as for our own datagrams.
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock && waits < 3 => {
-                    fjord_sys::poll::wait_writable(
-                        udp.as_fd(),
-                        std::time::Duration::from_millis(50),
-                    );
-                    waits += 1;
-                }
-                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-                Err(error) => {
+                Sent::Again => {}
+                Sent::Failed(error) => {
                     let run = &batch[0];
                     if error.raw_os_error() == Some(libc::EIO) && run.count > 1 {
                         // No segmentation on this path: this run one
@@ -124,7 +114,6 @@ impl Forwards {
                         tracing::trace!(%error, destination = %run.to, "relaying failed");
                     }
                     next += 1;
-                    waits = 0;
                 }
             }
         }

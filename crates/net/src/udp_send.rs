@@ -39,6 +39,39 @@ pub fn send_messages(udp: &UdpTransport, messages: &[GsoMessage<'_>]) -> io::Res
     fjord_sys::mmsg::send_gso_messages(route.as_fd(), &messages[..same])
 }
 
+/// What one [`send_or_wait`] call did.
+pub enum Sent {
+    /// The kernel took this many messages (at least one).
+    Count(usize),
+    /// Nothing yet: interrupted, or waited for room; call again.
+    Again,
+    /// The first message failed with this error (after three waits for
+    /// room, a full buffer too): the caller decides its fate.
+    Failed(io::Error),
+}
+
+/// [`send_messages`], waiting up to 50 ms for room when the send buffer is
+/// full: back-pressure that TCP inside the tunnel should feel, rather than
+/// drops. `waits` counts the waits since the last progress.
+pub fn send_or_wait(udp: &UdpTransport, messages: &[GsoMessage<'_>], waits: &mut u8) -> Sent {
+    match send_messages(udp, messages) {
+        Ok(sent) => {
+            *waits = 0;
+            Sent::Count(sent)
+        }
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock && *waits < 3 => {
+            fjord_sys::poll::wait_writable(udp.as_fd(), std::time::Duration::from_millis(50));
+            *waits += 1;
+            Sent::Again
+        }
+        Err(error) if error.kind() == io::ErrorKind::Interrupted => Sent::Again,
+        Err(error) => {
+            *waits = 0;
+            Sent::Failed(error)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
