@@ -31,10 +31,7 @@ fn direct(mesh: &mut dyn RunningMesh, node: usize, other: usize) -> bool {
 
 #[test]
 fn members_behind_nats_with_short_mapping_timeouts_keep_their_direct_path_while_idle() {
-    if !fjord_lab::netns::is_root() {
-        let why = "needs root (network namespaces, nftables)";
-        assert!(!systems::missing_is_failure(), "{why} (CI=true)");
-        eprintln!("skipping: {why}");
+    if !systems::running_as_root("needs root (network namespaces, nftables)") {
         return;
     }
     let kinds = [

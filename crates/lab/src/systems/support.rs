@@ -39,6 +39,17 @@ pub fn missing_is_failure() -> bool {
     std::env::var("CI").is_ok_and(|value| value == "true")
 }
 
+/// For a test that needs root: `true` as root; otherwise one "skipping"
+/// line and `false`, or, under CI, a failure naming `why`.
+pub fn running_as_root(why: &str) -> bool {
+    if crate::netns::is_root() {
+        return true;
+    }
+    assert!(!missing_is_failure(), "{why} (CI=true)");
+    eprintln!("skipping: {why}");
+    false
+}
+
 /// A private directory (mode 0700: private keys go in it), removed with
 /// its files on drop: one per test, and one per running system inside it.
 #[derive(Debug)]
