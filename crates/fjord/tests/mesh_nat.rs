@@ -23,11 +23,8 @@ const TRANSFER_BYTES: u64 = 8 << 20;
 
 /// Whether `node` lists node `other` (named `node<other>`) on `path`.
 fn lists(mesh: &mut dyn RunningMesh, node: usize, other: usize, path: MemberPath) -> bool {
-    let name = format!("node{other}");
-    mesh.members(node)
-        .unwrap_or_default()
-        .iter()
-        .any(|member| member.name == name && member.path == path)
+    mesh.member(node, other)
+        .is_some_and(|member| member.path == path)
 }
 
 /// How long until `a` and `b` list each other as direct, polled.

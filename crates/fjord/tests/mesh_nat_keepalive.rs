@@ -22,11 +22,8 @@ const MAPPING_TIMEOUT_SECS: u32 = 15;
 const IDLE: Duration = Duration::from_secs(40);
 
 fn direct(mesh: &mut dyn RunningMesh, node: usize, other: usize) -> bool {
-    let name = format!("node{other}");
-    mesh.members(node)
-        .unwrap_or_default()
-        .iter()
-        .any(|member| member.name == name && member.path == MemberPath::Direct)
+    mesh.member(node, other)
+        .is_some_and(|member| member.path == MemberPath::Direct)
 }
 
 #[test]

@@ -26,11 +26,8 @@ const EXPECTED_INNER_MTU: u64 = 1216;
 
 /// Node `node`'s path MTU to node `other`, once it lists it as direct.
 fn path_mtu(mesh: &mut dyn RunningMesh, node: usize, other: usize) -> Option<u64> {
-    let name = format!("node{other}");
-    mesh.members(node)
-        .unwrap_or_default()
-        .into_iter()
-        .find(|member| member.name == name && member.path == MemberPath::Direct)
+    mesh.member(node, other)
+        .filter(|member| member.path == MemberPath::Direct)
         .and_then(|member| member.path_mtu)
 }
 

@@ -14,20 +14,11 @@ use std::time::{Duration, Instant};
 
 use fjord_lab::firewall::UdpFirewall;
 use fjord_lab::systems::wireguard::Fjord;
-use fjord_lab::systems::{self, FjordMesh, Member, MemberPath, RunningMesh, WorkDir};
+use fjord_lab::systems::{self, FjordMesh, MemberPath, RunningMesh, WorkDir};
 use fjord_lab::topology::{Lan, lan_underlay};
 use fjord_lab::traffic::BulkTransfer;
 
 const TRANSFER_BYTES: u64 = 8 << 20;
-
-/// Node `node`'s view of node `other`, if it lists it.
-fn view(mesh: &mut dyn RunningMesh, node: usize, other: usize) -> Option<Member> {
-    let name = format!("node{other}");
-    mesh.members(node)
-        .ok()?
-        .into_iter()
-        .find(|member| member.name == name)
-}
 
 /// Waits until nodes 1 and 2 list each other on a path `wanted` accepts.
 fn wait_for(
@@ -37,7 +28,7 @@ fn wait_for(
 ) -> Result<Duration, String> {
     let started = Instant::now();
     loop {
-        let views = [view(mesh, 1, 2), view(mesh, 2, 1)];
+        let views = [mesh.member(1, 2), mesh.member(2, 1)];
         if views
             .iter()
             .all(|v| v.as_ref().is_some_and(|m| wanted(&m.path)))
@@ -94,7 +85,7 @@ fn a_relayed_pair_goes_direct_when_the_firewall_between_them_opens() {
         .run(&lan.hosts[1], &lan.hosts[2], sink)
         .expect("transfer on the direct path");
     assert!(direct.verified, "{direct}");
-    let endpoint = view(&mut mesh, 1, 2).and_then(|member| member.endpoint);
+    let endpoint = mesh.member(1, 2).and_then(|member| member.endpoint);
     assert_eq!(
         endpoint,
         Some(format!("{}:51820", lan_underlay(2))),

@@ -125,11 +125,8 @@ fn through_wireguard_go(
 
 /// Node `node`'s path MTU to node `other`, once it lists it as direct.
 fn path_mtu(mesh: &mut dyn RunningMesh, node: usize, other: usize) -> Option<u64> {
-    let name = format!("node{other}");
-    mesh.members(node)
-        .ok()?
-        .into_iter()
-        .find(|member| member.name == name && member.path == MemberPath::Direct)
+    mesh.member(node, other)
+        .filter(|member| member.path == MemberPath::Direct)
         .and_then(|member| member.path_mtu)
 }
 

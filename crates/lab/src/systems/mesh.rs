@@ -60,6 +60,15 @@ pub trait RunningMesh: Send {
     fn members_of(&mut self, nodes: &[usize]) -> Vec<Result<Vec<Member>, String>> {
         nodes.iter().map(|&node| self.members(node)).collect()
     }
+    /// How `node` lists node `other` (named `node<other>`), if it does and
+    /// answers.
+    fn member(&mut self, node: usize, other: usize) -> Option<Member> {
+        let name = format!("node{other}");
+        self.members(node)
+            .ok()?
+            .into_iter()
+            .find(|member| member.name == name)
+    }
     /// `node`'s WireGuard public key.
     fn public_key(&self, node: usize) -> PublicKey;
     /// `node`'s overlay address.
