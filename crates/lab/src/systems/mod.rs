@@ -76,11 +76,13 @@ pub trait System: Send + Sync {
         _hosts: &[MeshHost<'_>],
         _workdir: &Path,
     ) -> Result<Box<dyn RunningMesh>, SystemError> {
-        Err(SystemError::Unsupported(format!(
-            "{} has no mesh mode",
-            self.name()
-        )))
+        Err(no_mesh_mode(self.name()))
     }
+}
+
+/// Why a system without a mesh mode cannot start a mesh.
+pub fn no_mesh_mode(system: &str) -> SystemError {
+    SystemError::Unsupported(format!("{system} has no mesh mode"))
 }
 
 /// A tunnel that is up. Dropping it takes it down.

@@ -67,10 +67,7 @@ pub trait Implementation: Send + Sync {
         _hosts: &[MeshHost<'_>],
         _workdir: &Path,
     ) -> Result<Box<dyn RunningMesh>, SystemError> {
-        Err(SystemError::Unsupported(format!(
-            "{} has no mesh mode",
-            self.name()
-        )))
+        Err(super::no_mesh_mode(self.name()))
     }
 }
 
