@@ -172,7 +172,7 @@ mod tests {
             remote_index: 2,
             is_initiator: true,
         };
-        Session::new(&keys, Instant::now())
+        Session::new(&keys, Instant::now(), &fjord_proto::Timing::default())
     }
 
     /// A batch of `count` packets of `len` bytes prepared in slots, and

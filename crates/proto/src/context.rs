@@ -10,7 +10,7 @@ use crate::endpoint::Endpoint;
 use crate::handshake::StaticIdentity;
 use crate::outcome::{DropCounters, DropReason, Event, PeerId};
 use crate::tai64n::Tai64N;
-use crate::timers::MAX_TIMER_JITTER;
+use crate::timers::Timing;
 
 /// Randomness, passed in so tests are deterministic.
 pub trait Rng {
@@ -96,6 +96,8 @@ pub(crate) struct Context {
     pub drops: DropCounters,
     pub wall_clock: WallClock,
     pub mtu: usize,
+    /// The timer rules' durations (WireGuard's unless a test compressed them).
+    pub timing: Timing,
 }
 
 impl Context {
@@ -114,9 +116,9 @@ impl Context {
         self.indices.remove(&index);
     }
 
+    /// A random delay below the timing's maximum jitter.
     pub fn jitter(&mut self) -> Duration {
-        let max_ms = MAX_TIMER_JITTER.as_millis() as u64;
-        Duration::from_millis(self.jitter_state.next() % max_ms)
+        jitter_below(self.timing.max_timer_jitter, self.jitter_state.next())
     }
 
     pub fn timestamp(&self, now: Instant) -> Tai64N {
@@ -129,6 +131,18 @@ impl Context {
 
     pub fn send(&mut self, destination: Endpoint, bytes: Vec<u8>) {
         self.transmits.push_back(Outgoing { destination, bytes });
+    }
+}
+
+/// `random` mapped onto `0..max` (whole milliseconds, as WireGuard's
+/// jitter; microseconds when `max` is under a few milliseconds, as in
+/// compressed test timings, so the jitter does not vanish).
+fn jitter_below(max: Duration, random: u64) -> Duration {
+    let max_ms = max.as_millis() as u64;
+    if max_ms >= 10 {
+        Duration::from_millis(random % max_ms)
+    } else {
+        Duration::from_micros(random % (max.as_micros() as u64).max(1))
     }
 }
 
@@ -157,6 +171,7 @@ impl JitterSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::timers::MAX_TIMER_JITTER;
 
     struct Zeros;
 
@@ -167,13 +182,25 @@ mod tests {
     }
 
     #[test]
+    fn compressed_jitter_stays_below_its_maximum_and_is_not_zero() {
+        let mut source = JitterSource::seeded(&mut Zeros);
+        let max = Duration::from_micros(1_332);
+        let draws: Vec<Duration> = (0..1_000)
+            .map(|_| jitter_below(max, source.next()))
+            .collect();
+        assert!(draws.iter().all(|jitter| *jitter < max));
+        assert!(draws.iter().any(|jitter| *jitter > max / 2));
+        assert_eq!(jitter_below(Duration::ZERO, 7), Duration::ZERO);
+    }
+
+    #[test]
     fn jitter_spreads_over_its_whole_range_even_from_a_zero_seed() {
         let mut source = JitterSource::seeded(&mut Zeros);
-        let max_ms = MAX_TIMER_JITTER.as_millis() as u64;
+        let max = MAX_TIMER_JITTER;
         let mut buckets = [0u32; 10];
         for _ in 0..10_000 {
-            let ms = source.next() % max_ms;
-            buckets[(ms * 10 / max_ms) as usize] += 1;
+            let jitter = jitter_below(max, source.next());
+            buckets[(jitter.as_nanos() * 10 / max.as_nanos()) as usize] += 1;
         }
         // Each tenth of the range gets roughly its share (1,000).
         assert!(

@@ -55,6 +55,7 @@ use crate::outcome::{
 };
 use crate::peer::{Peer, PeerStats};
 use crate::timer_queue::TimerQueue;
+use crate::timers::Timing;
 use crate::wire::{COOKIE_REPLY_LEN, HandshakeInitiation, HandshakeResponse, Message, ParseError};
 
 pub use crate::session::{DATA_HEADROOM, DATA_TAILROOM};
@@ -166,6 +167,7 @@ impl Device {
                 drops: DropCounters::default(),
                 wall_clock,
                 mtu: config.mtu,
+                timing: Timing::default(),
             },
             cookie_checker,
             peers: Vec::new(),
@@ -401,6 +403,18 @@ impl Device {
 
     pub fn drops(&self) -> &DropCounters {
         &self.ctx.drops
+    }
+
+    /// Replaces WireGuard's timer durations, for tests that compress them
+    /// ([`Timing::compressed`]); a peer running the standard timers would
+    /// see sessions rekeyed and expired far too early. Takes effect for
+    /// sessions and deadlines set from now on.
+    pub fn set_timing(&mut self, timing: Timing) {
+        self.ctx.timing = timing;
+    }
+
+    pub fn timing(&self) -> &Timing {
+        &self.ctx.timing
     }
 
     /// Forces the under-load behaviour (cookies for every handshake), for tests.

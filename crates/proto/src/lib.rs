@@ -43,6 +43,7 @@ pub use outcome::{
 };
 pub use peer::{MAX_STAGED_PACKETS, PeerStats};
 pub use session::{PendingOpen, PendingSeal};
+pub use timers::Timing;
 
 #[cfg(test)]
 mod tests;

@@ -10,7 +10,8 @@
 //!
 //! The nonce is the counter, so a counter is never reused for sending and
 //! the session refuses to send at [`REJECT_AFTER_MESSAGES`]. Both
-//! directions expire after [`REJECT_AFTER_TIME`].
+//! directions expire after the timing's reject time
+//! ([`crate::timers::REJECT_AFTER_TIME`] for WireGuard).
 //!
 //! Sealing and opening work in place: the caller's buffer holds the
 //! plaintext at [`TRANSPORT_HEADER_LEN`] with room for padding and the tag
@@ -32,10 +33,7 @@ use crate::aead::TransportKey;
 use crate::crypto::TAG_LEN;
 use crate::handshake::SessionKeys;
 use crate::replay::{ReplayError, ReplayWindow};
-use crate::timers::{
-    KEEPALIVE_TIMEOUT, REJECT_AFTER_MESSAGES, REJECT_AFTER_TIME, REKEY_AFTER_MESSAGES,
-    REKEY_AFTER_TIME, REKEY_TIMEOUT,
-};
+use crate::timers::{REJECT_AFTER_MESSAGES, REKEY_AFTER_MESSAGES, Timing};
 use crate::wire::{PADDING_MULTIPLE, TRANSPORT_HEADER_LEN, padded_len, write_transport_header};
 
 /// Bytes a caller leaves in front of a plaintext packet for in-place sealing.
@@ -84,17 +82,21 @@ fn reached(deadline: Option<Instant>, now: Instant) -> bool {
 }
 
 impl Session {
-    pub fn new(keys: &SessionKeys, now: Instant) -> Self {
+    /// A session derived at `now`, aging by `timing`'s rules.
+    pub fn new(keys: &SessionKeys, now: Instant, timing: &Timing) -> Self {
         Self {
             sending: Arc::new(TransportKey::new(&keys.sending)),
             receiving: Arc::new(TransportKey::new(&keys.receiving)),
             local_index: keys.local_index,
             remote_index: keys.remote_index,
             is_initiator: keys.is_initiator,
-            reject_at: now.checked_add(REJECT_AFTER_TIME),
-            rekey_at: now.checked_add(REKEY_AFTER_TIME),
-            last_minute_rekey_at: now
-                .checked_add(REJECT_AFTER_TIME - KEEPALIVE_TIMEOUT - REKEY_TIMEOUT),
+            reject_at: now.checked_add(timing.reject_after_time),
+            rekey_at: now.checked_add(timing.rekey_after_time),
+            last_minute_rekey_at: now.checked_add(
+                timing
+                    .reject_after_time
+                    .saturating_sub(timing.keepalive_timeout + timing.rekey_timeout),
+            ),
             next_send_counter: 0,
             replay: ReplayWindow::new(REJECT_AFTER_MESSAGES),
         }
@@ -321,6 +323,7 @@ impl std::fmt::Debug for Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::timers::REJECT_AFTER_TIME;
     use crate::wire::{Message, TRANSPORT_MIN_LEN};
     use zeroize::Zeroizing;
 
@@ -339,7 +342,10 @@ mod tests {
             remote_index: 10,
             is_initiator: false,
         };
-        (Session::new(&a, now), Session::new(&b, now))
+        (
+            Session::new(&a, now, &Timing::default()),
+            Session::new(&b, now, &Timing::default()),
+        )
     }
 
     fn seal_text(session: &mut Session, text: &[u8]) -> Vec<u8> {

@@ -37,6 +37,85 @@ pub const MAX_TIMER_HANDSHAKES: u32 =
 /// A responder consumes at most one initiation per peer in this interval.
 pub const HANDSHAKE_INITIATION_RATE: Duration = Duration::from_millis(20);
 
+/// The durations of the timer rules, which a [`crate::Device`] reads from
+/// one place. [`Timing::default`] is WireGuard's (the constants above),
+/// and the only sensible choice against a real peer. [`Timing::compressed`]
+/// divides every duration by one factor, for tests that need thirty
+/// rekeys in seconds: the ratios stay, and with them every rule that
+/// relates two timers (a session is rekeyed well before it is refused,
+/// retries fit the attempt time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    pub(crate) rekey_after_time: Duration,
+    pub(crate) reject_after_time: Duration,
+    pub(crate) rekey_attempt_time: Duration,
+    pub(crate) rekey_timeout: Duration,
+    pub(crate) keepalive_timeout: Duration,
+    pub(crate) max_timer_jitter: Duration,
+    pub(crate) handshake_initiation_rate: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Self::STANDARD
+    }
+}
+
+impl Timing {
+    /// WireGuard's durations.
+    pub const STANDARD: Timing = Timing {
+        rekey_after_time: REKEY_AFTER_TIME,
+        reject_after_time: REJECT_AFTER_TIME,
+        rekey_attempt_time: REKEY_ATTEMPT_TIME,
+        rekey_timeout: REKEY_TIMEOUT,
+        keepalive_timeout: KEEPALIVE_TIMEOUT,
+        max_timer_jitter: MAX_TIMER_JITTER,
+        handshake_initiation_rate: HANDSHAKE_INITIATION_RATE,
+    };
+
+    /// WireGuard's durations divided by `divisor` (0 counts as 1): 250
+    /// rekeys every 480 ms and retries a lost handshake after 20 ms.
+    pub fn compressed(divisor: u32) -> Self {
+        let divisor = divisor.max(1);
+        let standard = Self::STANDARD;
+        Self {
+            rekey_after_time: standard.rekey_after_time / divisor,
+            reject_after_time: standard.reject_after_time / divisor,
+            rekey_attempt_time: standard.rekey_attempt_time / divisor,
+            rekey_timeout: standard.rekey_timeout / divisor,
+            keepalive_timeout: standard.keepalive_timeout / divisor,
+            max_timer_jitter: standard.max_timer_jitter / divisor,
+            handshake_initiation_rate: standard.handshake_initiation_rate / divisor,
+        }
+    }
+
+    /// The age at which an initiator rekeys its session.
+    pub fn rekey_after_time(&self) -> Duration {
+        self.rekey_after_time
+    }
+
+    /// The age at which a session is refused.
+    pub fn reject_after_time(&self) -> Duration {
+        self.reject_after_time
+    }
+
+    /// How long to wait for a handshake response before retrying.
+    pub fn rekey_timeout(&self) -> Duration {
+        self.rekey_timeout
+    }
+
+    /// How long received data may go unanswered before a keepalive.
+    pub fn keepalive_timeout(&self) -> Duration {
+        self.keepalive_timeout
+    }
+
+    /// Retransmissions of one handshake before giving up (18 for WireGuard).
+    pub fn max_handshake_attempts(&self) -> u32 {
+        let attempts = self.rekey_attempt_time.as_nanos() / self.rekey_timeout.as_nanos().max(1);
+        u32::try_from(attempts).unwrap_or(u32::MAX)
+    }
+}
+
 /// A zero persistent-keepalive interval means off, as in wg(8); kept as an
 /// interval it would put the deadline at every `now` and spin the driver.
 fn nonzero(interval: Option<Duration>) -> Option<Duration> {
@@ -103,9 +182,9 @@ impl Timers {
     }
 
     /// A data packet (not a keepalive) was sent.
-    pub fn data_sent(&mut self, now: Instant, jitter: Duration) {
+    pub fn data_sent(&mut self, now: Instant, jitter: Duration, timing: &Timing) {
         if self.new_handshake.is_none() {
-            let deadline = now + KEEPALIVE_TIMEOUT + REKEY_TIMEOUT + jitter;
+            let deadline = now + timing.keepalive_timeout + timing.rekey_timeout + jitter;
             arm(&mut self.new_handshake, deadline, &mut self.armed);
         }
     }
@@ -115,11 +194,11 @@ impl Timers {
     }
 
     /// A data packet (not a keepalive) was received.
-    pub fn data_received(&mut self, now: Instant) {
+    pub fn data_received(&mut self, now: Instant, timing: &Timing) {
         if self.send_keepalive.is_none() {
             arm(
                 &mut self.send_keepalive,
-                now + KEEPALIVE_TIMEOUT,
+                now + timing.keepalive_timeout,
                 &mut self.armed,
             );
         } else {
@@ -142,8 +221,8 @@ impl Timers {
         }
     }
 
-    pub fn handshake_initiated(&mut self, now: Instant, jitter: Duration) {
-        let deadline = now + REKEY_TIMEOUT + jitter;
+    pub fn handshake_initiated(&mut self, now: Instant, jitter: Duration, timing: &Timing) {
+        let deadline = now + timing.rekey_timeout + jitter;
         arm(&mut self.retransmit_handshake, deadline, &mut self.armed);
     }
 
@@ -152,8 +231,8 @@ impl Timers {
         self.handshake_attempts = 0;
     }
 
-    pub fn session_derived(&mut self, now: Instant) {
-        let deadline = now + REJECT_AFTER_TIME * 3;
+    pub fn session_derived(&mut self, now: Instant, timing: &Timing) {
+        let deadline = now + timing.reject_after_time * 3;
         arm(&mut self.zero_key_material, deadline, &mut self.armed);
     }
 
@@ -163,8 +242,8 @@ impl Timers {
     }
 
     /// Counts a retransmission; `false` once the attempts are used up.
-    pub fn retry_handshake(&mut self) -> bool {
-        if self.handshake_attempts >= MAX_TIMER_HANDSHAKES {
+    pub fn retry_handshake(&mut self, timing: &Timing) -> bool {
+        if self.handshake_attempts >= timing.max_handshake_attempts() {
             return false;
         }
         self.handshake_attempts += 1;
@@ -172,12 +251,12 @@ impl Timers {
     }
 
     /// Handshaking failed for good: stop keepalives and schedule key erasure.
-    pub fn handshake_abandoned(&mut self, now: Instant) {
+    pub fn handshake_abandoned(&mut self, now: Instant, timing: &Timing) {
         self.retransmit_handshake = None;
         self.send_keepalive = None;
         self.handshake_attempts = 0;
         if self.zero_key_material.is_none() {
-            let deadline = now + REJECT_AFTER_TIME * 3;
+            let deadline = now + timing.reject_after_time * 3;
             arm(&mut self.zero_key_material, deadline, &mut self.armed);
         }
     }
@@ -212,7 +291,7 @@ impl Timers {
 
     /// Takes every deadline at or before `now`, re-arming the keepalive
     /// when data arrived while one was pending.
-    pub fn expired(&mut self, now: Instant) -> Expired {
+    pub fn expired(&mut self, now: Instant, timing: &Timing) -> Expired {
         let take = |slot: &mut Option<Instant>| match *slot {
             Some(deadline) if deadline <= now => {
                 *slot = None;
@@ -231,7 +310,7 @@ impl Timers {
             self.need_another_keepalive = false;
             arm(
                 &mut self.send_keepalive,
-                now + KEEPALIVE_TIMEOUT,
+                now + timing.keepalive_timeout,
                 &mut self.armed,
             );
         }
@@ -243,6 +322,8 @@ impl Timers {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    const STANDARD: Timing = Timing::STANDARD;
 
     #[derive(Debug, Clone)]
     enum Step {
@@ -291,15 +372,15 @@ mod tests {
             let mut scheduled: Option<Instant> = None;
             for step in steps {
                 match step {
-                    Step::DataSent => timers.data_sent(now, Duration::ZERO),
-                    Step::DataReceived => timers.data_received(now),
+                    Step::DataSent => timers.data_sent(now, Duration::ZERO, &STANDARD),
+                    Step::DataReceived => timers.data_received(now, &STANDARD),
                     Step::PacketSent => timers.any_authenticated_packet_sent(),
                     Step::PacketReceived => timers.any_authenticated_packet_received(),
                     Step::Traversal => timers.any_authenticated_packet_traversal(now),
-                    Step::HandshakeInitiated => timers.handshake_initiated(now, Duration::ZERO),
+                    Step::HandshakeInitiated => timers.handshake_initiated(now, Duration::ZERO, &STANDARD),
                     Step::HandshakeComplete => timers.handshake_complete(),
-                    Step::SessionDerived => timers.session_derived(now),
-                    Step::Abandoned => timers.handshake_abandoned(now),
+                    Step::SessionDerived => timers.session_derived(now, &STANDARD),
+                    Step::Abandoned => timers.handshake_abandoned(now, &STANDARD),
                     Step::Clear => timers.clear(),
                     Step::SetKeepalive(every) => timers.set_persistent_keepalive_interval(
                         now,
@@ -308,7 +389,7 @@ mod tests {
                     Step::Advance(seconds) => {
                         now += Duration::from_secs(seconds.into());
                         if scheduled.is_some_and(|entry| entry <= now) {
-                            timers.expired(now);
+                            timers.expired(now, &STANDARD);
                             timers.take_armed();
                             scheduled = timers.next_deadline();
                         }
@@ -325,18 +406,37 @@ mod tests {
     }
 
     #[test]
+    fn compressed_timing_keeps_the_ratios_of_the_rules() {
+        let fast = Timing::compressed(250);
+        assert_eq!(fast.rekey_after_time(), Duration::from_millis(480));
+        assert_eq!(fast.rekey_timeout(), Duration::from_millis(20));
+        assert_eq!(fast.max_handshake_attempts(), MAX_TIMER_HANDSHAKES);
+        // A session is rekeyed, retried and confirmed before it is refused.
+        assert!(
+            fast.rekey_after_time() + fast.keepalive_timeout() + fast.rekey_timeout()
+                < fast.reject_after_time()
+        );
+        assert_eq!(Timing::compressed(0), Timing::default());
+        assert_eq!(Timing::compressed(1), Timing::default());
+    }
+
+    #[test]
     fn keepalive_follows_received_data_unless_we_sent() {
         let t0 = Instant::now();
         let mut timers = Timers::new(None);
-        timers.data_received(t0);
+        timers.data_received(t0, &STANDARD);
         assert_eq!(timers.next_deadline(), Some(t0 + KEEPALIVE_TIMEOUT));
         assert_eq!(
-            timers.expired(t0 + KEEPALIVE_TIMEOUT - Duration::from_millis(1)),
+            timers.expired(t0 + KEEPALIVE_TIMEOUT - Duration::from_millis(1), &STANDARD),
             Expired::default()
         );
-        assert!(timers.expired(t0 + KEEPALIVE_TIMEOUT).send_keepalive);
+        assert!(
+            timers
+                .expired(t0 + KEEPALIVE_TIMEOUT, &STANDARD)
+                .send_keepalive
+        );
 
-        timers.data_received(t0);
+        timers.data_received(t0, &STANDARD);
         timers.any_authenticated_packet_sent();
         assert_eq!(timers.next_deadline(), None);
     }
@@ -345,13 +445,13 @@ mod tests {
     fn unanswered_data_triggers_a_new_handshake() {
         let t0 = Instant::now();
         let mut timers = Timers::new(None);
-        timers.data_sent(t0, Duration::ZERO);
-        timers.data_sent(t0 + Duration::from_secs(3), Duration::ZERO);
+        timers.data_sent(t0, Duration::ZERO, &STANDARD);
+        timers.data_sent(t0 + Duration::from_secs(3), Duration::ZERO, &STANDARD);
         let deadline = t0 + KEEPALIVE_TIMEOUT + REKEY_TIMEOUT;
         assert_eq!(timers.next_deadline(), Some(deadline));
-        assert!(timers.expired(deadline).new_handshake);
+        assert!(timers.expired(deadline, &STANDARD).new_handshake);
 
-        timers.data_sent(t0, Duration::ZERO);
+        timers.data_sent(t0, Duration::ZERO, &STANDARD);
         timers.any_authenticated_packet_received();
         assert_eq!(timers.next_deadline(), None);
     }
@@ -360,9 +460,9 @@ mod tests {
     fn retransmissions_are_bounded() {
         let mut timers = Timers::new(None);
         for _ in 0..MAX_TIMER_HANDSHAKES {
-            assert!(timers.retry_handshake());
+            assert!(timers.retry_handshake(&STANDARD));
         }
-        assert!(!timers.retry_handshake());
+        assert!(!timers.retry_handshake(&STANDARD));
         assert_eq!(MAX_TIMER_HANDSHAKES, 18);
     }
 
@@ -376,7 +476,7 @@ mod tests {
         assert_eq!(timers.next_deadline(), Some(t0 + Duration::from_secs(35)));
         assert!(
             timers
-                .expired(t0 + Duration::from_secs(35))
+                .expired(t0 + Duration::from_secs(35), &STANDARD)
                 .persistent_keepalive
         );
     }
@@ -385,9 +485,13 @@ mod tests {
     fn another_keepalive_when_data_kept_coming() {
         let t0 = Instant::now();
         let mut timers = Timers::new(None);
-        timers.data_received(t0);
-        timers.data_received(t0 + Duration::from_secs(1));
-        assert!(timers.expired(t0 + KEEPALIVE_TIMEOUT).send_keepalive);
+        timers.data_received(t0, &STANDARD);
+        timers.data_received(t0 + Duration::from_secs(1), &STANDARD);
+        assert!(
+            timers
+                .expired(t0 + KEEPALIVE_TIMEOUT, &STANDARD)
+                .send_keepalive
+        );
         assert_eq!(timers.next_deadline(), Some(t0 + KEEPALIVE_TIMEOUT * 2));
     }
 }

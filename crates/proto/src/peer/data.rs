@@ -84,7 +84,7 @@ impl Peer {
         self.timers.any_authenticated_packet_sent();
         if is_data && !self.timers.new_handshake_pending() {
             let jitter = ctx.jitter();
-            self.timers.data_sent(now, jitter);
+            self.timers.data_sent(now, jitter, &ctx.timing);
         }
     }
 
@@ -243,7 +243,7 @@ impl Peer {
             Ok(header) => header,
             Err(_) => return dropped(ctx, DropReason::InvalidInnerPacket),
         };
-        self.timers.data_received(now);
+        self.timers.data_received(now, &ctx.timing);
         Received::Data {
             peer: id,
             packet: plaintext.start..plaintext.start + header.total_len,

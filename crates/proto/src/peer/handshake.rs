@@ -10,7 +10,6 @@ use crate::endpoint::Endpoint;
 use crate::handshake::{self, ReceivedInitiation, SessionKeys};
 use crate::outcome::{DropReason, Event, PeerId, Received};
 use crate::session::Session;
-use crate::timers::{HANDSHAKE_INITIATION_RATE, REKEY_TIMEOUT};
 use crate::wire::{
     CookieReply, HANDSHAKE_INITIATION_LEN, HANDSHAKE_RESPONSE_LEN, HandshakeResponse,
 };
@@ -38,7 +37,7 @@ impl Peer {
         }
         if self
             .last_initiation_sent
-            .is_some_and(|sent| now.saturating_duration_since(sent) < REKEY_TIMEOUT)
+            .is_some_and(|sent| now.saturating_duration_since(sent) < ctx.timing.rekey_timeout)
         {
             return;
         }
@@ -86,7 +85,7 @@ impl Peer {
         self.timers.any_authenticated_packet_traversal(now);
         self.timers.any_authenticated_packet_sent();
         let jitter = ctx.jitter();
-        self.timers.handshake_initiated(now, jitter);
+        self.timers.handshake_initiated(now, jitter, &ctx.timing);
         // The peer's own address keeps the local address it reached us at.
         let known = self.endpoint;
         let from_where_known = |destination: E| {
@@ -120,10 +119,9 @@ impl Peer {
             ctx.drop(DropReason::ReplayedInitiation);
             return Received::Dropped(DropReason::ReplayedInitiation);
         }
-        if self
-            .last_initiation_consumed
-            .is_some_and(|last| now.saturating_duration_since(last) < HANDSHAKE_INITIATION_RATE)
-        {
+        if self.last_initiation_consumed.is_some_and(|last| {
+            now.saturating_duration_since(last) < ctx.timing.handshake_initiation_rate
+        }) {
             ctx.drop(DropReason::InitiationFlood);
             return Received::Dropped(DropReason::InitiationFlood);
         }
@@ -149,10 +147,10 @@ impl Peer {
         self.cookie
             .write_macs(now, &mut message, MacLayout::RESPONSE);
         self.install_responder_session(&keys, now, ctx);
+        self.timers.session_derived(now, &ctx.timing);
         // A response counts as an initiation for rate limiting, so we do not
         // start a competing handshake while the initiator confirms ours.
         self.last_initiation_sent = Some(now);
-        self.timers.session_derived(now);
         self.timers.any_authenticated_packet_received();
         self.timers.any_authenticated_packet_traversal(now);
         self.timers.any_authenticated_packet_sent();
@@ -194,7 +192,7 @@ impl Peer {
         self.stats.rx_bytes += response.bytes().len() as u64;
         self.set_endpoint(id, from, ctx);
         self.install_initiator_session(&keys, now, ctx);
-        self.timers.session_derived(now);
+        self.timers.session_derived(now, &ctx.timing);
         self.handshake_complete(id, now, ctx, true);
         self.timers.any_authenticated_packet_received();
         self.timers.any_authenticated_packet_traversal(now);
@@ -238,7 +236,7 @@ impl Peer {
     }
 
     fn install_initiator_session(&mut self, keys: &SessionKeys, now: Instant, ctx: &mut Context) {
-        let session = Session::new(keys, now);
+        let session = Session::new(keys, now, &ctx.timing);
         if let Some(next) = self.next.take() {
             release(&mut self.previous, ctx);
             release(&mut self.current, ctx);
@@ -253,7 +251,7 @@ impl Peer {
     fn install_responder_session(&mut self, keys: &SessionKeys, now: Instant, ctx: &mut Context) {
         release(&mut self.next, ctx);
         release(&mut self.previous, ctx);
-        self.next = Some(Session::new(keys, now));
+        self.next = Some(Session::new(keys, now, &ctx.timing));
     }
 
     pub(super) fn set_endpoint(&mut self, id: PeerId, from: Endpoint, ctx: &mut Context) {

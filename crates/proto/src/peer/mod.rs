@@ -121,9 +121,9 @@ impl Peer {
 
     /// Runs the timers due at `now`.
     pub fn handle_timers(&mut self, id: PeerId, now: Instant, ctx: &mut Context) {
-        let expired = self.timers.expired(now);
+        let expired = self.timers.expired(now, &ctx.timing);
         if expired.retransmit_handshake {
-            if self.timers.retry_handshake() {
+            if self.timers.retry_handshake(&ctx.timing) {
                 self.initiate(id, now, ctx, true);
             } else {
                 for _ in self.staged.drain(..) {
@@ -132,7 +132,7 @@ impl Peer {
                 if let Some(state) = self.initiation.take() {
                     ctx.release_index(state.local_index());
                 }
-                self.timers.handshake_abandoned(now);
+                self.timers.handshake_abandoned(now, &ctx.timing);
                 ctx.events.push_back(Event::HandshakeAbandoned { peer: id });
             }
         }

@@ -9,7 +9,7 @@ use crate::timers::{
     KEEPALIVE_TIMEOUT, MAX_TIMER_HANDSHAKES, MAX_TIMER_JITTER, REJECT_AFTER_TIME, REKEY_AFTER_TIME,
     REKEY_ATTEMPT_TIME, REKEY_TIMEOUT,
 };
-use crate::{DropReason, Event, Received, Sent};
+use crate::{DropReason, Event, Received, Sent, Timing};
 
 /// Times (since the start) at which `sender` put `kind` on the wire.
 fn times(pair: &Pair, sender: Who, kind: Kind) -> Vec<Duration> {
@@ -129,6 +129,41 @@ fn initiator_rekeys_after_two_minutes_of_sending() {
         status.stats.last_handshake,
         Some(secs(START_UNIX_SECS) + REKEY_AFTER_TIME)
     );
+}
+
+/// The timer rules compressed 250 times (a rekey every 480 ms), with a
+/// packet each way every millisecond and a millisecond of latency: thirty
+/// rekeys, and not one packet lost or refused on the way.
+#[test]
+fn thirty_compressed_rekeys_lose_no_packet() {
+    let timing = Timing::compressed(250);
+    let mut pair = Pair::with(PairConfig::timing(timing));
+    pair.connect();
+    pair.latency = millis(1);
+    let rounds = timing.rekey_after_time().as_millis() as u32 * 31;
+    for n in 0..rounds {
+        pair.send(Alice, &n.to_be_bytes());
+        pair.send(Bob, &n.to_be_bytes());
+        pair.advance(millis(1));
+    }
+    pair.advance(millis(10));
+
+    let handshakes = pair.alice.handshakes_completed();
+    assert!(handshakes > 30, "{handshakes} handshakes");
+    for who in [Alice, Bob] {
+        let node = pair.node(who);
+        let numbers: Vec<u32> = node.delivered_bodies()[1..]
+            .iter()
+            .map(|body| u32::from_be_bytes((*body).try_into().expect("a number")))
+            .collect();
+        assert_eq!(numbers, (0..rounds).collect::<Vec<_>>(), "{who:?}");
+        assert_eq!(
+            node.device.drops().total(),
+            0,
+            "{who:?}: {:?}",
+            node.device.drops()
+        );
+    }
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::{
     DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, DropCounters, DropReason, Event,
-    PeerConfig, PeerId, PresharedKey, PrivateKey, Received, Rng, WallClock,
+    PeerConfig, PeerId, PresharedKey, PrivateKey, Received, Rng, Timing, WallClock,
 };
 
 /// The wall-clock time the simulation starts at (Unix seconds).
@@ -66,6 +66,8 @@ pub struct NodeConfig {
     pub persistent_keepalive: Option<Duration>,
     /// Whether this node is told the other's endpoint up front.
     pub knows_endpoint: bool,
+    /// The timer rules' durations (WireGuard's unless a test compresses them).
+    pub timing: Timing,
 }
 
 impl Default for NodeConfig {
@@ -74,6 +76,7 @@ impl Default for NodeConfig {
             preshared_key: PresharedKey::zero(),
             persistent_keepalive: None,
             knows_endpoint: true,
+            timing: Timing::default(),
         }
     }
 }
@@ -82,6 +85,20 @@ impl Default for NodeConfig {
 pub struct PairConfig {
     pub alice: NodeConfig,
     pub bob: NodeConfig,
+}
+
+impl PairConfig {
+    /// Both nodes on the same (compressed) timer durations.
+    pub fn timing(timing: Timing) -> Self {
+        let node = NodeConfig {
+            timing,
+            ..NodeConfig::default()
+        };
+        Self {
+            alice: node.clone(),
+            bob: node,
+        }
+    }
 }
 
 /// One simulated host: its device and what its driver observed.
@@ -116,7 +133,7 @@ impl Node {
             Bob => (2, 0xb0b, bob_addr(), Ipv4Addr::new(10, 0, 0, 2)),
         };
         let mut node = Self {
-            device: new_device(key_seed, rng_seed, epoch, Duration::ZERO),
+            device: new_device(key_seed, rng_seed, epoch, wall_time(Duration::ZERO, 0)),
             peer: PeerId(u32::MAX),
             addr,
             tunnel_ip,
@@ -129,6 +146,7 @@ impl Node {
             config,
             observed_drops: DropCounters::default(),
         };
+        node.device.set_timing(node.config.timing);
         node.configure_peer(who.other(), other_addr);
         node
     }
@@ -191,7 +209,9 @@ impl Node {
         since_start: Duration,
     ) {
         self.rng_seed = self.rng_seed.wrapping_add(1);
-        self.device = new_device(self.key_seed, self.rng_seed, now, since_start);
+        let wall = wall_time(since_start, 0);
+        self.device = new_device(self.key_seed, self.rng_seed, now, wall);
+        self.device.set_timing(self.config.timing);
         self.observed_drops = DropCounters::default();
         self.configure_peer(other, other_addr);
     }
@@ -219,9 +239,21 @@ pub fn private_key(seed: u8) -> PrivateKey {
     PrivateKey::from_bytes([seed; 32])
 }
 
-/// A device whose clock starts at `base`, `since_start` into the
-/// simulation (the driver pins its monotonic clock to wall time).
-fn new_device(key_seed: u8, rng_seed: u64, base: Instant, since_start: Duration) -> Device {
+/// The wall-clock time (since the Unix epoch) `since_start` into the
+/// simulation, on a clock stepped by `step_secs`.
+fn wall_time(since_start: Duration, step_secs: i64) -> Duration {
+    let start = Duration::from_secs(START_UNIX_SECS) + since_start;
+    let step = Duration::from_secs(step_secs.unsigned_abs());
+    if step_secs < 0 {
+        start - step
+    } else {
+        start + step
+    }
+}
+
+/// A device whose monotonic clock `base` reads `wall_time` on the wall
+/// clock (the driver pins one to the other at start).
+fn new_device(key_seed: u8, rng_seed: u64, base: Instant, wall_time: Duration) -> Device {
     Device::new(
         DeviceConfig {
             private_key: Some(private_key(key_seed)),
@@ -230,7 +262,7 @@ fn new_device(key_seed: u8, rng_seed: u64, base: Instant, since_start: Duration)
         Box::new(SeededRng::new(rng_seed)),
         WallClock {
             base,
-            base_since_epoch: Duration::from_secs(START_UNIX_SECS) + since_start,
+            base_since_epoch: wall_time,
         },
     )
 }
