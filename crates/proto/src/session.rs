@@ -66,6 +66,8 @@ pub struct Session {
     local_index: u32,
     remote_index: u32,
     is_initiator: bool,
+    /// When the handshake that derived it completed on this side.
+    derived_at: Instant,
     /// The session's age limits, as instants (`None`: past the clock's
     /// range, never reached). Every packet checks them, and comparing two
     /// instants is a few instructions where an age (`now - created`) is a
@@ -90,6 +92,7 @@ impl Session {
             local_index: keys.local_index,
             remote_index: keys.remote_index,
             is_initiator: keys.is_initiator,
+            derived_at: now,
             reject_at: now.checked_add(timing.reject_after_time),
             rekey_at: now.checked_add(timing.rekey_after_time),
             last_minute_rekey_at: now.checked_add(
@@ -112,6 +115,10 @@ impl Session {
 
     pub fn is_initiator(&self) -> bool {
         self.is_initiator
+    }
+
+    pub fn derived_at(&self) -> Instant {
+        self.derived_at
     }
 
     /// The counter the next sealed packet will carry.

@@ -15,7 +15,7 @@
 use std::ops::Range;
 use std::time::Instant;
 
-use super::{MAX_STAGED_PACKETS, Peer, release};
+use super::{MAX_STAGED_PACKETS, Peer};
 use crate::context::Context;
 use crate::endpoint::Endpoint;
 use crate::ip::IpHeader;
@@ -134,6 +134,28 @@ impl Peer {
         }
     }
 
+    /// Data arrived on `next`: the peer has the session. It sends from now
+    /// on, unless our own handshake crossed the peer's and completed after
+    /// it: then ours keeps sending and `next` only receives, as `previous`.
+    /// Either way the oldest session goes.
+    fn confirm_next(&mut self, ctx: &mut Context) {
+        let Some(next) = self.next.take() else {
+            return;
+        };
+        let ours_is_newer = self.current.as_ref().is_some_and(|current| {
+            current.is_initiator() && current.derived_at() > next.derived_at()
+        });
+        let oldest = if ours_is_newer {
+            self.previous.replace(next)
+        } else {
+            let replaced = self.current.replace(next);
+            std::mem::replace(&mut self.previous, replaced)
+        };
+        if let Some(oldest) = oldest {
+            ctx.release_index(oldest.local_index());
+        }
+    }
+
     fn session_by_index(&mut self, local_index: u32) -> Option<(&mut Session, bool)> {
         let matches = |s: &&mut Session| s.local_index() == local_index;
         if let Some(s) = self.current.as_mut().filter(matches) {
@@ -204,9 +226,7 @@ impl Peer {
         // where) this authenticated datagram says.
         self.set_endpoint(id, from, ctx);
         if is_next {
-            release(&mut self.previous, ctx);
-            self.previous = self.current.take();
-            self.current = self.next.take();
+            self.confirm_next(ctx);
             self.handshake_complete(id, now, ctx, false);
             self.send_staged(id, now, ctx);
         }

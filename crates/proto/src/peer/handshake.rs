@@ -235,16 +235,14 @@ impl Peer {
         });
     }
 
+    /// Our handshake completed: its session sends from now on, and the
+    /// one it replaces still receives what is in flight. A `next` (the
+    /// other side's handshake, crossing ours) stays where it is until data
+    /// arrives on it (see the module documentation).
     fn install_initiator_session(&mut self, keys: &SessionKeys, now: Instant, ctx: &mut Context) {
         let session = Session::new(keys, now, &ctx.timing);
-        if let Some(next) = self.next.take() {
-            release(&mut self.previous, ctx);
-            release(&mut self.current, ctx);
-            self.previous = Some(next);
-        } else {
-            release(&mut self.previous, ctx);
-            self.previous = self.current.take();
-        }
+        release(&mut self.previous, ctx);
+        self.previous = self.current.take();
         self.current = Some(session);
     }
 

@@ -15,6 +15,14 @@
 //!   (usually the initiator's immediate keepalive) arrives on it: only then
 //!   is it known the initiator has it, and it becomes `current`.
 //!
+//! Where fjord parts from wireguard-go: when both sides initiate at once,
+//! each answers the other's initiation (a `next`) before its own response
+//! arrives. wireguard-go then makes `next` the previous session and drops
+//! `current`, losing what the other side sent on it in the last round
+//! trip. fjord keeps `current` as `previous` and leaves `next` waiting;
+//! when data arrives on it, it becomes `previous` (our own, newer session
+//! keeps sending), and only the oldest session goes.
+//!
 //! Every session and in-flight initiation owns a receiver index registered
 //! in the device's index table; dropping one releases its index.
 

@@ -337,6 +337,61 @@ fn both_sides_initiating_at_once_converge() {
     );
 }
 
+/// Sends one numbered packet each way every millisecond for `count`
+/// milliseconds.
+fn converse(pair: &mut Pair, first: u32, count: u32) {
+    for n in first..first + count {
+        pair.send(Alice, &n.to_be_bytes());
+        pair.send(Bob, &n.to_be_bytes());
+        pair.advance(millis(1));
+    }
+}
+
+/// The numbers `who` received from `converse`, in order.
+fn numbers_received(pair: &Pair, who: Who) -> Vec<u32> {
+    pair.node(who)
+        .delivered_bodies()
+        .iter()
+        .filter_map(|body| Some(u32::from_be_bytes((*body).try_into().ok()?)))
+        .collect()
+}
+
+/// Both sides start a handshake at the same moment while their session
+/// carries traffic both ways (one side's rekey meets the other's retry):
+/// the crossing handshakes settle, and nothing sent meanwhile on the old
+/// session, still in flight when the new ones complete, is lost.
+#[test]
+fn both_sides_initiating_at_once_mid_conversation_lose_nothing() {
+    let mut pair = Pair::connected();
+    pair.latency = millis(10);
+    // Past the minimum gap between two initiations of one side.
+    pair.advance(REKEY_TIMEOUT + MAX_TIMER_JITTER);
+    converse(&mut pair, 0, 50);
+    let (now, alice_peer, bob_peer) = (pair.now, pair.alice.peer, pair.bob.peer);
+    pair.alice.device.initiate_handshake(alice_peer, now);
+    pair.bob.device.initiate_handshake(bob_peer, now);
+    converse(&mut pair, 50, 200);
+    pair.advance(secs(1));
+
+    assert_eq!(pair.sent_by(Alice, Kind::Initiation).len(), 2);
+    assert_eq!(pair.sent_by(Bob, Kind::Initiation).len(), 1);
+    let every: Vec<u32> = (0..250).collect();
+    assert_eq!(numbers_received(&pair, Bob), every);
+    assert_eq!(numbers_received(&pair, Alice), every);
+    assert_eq!(
+        pair.alice.device.drops().total() + pair.bob.device.drops().total(),
+        0,
+        "alice: {:?}, bob: {:?}",
+        pair.alice.device.drops(),
+        pair.bob.device.drops()
+    );
+    // The new sessions carry on.
+    converse(&mut pair, 250, 10);
+    pair.advance(secs(1));
+    assert_eq!(numbers_received(&pair, Bob).len(), 260);
+    assert_eq!(numbers_received(&pair, Alice).len(), 260);
+}
+
 #[test]
 fn retransmitted_initiation_after_a_lost_response_completes() {
     let mut pair = Pair::new();
