@@ -230,6 +230,7 @@ impl Peer {
             self.handshake_complete(id, now, ctx, false);
             self.send_staged(id, now, ctx);
         }
+        self.last_received = Some(now);
         self.stats.rx_bytes += datagram.len() as u64;
         self.timers.any_authenticated_packet_received();
         self.timers.any_authenticated_packet_traversal(now);

@@ -117,6 +117,7 @@ impl Peer {
             .is_some_and(|greatest| received.timestamp <= greatest)
         {
             ctx.drop(DropReason::ReplayedInitiation);
+            self.answer_stale_initiation(id, now, ctx);
             return Received::Dropped(DropReason::ReplayedInitiation);
         }
         if self.last_initiation_consumed.is_some_and(|last| {
@@ -142,6 +143,7 @@ impl Peer {
         };
         self.greatest_timestamp = Some(timestamp);
         self.last_initiation_consumed = Some(now);
+        self.last_received = Some(now);
         self.stats.rx_bytes += HANDSHAKE_INITIATION_LEN as u64;
         self.set_endpoint(id, from, ctx);
         self.cookie
@@ -157,6 +159,25 @@ impl Peer {
         self.stats.tx_bytes += message.len() as u64;
         ctx.send(from, message);
         Received::Control
+    }
+
+    /// An authentic initiation whose timestamp is not newer than one
+    /// accepted before is a replay, or the peer itself after its clock
+    /// went back (restarted on a clock that stepped, or without a
+    /// real-time clock). Its initiations stay refused until its clock
+    /// passes ours, but ours to it are not: so when the peer has been
+    /// silent for REKEY_TIMEOUT (a live session would have spoken), we
+    /// start a handshake toward where we know it is, at most one per
+    /// REKEY_TIMEOUT as always. A replayer can so cause one handshake per
+    /// REKEY_TIMEOUT with a silent peer, never move the endpoint, and
+    /// never make us send to it.
+    fn answer_stale_initiation(&mut self, id: PeerId, now: Instant, ctx: &mut Context) {
+        let silent = self
+            .last_received
+            .is_none_or(|last| now.saturating_duration_since(last) >= ctx.timing.rekey_timeout);
+        if silent && self.endpoint.is_some() {
+            self.initiate(id, now, ctx, false);
+        }
     }
 
     /// Finishes our handshake with the peer's response.
@@ -189,6 +210,7 @@ impl Peer {
         };
         // The in-flight index now belongs to the session.
         self.initiation = None;
+        self.last_received = Some(now);
         self.stats.rx_bytes += response.bytes().len() as u64;
         self.set_endpoint(id, from, ctx);
         self.install_initiator_session(&keys, now, ctx);

@@ -62,6 +62,8 @@ pub(crate) struct Peer {
     pub(crate) last_initiation_sent: Option<Instant>,
     greatest_timestamp: Option<Tai64N>,
     last_initiation_consumed: Option<Instant>,
+    /// When the latest authenticated message from the peer arrived.
+    last_received: Option<Instant>,
     current: Option<Session>,
     previous: Option<Session>,
     next: Option<Session>,
@@ -86,6 +88,7 @@ impl Peer {
             last_initiation_sent: None,
             greatest_timestamp: None,
             last_initiation_consumed: None,
+            last_received: None,
             current: None,
             previous: None,
             next: None,

@@ -5,12 +5,14 @@
 //! Each file tells stories about one concern, asserting what a user of
 //! fjord would check: packets delivered, events logged, counters moved.
 //!
+//! - [`clock`]: wall-clock steps and initiation timestamps.
 //! - [`handshake`]: first contact, preshared keys, cookies, handshake abuse.
 //! - [`data`]: transport data on a hostile network, malformed datagrams.
 //! - [`timers`]: keepalives, rekeying, expiry, retransmission, erasure.
 //! - [`roaming`]: endpoint changes, restarts, statistics.
 //! - [`split`]: the data path in halves, encryption in any order.
 
+mod clock;
 mod data;
 mod handshake;
 mod roaming;

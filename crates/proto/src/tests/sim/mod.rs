@@ -264,10 +264,16 @@ impl Pair {
 
     /// Restarts `who`: a fresh device with the same keys and configuration.
     pub fn restart(&mut self, who: Who) {
+        self.restart_with_clock_step(who, 0);
+    }
+
+    /// Restarts `who` on a host whose wall clock was stepped by
+    /// `step_secs` (negative: back) since the simulation started.
+    pub fn restart_with_clock_step(&mut self, who: Who, step_secs: i64) {
         let other_addr = self.node(who.other()).addr;
         let (now, since_start) = (self.now, self.elapsed());
         self.node_mut(who)
-            .restart(who.other(), other_addr, now, since_start);
+            .restart(who.other(), other_addr, now, since_start, step_secs);
     }
 
     /// Processes everything due at the current time: transmits queued in

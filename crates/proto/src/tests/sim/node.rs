@@ -200,16 +200,19 @@ impl Node {
 
     /// Replaces the device by a fresh one with the same keys and
     /// configuration, as a restarted process would have; observations made
-    /// so far (delivered packets, events) are kept.
+    /// so far (delivered packets, events) are kept. Its wall clock reads
+    /// `since_start` into the simulation, stepped by `clock_step_secs`
+    /// (negative: the host's clock went back).
     pub(super) fn restart(
         &mut self,
         other: Who,
         other_addr: SocketAddr,
         now: Instant,
         since_start: Duration,
+        clock_step_secs: i64,
     ) {
         self.rng_seed = self.rng_seed.wrapping_add(1);
-        let wall = wall_time(since_start, 0);
+        let wall = wall_time(since_start, clock_step_secs);
         self.device = new_device(self.key_seed, self.rng_seed, now, wall);
         self.device.set_timing(self.config.timing);
         self.observed_drops = DropCounters::default();
