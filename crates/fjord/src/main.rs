@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use fjord::keycmd;
 use fjord::up::{UpOptions, UsageError};
+use fjord_proto::Timing;
 
 #[derive(Parser)]
 #[command(
@@ -30,9 +31,18 @@ struct Cli {
     #[arg(long, global = true, env = "FJORD_THREADS",
           value_parser = clap::value_parser!(u16).range(1..=256))]
     threads: Option<u16>,
+    /// For tests only: divide every WireGuard timer (rekey, reject,
+    /// retry, keepalive) by N, so sessions are rekeyed every 120/N s. A
+    /// peer on the standard timers would see its sessions replaced and
+    /// refused early: never on a real tunnel. Hidden from --help.
+    #[arg(long, global = true, hide = true, env = TIMER_DIVISOR_ENV,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    test_timer_divisor: Option<u32>,
     #[command(subcommand)]
     command: Command,
 }
+
+const TIMER_DIVISOR_ENV: &str = "FJORD_TEST_TIMER_DIVISOR";
 
 #[derive(Subcommand)]
 enum Command {
@@ -84,7 +94,17 @@ fn main() -> ExitCode {
     });
     let foreground =
         cli.foreground || std::env::var("WG_PROCESS_FOREGROUND").is_ok_and(|v| v == "1");
-    match run(cli.command, foreground, cli.threads) {
+    let timing = match cli.test_timer_divisor {
+        Some(divisor) => {
+            tracing::warn!(
+                divisor,
+                "protocol timers divided by {divisor} for testing (--test-timer-divisor / {TIMER_DIVISOR_ENV}); peers on standard timers will misbehave"
+            );
+            Timing::compressed(divisor)
+        }
+        None => Timing::default(),
+    };
+    match run(cli.command, foreground, cli.threads, timing) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             if let Some(io) = error.downcast_ref::<io::Error>()
@@ -123,7 +143,12 @@ fn require_root(what: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run(command: Command, foreground: bool, chosen_threads: Option<u16>) -> anyhow::Result<()> {
+fn run(
+    command: Command,
+    foreground: bool,
+    chosen_threads: Option<u16>,
+    timing: Timing,
+) -> anyhow::Result<()> {
     let stdout = io::stdout();
     let threads = chosen_threads.map_or_else(fjord_net::default_threads, usize::from);
     match command {
@@ -145,6 +170,7 @@ fn run(command: Command, foreground: bool, chosen_threads: Option<u16>) -> anyho
                 no_offload,
                 no_busy_poll,
                 threads,
+                timing,
             };
             fjord::up::up(&config, &options)
         }
@@ -157,7 +183,7 @@ fn run(command: Command, foreground: bool, chosen_threads: Option<u16>) -> anyho
                 .into());
             };
             require_root("creating an interface")?;
-            fjord::userspace::run_interface(name, foreground, threads)
+            fjord::userspace::run_interface(name, foreground, threads, timing)
         }
         Command::Network(command) => fjord::networkcmd::run(command, &mut stdout.lock()),
         Command::Lab(command) => fjord::labcmd::run(command, chosen_threads),

@@ -15,7 +15,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use fjord_mesh::{Cidr, Mesh, MeshConfig, Node};
 use fjord_net::{StopReason, TunDevice, UdpTransport, Worker};
-use fjord_proto::{Device, DeviceConfig, PrivateKey, Rng, WallClock};
+use fjord_proto::{Device, DeviceConfig, PrivateKey, Rng, Timing, WallClock};
 
 use crate::config::{Config, LoadedMesh, interface_name_from_path};
 use crate::netconf::{self, Netconf, RouteTable, run_hook};
@@ -37,6 +37,9 @@ pub struct UpOptions {
     pub no_busy_poll: bool,
     /// Threads sharing the crypto (`--threads`); 0 counts as 1.
     pub threads: usize,
+    /// The protocol's timer durations: WireGuard's, unless a test
+    /// compressed them (`--test-timer-divisor`).
+    pub timing: Timing,
 }
 
 /// The operating system's CSPRNG.
@@ -62,12 +65,19 @@ fn wall_clock(now: Instant) -> WallClock {
 
 /// A protocol device with the system's randomness and wall clock pinned
 /// to `now`.
-pub fn new_device(private_key: Option<PrivateKey>, mtu: u16, now: Instant) -> Device {
+pub fn new_device(
+    private_key: Option<PrivateKey>,
+    mtu: u16,
+    timing: Timing,
+    now: Instant,
+) -> Device {
     let config = DeviceConfig {
         private_key,
         mtu: usize::from(mtu),
     };
-    Device::new(config, Box::new(SystemRng), wall_clock(now))
+    let mut device = Device::new(config, Box::new(SystemRng), wall_clock(now));
+    device.set_timing(timing);
+    device
 }
 
 /// Reads and checks the files a `[Mesh]` section names (relative to the
@@ -98,11 +108,12 @@ pub fn build_node(
     config: &Config,
     mesh: Option<LoadedMesh>,
     host_addresses: Vec<SocketAddr>,
+    timing: Timing,
     now: Instant,
 ) -> anyhow::Result<Node> {
     let private_key = Some(config.interface.private_key.clone());
     let mtu = config.interface.mtu().bytes();
-    let mut node = Node::new(new_device(private_key, mtu, now));
+    let mut node = Node::new(new_device(private_key, mtu, timing, now));
     for peer in &config.peers {
         let id = node
             .add_peer(peer.to_proto(), &peer.allowed_ips)
@@ -175,7 +186,13 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
         Some(_) => announced_addresses(udp.port(), &interface),
         None => Vec::new(),
     };
-    let node = build_node(&config, mesh, host_addresses, Instant::now())?;
+    let node = build_node(
+        &config,
+        mesh,
+        host_addresses,
+        options.timing,
+        Instant::now(),
+    )?;
     netconf.add_routes(&interface, &allowed, table, fwmark)?;
 
     let (mut worker, control) = Worker::new(node, tun, udp, fwmark)?;

@@ -11,13 +11,19 @@ use std::time::Instant;
 
 use fjord_mesh::Node;
 use fjord_net::{StopReason, TunDevice, UdpTransport, Worker};
+use fjord_proto::Timing;
 use fjord_sys::process::{Daemonized, daemonize};
 
 use crate::config::{DEFAULT_MTU, InterfaceName};
 use crate::uapi;
 use crate::up::{UsageError, new_device};
 
-pub fn run_interface(name: &str, foreground: bool, threads: usize) -> anyhow::Result<()> {
+pub fn run_interface(
+    name: &str,
+    foreground: bool,
+    threads: usize,
+    timing: Timing,
+) -> anyhow::Result<()> {
     let name: InterfaceName = name
         .parse()
         .map_err(|error: crate::config::InterfaceNameError| UsageError(error.to_string()))?;
@@ -27,7 +33,7 @@ pub fn run_interface(name: &str, foreground: bool, threads: usize) -> anyhow::Re
     let udp = UdpTransport::bind(0, 0)?;
     let mtu = DEFAULT_MTU.bytes();
     let tun = TunDevice::create(interface, mtu, true)?;
-    let device = new_device(None, mtu, Instant::now());
+    let device = new_device(None, mtu, timing, Instant::now());
     if !foreground {
         eprintln!(
             "fjord: {interface} is up; running in the background (use -f to stay in the foreground)"

@@ -43,6 +43,8 @@ pub struct Fjord {
     binary: Option<PathBuf>,
     /// `--threads`; `None` leaves fjord's default (or `$FJORD_THREADS`).
     threads: Option<u16>,
+    /// `--test-timer-divisor`: compressed protocol timers, for tests.
+    timer_divisor: Option<u32>,
 }
 
 impl Fjord {
@@ -64,6 +66,7 @@ impl Fjord {
         Self {
             binary,
             threads: RUNNING_THREADS.get().copied(),
+            timer_divisor: None,
         }
     }
 
@@ -72,6 +75,7 @@ impl Fjord {
         Self {
             binary: Some(binary),
             threads: None,
+            timer_divisor: None,
         }
     }
 
@@ -83,6 +87,14 @@ impl Fjord {
     /// Runs each side with `--threads threads`.
     pub fn with_threads(mut self, threads: u16) -> Self {
         self.threads = Some(threads);
+        self
+    }
+
+    /// Runs each side with every protocol timer divided by `divisor`
+    /// (`--test-timer-divisor`), so tests see many rekeys in seconds.
+    /// Both ends of a tunnel must agree.
+    pub fn with_timer_divisor(mut self, divisor: u32) -> Self {
+        self.timer_divisor = Some(divisor);
         self
     }
 }
@@ -122,6 +134,9 @@ impl Implementation for Fjord {
         command.arg("up").arg(&config_path);
         if let Some(threads) = self.threads {
             command.arg("--threads").arg(threads.to_string());
+        }
+        if let Some(divisor) = self.timer_divisor {
+            command.arg("--test-timer-divisor").arg(divisor.to_string());
         }
         let mut interface = Interface::spawn(NAME, namespace, side, workdir, &mut command, false)?;
         interface.wait_until(&format!("{} up with its addresses", side.ifname), || {
