@@ -118,8 +118,12 @@ pub fn build_node(
         let id = node
             .add_peer(peer.to_proto(), &peer.allowed_ips)
             .map_err(|error| UsageError(error.to_string()))?;
-        // A peer with a persistent keepalive talks at once, as wireguard-go does.
-        if peer.persistent_keepalive.is_some() && peer.endpoint.is_some() {
+        // Every peer whose endpoint we know hears from us at once (as
+        // wireguard-go does only for a persistent keepalive): after a
+        // restart, the peer still sends on a session we forgot, and would
+        // notice only after 15 s of unanswered data; our handshake
+        // replaces it within a round trip.
+        if peer.endpoint.is_some() {
             node.device_mut().initiate_handshake(id, now);
         }
     }

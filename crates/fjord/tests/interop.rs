@@ -87,17 +87,17 @@ fn pair(test: &str, initiator: &dyn Implementation, responder: &dyn Implementati
     let right: Interface = responder
         .start(&hosts.right, &right_side, workdir.path())
         .unwrap_or_else(|error| panic!("start {} (responder): {error}", responder.name()));
+    // Without an endpoint the responder has nowhere to send a handshake.
+    // (Asked before the initiator starts: fjord handshakes as it comes up.)
+    assert!(
+        traffic::ping(&hosts.right, left_overlay, 1).is_err(),
+        "the responder reached the initiator before any handshake\n{}",
+        logs(&[&right])
+    );
     let left: Interface = initiator
         .start(&hosts.left, &left_side, workdir.path())
         .unwrap_or_else(|error| panic!("start {} (initiator): {error}", initiator.name()));
     let context = |what: &str| format!("{what}\n{}", logs(&[&left, &right]));
-
-    // Without an endpoint the responder has nowhere to send a handshake.
-    assert!(
-        traffic::ping(&hosts.right, left_overlay, 1).is_err(),
-        "{}",
-        context("the responder reached the initiator before any handshake")
-    );
 
     let waited = traffic::wait_for_ping(&hosts.left, right_overlay, FIRST_PING_BUDGET)
         .unwrap_or_else(|error| panic!("{}", context(&format!("first ping: {error}"))));
