@@ -115,7 +115,7 @@ fn run_ping(
 }
 
 /// Reads "N packets transmitted, M received" and "rtt min/avg/max/mdev = a/b/c/d ms".
-fn parse_ping(output: &str) -> Option<PingSummary> {
+pub fn parse_ping(output: &str) -> Option<PingSummary> {
     let stats = output
         .lines()
         .find(|line| line.contains("packets transmitted"))?;

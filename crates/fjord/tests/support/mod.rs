@@ -1,0 +1,164 @@
+//! What the rekey, restart and junk tests share: a fjord↔fjord tunnel
+//! between two namespaces joined by veth (underlay 198.18.0.1/.2, overlay
+//! 198.19.0.1/24 and .2/24), and reading what fjord reports about itself
+//! (`fjord show --json`, its log).
+//!
+//! Everything is removed when the [`Tunnel`] drops, also when a test fails.
+
+#![allow(dead_code)] // Each test binary uses its own part.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use fjord_lab::systems::wireguard::{self, Fjord, Implementation, Initiator, Interface, WgSide};
+use fjord_lab::systems::{self, WorkDir};
+use fjord_lab::topology::{LEFT_OVERLAY, RIGHT_OVERLAY, TwoHosts};
+use fjord_lab::traffic;
+
+pub fn fjord() -> Fjord {
+    Fjord::at(PathBuf::from(env!("CARGO_BIN_EXE_fjord")))
+}
+
+/// Whether the test can run (root); otherwise one line, or a failure under CI.
+pub fn ready(test: &str) -> bool {
+    systems::running_as_root(&format!("{test} needs root (network namespaces)"))
+}
+
+pub fn left_overlay() -> IpAddr {
+    IpAddr::V4(LEFT_OVERLAY)
+}
+
+pub fn right_overlay() -> IpAddr {
+    IpAddr::V4(RIGHT_OVERLAY)
+}
+
+/// Two fjord sides that know each other's endpoint, up and pinging.
+pub struct Tunnel {
+    pub left: Interface,
+    pub right: Interface,
+    pub left_side: WgSide,
+    pub right_side: WgSide,
+    pub fjord: Fjord,
+    // Dropped after the sides: the work directory, then the namespaces.
+    pub workdir: WorkDir,
+    pub hosts: TwoHosts,
+}
+
+impl Tunnel {
+    pub fn up(test: &str, fjord: Fjord) -> Self {
+        let hosts = TwoHosts::direct().expect("build two hosts");
+        Self::up_on(test, fjord, hosts)
+    }
+
+    /// The tunnel on hosts the caller prepared.
+    pub fn up_on(test: &str, fjord: Fjord, hosts: TwoHosts) -> Self {
+        let workdir = WorkDir::create(test).expect("work directory");
+        let (left_side, right_side) = wireguard::point_to_point(Initiator::Both).expect("keys");
+        let right = fjord
+            .start(&hosts.right, &right_side, workdir.path())
+            .unwrap_or_else(|error| panic!("start right fjord: {error}"));
+        let left = fjord
+            .start(&hosts.left, &left_side, workdir.path())
+            .unwrap_or_else(|error| panic!("start left fjord: {error}"));
+        let tunnel = Self {
+            left,
+            right,
+            left_side,
+            right_side,
+            fjord,
+            workdir,
+            hosts,
+        };
+        let waited =
+            traffic::wait_for_ping(&tunnel.hosts.left, right_overlay(), Duration::from_secs(10))
+                .unwrap_or_else(|error| {
+                    panic!("{}", tunnel.context(&format!("first ping: {error}")))
+                });
+        eprintln!("{test}: handshake and first ping in {waited:?}");
+        tunnel
+    }
+
+    /// `what`, followed by both sides' log tails.
+    pub fn context(&self, what: &str) -> String {
+        let mut text = what.to_string();
+        for side in [&self.left, &self.right] {
+            text.push_str(&format!(
+                "\n--- {} log:{}",
+                side.ifname(),
+                systems::log_tail(side.log_path(), 30)
+            ));
+        }
+        text
+    }
+}
+
+/// What `fjord show IFNAME --json` reports, the parts these tests read.
+#[derive(Debug, Clone)]
+pub struct Shown {
+    pub drops: BTreeMap<String, u64>,
+    /// Each peer's endpoint as printed.
+    pub endpoints: Vec<Option<String>>,
+}
+
+impl Shown {
+    pub fn drops(&self, reason: &str) -> u64 {
+        self.drops.get(reason).copied().unwrap_or(0)
+    }
+}
+
+/// Runs `fjord show IFNAME --json` as a user would.
+pub fn show_json(ifname: &str) -> Shown {
+    let output = Command::new(env!("CARGO_BIN_EXE_fjord"))
+        .args(["show", ifname, "--json"])
+        .output()
+        .expect("run fjord show");
+    assert!(
+        output.status.success(),
+        "fjord show --json: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let reports: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("fjord show --json prints JSON");
+    let report = &reports[0];
+    let drops = report["drops"]
+        .as_object()
+        .map(|drops| {
+            drops
+                .iter()
+                .filter_map(|(reason, n)| Some((reason.clone(), n.as_u64()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let endpoints = report["peers"]
+        .as_array()
+        .map(|peers| {
+            peers
+                .iter()
+                .map(|peer| peer["endpoint"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    Shown { drops, endpoints }
+}
+
+/// Runs `fjord show IFNAME` (text) as a user would.
+pub fn show_text(ifname: &str) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_fjord"))
+        .args(["show", ifname])
+        .output()
+        .expect("run fjord show");
+    assert!(output.status.success(), "fjord show failed");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The lines of a side's log.
+pub fn log_lines(side: &Interface) -> Vec<String> {
+    std::fs::read_to_string(side.log_path())
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
