@@ -8,6 +8,7 @@ mod busy_poll;
 pub mod control;
 pub mod crypto_stage;
 mod datapath;
+pub mod drop_report;
 pub mod host_addresses;
 pub mod port_prediction;
 mod relay_forward;

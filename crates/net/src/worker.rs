@@ -7,6 +7,7 @@
 //!         or just poll while a reply to recent traffic may be coming (busy_poll.rs)
 //!     alternate bounded batches of outbound and inbound work until both are empty
 //!     run due timers, send queued control datagrams, log events, run control calls
+//!     once a second: follow the MTU, log refused datagrams (drop_report.rs)
 //! }
 //! ```
 //!
@@ -31,6 +32,7 @@ use crate::busy_poll::{BusyPoll, SPIN_WINDOW};
 use crate::control::{ControlCall, ControlContext, ControlHandle};
 use crate::crypto_stage::CryptoStage;
 use crate::datapath::{Drained, Inbound, Outbound, Pipes, ReceiveOn, send_blocking};
+use crate::drop_report::DropReport;
 use crate::port_prediction::PortPrediction;
 use crate::stats::DataStats;
 use crate::tun::TunDevice;
@@ -47,7 +49,8 @@ const PREDICTION: usize = STEERED + crate::steering::MAX_STEERED;
 
 /// Batches per direction before yielding to the other one.
 const BATCHES_PER_TURN: usize = 8;
-/// How often the worker looks for changes made behind its back (the MTU).
+/// How often the worker looks for changes made behind its back (the MTU)
+/// and at refused datagrams.
 const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(1);
 
 /// `--threads` when not given: one per two CPUs this process may run on,
@@ -95,6 +98,7 @@ pub struct Worker {
     control_buffer: Vec<u8>,
     stats: DataStats,
     next_housekeeping: Instant,
+    drop_report: DropReport,
     busy_poll_window: Duration,
     /// Threads sharing the crypto (`--threads`), this one included.
     threads: usize,
@@ -137,6 +141,7 @@ impl Worker {
             .register(&mut shutdown, SHUTDOWN, Interest::READABLE)
             .map_err(setup("register signal pipe"))?;
         let mtu = node.device().mtu();
+        let drop_report = DropReport::new(Instant::now(), &node.drops());
         let worker = Self {
             node,
             tun,
@@ -150,6 +155,7 @@ impl Worker {
             control_buffer: vec![0; 65_536],
             stats: DataStats::default(),
             next_housekeeping: Instant::now() + HOUSEKEEPING_INTERVAL,
+            drop_report,
             busy_poll_window: SPIN_WINDOW,
             threads: 1,
             prediction: PortPrediction::new(PREDICTION),
@@ -375,10 +381,26 @@ impl Worker {
         }
     }
 
-    /// Follows MTU changes made with `ip link set mtu`.
+    /// Follows MTU changes made with `ip link set mtu`, and logs refused
+    /// datagrams (rate-limited).
     fn housekeeping(&mut self, now: Instant) {
         self.next_housekeeping = now + HOUSEKEEPING_INTERVAL;
         self.tidy_port_prediction(now);
+        if let Some(refusals) = self.drop_report.due(now, &self.node.drops()) {
+            if refusals.suspicious {
+                tracing::warn!(
+                    "refused {} datagrams: {} (each counted in `fjord show`; at most one such line a minute)",
+                    refusals.total,
+                    refusals.by_reason
+                );
+            } else {
+                tracing::debug!(
+                    "refused {} datagrams: {}",
+                    refusals.total,
+                    refusals.by_reason
+                );
+            }
+        }
         let Ok(mtu) = self.tun.mtu() else { return };
         let mtu = usize::from(mtu);
         if mtu != self.node.device().mtu() || mtu != self.outbound.mtu() {

@@ -103,6 +103,50 @@ impl DropReason {
         Self::PacketTooBig,
     ];
 
+    /// Whether the reason refuses a datagram received from the network (as
+    /// opposed to a packet of ours, or our own state).
+    pub fn refuses_received(self) -> bool {
+        matches!(
+            self,
+            Self::MalformedMessage
+                | Self::UnknownMessageType
+                | Self::InvalidMac1
+                | Self::CookieRequired
+                | Self::HandshakeFailed
+                | Self::UnknownPeer
+                | Self::ReplayedInitiation
+                | Self::InitiationFlood
+                | Self::UnexpectedHandshakeMessage
+                | Self::UnknownReceiverIndex
+                | Self::ExpiredSession
+                | Self::ReplayedCounter
+                | Self::CounterTooOld
+                | Self::AuthenticationFailed
+                | Self::InvalidInnerPacket
+                | Self::SourceNotAllowed
+                | Self::UnsupportedExtension
+        )
+    }
+
+    /// Whether a healthy, correctly configured peer on an ordinary network
+    /// never causes it: junk, forgeries, replayed handshakes, or a
+    /// misconfiguration (unknown key, allowed IPs). Restarts, reordering,
+    /// duplicates and load cause the other received-datagram reasons.
+    pub fn is_suspicious(self) -> bool {
+        matches!(
+            self,
+            Self::MalformedMessage
+                | Self::UnknownMessageType
+                | Self::InvalidMac1
+                | Self::HandshakeFailed
+                | Self::UnknownPeer
+                | Self::ReplayedInitiation
+                | Self::AuthenticationFailed
+                | Self::InvalidInnerPacket
+                | Self::SourceNotAllowed
+        )
+    }
+
     /// A stable snake_case name for metrics and `fjord show`.
     pub fn name(self) -> &'static str {
         match self {
@@ -164,6 +208,15 @@ impl DropCounters {
         for (mine, theirs) in self.0.iter_mut().zip(other.0.iter()) {
             *mine += theirs;
         }
+    }
+
+    /// What was counted since `earlier` (a snapshot of the same counters).
+    pub fn since(&self, earlier: &DropCounters) -> DropCounters {
+        let mut delta = self.clone();
+        for (now, then) in delta.0.iter_mut().zip(earlier.0.iter()) {
+            *now = now.saturating_sub(*then);
+        }
+        delta
     }
 }
 
@@ -289,4 +342,35 @@ pub struct Transmit {
     /// [`crate::Endpoint`].
     pub source: Option<IpAddr>,
     pub len: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_suspicious_reason_refuses_a_received_datagram() {
+        for reason in DropReason::ALL {
+            assert!(
+                !reason.is_suspicious() || reason.refuses_received(),
+                "{reason:?}"
+            );
+        }
+        assert!(!DropReason::NoRoute.refuses_received());
+        assert!(!DropReason::CounterTooOld.is_suspicious());
+    }
+
+    #[test]
+    fn counters_since_a_snapshot_hold_only_what_came_after() {
+        let mut counters = DropCounters::default();
+        counters.count(DropReason::MalformedMessage);
+        let snapshot = counters.clone();
+        counters.count(DropReason::MalformedMessage);
+        counters.count(DropReason::AuthenticationFailed);
+        let delta = counters.since(&snapshot);
+        assert_eq!(delta.get(DropReason::MalformedMessage), 1);
+        assert_eq!(delta.get(DropReason::AuthenticationFailed), 1);
+        assert_eq!(delta.total(), 2);
+        assert_eq!(snapshot.since(&counters).total(), 0);
+    }
 }
