@@ -37,8 +37,8 @@ pub struct UpOptions {
     pub no_busy_poll: bool,
     /// Threads sharing the crypto (`--threads`); 0 counts as 1.
     pub threads: usize,
-    /// The protocol's timer durations: WireGuard's, unless a test
-    /// compressed them (`--test-timer-divisor`).
+    /// The protocol's timer durations: WireGuard's, unless a test sped up
+    /// rekeys (`--test-rekey-divisor`).
     pub timing: Timing,
 }
 

@@ -96,7 +96,7 @@ pub(crate) struct Context {
     pub drops: DropCounters,
     pub wall_clock: WallClock,
     pub mtu: usize,
-    /// The timer rules' durations (WireGuard's unless a test compressed them).
+    /// The timer rules' durations (WireGuard's unless a test sped up rekeys).
     pub timing: Timing,
 }
 
@@ -135,8 +135,8 @@ impl Context {
 }
 
 /// `random` mapped onto `0..max` (whole milliseconds, as WireGuard's
-/// jitter; microseconds when `max` is under a few milliseconds, as in
-/// compressed test timings, so the jitter does not vanish).
+/// jitter; microseconds when `max` is under ten milliseconds, as with
+/// fast test rekeys, so the jitter does not vanish).
 fn jitter_below(max: Duration, random: u64) -> Duration {
     let max_ms = max.as_millis() as u64;
     if max_ms >= 10 {
@@ -182,7 +182,7 @@ mod tests {
     }
 
     #[test]
-    fn compressed_jitter_stays_below_its_maximum_and_is_not_zero() {
+    fn a_short_jitter_stays_below_its_maximum_and_is_not_zero() {
         let mut source = JitterSource::seeded(&mut Zeros);
         let max = Duration::from_micros(1_332);
         let draws: Vec<Duration> = (0..1_000)

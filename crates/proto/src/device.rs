@@ -405,9 +405,9 @@ impl Device {
         &self.ctx.drops
     }
 
-    /// Replaces WireGuard's timer durations, for tests that compress them
-    /// ([`Timing::compressed`]); a peer running the standard timers would
-    /// see sessions rekeyed and expired far too early. Takes effect for
+    /// Replaces WireGuard's timer durations, for tests that speed up
+    /// rekeys ([`Timing::fast_rekeys`]); a peer on the standard timers
+    /// would refuse the extra initiations as a flood. Takes effect for
     /// sessions and deadlines set from now on.
     pub fn set_timing(&mut self, timing: Timing) {
         self.ctx.timing = timing;

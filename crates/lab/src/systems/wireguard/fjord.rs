@@ -43,8 +43,8 @@ pub struct Fjord {
     binary: Option<PathBuf>,
     /// `--threads`; `None` leaves fjord's default (or `$FJORD_THREADS`).
     threads: Option<u16>,
-    /// `--test-timer-divisor`: compressed protocol timers, for tests.
-    timer_divisor: Option<u32>,
+    /// `--test-rekey-divisor`: faster rekeys, for tests.
+    rekey_divisor: Option<u32>,
 }
 
 impl Fjord {
@@ -66,7 +66,7 @@ impl Fjord {
         Self {
             binary,
             threads: RUNNING_THREADS.get().copied(),
-            timer_divisor: None,
+            rekey_divisor: None,
         }
     }
 
@@ -75,7 +75,7 @@ impl Fjord {
         Self {
             binary: Some(binary),
             threads: None,
-            timer_divisor: None,
+            rekey_divisor: None,
         }
     }
 
@@ -90,11 +90,11 @@ impl Fjord {
         self
     }
 
-    /// Runs each side with every protocol timer divided by `divisor`
-    /// (`--test-timer-divisor`), so tests see many rekeys in seconds.
+    /// Runs each side with its rekey cycle `divisor` times faster
+    /// (`--test-rekey-divisor`), so tests see many rekeys in seconds.
     /// Both ends of a tunnel must agree.
-    pub fn with_timer_divisor(mut self, divisor: u32) -> Self {
-        self.timer_divisor = Some(divisor);
+    pub fn with_rekey_divisor(mut self, divisor: u32) -> Self {
+        self.rekey_divisor = Some(divisor);
         self
     }
 }
@@ -135,8 +135,8 @@ impl Implementation for Fjord {
         if let Some(threads) = self.threads {
             command.arg("--threads").arg(threads.to_string());
         }
-        if let Some(divisor) = self.timer_divisor {
-            command.arg("--test-timer-divisor").arg(divisor.to_string());
+        if let Some(divisor) = self.rekey_divisor {
+            command.arg("--test-rekey-divisor").arg(divisor.to_string());
         }
         let mut interface = Interface::spawn(NAME, namespace, side, workdir, &mut command, false)?;
         interface.wait_until(&format!("{} up with its addresses", side.ifname), || {

@@ -66,7 +66,7 @@ pub struct NodeConfig {
     pub persistent_keepalive: Option<Duration>,
     /// Whether this node is told the other's endpoint up front.
     pub knows_endpoint: bool,
-    /// The timer rules' durations (WireGuard's unless a test compresses them).
+    /// The timer rules' durations (WireGuard's unless a test speeds up rekeys).
     pub timing: Timing,
 }
 
@@ -88,7 +88,7 @@ pub struct PairConfig {
 }
 
 impl PairConfig {
-    /// Both nodes on the same (compressed) timer durations.
+    /// Both nodes on the same timer durations (fast rekeys, say).
     pub fn timing(timing: Timing) -> Self {
         let node = NodeConfig {
             timing,
