@@ -46,7 +46,7 @@ pub enum LabCommand {
         dir: PathBuf,
     },
     /// Install the peers to compare (wireguard-go, boringtun, vpncloud,
-    /// OpenVPN, OpenSSH) and the tools the lab uses.
+    /// OpenVPN, OpenSSH, strongSwan) and the tools the lab uses.
     InstallPeers {
         /// Show what would be installed, install nothing.
         #[arg(long)]

@@ -1,7 +1,8 @@
-//! The VPNs the lab compares fjord with — VpnCloud, OpenVPN and `ssh -w` —
-//! come up between two namespaces, carry pings both ways and a verified
-//! TCP bulk transfer, charge CPU time to their processes, and leave no
-//! process, tun device, route, file or namespace behind.
+//! The VPNs the lab compares fjord with — VpnCloud, OpenVPN, strongSwan's
+//! IPsec and `ssh -w` — come up between two namespaces, carry pings both
+//! ways and a verified TCP bulk transfer, charge CPU time to their
+//! processes, and leave no process, tun device, route, file or namespace
+//! behind.
 //!
 //! Each test also measures the bare link on the same hosts just before,
 //! and prints both throughputs and their ratio. The tests take turns (one
@@ -28,6 +29,7 @@ const CIPHER_LOG_MARKERS: &[&str] = &[
     "Data Channel: cipher",
     "kex: client->server cipher",
     "Crypto speeds",
+    "selected proposal: ESP",
 ];
 
 /// One system at a time: throughput figures are only comparable alone.
@@ -231,6 +233,11 @@ fn vpncloud_carries_verified_traffic_and_cleans_up() {
 #[test]
 fn openvpn_carries_verified_traffic_and_cleans_up() {
     run_system("openvpn", "openvpn");
+}
+
+#[test]
+fn ipsec_carries_verified_traffic_and_cleans_up() {
+    run_system("ipsec", "ipsec");
 }
 
 #[test]

@@ -11,6 +11,7 @@
 //! [`wireguard`] tunnels that tests pair across implementations.
 
 mod bare;
+mod ipsec;
 pub mod mesh;
 mod openvpn;
 mod relay;
@@ -24,6 +25,7 @@ use std::path::Path;
 use std::time::Duration;
 
 pub use bare::Bare;
+pub use ipsec::Ipsec;
 pub use mesh::{FjordMesh, Member, MemberPath, RunningMesh};
 pub use openvpn::OpenVpn;
 pub use relay::Relay;
@@ -109,6 +111,7 @@ pub fn all() -> Vec<Box<dyn System>> {
     );
     systems.push(Box::new(VpnCloud::locate()));
     systems.push(Box::new(OpenVpn::locate()));
+    systems.push(Box::new(Ipsec::locate()));
     systems.push(Box::new(SshTunnel::locate()));
     systems
 }
