@@ -27,33 +27,24 @@
 //! device with a buffer of that size, so a larger MTU set from outside
 //! would truncate packets.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+mod config;
+
+use self::config::{
+    Addresses, CONNECTION, ESP_LISTED, LEFT_ADDRESSES, RIGHT_ADDRESSES, SidePaths, random_key,
+    strongswan_conf, swanctl_conf,
+};
 use super::support::{self, LoggedProcess, START_TIMEOUT, WorkDir, start_failed};
 use super::{RunningSystem, System, SystemError};
 use crate::netns::Namespace;
-use crate::topology::{
-    LEFT_OVERLAY, LEFT_UNDERLAY, OVERLAY_PREFIX_LEN, RIGHT_OVERLAY, RIGHT_UNDERLAY, TwoHosts,
-};
+use crate::topology::{LEFT_OVERLAY, OVERLAY_PREFIX_LEN, RIGHT_OVERLAY, TwoHosts};
 
 const NAME: &str = "ipsec";
-/// IKE proposal: AES-256-GCM, HMAC-SHA-256 as PRF, X25519.
-const IKE_PROPOSAL: &str = "aes256gcm16-prfsha256-x25519";
-/// ESP proposal (the data path).
-pub const ESP_PROPOSAL: &str = "aes256gcm16";
-/// How `swanctl --list-sas` names [`ESP_PROPOSAL`] on an installed SA.
-const ESP_LISTED: &str = "ESP:AES_GCM_16-256";
 /// What charon's kernel-libipsec logs once it has its TUN device.
 const TUN_CREATED_LOG: &str = "created TUN device: ";
-/// The connection and child SA name in `swanctl.conf`.
-const CONNECTION: &str = "lab";
-/// Everything charon needs for a PSK IKEv2 tunnel over libipsec: crypto
-/// from OpenSSL (AES-GCM, SHA-2, X25519), the IKEv2 key derivation, the
-/// userspace ESP before kernel-netlink (so it provides the IPsec backend
-/// and netlink only addresses and routes), IKE sockets, the vici socket.
-const PLUGINS: &str = "random nonce openssl kdf kernel-libipsec kernel-netlink socket-default vici";
 /// Runs in the side's namespace: make `$0` the private `/run`, then become
 /// charon (`$1`), keeping the PID the lab watches.
 const PRIVATE_RUN_SCRIPT: &str = "mount --bind \"$0\" /run && exec \"$1\"";
@@ -126,53 +117,6 @@ struct Side<'a> {
     role: &'static str,
     namespace: &'a Namespace,
     addresses: Addresses,
-}
-
-/// One host's addresses and its peer's.
-struct Addresses {
-    underlay: Ipv4Addr,
-    peer_underlay: Ipv4Addr,
-    overlay: Ipv4Addr,
-    peer_overlay: Ipv4Addr,
-}
-
-/// The right host's addresses; the left's are the mirror image.
-const RIGHT_ADDRESSES: Addresses = Addresses {
-    underlay: RIGHT_UNDERLAY,
-    peer_underlay: LEFT_UNDERLAY,
-    overlay: RIGHT_OVERLAY,
-    peer_overlay: LEFT_OVERLAY,
-};
-const LEFT_ADDRESSES: Addresses = Addresses {
-    underlay: LEFT_UNDERLAY,
-    peer_underlay: RIGHT_UNDERLAY,
-    overlay: LEFT_OVERLAY,
-    peer_overlay: RIGHT_OVERLAY,
-};
-
-/// A side's files, all under its own directory.
-struct SidePaths {
-    strongswan_conf: PathBuf,
-    swanctl_conf: PathBuf,
-    /// Bind-mounted over `/run` in charon's mount namespace.
-    run_dir: PathBuf,
-    vici_socket: PathBuf,
-}
-
-impl SidePaths {
-    fn new(dir: &WorkDir, role: &str) -> Self {
-        let side = dir.file(role);
-        Self {
-            strongswan_conf: side.join("strongswan.conf"),
-            swanctl_conf: side.join("swanctl.conf"),
-            run_dir: side.join("run"),
-            vici_socket: side.join("charon.vici"),
-        }
-    }
-
-    fn vici_uri(&self) -> String {
-        format!("unix://{}", self.vici_socket.display())
-    }
 }
 
 impl System for Ipsec {
@@ -262,6 +206,7 @@ impl System for Ipsec {
                 )));
             }
         }
+        // Launched right, then left.
         let (namespace, tun) = (&hosts.left, &tun_devices[1]);
         running.mtu = support::link_mtu(namespace, tun)
             .ok_or_else(|| failed(format!("no MTU for {tun} in {}", namespace.name())))?;
@@ -272,85 +217,6 @@ impl System for Ipsec {
         );
         Ok(Box::new(running))
     }
-}
-
-/// 32 random bytes as swanctl's hex notation (`0x…`).
-fn random_key() -> Result<String, String> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| format!("random pre-shared key: {e}"))?;
-    let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
-    Ok(format!("0x{hex}"))
-}
-
-/// `strongswan.conf` for one charon: no includes from /etc, so the host's
-/// own strongSwan setup cannot change what the lab measures.
-fn strongswan_conf(paths: &SidePaths) -> String {
-    format!(
-        "charon {{\n\
-         \x20 load_modular = no\n\
-         \x20 load = {PLUGINS}\n\
-         \x20 filelog {{\n\
-         \x20   stderr {{\n\
-         \x20     default = 1\n\
-         \x20     flush_line = yes\n\
-         \x20   }}\n\
-         \x20 }}\n\
-         \x20 syslog {{\n\
-         \x20   daemon {{\n\
-         \x20     default = -1\n\
-         \x20   }}\n\
-         \x20 }}\n\
-         \x20 plugins {{\n\
-         \x20   vici {{\n\
-         \x20     socket = {vici}\n\
-         \x20   }}\n\
-         \x20 }}\n\
-         }}\n",
-        vici = paths.vici_uri(),
-    )
-}
-
-/// `swanctl.conf` for one side: one IKEv2 connection between the underlay
-/// addresses, one child SA between the overlay /32s, forced into UDP.
-fn swanctl_conf(addresses: &Addresses, key: &str) -> String {
-    let (first, second) = (LEFT_UNDERLAY, RIGHT_UNDERLAY);
-    format!(
-        "connections {{\n\
-         \x20 {CONNECTION} {{\n\
-         \x20   version = 2\n\
-         \x20   local_addrs = {underlay}\n\
-         \x20   remote_addrs = {peer_underlay}\n\
-         \x20   proposals = {IKE_PROPOSAL}\n\
-         \x20   encap = yes\n\
-         \x20   local {{\n\
-         \x20     auth = psk\n\
-         \x20     id = {underlay}\n\
-         \x20   }}\n\
-         \x20   remote {{\n\
-         \x20     auth = psk\n\
-         \x20     id = {peer_underlay}\n\
-         \x20   }}\n\
-         \x20   children {{\n\
-         \x20     {CONNECTION} {{\n\
-         \x20       local_ts = {overlay}/32\n\
-         \x20       remote_ts = {peer_overlay}/32\n\
-         \x20       esp_proposals = {ESP_PROPOSAL}\n\
-         \x20     }}\n\
-         \x20   }}\n\
-         \x20 }}\n\
-         }}\n\
-         secrets {{\n\
-         \x20 ike-{CONNECTION} {{\n\
-         \x20   id-1 = {first}\n\
-         \x20   id-2 = {second}\n\
-         \x20   secret = {key}\n\
-         \x20 }}\n\
-         }}\n",
-        underlay = addresses.underlay,
-        peer_underlay = addresses.peer_underlay,
-        overlay = addresses.overlay,
-        peer_overlay = addresses.peer_overlay,
-    )
 }
 
 fn write_side_files(paths: &SidePaths, side: &Side, key: &str) -> Result<(), String> {
@@ -495,40 +361,5 @@ mod tests {
         assert_eq!(tun_device(log).as_deref(), Some("ipsec0"));
         assert_eq!(tun_device("00[LIB] created TUN device: \n"), None);
         assert_eq!(tun_device(""), None);
-    }
-
-    #[test]
-    fn the_two_sides_mirror_each_other_and_share_one_key() {
-        let key = random_key().unwrap();
-        assert_eq!(key.len(), 2 + 64);
-        assert_ne!(key, random_key().unwrap());
-        let left = swanctl_conf(&LEFT_ADDRESSES, &key);
-        let right = swanctl_conf(&RIGHT_ADDRESSES, &key);
-        assert!(left.contains("local_addrs = 198.18.0.1\n"), "{left}");
-        assert!(left.contains("remote_ts = 198.19.0.2/32\n"), "{left}");
-        assert!(right.contains("local_ts = 198.19.0.2/32\n"), "{right}");
-        assert!(right.contains("id = 198.18.0.1\n"), "{right}");
-        for conf in [&left, &right] {
-            assert!(conf.contains(&format!("secret = {key}\n")));
-            assert!(conf.contains("esp_proposals = aes256gcm16\n"));
-            assert!(conf.contains("encap = yes\n"));
-        }
-    }
-
-    #[test]
-    fn charon_reads_nothing_but_its_own_settings() {
-        let dir = WorkDir::create("ipsec-config-test").unwrap();
-        let paths = SidePaths::new(&dir, "left");
-        let conf = strongswan_conf(&paths);
-        let socket = format!("socket = unix://{}\n", paths.vici_socket.display());
-        assert!(conf.contains(&socket), "{conf}");
-        assert!(conf.contains("load_modular = no\n"));
-        assert!(conf.contains("kernel-libipsec kernel-netlink"));
-        assert!(!conf.contains("include"));
-        assert_eq!(
-            conf.matches('{').count(),
-            conf.matches('}').count(),
-            "{conf}"
-        );
     }
 }
