@@ -296,6 +296,10 @@ impl MeshWorld {
                     assert_ne!(key, own, "punched toward ourselves");
                     assert!(!endpoints.is_empty(), "a punch with nowhere to go");
                 }
+                MeshAction::PredictPorts { key, toward } => {
+                    assert_ne!(key, own, "predicted ports toward ourselves");
+                    assert!(!toward.is_empty(), "a prediction with nowhere to punch");
+                }
                 MeshAction::Connect { key, .. } | MeshAction::UseRelay { key, .. } => {
                     assert_ne!(key, own, "connected to ourselves");
                 }
