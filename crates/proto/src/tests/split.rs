@@ -1,7 +1,8 @@
 //! The data path in two halves, as a multi-threaded driver runs it: the
-//! protocol work of a whole batch in order, then every encryption or
-//! decryption in any order (other threads), then the rest in order. The
-//! result must be exactly what one packet at a time gives.
+//! protocol work of a whole batch in order, each middle step detached,
+//! then every encryption or decryption in any order (other threads), then
+//! the rest in order. The result must be exactly what one packet at a time
+//! gives.
 
 use super::sim::*;
 use crate::{DropReason, Incoming, Outgoing, Received, Sent};
@@ -22,7 +23,7 @@ fn seals_run_in_any_order_after_their_preparation() {
             .device
             .prepare_encapsulate(now, peer, &mut buf, len)
         {
-            Outgoing::Ready { len, seal, .. } => prepared.push((buf, len, seal)),
+            Outgoing::Ready { len, seal, .. } => prepared.push((buf, len, seal.detach())),
             Outgoing::Done(sent) => panic!("not prepared: {sent:?}"),
         }
     }
@@ -71,25 +72,20 @@ fn a_batch_opened_out_of_order_is_finished_like_one_packet_at_a_time() {
     let mut pending = Vec::new();
     for datagram in &mut batch {
         match pair.bob.device.prepare_datagram(now, from, datagram) {
-            Incoming::Data(data) => pending.push(Some(data)),
+            Incoming::Data(data) => pending.push(data.detach()),
             Incoming::Done(received) => panic!("handled whole: {received:?}"),
         }
     }
-    let mut authenticated = vec![false; batch.len()];
-    for index in (0..batch.len()).rev() {
-        let data = pending[index].as_ref().expect("prepared above");
-        authenticated[index] = data.open(&mut batch[index]);
+    for (data, datagram) in pending.iter_mut().zip(&mut batch).rev() {
+        data.open(datagram);
     }
     let mut outcomes = Vec::new();
-    for (index, datagram) in batch.iter().enumerate() {
-        let data = pending[index].take().expect("prepared above");
-        outcomes.push(pair.bob.device.finish_datagram(
-            now,
-            from,
-            &data,
-            authenticated[index],
-            datagram,
-        ));
+    for (data, datagram) in pending.iter().zip(&batch) {
+        outcomes.push(
+            pair.bob
+                .device
+                .finish_datagram(now, from, data.opened(), datagram),
+        );
     }
     for outcome in &outcomes {
         if let Received::Dropped(reason) = outcome {
