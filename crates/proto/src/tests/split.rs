@@ -5,6 +5,7 @@
 //! gives.
 
 use super::sim::*;
+use crate::timers::REKEY_TIMEOUT;
 use crate::{DropReason, Incoming, Outgoing, Received, Sent};
 
 /// Alice prepares `count` packets, the seals run last-first, and every
@@ -44,6 +45,42 @@ fn seals_run_in_any_order_after_their_preparation() {
         .map(|body| body[0])
         .collect();
     assert_eq!(bodies, (0..8).collect::<Vec<u8>>());
+}
+
+/// A detached seal holds its own reference to its session's key: a
+/// handshake that replaces the session before the seal runs (another
+/// thread may be slow) changes nothing about the datagram, which Bob
+/// still opens with the session it was sealed for.
+#[test]
+fn a_detached_seal_keeps_its_key_when_the_session_is_replaced_before_it_runs() {
+    let mut pair = Pair::connected();
+    pair.advance(REKEY_TIMEOUT + secs(1));
+    let (alice_ip, bob_ip) = (pair.alice.tunnel_ip, pair.bob.tunnel_ip);
+    let (mut buf, len) = tun_buffer(&ipv4_packet(alice_ip, bob_ip, b"sealed late"));
+    let (now, peer) = (pair.now, pair.alice.peer);
+    let (len, seal) = match pair
+        .alice
+        .device
+        .prepare_encapsulate(now, peer, &mut buf, len)
+    {
+        Outgoing::Ready { len, seal, .. } => (len, seal.detach()),
+        Outgoing::Done(sent) => panic!("not prepared: {sent:?}"),
+    };
+
+    pair.alice.device.initiate_handshake(peer, now);
+    pair.run();
+    assert_eq!(pair.alice.handshakes_completed(), 2, "no new session");
+
+    seal.seal(&mut buf).expect("prepared in the same buffer");
+    buf.truncate(len);
+    let from = pair.alice.addr;
+    let outcome = pair.inject(Bob, from, &buf);
+    assert!(matches!(outcome, Received::Data { .. }), "{outcome:?}");
+    assert_eq!(
+        pair.bob.delivered_bodies().last().copied(),
+        Some(&b"sealed late"[..])
+    );
+    pair.assert_every_drop_counted();
 }
 
 /// Bob takes a batch through the first half, opens it last-first, and
