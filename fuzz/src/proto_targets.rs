@@ -221,15 +221,16 @@ impl World {
         }
         self.history.push(datagram.clone());
         let len = datagram.len();
-        // Every other datagram takes the two-half path a multi-threaded
+        // Every other datagram takes the detached path a multi-threaded
         // driver uses, which must end exactly like the one-call path.
         self.split_next = !self.split_next;
         let received = if self.split_next {
             match self.target.prepare_datagram(self.now, from, &mut datagram) {
                 Incoming::Data(data) => {
-                    let authenticated = data.open(&mut datagram);
+                    let mut data = data.detach();
+                    data.open(&mut datagram);
                     self.target
-                        .finish_datagram(self.now, from, &data, authenticated, &datagram)
+                        .finish_datagram(self.now, from, data.opened(), &datagram)
                 }
                 Incoming::Done(received) => received,
             }
@@ -373,7 +374,8 @@ impl World {
 ///
 /// The first byte picks whether the two share a preshared key. Datagrams to
 /// the target alternate between the one-call receive path and the two-half
-/// one (`prepare_datagram`, `open`, `finish_datagram`). Must never panic.
+/// one, detached (`prepare_datagram`, `detach`, `open`, `finish_datagram`).
+/// Must never panic.
 pub fn device_datagram(data: &[u8]) {
     let mut input = Input(data);
     let mut world = World::new(input.u8() & 1 == 1);

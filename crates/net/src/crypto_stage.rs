@@ -13,12 +13,19 @@
 //! Small work stays on the worker's thread: handing a half to another core
 //! costs a wakeup (tens of µs on a virtual machine), more than sealing a
 //! few small packets does.
+//!
+//! The worker asks [`CryptoStage::shares`] before a batch's protocol work.
+//! A batch that stays on its thread is sealed or opened packet by packet
+//! as the protocol work goes, each step borrowing its session's key; only
+//! a batch the stage will share is detached (`detach`), each step then
+//! holding its own reference to the key, because it waits for other
+//! threads while the worker goes on with the device.
 
 use std::io;
 use std::net::SocketAddr;
 use std::ops::Range;
 
-use fjord_proto::{PendingData, PendingSeal};
+use fjord_proto::{DetachedData, DetachedSeal};
 
 /// Below this many bytes a half is sealed or opened where it is.
 const SPLIT_MIN_BYTES: usize = 16 * 1024;
@@ -58,15 +65,23 @@ impl CryptoStage {
         self.pool.is_some()
     }
 
-    /// Seals the prepared datagrams in `slots` (one per `stride` bytes of
+    /// Whether a batch of `bytes` of datagrams is worth sharing with other
+    /// threads: asked before the batch's protocol work, so that only a
+    /// batch that will be shared takes a reference to each key.
+    pub fn shares(&self, bytes: usize) -> bool {
+        self.parallel() && bytes >= 2 * SPLIT_MIN_BYTES
+    }
+
+    /// Seals the detached datagrams in `slots` (one per `stride` bytes of
     /// `area`); a slot whose seal fails gets its length set to zero.
     /// `true` if the work was shared with other threads.
     pub fn seal_slots(&self, area: &mut [u8], stride: usize, slots: &mut [SealSlot]) -> bool {
         seal_split(self.parallel(), area, stride, slots)
     }
 
-    /// Opens the data messages in `jobs`, whose ranges are ascending and
-    /// disjoint offsets into `storage`. `true` if the work was shared.
+    /// Opens the detached data messages in `jobs`, whose ranges are
+    /// ascending and disjoint offsets into `storage`. `true` if the work
+    /// was shared.
     pub fn open_all(&self, storage: &mut [u8], jobs: &mut [OpenJob]) -> bool {
         open_split(self.parallel(), storage, 0, jobs)
     }
@@ -79,7 +94,9 @@ pub struct SealSlot {
     pub destination: SocketAddr,
     /// Our address to send from (`None`: the route's choice).
     pub source: Option<std::net::IpAddr>,
-    pub seal: Option<PendingSeal>,
+    /// The encryption still to run for the stage (`None`: already sealed
+    /// where it was prepared, or nothing to seal).
+    pub seal: Option<DetachedSeal>,
 }
 
 impl SealSlot {
@@ -94,14 +111,14 @@ impl SealSlot {
     };
 }
 
-/// One received data message waiting for its decryption.
+/// One received data message waiting for its decryption on the stage.
 pub struct OpenJob {
     /// Where the datagram lies in the receive storage.
     pub range: Range<usize>,
     /// Who sent it, and our address it arrived at.
     pub from: fjord_proto::Endpoint,
-    pub data: PendingData,
-    pub authenticated: bool,
+    /// The decryption, and once it ran, its outcome.
+    pub data: DetachedData,
 }
 
 fn seal_split(parallel: bool, area: &mut [u8], stride: usize, slots: &mut [SealSlot]) -> bool {
@@ -147,9 +164,11 @@ fn open_split(parallel: bool, storage: &mut [u8], base: usize, jobs: &mut [OpenJ
     for job in jobs {
         let start = job.range.start.saturating_sub(base);
         let end = job.range.end.saturating_sub(base);
-        job.authenticated = storage
-            .get_mut(start..end)
-            .is_some_and(|datagram| job.data.open(datagram));
+        // A range outside the storage (never) stays unopened, which the
+        // last phase refuses as unauthenticated.
+        if let Some(datagram) = storage.get_mut(start..end) {
+            job.data.open(datagram);
+        }
     }
     false
 }
@@ -192,7 +211,7 @@ mod tests {
                 len: total,
                 destination: SealSlot::EMPTY.destination,
                 source: None,
-                seal: Some(seal),
+                seal: Some(seal.detach()),
             });
         }
         (area, slots, expected)

@@ -26,17 +26,21 @@
 //! same-flow packets merged into one writev each (userspace GRO, no copy)
 //! ```
 //!
-//! Both pipelines run the protocol's phases (`fjord_proto::Device`):
-//! first phase in order, AEAD calls for the whole read or batch, last
-//! phase in order. With one thread the stage runs the AEAD calls at once,
-//! on this thread; there is no second code path.
+//! Both pipelines run the protocol's phases (`fjord_proto::Device`): first
+//! phase in order, the AEAD call, last phase in order. Where the AEAD
+//! calls run is decided per read or batch, before its first phase
+//! (`CryptoStage::shares`): on this thread, each at once after its first
+//! phase, borrowing its session's key (no reference counting per packet);
+//! or, for a large batch with `--threads`, detached (each holding its own
+//! reference to the key) and shared with the stage's threads, the last
+//! phases following in arrival order. Either way the phases are the same.
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::AsFd;
 use std::time::Instant;
 
 use fjord_mesh::Node;
-use fjord_proto::{DATA_HEADROOM, Endpoint, Incoming, Outgoing, Received};
+use fjord_proto::{DATA_HEADROOM, Endpoint, Incoming, Opened, Outgoing, Received};
 use quinn_udp::RecvMeta;
 
 use crate::crypto_stage::{CryptoStage, OpenJob, SealSlot};
@@ -208,10 +212,16 @@ impl Outbound {
     }
 
     /// Seals the `count` packets read into slots from `first`: the
-    /// protocol's first phase for each, in order, then every seal (on the
-    /// stage's threads when the read is large enough to share).
+    /// protocol's first phase for each, in order, each followed at once by
+    /// its seal; or, when the read is large enough to share, every seal
+    /// detached and run on the stage's threads afterwards.
     fn seal_read(&mut self, now: Instant, pipes: &mut Pipes<'_>, first: usize, count: usize) {
         let stride = self.stride;
+        let bytes: usize = self.sizes[..count]
+            .iter()
+            .map(|size| size + SEAL_OVERHEAD)
+            .sum();
+        let shared = pipes.stage.shares(bytes);
         for index in 0..count {
             let slot_index = first + index;
             let slot = &mut self.area[slot_index * stride..(slot_index + 1) * stride];
@@ -222,26 +232,37 @@ impl Outbound {
                         destination,
                         source,
                         seal,
-                    } => SealSlot {
-                        len,
-                        destination,
-                        source,
-                        seal: Some(seal),
-                    },
+                    } => {
+                        let (len, seal) = if shared {
+                            (len, Some(seal.detach()))
+                        } else {
+                            // Cannot fail: the first phase checked the room.
+                            (if seal.seal(slot).is_ok() { len } else { 0 }, None)
+                        };
+                        SealSlot {
+                            len,
+                            destination,
+                            source,
+                            seal,
+                        }
+                    }
                     Outgoing::Done(_) => SealSlot::EMPTY,
                 };
         }
-        if pipes.stage.seal_slots(
-            &mut self.area[first * stride..(first + count) * stride],
-            stride,
-            &mut self.sealed[first..first + count],
-        ) {
+        if shared
+            && pipes.stage.seal_slots(
+                &mut self.area[first * stride..(first + count) * stride],
+                stride,
+                &mut self.sealed[first..first + count],
+            )
+        {
             pipes.stats.crypto_splits += 1;
         }
         for slot in &mut self.sealed[first..first + count] {
-            // Dropped here, so the keys' reference counts change on this
-            // thread only.
-            if slot.seal.take().is_some() && slot.len > 0 {
+            // Detached seals are dropped here, so the keys' reference
+            // counts change on this thread only.
+            slot.seal = None;
+            if slot.len > 0 {
                 pipes.stats.tx_packets += 1;
             }
         }
@@ -400,9 +421,9 @@ pub fn send_blocking(
 pub struct Inbound {
     storage: Vec<u8>,
     meta: [RecvMeta; RECV_BATCH],
-    /// The batch's data messages between their two halves of protocol
-    /// work; emptied every batch, so it stops growing once it has held
-    /// the largest batch.
+    /// A shared batch's data messages between their two halves of
+    /// protocol work; emptied every batch, so it stops growing once it has
+    /// held the largest batch.
     jobs: Vec<OpenJob>,
     /// The batch's datagrams that we relay.
     forwards: Forwards,
@@ -467,6 +488,8 @@ impl Inbound {
                 },
             };
             pipes.stats.udp_recvs += 1;
+            let bytes: usize = self.meta[..messages].iter().map(|meta| meta.len).sum();
+            let shared = pipes.stage.shares(bytes);
             for message in 0..messages {
                 let meta = self.meta[message];
                 let base = message * GRO_BUFFER;
@@ -479,21 +502,28 @@ impl Inbound {
                 while offset < meta.len {
                     let start = base + offset;
                     let end = (offset + stride).min(meta.len);
-                    let datagram = &mut self.storage[start..base + end];
+                    let range = start..base + end;
+                    let datagram = &mut self.storage[range.clone()];
                     offset = end;
                     pipes.stats.rx_datagrams += 1;
                     if let Some(to) = pipes.node.relay_destination(meta.addr, datagram) {
-                        self.forwards.push(to, start..base + end, max_segments);
+                        self.forwards.push(to, range, max_segments);
                         continue;
                     }
                     let from = Endpoint::new(meta.addr, meta.dst_ip);
-                    if let Incoming::Data(data) = pipes.node.prepare_datagram(now, from, datagram) {
-                        self.jobs.push(OpenJob {
-                            range: start..base + end,
+                    match pipes.node.prepare_datagram(now, from, datagram) {
+                        Incoming::Data(data) if shared => self.jobs.push(OpenJob {
+                            range,
                             from,
-                            data,
-                            authenticated: false,
-                        });
+                            data: data.detach(),
+                        }),
+                        Incoming::Data(data) => {
+                            let opened = data.open(datagram);
+                            if !self.deliver(now, pipes, from, opened, range) {
+                                return Drained::DeviceGone;
+                            }
+                        }
+                        Incoming::Done(_) => {}
                     }
                 }
             }
@@ -507,40 +537,53 @@ impl Inbound {
         Drained::MoreWaiting
     }
 
-    /// Opens the batch's data messages (on the stage's threads when the
-    /// batch is large enough to share), then finishes them in arrival order
-    /// and writes their packets to TUN; `false` if the device is gone.
+    /// Opens the batch's detached data messages on the stage's threads,
+    /// then finishes them in arrival order and writes their packets (and
+    /// those delivered as the batch went) to TUN; `false` if the device is
+    /// gone.
     fn open_and_deliver(&mut self, now: Instant, pipes: &mut Pipes<'_>) -> bool {
-        if pipes.stage.open_all(&mut self.storage, &mut self.jobs) {
+        if !self.jobs.is_empty() && pipes.stage.open_all(&mut self.storage, &mut self.jobs) {
             pipes.stats.crypto_splits += 1;
         }
-        // Taken out (and put back, capacity kept) so that flushing can
-        // borrow the storage while the jobs are walked.
+        // Taken out (and put back, capacity kept) so that delivering can
+        // borrow the storage while the jobs are walked. Each job, and its
+        // reference to the key, is dropped here on this thread.
         let mut jobs = std::mem::take(&mut self.jobs);
         let mut device_gone = false;
         for job in jobs.drain(..) {
-            if device_gone {
-                continue;
-            }
-            let datagram = &self.storage[job.range.clone()];
-            if let Received::Data { packet, .. } =
-                pipes
-                    .node
-                    .finish_datagram(now, job.from, &job.data, job.authenticated, datagram)
-            {
-                // The plaintext stays where it was opened until the
-                // flush below: the storage is not reused before it.
-                let start = job.range.start;
-                pipes
-                    .tun
-                    .queue_write(&self.storage, start + packet.start..start + packet.end);
-                if !pipes.tun.has_write_room() && !self.flush(pipes) {
-                    device_gone = true;
-                }
+            if !device_gone && !self.deliver(now, pipes, job.from, job.data.opened(), job.range) {
+                device_gone = true;
             }
         }
         self.jobs = jobs;
         !device_gone && self.flush(pipes)
+    }
+
+    /// The last phase of one opened data message, in arrival order: its
+    /// packet is queued for TUN where it lies; `false` if the device is gone.
+    fn deliver(
+        &mut self,
+        now: Instant,
+        pipes: &mut Pipes<'_>,
+        from: Endpoint,
+        opened: Opened,
+        range: std::ops::Range<usize>,
+    ) -> bool {
+        let datagram = &self.storage[range.clone()];
+        if let Received::Data { packet, .. } =
+            pipes.node.finish_datagram(now, from, opened, datagram)
+        {
+            // The plaintext stays where it was opened until the flush
+            // after the batch: the storage is not reused before it.
+            let start = range.start;
+            pipes
+                .tun
+                .queue_write(&self.storage, start + packet.start..start + packet.end);
+            if !pipes.tun.has_write_room() {
+                return self.flush(pipes);
+            }
+        }
+        true
     }
 
     /// Writes pending packets to the TUN device; `false` if it is gone.

@@ -7,13 +7,14 @@
 //! loop {
 //!     wait for: a datagram, a TUN packet, or poll_timeout()
 //!     datagram   -> prepare_datagram(now, from, &mut buf) -> Incoming
-//!                   Data(pending): pending.open(&mut buf) (any thread), then
-//!                   finish_datagram(now, from, &pending, opened, &buf) -> Received
+//!                   Data(pending): pending.open(&mut buf) -> Opened (or
+//!                   pending.detach() to open on another thread), then
+//!                   finish_datagram(now, from, opened, &buf) -> Received
 //!                   (Data: write buf[packet] to the TUN device, after the
 //!                    caller's allowed-IPs check of its source)
 //!     TUN packet -> prepare_encapsulate(now, peer, &mut buf, len) -> Outgoing
-//!                   Ready: seal.seal(&mut buf) (any thread), then send
-//!                   buf[..len] to destination
+//!                   Ready: seal.seal(&mut buf) (or seal.detach() to seal
+//!                   on another thread), then send buf[..len] to destination
 //!     deadline   -> handle_timeout(now)
 //!     then drain poll_transmit(&mut buf) (handshakes, keepalives, staged
 //!     packets) and poll_event() (for logs)
@@ -26,6 +27,12 @@
 //! finishes in arrival order. [`Device::handle_datagram`] and
 //! [`Device::encapsulate`] run the phases back to back, for drivers and
 //! tests that handle one packet at a time.
+//!
+//! The middle step borrows the session's key from the device, so run at
+//! once it costs no reference counting; the borrow ends before the next
+//! call into the device. A step meant for another thread is detached
+//! first and then holds its own reference to the key, which keeps it valid
+//! whatever the device does with the session meanwhile.
 //!
 //! Timers: each peer's earliest deadline sits in a [`TimerQueue`], so
 //! `poll_timeout` and `handle_timeout` cost the same with ten thousand
@@ -50,8 +57,7 @@ use crate::endpoint::Endpoint;
 use crate::handshake::{self, RemoteKeys, StaticIdentity};
 use crate::keys::{PresharedKey, PrivateKey, PublicKey};
 use crate::outcome::{
-    DropCounters, DropReason, Event, Incoming, Outgoing, PeerId, PendingData, Received, Sent,
-    Transmit,
+    DropCounters, DropReason, Event, Incoming, Opened, Outgoing, PeerId, Received, Sent, Transmit,
 };
 use crate::peer::{Peer, PeerStats};
 use crate::timer_queue::TimerQueue;
@@ -393,12 +399,28 @@ impl Device {
         id: PeerId,
         work: impl FnOnce(&mut Peer, &mut Context) -> T,
     ) -> Option<T> {
-        let peer = self.peers.get_mut(id.index()).and_then(Option::as_mut)?;
+        self.with_peer_then(id, work, |_, _, result| Some(result), |_| None)
+    }
+
+    /// [`Device::with_peer`], then `keep`, which may return a borrow of
+    /// the peer (a session key for the data path's middle step): it runs
+    /// once the peer has stopped changing and its deadlines are filed.
+    /// `missing` answers for a peer that does not exist.
+    fn with_peer_then<'d, T, R>(
+        &'d mut self,
+        id: PeerId,
+        work: impl FnOnce(&mut Peer, &mut Context) -> T,
+        keep: impl FnOnce(&'d Peer, &mut Context, T) -> R,
+        missing: impl FnOnce(&mut Context) -> R,
+    ) -> R {
+        let Some(peer) = self.peers.get_mut(id.index()).and_then(Option::as_mut) else {
+            return missing(&mut self.ctx);
+        };
         let result = work(peer, &mut self.ctx);
         if let Some(armed) = peer.timers.take_armed() {
             self.deadlines.update(id.index(), Some(armed));
         }
-        Some(result)
+        keep(peer, &mut self.ctx, result)
     }
 
     pub fn drops(&self) -> &DropCounters {
@@ -436,8 +458,8 @@ impl Device {
         let from = from.into();
         match self.prepare_datagram(now, from, datagram) {
             Incoming::Data(pending) => {
-                let authenticated = pending.open(datagram);
-                self.finish_datagram(now, from, &pending, authenticated, datagram)
+                let opened = pending.open(datagram);
+                self.finish_datagram(now, from, opened, datagram)
             }
             Incoming::Done(received) => received,
         }
@@ -453,7 +475,7 @@ impl Device {
         now: Instant,
         from: impl Into<Endpoint>,
         datagram: &mut [u8],
-    ) -> Incoming {
+    ) -> Incoming<'_> {
         let from = from.into();
         let (local_index, counter) = match Message::parse(datagram) {
             Ok(Message::TransportData(view)) => (view.receiver_index(), view.counter()),
@@ -477,29 +499,38 @@ impl Device {
             }
             Err(_) => return Incoming::Done(self.dropped(DropReason::MalformedMessage)),
         };
-        let prepared = self.ctx.indices.get(&local_index).copied().and_then(|id| {
-            self.with_peer(id, |peer, ctx| {
-                peer.prepare_decapsulate(id, now, local_index, counter, ctx)
-            })
-        });
-        prepared.unwrap_or_else(|| Incoming::Done(self.dropped(DropReason::UnknownReceiverIndex)))
+        // The first phase of a data message changes no peer (it only
+        // reads the replay window), so it needs no deadline filing and
+        // may lend out the session's key.
+        let peer = self
+            .ctx
+            .indices
+            .get(&local_index)
+            .and_then(|id| Some((*id, self.peers.get(id.index())?.as_ref()?)));
+        match peer {
+            Some((id, peer)) => {
+                peer.prepare_decapsulate(id, now, local_index, counter, &mut self.ctx)
+            }
+            None => {
+                self.ctx.drop(DropReason::UnknownReceiverIndex);
+                Incoming::Done(Received::Dropped(DropReason::UnknownReceiverIndex))
+            }
+        }
     }
 
     /// The last phase of receiving a data message whose decryption ran
-    /// (`authenticated` is what [`PendingData::open`] returned). Call it in
-    /// the order the datagrams arrived.
+    /// (see [`Opened`]). Call it in the order the datagrams arrived.
     #[inline]
     pub fn finish_datagram(
         &mut self,
         now: Instant,
         from: impl Into<Endpoint>,
-        pending: &PendingData,
-        authenticated: bool,
+        opened: Opened,
         datagram: &[u8],
     ) -> Received {
         let from = from.into();
-        let finished = self.with_peer(pending.peer, |peer, ctx| {
-            peer.finish_decapsulate(pending, now, from, authenticated, datagram, ctx)
+        let finished = self.with_peer(opened.peer, |peer, ctx| {
+            peer.finish_decapsulate(opened, now, from, datagram, ctx)
         });
         finished.unwrap_or_else(|| self.dropped(DropReason::UnknownReceiverIndex))
     }
@@ -545,14 +576,16 @@ impl Device {
         id: PeerId,
         buf: &mut [u8],
         payload_len: usize,
-    ) -> Outgoing {
-        let prepared = self.with_peer(id, |peer, ctx| {
-            peer.prepare_encapsulate(id, now, buf, payload_len, ctx)
-        });
-        prepared.unwrap_or_else(|| {
-            self.ctx.drop(DropReason::UnknownPeer);
-            Outgoing::Done(Sent::Dropped(DropReason::UnknownPeer))
-        })
+    ) -> Outgoing<'_> {
+        self.with_peer_then(
+            id,
+            |peer, ctx| peer.prepare_encapsulate(id, now, buf, payload_len, ctx),
+            |peer, ctx, prepared| peer.with_sending_key(prepared, ctx),
+            |ctx| {
+                ctx.drop(DropReason::UnknownPeer);
+                Outgoing::Done(Sent::Dropped(DropReason::UnknownPeer))
+            },
+        )
     }
 
     /// Runs every timer due at `now`.

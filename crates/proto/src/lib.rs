@@ -38,11 +38,11 @@ pub use device::{
 pub use endpoint::Endpoint;
 pub use keys::{KeyParseError, PresharedKey, PrivateKey, PublicKey};
 pub use outcome::{
-    DropCounters, DropReason, Event, Incoming, Outgoing, PeerId, PendingData, Received, Sent,
-    Transmit,
+    DetachedData, DropCounters, DropReason, Event, Incoming, Opened, Outgoing, PeerId, PendingData,
+    Received, Sent, Transmit,
 };
 pub use peer::{MAX_STAGED_PACKETS, PeerStats};
-pub use session::{PendingOpen, PendingSeal};
+pub use session::{DetachedOpen, DetachedSeal, PendingOpen, PendingSeal};
 pub use timers::Timing;
 
 #[cfg(test)]

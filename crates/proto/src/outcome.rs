@@ -4,7 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
 
-use crate::session::{PendingOpen, PendingSeal};
+use crate::session::{DetachedOpen, PendingOpen, PendingSeal};
 
 /// A peer's handle inside one [`crate::Device`]; never reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -264,9 +264,11 @@ pub enum Sent {
 }
 
 /// A TUN packet after the protocol's work on it but before its
-/// encryption (from `prepare_encapsulate`), so that the encryption of a
-/// batch can run on several threads.
-pub enum Outgoing {
+/// encryption (from `prepare_encapsulate`). The encryption borrows the
+/// peer's session key, so it runs before the next call into the device:
+/// at once, or [detached](PendingSeal::detach) for another thread, which
+/// lets the encryption of a batch run on several threads.
+pub enum Outgoing<'k> {
     /// The header and padding are written: run `seal` on the same buffer,
     /// then send its first `len` bytes to `destination` from our address
     /// `source` (`None`: the system's choice).
@@ -274,7 +276,7 @@ pub enum Outgoing {
         len: usize,
         destination: SocketAddr,
         source: Option<IpAddr>,
-        seal: PendingSeal,
+        seal: PendingSeal<'k>,
     },
     /// Nothing to encrypt: the packet was staged or dropped.
     Done(Sent),
@@ -282,29 +284,84 @@ pub enum Outgoing {
 
 /// A received datagram after the protocol's first look at it (from
 /// `prepare_datagram`).
-pub enum Incoming {
-    /// A data message of a known session, not yet seen: run
-    /// [`PendingData::open`] on the datagram (on any thread), then hand the
-    /// result to `finish_datagram`, in the order the datagrams arrived.
-    Data(PendingData),
+pub enum Incoming<'k> {
+    /// A data message of a known session, not yet seen: open it
+    /// ([`PendingData::open`], or [`PendingData::detach`] to open it on
+    /// another thread), then hand the [`Opened`] to `finish_datagram`, in
+    /// the order the datagrams arrived.
+    Data(PendingData<'k>),
     /// Fully handled (a handshake message, or dropped).
     Done(Received),
 }
 
-/// A data message waiting for its decryption.
-pub struct PendingData {
+/// A data message waiting for its decryption, borrowing its session's key.
+pub struct PendingData<'k> {
+    pub(crate) peer: PeerId,
+    pub(crate) local_index: u32,
+    pub(crate) open: PendingOpen<'k>,
+}
+
+impl PendingData<'_> {
+    /// Decrypts the datagram in place, for `finish_datagram`.
+    #[inline]
+    pub fn open(self, datagram: &mut [u8]) -> Opened {
+        let counter = self.open.counter();
+        Opened {
+            peer: self.peer,
+            local_index: self.local_index,
+            counter,
+            authenticated: self.open.open(datagram),
+        }
+    }
+
+    /// The same message holding its own reference to the key, so that it
+    /// can be opened on another thread while the device goes on.
+    pub fn detach(self) -> DetachedData {
+        DetachedData {
+            peer: self.peer,
+            local_index: self.local_index,
+            open: self.open.detach(),
+            authenticated: false,
+        }
+    }
+}
+
+/// A [`PendingData`] that holds its own reference to the key, to open on
+/// any thread.
+pub struct DetachedData {
+    peer: PeerId,
+    local_index: u32,
+    open: DetachedOpen,
+    authenticated: bool,
+}
+
+impl DetachedData {
+    /// Decrypts the datagram in place and keeps whether it authenticated.
+    #[inline]
+    pub fn open(&mut self, datagram: &mut [u8]) {
+        self.authenticated = self.open.open(datagram);
+    }
+
+    /// What `finish_datagram` needs: not authenticated unless
+    /// [`DetachedData::open`] ran and the tag matched.
+    pub fn opened(&self) -> Opened {
+        Opened {
+            peer: self.peer,
+            local_index: self.local_index,
+            counter: self.open.counter(),
+            authenticated: self.authenticated,
+        }
+    }
+}
+
+/// A data message whose decryption ran, for `finish_datagram`. Only
+/// opening makes one, so a caller cannot claim a datagram authenticated.
+#[derive(Debug, Clone, Copy)]
+pub struct Opened {
     pub(crate) peer: PeerId,
     pub(crate) local_index: u32,
     pub(crate) counter: u64,
-    pub(crate) open: PendingOpen,
-}
-
-impl PendingData {
-    /// Decrypts the datagram in place; `false` if it did not authenticate.
-    #[inline]
-    pub fn open(&self, datagram: &mut [u8]) -> bool {
-        self.open.open(datagram)
-    }
+    pub(crate) authenticated: bool,
 }
 
 /// Something worth logging.

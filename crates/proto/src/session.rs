@@ -20,10 +20,16 @@
 //! Each operation runs in phases, so that a driver can spread the
 //! encryption of a batch over several threads while the protocol state
 //! stays with one: `prepare_seal` takes the counter and writes the header,
-//! and the returned [`PendingSeal`] encrypts anywhere; `prepare_open`
-//! checks the replay window, [`PendingOpen`] decrypts anywhere, and
-//! `commit_open` records the counter once the tag authenticated. `seal`
-//! and `open` run the phases back to back.
+//! and the returned [`PendingSeal`] encrypts; `prepare_open` checks the
+//! replay window, [`PendingOpen`] decrypts, and `commit_open` records the
+//! counter once the tag authenticated. `seal` and `open` run the phases
+//! back to back.
+//!
+//! The middle step borrows the session's key: a driver that runs it at
+//! once (one thread) touches no reference count. Only a step handed to
+//! other threads, which must outlive the borrow (the session may be
+//! replaced before it runs), is detached ([`PendingSeal::detach`],
+//! [`PendingOpen::detach`]) and then holds its own reference to the key.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -60,7 +66,9 @@ pub enum OpenError {
 }
 
 pub struct Session {
-    /// Shared with the [`PendingSeal`]s and [`PendingOpen`]s in flight.
+    /// Borrowed by the [`PendingSeal`]s and [`PendingOpen`]s of this
+    /// session; shared with the [`DetachedSeal`]s and [`DetachedOpen`]s in
+    /// flight on other threads.
     sending: Arc<TransportKey>,
     receiving: Arc<TransportKey>,
     local_index: u32,
@@ -169,30 +177,28 @@ impl Session {
 
     /// The first phase of sealing: takes a counter, writes the header and
     /// the padding, and returns the datagram length with the encryption to
-    /// run next, on this thread or any other.
+    /// run next (at once, or [detached](PendingSeal::detach) for another
+    /// thread).
     pub fn prepare_seal(
         &mut self,
         buf: &mut [u8],
         payload_len: usize,
         mtu: usize,
-    ) -> Result<(usize, PendingSeal), SealError> {
-        let (total, counter, padded_len) = self.take_counter(buf, payload_len, mtu)?;
-        let pending = PendingSeal {
-            key: Arc::clone(&self.sending),
-            counter,
-            padded_len,
-        };
-        Ok((total, pending))
+    ) -> Result<(usize, PendingSeal<'_>), SealError> {
+        let (total, ticket) = self.take_counter(buf, payload_len, mtu)?;
+        Ok((total, ticket.with_key(self)))
     }
 
     /// Takes the next counter and writes the header and the padding:
-    /// returns the datagram length, the counter and the padded length.
-    fn take_counter(
+    /// returns the datagram length and what the encryption needs but the
+    /// key, which the caller attaches once it has finished changing the
+    /// peer ([`SealTicket::with_key`]).
+    pub(crate) fn take_counter(
         &mut self,
         buf: &mut [u8],
         payload_len: usize,
         mtu: usize,
-    ) -> Result<(usize, u64, usize), SealError> {
+    ) -> Result<(usize, SealTicket), SealError> {
         let padded = padded_len(payload_len, mtu);
         let total = TRANSPORT_HEADER_LEN + padded + TAG_LEN;
         if buf.len() < total {
@@ -208,7 +214,13 @@ impl Session {
         // Invariant: split_at_mut(TRANSPORT_HEADER_LEN) gives exactly that many bytes.
         let header: &mut [u8; TRANSPORT_HEADER_LEN] = header.try_into().expect("header split");
         write_transport_header(header, self.remote_index, counter);
-        Ok((total, counter, padded))
+        Ok((
+            total,
+            SealTicket {
+                counter,
+                padded_len: padded,
+            },
+        ))
     }
 
     /// Authenticates and decrypts the data message in `datagram` (already
@@ -222,11 +234,12 @@ impl Session {
     }
 
     /// The first phase of [`Session::open`]: refuses a counter the replay
-    /// window has seen, and returns the decryption to run on any thread.
-    pub fn prepare_open(&self, counter: u64) -> Result<PendingOpen, OpenError> {
+    /// window has seen, and returns the decryption to run next (at once,
+    /// or [detached](PendingOpen::detach) for another thread).
+    pub fn prepare_open(&self, counter: u64) -> Result<PendingOpen<'_>, OpenError> {
         self.replay.check(counter)?;
         Ok(PendingOpen {
-            key: Arc::clone(&self.receiving),
+            key: &self.receiving,
             counter,
         })
     }
@@ -284,35 +297,123 @@ fn open_with(key: &TransportKey, counter: u64, datagram: &mut [u8]) -> bool {
         .is_ok()
 }
 
-/// The encryption of one prepared datagram. It holds its own reference to
-/// the key, so the session may change (or go) before it runs, and it can
-/// run on another thread than the one that prepared it.
-pub struct PendingSeal {
+/// What sealing a prepared datagram needs but the key: the peer takes the
+/// counter while it still changes its own state (timers, a rekey), and
+/// attaches the key, a borrow of the session, after that.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SealTicket {
+    counter: u64,
+    padded_len: usize,
+}
+
+impl SealTicket {
+    /// The encryption, with the key of `session`: the session whose
+    /// counter this ticket took.
+    pub(crate) fn with_key(self, session: &Session) -> PendingSeal<'_> {
+        PendingSeal {
+            key: &session.sending,
+            counter: self.counter,
+            padded_len: self.padded_len,
+        }
+    }
+}
+
+/// The encryption of one prepared datagram, borrowing its session's key:
+/// run it at once, or [`detach`](PendingSeal::detach) it for another
+/// thread.
+#[must_use = "a prepared datagram leaves unencrypted unless it is sealed"]
+pub struct PendingSeal<'k> {
+    key: &'k Arc<TransportKey>,
+    counter: u64,
+    padded_len: usize,
+}
+
+impl PendingSeal<'_> {
+    /// Encrypts, in place, the datagram prepared in `buf` and appends its
+    /// tag. Taken by value: sealing twice would encrypt the ciphertext
+    /// again under the same nonce.
+    #[inline]
+    pub fn seal(self, buf: &mut [u8]) -> Result<(), SealError> {
+        seal_with(self.key, self.counter, self.padded_len, buf)
+    }
+
+    /// The same encryption holding its own reference to the key, so that
+    /// it can wait for another thread while the session changes or goes.
+    pub fn detach(self) -> DetachedSeal {
+        DetachedSeal {
+            key: Arc::clone(self.key),
+            counter: self.counter,
+            padded_len: self.padded_len,
+        }
+    }
+}
+
+/// A [`PendingSeal`] that holds its own reference to the key, to run on
+/// any thread.
+pub struct DetachedSeal {
     key: Arc<TransportKey>,
     counter: u64,
     padded_len: usize,
 }
 
-impl PendingSeal {
-    /// Encrypts, in place, the datagram prepared in `buf` and appends its tag.
+impl DetachedSeal {
+    /// Encrypts, in place, the datagram prepared in `buf` and appends its
+    /// tag; run it once.
     #[inline]
     pub fn seal(&self, buf: &mut [u8]) -> Result<(), SealError> {
         seal_with(&self.key, self.counter, self.padded_len, buf)
     }
 }
 
-/// The decryption of one received data message, to run on any thread.
-pub struct PendingOpen {
+/// The decryption of one received data message, borrowing its session's
+/// key: run it at once, or [`detach`](PendingOpen::detach) it for another
+/// thread.
+pub struct PendingOpen<'k> {
+    key: &'k Arc<TransportKey>,
+    counter: u64,
+}
+
+impl PendingOpen<'_> {
+    /// Decrypts `datagram` (header, ciphertext, tag) in place; `false` if
+    /// it does not authenticate (or is too short to hold a tag).
+    #[inline]
+    pub fn open(self, datagram: &mut [u8]) -> bool {
+        open_with(self.key, self.counter, datagram)
+    }
+
+    /// The counter the data message carries.
+    pub fn counter(&self) -> u64 {
+        self.counter
+    }
+
+    /// The same decryption holding its own reference to the key, so that
+    /// it can wait for another thread while the session changes or goes.
+    pub fn detach(self) -> DetachedOpen {
+        DetachedOpen {
+            key: Arc::clone(self.key),
+            counter: self.counter,
+        }
+    }
+}
+
+/// A [`PendingOpen`] that holds its own reference to the key, to run on
+/// any thread.
+pub struct DetachedOpen {
     key: Arc<TransportKey>,
     counter: u64,
 }
 
-impl PendingOpen {
+impl DetachedOpen {
     /// Decrypts `datagram` (header, ciphertext, tag) in place; `false` if
     /// it does not authenticate (or is too short to hold a tag).
     #[inline]
     pub fn open(&self, datagram: &mut [u8]) -> bool {
         open_with(&self.key, self.counter, datagram)
+    }
+
+    /// The counter the data message carries.
+    pub fn counter(&self) -> u64 {
+        self.counter
     }
 }
 

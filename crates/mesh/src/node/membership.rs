@@ -126,12 +126,6 @@ impl Node {
         self.pump_mesh();
     }
 
-    pub(super) fn note_time(&mut self, now: Instant) {
-        if let Some(driver) = self.mesh.as_mut() {
-            driver.last_now = now;
-        }
-    }
-
     pub(super) fn handle_extension(
         &mut self,
         now: Instant,
@@ -382,5 +376,14 @@ impl Node {
         let id = self.add_peer(config, &[]).ok()?;
         driver.managed.insert(id);
         Some(id)
+    }
+}
+
+/// Keeps the mesh's clock at the latest input's time. A function of the
+/// one field, so the receive path can call it while a data message still
+/// borrows the device.
+pub(super) fn note_time(mesh: &mut Option<MeshDriver>, now: Instant) {
+    if let Some(driver) = mesh.as_mut() {
+        driver.last_now = now;
     }
 }

@@ -18,7 +18,7 @@ use std::time::Instant;
 use fjord_proto::ip::IpHeader;
 use fjord_proto::{
     DATA_HEADROOM, Device, DeviceError, DropCounters, DropReason, Endpoint, Event, Incoming,
-    Outgoing, PeerConfig, PeerId, PendingData, Received, Sent, Transmit,
+    Opened, Outgoing, PeerConfig, PeerId, Received, Sent, Transmit,
 };
 
 use crate::allowed_ips::AllowedIps;
@@ -162,7 +162,7 @@ impl Node {
     /// The first phase of sending a TUN packet: routes it and does the
     /// protocol work; the caller runs the seal (see [`Outgoing`]).
     #[inline]
-    pub fn prepare_tun_packet(&mut self, now: Instant, buf: &mut [u8], len: usize) -> Outgoing {
+    pub fn prepare_tun_packet(&mut self, now: Instant, buf: &mut [u8], len: usize) -> Outgoing<'_> {
         match self.route_packet(buf, len) {
             Some(peer) => {
                 if len > self.path_limit(peer)
@@ -202,8 +202,8 @@ impl Node {
         let from = from.into();
         match self.prepare_datagram(now, from, datagram) {
             Incoming::Data(pending) => {
-                let authenticated = pending.open(datagram);
-                self.finish_datagram(now, from, &pending, authenticated, datagram)
+                let opened = pending.open(datagram);
+                self.finish_datagram(now, from, opened, datagram)
             }
             Incoming::Done(received) => received,
         }
@@ -216,15 +216,17 @@ impl Node {
         now: Instant,
         from: impl Into<Endpoint>,
         datagram: &mut [u8],
-    ) -> Incoming {
+    ) -> Incoming<'_> {
         let from = from.into();
         if self.mesh.is_some() && self.relay(from.remote, datagram) {
             return Incoming::Done(Received::Control);
         }
+        // A data message borrows the device until it is opened, so what
+        // the other outcomes need is reached by field, beside that borrow.
         match self.device.prepare_datagram(now, from, datagram) {
             Incoming::Done(received) => {
-                self.note_time(now);
-                Incoming::Done(self.check_source(received))
+                membership::note_time(&mut self.mesh, now);
+                Incoming::Done(check_source(&self.routes, &mut self.drops, received))
             }
             data => data,
         }
@@ -237,29 +239,15 @@ impl Node {
         &mut self,
         now: Instant,
         from: impl Into<Endpoint>,
-        pending: &PendingData,
-        authenticated: bool,
+        opened: Opened,
         datagram: &[u8],
     ) -> Received {
         let from = from.into();
-        let received = self
-            .device
-            .finish_datagram(now, from, pending, authenticated, datagram);
+        let received = self.device.finish_datagram(now, from, opened, datagram);
         if let Received::Extension { peer, payload } = received {
             return self.handle_extension(now, from.remote, peer, &datagram[payload]);
         }
-        self.check_source(received)
-    }
-
-    #[inline]
-    fn check_source(&mut self, received: Received) -> Received {
-        if let Received::Data { peer, source, .. } = &received
-            && self.routes.lookup(source) != Some(*peer)
-        {
-            self.drops.count(DropReason::SourceNotAllowed);
-            return Received::Dropped(DropReason::SourceNotAllowed);
-        }
-        received
+        check_source(&self.routes, &mut self.drops, received)
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -292,6 +280,24 @@ impl Node {
             None => self.device.poll_event(),
         }
     }
+}
+
+/// The allowed-IPs check of a received packet's source. A function of
+/// the fields it reads, so the receive path can call it while a data
+/// message still borrows the device.
+#[inline]
+fn check_source(
+    routes: &AllowedIps<PeerId>,
+    drops: &mut DropCounters,
+    received: Received,
+) -> Received {
+    if let Received::Data { peer, source, .. } = &received
+        && routes.lookup(source) != Some(*peer)
+    {
+        drops.count(DropReason::SourceNotAllowed);
+        return Received::Dropped(DropReason::SourceNotAllowed);
+    }
+    received
 }
 
 #[cfg(test)]

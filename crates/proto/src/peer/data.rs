@@ -2,16 +2,21 @@
 //!
 //! ```text
 //! outbound:  prepare_encapsulate (session, counter, header, padding,
-//!            timers)  ─  PendingSeal::seal (any thread)  ─  send
+//!            timers)  ─  with_sending_key  ─  PendingSeal::seal (at once,
+//!            or detached for another thread)  ─  send
 //! inbound:   prepare_decapsulate (session, replay check)  ─
-//!            PendingData::open (any thread)  ─  finish_decapsulate (replay
-//!            commit, session rotation, endpoint, timers, inner packet)
+//!            PendingData::open (at once, or detached for another thread)
+//!            ─  finish_decapsulate (replay commit, session rotation,
+//!            endpoint, timers, inner packet)
 //! ```
 //!
-//! A driver with one thread runs the middle step at once; one with several
-//! runs the middle steps of a batch on other threads, then finishes the
-//! batch in arrival order. Either way it is the same code.
+//! A driver with one thread runs the middle step at once, borrowing the
+//! session's key; one with several detaches the middle steps of a batch
+//! (each then holds its own reference to the key), runs them on other
+//! threads, then finishes the batch in arrival order. Either way it is the
+//! same code.
 
+use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
 use std::time::Instant;
 
@@ -19,15 +24,29 @@ use super::{MAX_STAGED_PACKETS, Peer};
 use crate::context::Context;
 use crate::endpoint::Endpoint;
 use crate::ip::IpHeader;
-use crate::outcome::{DropReason, Incoming, Outgoing, PeerId, PendingData, Received, Sent};
+use crate::outcome::{DropReason, Incoming, Opened, Outgoing, PeerId, PendingData, Received, Sent};
 use crate::replay::ReplayError;
-use crate::session::{DATA_HEADROOM, DATA_TAILROOM, OpenError, SealError, Session};
+use crate::session::{DATA_HEADROOM, DATA_TAILROOM, OpenError, SealError, SealTicket, Session};
 use crate::wire::EXTENSION_MARKER;
+
+/// A TUN packet after the peer's work on it, before the key is attached:
+/// the peer changes its own state (timers, perhaps a rekey) after taking
+/// the counter, and the key, a borrow of the session, can only be taken
+/// once that is over ([`Peer::with_sending_key`]).
+pub(crate) enum Encapsulated {
+    Sealing {
+        len: usize,
+        destination: SocketAddr,
+        source: Option<IpAddr>,
+        ticket: SealTicket,
+    },
+    Done(Sent),
+}
 
 impl Peer {
     /// Everything sending the packet at `buf[DATA_HEADROOM..][..payload_len]`
-    /// needs but the encryption, which the caller runs next (see
-    /// [`Outgoing`]).
+    /// needs but the encryption, which the caller runs next with the key
+    /// [`Peer::with_sending_key`] attaches (see [`Outgoing`]).
     pub fn prepare_encapsulate(
         &mut self,
         id: PeerId,
@@ -35,15 +54,15 @@ impl Peer {
         buf: &mut [u8],
         payload_len: usize,
         ctx: &mut Context,
-    ) -> Outgoing {
+    ) -> Encapsulated {
         let Some(endpoint) = self.endpoint else {
-            return Outgoing::Done(dropped_sent(ctx, DropReason::NoEndpoint));
+            return Encapsulated::Done(dropped_sent(ctx, DropReason::NoEndpoint));
         };
         // A length past the end of `buf` is the caller's mistake; refusing it
         // here keeps the staging copy and the padding arithmetic below from
         // overflowing (a panic in debug builds).
         if payload_len > buf.len().saturating_sub(DATA_HEADROOM) {
-            return Outgoing::Done(dropped_sent(ctx, DropReason::BufferTooSmall));
+            return Encapsulated::Done(dropped_sent(ctx, DropReason::BufferTooSmall));
         }
         let mtu = ctx.mtu;
         let session = match self.current.as_mut() {
@@ -52,17 +71,17 @@ impl Peer {
                 let payload = buf[DATA_HEADROOM..DATA_HEADROOM + payload_len].to_vec();
                 self.stage(payload, ctx);
                 self.initiate(id, now, ctx, false);
-                return Outgoing::Done(Sent::Staged);
+                return Encapsulated::Done(Sent::Staged);
             }
         };
-        let (len, seal) = match session.prepare_seal(buf, payload_len, mtu) {
+        let (len, ticket) = match session.take_counter(buf, payload_len, mtu) {
             Ok(prepared) => prepared,
             Err(error) => {
                 let reason = match error {
                     SealError::BufferTooSmall => DropReason::BufferTooSmall,
                     SealError::CounterExhausted => DropReason::CounterExhausted,
                 };
-                return Outgoing::Done(dropped_sent(ctx, reason));
+                return Encapsulated::Done(dropped_sent(ctx, reason));
             }
         };
         let wants_rekey = session.wants_rekey_after_send(now);
@@ -70,11 +89,36 @@ impl Peer {
         if wants_rekey {
             self.initiate(id, now, ctx, false);
         }
-        Outgoing::Ready {
+        Encapsulated::Sealing {
             len,
             destination: endpoint.remote,
             source: endpoint.local,
-            seal,
+            ticket,
+        }
+    }
+
+    /// Attaches the key of the session that took the counter: a borrow of
+    /// the peer, so it comes after every change to the peer.
+    pub fn with_sending_key(&self, prepared: Encapsulated, ctx: &mut Context) -> Outgoing<'_> {
+        match prepared {
+            Encapsulated::Done(sent) => Outgoing::Done(sent),
+            Encapsulated::Sealing {
+                len,
+                destination,
+                source,
+                ticket,
+            } => match self.current.as_ref() {
+                Some(session) => Outgoing::Ready {
+                    len,
+                    destination,
+                    source,
+                    seal: ticket.with_key(session),
+                },
+                // Cannot happen: the ticket came from the current session,
+                // and only a handshake message replaces that, never the
+                // send path between taking the counter and this.
+                None => Outgoing::Done(dropped_sent(ctx, DropReason::ExpiredSession)),
+            },
         }
     }
 
@@ -100,12 +144,13 @@ impl Peer {
     fn send_owned(&mut self, id: PeerId, now: Instant, payload: &[u8], ctx: &mut Context) {
         let mut buf = vec![0u8; DATA_HEADROOM + payload.len() + DATA_TAILROOM];
         buf[DATA_HEADROOM..DATA_HEADROOM + payload.len()].copy_from_slice(payload);
+        let prepared = self.prepare_encapsulate(id, now, &mut buf, payload.len(), ctx);
         if let Outgoing::Ready {
             len,
             destination,
             source,
             seal,
-        } = self.prepare_encapsulate(id, now, &mut buf, payload.len(), ctx)
+        } = self.with_sending_key(prepared, ctx)
         {
             // Cannot fail: the buffer was sized for header, padding and tag.
             if seal.seal(&mut buf).is_ok() {
@@ -169,16 +214,24 @@ impl Peer {
 
     /// The first phase of receiving a data message addressed to
     /// `local_index`: finds the session and checks the counter against its
-    /// replay window.
+    /// replay window. It changes nothing in the peer, so the decryption it
+    /// returns can borrow the session's key.
     pub fn prepare_decapsulate(
-        &mut self,
+        &self,
         id: PeerId,
         now: Instant,
         local_index: u32,
         counter: u64,
         ctx: &mut Context,
-    ) -> Incoming {
-        let Some((session, _)) = self.session_by_index(local_index) else {
+    ) -> Incoming<'_> {
+        let matches = |session: &&Session| session.local_index() == local_index;
+        let session = self
+            .current
+            .as_ref()
+            .filter(matches)
+            .or_else(|| self.next.as_ref().filter(matches))
+            .or_else(|| self.previous.as_ref().filter(matches));
+        let Some(session) = session else {
             return Incoming::Done(dropped(ctx, DropReason::UnknownReceiverIndex));
         };
         if !session.can_receive(now) {
@@ -188,7 +241,6 @@ impl Peer {
             Ok(open) => Incoming::Data(PendingData {
                 peer: id,
                 local_index,
-                counter,
                 open,
             }),
             Err(error) => Incoming::Done(dropped(ctx, open_drop_reason(error))),
@@ -200,28 +252,27 @@ impl Peer {
     /// the inner packet.
     pub fn finish_decapsulate(
         &mut self,
-        pending: &PendingData,
+        opened: Opened,
         now: Instant,
         from: Endpoint,
-        authenticated: bool,
         datagram: &[u8],
         ctx: &mut Context,
     ) -> Received {
-        if !authenticated {
+        if !opened.authenticated {
             return dropped(ctx, DropReason::AuthenticationFailed);
         }
         // The session may have gone since the first phase (a handshake
         // earlier in the same batch replaced it): then nobody holds its
         // replay window any more.
-        let Some((session, is_next)) = self.session_by_index(pending.local_index) else {
+        let Some((session, is_next)) = self.session_by_index(opened.local_index) else {
             return dropped(ctx, DropReason::UnknownReceiverIndex);
         };
-        let plaintext = match session.commit_open(pending.counter, datagram.len()) {
+        let plaintext = match session.commit_open(opened.counter, datagram.len()) {
             Ok(plaintext) => plaintext,
             Err(error) => return dropped(ctx, open_drop_reason(error)),
         };
         let rekey_before_expiry = session.wants_rekey_after_receive(now);
-        let id = pending.peer;
+        let id = opened.peer;
         // Before the staged packets below leave, so they go where (and from
         // where) this authenticated datagram says.
         self.set_endpoint(id, from, ctx);

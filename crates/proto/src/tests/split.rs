@@ -1,9 +1,11 @@
 //! The data path in two halves, as a multi-threaded driver runs it: the
-//! protocol work of a whole batch in order, then every encryption or
-//! decryption in any order (other threads), then the rest in order. The
-//! result must be exactly what one packet at a time gives.
+//! protocol work of a whole batch in order, each middle step detached,
+//! then every encryption or decryption in any order (other threads), then
+//! the rest in order. The result must be exactly what one packet at a time
+//! gives.
 
 use super::sim::*;
+use crate::timers::REKEY_TIMEOUT;
 use crate::{DropReason, Incoming, Outgoing, Received, Sent};
 
 /// Alice prepares `count` packets, the seals run last-first, and every
@@ -22,7 +24,7 @@ fn seals_run_in_any_order_after_their_preparation() {
             .device
             .prepare_encapsulate(now, peer, &mut buf, len)
         {
-            Outgoing::Ready { len, seal, .. } => prepared.push((buf, len, seal)),
+            Outgoing::Ready { len, seal, .. } => prepared.push((buf, len, seal.detach())),
             Outgoing::Done(sent) => panic!("not prepared: {sent:?}"),
         }
     }
@@ -43,6 +45,42 @@ fn seals_run_in_any_order_after_their_preparation() {
         .map(|body| body[0])
         .collect();
     assert_eq!(bodies, (0..8).collect::<Vec<u8>>());
+}
+
+/// A detached seal holds its own reference to its session's key: a
+/// handshake that replaces the session before the seal runs (another
+/// thread may be slow) changes nothing about the datagram, which Bob
+/// still opens with the session it was sealed for.
+#[test]
+fn a_detached_seal_keeps_its_key_when_the_session_is_replaced_before_it_runs() {
+    let mut pair = Pair::connected();
+    pair.advance(REKEY_TIMEOUT + secs(1));
+    let (alice_ip, bob_ip) = (pair.alice.tunnel_ip, pair.bob.tunnel_ip);
+    let (mut buf, len) = tun_buffer(&ipv4_packet(alice_ip, bob_ip, b"sealed late"));
+    let (now, peer) = (pair.now, pair.alice.peer);
+    let (len, seal) = match pair
+        .alice
+        .device
+        .prepare_encapsulate(now, peer, &mut buf, len)
+    {
+        Outgoing::Ready { len, seal, .. } => (len, seal.detach()),
+        Outgoing::Done(sent) => panic!("not prepared: {sent:?}"),
+    };
+
+    pair.alice.device.initiate_handshake(peer, now);
+    pair.run();
+    assert_eq!(pair.alice.handshakes_completed(), 2, "no new session");
+
+    seal.seal(&mut buf).expect("prepared in the same buffer");
+    buf.truncate(len);
+    let from = pair.alice.addr;
+    let outcome = pair.inject(Bob, from, &buf);
+    assert!(matches!(outcome, Received::Data { .. }), "{outcome:?}");
+    assert_eq!(
+        pair.bob.delivered_bodies().last().copied(),
+        Some(&b"sealed late"[..])
+    );
+    pair.assert_every_drop_counted();
 }
 
 /// Bob takes a batch through the first half, opens it last-first, and
@@ -71,25 +109,20 @@ fn a_batch_opened_out_of_order_is_finished_like_one_packet_at_a_time() {
     let mut pending = Vec::new();
     for datagram in &mut batch {
         match pair.bob.device.prepare_datagram(now, from, datagram) {
-            Incoming::Data(data) => pending.push(Some(data)),
+            Incoming::Data(data) => pending.push(data.detach()),
             Incoming::Done(received) => panic!("handled whole: {received:?}"),
         }
     }
-    let mut authenticated = vec![false; batch.len()];
-    for index in (0..batch.len()).rev() {
-        let data = pending[index].as_ref().expect("prepared above");
-        authenticated[index] = data.open(&mut batch[index]);
+    for (data, datagram) in pending.iter_mut().zip(&mut batch).rev() {
+        data.open(datagram);
     }
     let mut outcomes = Vec::new();
-    for (index, datagram) in batch.iter().enumerate() {
-        let data = pending[index].take().expect("prepared above");
-        outcomes.push(pair.bob.device.finish_datagram(
-            now,
-            from,
-            &data,
-            authenticated[index],
-            datagram,
-        ));
+    for (data, datagram) in pending.iter().zip(&batch) {
+        outcomes.push(
+            pair.bob
+                .device
+                .finish_datagram(now, from, data.opened(), datagram),
+        );
     }
     for outcome in &outcomes {
         if let Received::Dropped(reason) = outcome {
