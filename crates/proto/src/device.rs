@@ -50,8 +50,8 @@ use crate::endpoint::Endpoint;
 use crate::handshake::{self, RemoteKeys, StaticIdentity};
 use crate::keys::{PresharedKey, PrivateKey, PublicKey};
 use crate::outcome::{
-    DropCounters, DropReason, Event, Incoming, Outgoing, PeerId, PendingData, Received, Sent,
-    Transmit,
+    DropCounters, DropReason, Event, HandshakeCounters, Incoming, Outgoing, PeerId, PendingData,
+    Received, Sent, Transmit,
 };
 use crate::peer::{Peer, PeerStats};
 use crate::timer_queue::TimerQueue;
@@ -140,6 +140,7 @@ pub struct Device {
     /// Reused by `handle_timeout` for the peers found due.
     due_scratch: Vec<usize>,
     load: LoadMeter,
+    handshakes: HandshakeCounters,
     /// How many unconfigured initiators may be admitted at once.
     unknown_peer_limit: Option<usize>,
     /// Peers admitted that way and not yet confirmed by their owner.
@@ -175,6 +176,7 @@ impl Device {
             deadlines: TimerQueue::new(),
             due_scratch: Vec::new(),
             load: LoadMeter::default(),
+            handshakes: HandshakeCounters::default(),
             unknown_peer_limit: None,
             provisional: HashSet::new(),
         }
@@ -417,6 +419,10 @@ impl Device {
         &self.ctx.timing
     }
 
+    pub fn handshake_counters(&self) -> HandshakeCounters {
+        self.handshakes
+    }
+
     /// Forces the under-load behaviour (cookies for every handshake), for tests.
     #[doc(hidden)]
     pub fn force_under_load(&mut self, forced: bool) {
@@ -645,6 +651,7 @@ impl Device {
                     out,
                 );
                 self.ctx.send(from, reply);
+                self.handshakes.cookie_replies += 1;
             }
             return Err(DropReason::CookieRequired);
         }
@@ -660,6 +667,7 @@ impl Device {
         if let Err(reason) = self.admit_handshake(now, from, view.bytes(), MacLayout::INITIATION) {
             return self.dropped(reason);
         }
+        self.handshakes.initiations_computed += 1;
         let unknown = std::cell::Cell::new(None);
         let received = {
             let peers = &self.peers;

@@ -38,8 +38,8 @@ pub use device::{
 pub use endpoint::Endpoint;
 pub use keys::{KeyParseError, PresharedKey, PrivateKey, PublicKey};
 pub use outcome::{
-    DropCounters, DropReason, Event, Incoming, Outgoing, PeerId, PendingData, Received, Sent,
-    Transmit,
+    DropCounters, DropReason, Event, HandshakeCounters, Incoming, Outgoing, PeerId, PendingData,
+    Received, Sent, Transmit,
 };
 pub use peer::{MAX_STAGED_PACKETS, PeerStats};
 pub use session::{PendingOpen, PendingSeal};
