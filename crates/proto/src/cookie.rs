@@ -12,8 +12,10 @@
 //! with a secret that changes every two minutes, sent encrypted with
 //! XChaCha20-Poly1305 under `HASH("cookie--" || responder's public key)` and
 //! with the rejected message's mac1 as associated data. The initiator keeps
-//! the cookie for two minutes and puts mac2 on its next messages; its
-//! retransmission timer does the rest.
+//! the cookie for two minutes and puts mac2 on its next messages. A fjord
+//! initiator sends its initiation again with mac2 as soon as the reply
+//! arrives (once per attempt, see `Peer::handle_cookie_reply`); a plain
+//! WireGuard initiator waits for its retransmission timer.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

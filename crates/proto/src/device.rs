@@ -472,7 +472,9 @@ impl Device {
             Ok(Message::CookieReply(view)) => {
                 let peer = self.ctx.indices.get(&view.receiver_index()).copied();
                 let handled = peer.and_then(|id| {
-                    self.with_peer(id, |peer, ctx| peer.handle_cookie_reply(now, &view, ctx))
+                    self.with_peer(id, |peer, ctx| {
+                        peer.handle_cookie_reply(id, now, &view, ctx)
+                    })
                 });
                 return Incoming::Done(
                     handled.unwrap_or_else(|| self.dropped(DropReason::UnexpectedHandshakeMessage)),
