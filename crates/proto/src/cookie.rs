@@ -137,12 +137,14 @@ impl CookieChecker {
     }
 
     /// Writes a cookie reply to the handshake `message` from `source`.
-    /// `fresh_secret` and `nonce` are random bytes from the caller.
+    /// `nonce` is random bytes from the caller; `fresh_secret` gives more
+    /// when the secret is due to change, which is rarely: under a flood
+    /// every reply costs the randomness it draws.
     #[allow(clippy::too_many_arguments)]
     pub fn create_reply(
         &mut self,
         now: Instant,
-        fresh_secret: [u8; HASH_LEN],
+        fresh_secret: impl FnOnce() -> [u8; HASH_LEN],
         nonce: [u8; XNONCE_LEN],
         message: &[u8],
         layout: MacLayout,
@@ -153,7 +155,7 @@ impl CookieChecker {
             .secret_born
             .is_none_or(|born| now.saturating_duration_since(born) >= COOKIE_REFRESH_TIME);
         if expired {
-            self.secret = fresh_secret;
+            self.secret = fresh_secret();
             self.secret_born = Some(now);
         }
         // The sender index sits right after the type in both handshake messages.
@@ -274,7 +276,7 @@ mod tests {
         let mut reply = [0u8; COOKIE_REPLY_LEN];
         checker.create_reply(
             now,
-            [8; 32],
+            || [8; 32],
             [9; 24],
             &message,
             MacLayout::INITIATION,
@@ -306,7 +308,7 @@ mod tests {
         let unrelated = [3u8; HANDSHAKE_INITIATION_LEN];
         checker.create_reply(
             now,
-            [8; 32],
+            || [8; 32],
             [9; 24],
             &unrelated,
             MacLayout::INITIATION,

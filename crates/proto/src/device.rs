@@ -639,13 +639,13 @@ impl Device {
         let under_load = self.load.record(now);
         if under_load && !cookie_checker.check_mac2(now, message, layout, &from.remote) {
             let mut reply = vec![0u8; COOKIE_REPLY_LEN];
-            let fresh_secret = self.ctx.rng.bytes32();
             let mut nonce = [0u8; 24];
             self.ctx.rng.fill_bytes(&mut nonce);
+            let rng = &mut self.ctx.rng;
             if let Some(out) = reply.first_chunk_mut::<COOKIE_REPLY_LEN>() {
                 cookie_checker.create_reply(
                     now,
-                    fresh_secret,
+                    || rng.bytes32(),
                     nonce,
                     message,
                     layout,

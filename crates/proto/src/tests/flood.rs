@@ -166,7 +166,7 @@ fn cookie_replies_add_at_most_one_initiation_per_attempt() {
             let mut reply = [0u8; COOKIE_REPLY_LEN];
             forger.create_reply(
                 pair.now,
-                [7; 32],
+                || [7; 32],
                 [9; 24],
                 &initiation.bytes,
                 MacLayout::INITIATION,
