@@ -35,6 +35,17 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
     if !drops.is_empty() {
         let _ = writeln!(out, "  dropped: {}", drops.join(", "));
     }
+    let handshakes = handshake_counters(interface);
+    let computed = handshakes.get("initiations_computed").copied();
+    let cookies = handshakes.get("cookie_replies").copied();
+    if computed.unwrap_or(0) > 0 || cookies.unwrap_or(0) > 0 {
+        let _ = writeln!(
+            out,
+            "  handshakes: {} initiations computed, {} cookie replies",
+            computed.unwrap_or(0),
+            cookies.unwrap_or(0)
+        );
+    }
     if !interface.members.is_empty() {
         let _ = writeln!(out, "  mesh members: {}", interface.members.len());
     }
@@ -125,8 +136,19 @@ pub fn report(name: &str, interface: &UapiInterface) -> InterfaceReport {
             .iter()
             .filter_map(|(key, n)| Some((key.strip_prefix("drop_")?.to_string(), *n)))
             .collect(),
+        handshakes: handshake_counters(interface),
         members: interface.members.clone(),
     }
+}
+
+/// fjord's handshake counters by name (`initiations_computed`,
+/// `cookie_replies`); empty for other implementations.
+fn handshake_counters(interface: &UapiInterface) -> std::collections::BTreeMap<String, u64> {
+    interface
+        .counters
+        .iter()
+        .filter_map(|(key, n)| Some((key.strip_prefix(uapi::HANDSHAKE_PREFIX)?.to_string(), *n)))
+        .collect()
 }
 
 /// Runs `fjord show`; returns what to print.
