@@ -1,9 +1,10 @@
 //! How long a tunnel takes to carry traffic again: an [`EchoService`] on
 //! one host answers UDP probes, and [`time_to_echo`] on the other sends
 //! one every [`PROBE_INTERVAL`] until the first answer comes back. The
-//! first probe starts the handshake; the rest wait in the tunnel's staging
-//! queue or are dropped, so the figure is the handshake's time plus one
-//! round trip, within one probe interval.
+//! first probe starts the handshake (unless the tunnel started one
+//! itself); the rest wait in the tunnel's staging queue or are dropped,
+//! so the answer comes one round trip after the handshake, within one
+//! probe interval.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
@@ -81,11 +82,14 @@ impl Drop for EchoService {
     }
 }
 
-/// Probes `echo` from `namespace` until an answer arrives (the time from
-/// the first probe) or `limit` passes (`None`).
+/// Probes `echo` from `namespace` until an answer arrives or `limit` has
+/// passed since `since`: the time from `since` to the answer (`None`:
+/// none in time). `since` is when the wait began for whoever waits (a
+/// restarted daemon's start, say), not the first probe.
 pub fn time_to_echo(
     namespace: &Namespace,
     echo: SocketAddr,
+    since: Instant,
     limit: Duration,
 ) -> io::Result<Option<Duration>> {
     let prober = namespace.spawn_thread(move || {
@@ -94,7 +98,7 @@ pub fn time_to_echo(
         let start = Instant::now();
         let mut sequence: u64 = 0;
         let mut buf = [0u8; 64];
-        while start.elapsed() < limit {
+        while since.elapsed() < limit {
             // The route may not be there yet, or the tunnel may refuse
             // while it has no session: keep probing either way.
             let _ = socket.send_to(&sequence.to_be_bytes(), echo);
@@ -103,7 +107,7 @@ pub fn time_to_echo(
             while let Some(left) = next.checked_duration_since(Instant::now()) {
                 socket.set_read_timeout(Some(left.max(Duration::from_micros(100))))?;
                 match socket.recv_from(&mut buf) {
-                    Ok((_, from)) if from == echo => return Ok(Some(start.elapsed())),
+                    Ok((_, from)) if from == echo => return Ok(Some(since.elapsed())),
                     Ok(_) => {}
                     Err(error)
                         if matches!(

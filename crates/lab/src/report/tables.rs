@@ -399,7 +399,8 @@ fn flood_table(section: &Section, title: String) -> Table {
                 .to_string(),
         ],
         "restart_recovery" => vec![
-            "from the restarted side's interface being up to the first UDP echo through the tunnel"
+            "from starting the restarted side (its daemon's start and configuration included) \
+             to the first UDP echo through the tunnel"
                 .to_string(),
         ],
         _ => Vec::new(),
