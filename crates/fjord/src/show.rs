@@ -235,4 +235,29 @@ mod tests {
         assert_eq!(bytes(3 * 1024 * 1024), "3.00 MiB");
         assert_eq!(ago_units(25), "25 seconds");
     }
+
+    #[test]
+    fn handshake_counters_show_in_text_and_json() {
+        let mut interface = UapiInterface {
+            counters: vec![
+                ("drop_cookie_required".to_string(), 7),
+                ("handshake_initiations_computed".to_string(), 512),
+                ("handshake_cookie_replies".to_string(), 7),
+                ("tx_packets".to_string(), 3),
+            ],
+            ..UapiInterface::default()
+        };
+        let text = render_text("fj0", &interface, UNIX_EPOCH);
+        assert!(
+            text.contains("  handshakes: 512 initiations computed, 7 cookie replies\n"),
+            "{text}"
+        );
+        let json = serde_json::to_value(report("fj0", &interface)).unwrap();
+        assert_eq!(json["handshakes"]["cookie_replies"], 7);
+        assert_eq!(json["handshakes"]["initiations_computed"], 512);
+        assert_eq!(json["drops"]["cookie_required"], 7);
+        // Other implementations keep no such counters: no line.
+        interface.counters.clear();
+        assert!(!render_text("fj0", &interface, UNIX_EPOCH).contains("handshakes"));
+    }
 }
