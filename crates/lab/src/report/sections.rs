@@ -191,7 +191,7 @@ impl TestKind {
             TestKind::PathMtu => "Verified TCP transfer across a path MTU black hole (throughput; the path MTU found, or black-holed)".to_string(),
             TestKind::Flood => match test {
                 "flood_throughput" => "Verified TCP transfer through the tunnel during the flood (ratio to no flood)",
-                "flood_handshakes" => "Handshakes answered during that transfer: cookie replies seen on the wire, initiations computed (Diffie-Hellman) by the responder's own count",
+                "flood_handshakes" => "Handshakes answered during those transfers: cookie replies seen on the wire, initiations computed (Diffie-Hellman) by the responder's own count",
                 "restart_recovery" => "Time until a restarted initiator carries traffic again during the flood",
                 other => other,
             }

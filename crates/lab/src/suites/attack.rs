@@ -211,7 +211,12 @@ fn transfers_row<'a>(
         );
     };
     extra.bytes = Some(good.iter().map(|report| report.bytes).sum());
-    extra.verified = Some(failures.is_empty());
+    // Failed transfers are the note's; `verified` speaks of the data.
+    extra.verified = Some(
+        !transfers
+            .iter()
+            .any(|transfer| matches!(transfer, Ok(report) if !report.verified)),
+    );
     extra.xxh3_128 = Some(first.receiver_digest.to_string());
     let samples = good
         .iter()
@@ -415,7 +420,7 @@ mod tests {
     }
 
     #[test]
-    fn a_flood_whose_transfers_all_failed_fails_its_row() {
+    fn failed_transfers_fail_the_row_or_leave_a_note() {
         let failed: Result<BulkReport, String> = Err("no progress for 15s".to_string());
         let row_of = |transfers: &[&Result<BulkReport, String>]| {
             transfers_row(
@@ -427,5 +432,25 @@ mod tests {
         let all_failed = row_of(&[&failed, &failed]);
         assert_eq!(all_failed.status, MeasurementStatus::Failed);
         assert_eq!(all_failed.note.as_deref(), Some("no progress for 15s"));
+
+        // One that timed out beside one intact: the intact one is the
+        // figure, its data verified, the failure a note.
+        let intact: Result<BulkReport, String> = Ok(BulkReport {
+            bytes: 1 << 20,
+            elapsed: Duration::from_millis(10),
+            sender_digest: crate::traffic::ContentDigest(7),
+            receiver_digest: crate::traffic::ContentDigest(7),
+            verified: true,
+            throughput_bits_per_sec: 8e8,
+            streams: Vec::new(),
+        });
+        let partly = row_of(&[&intact, &failed]);
+        assert_eq!(partly.status, MeasurementStatus::Ok);
+        assert_eq!(partly.samples, [8e8]);
+        assert_eq!(partly.extra.verified, Some(true));
+        assert_eq!(
+            partly.note.as_deref(),
+            Some("1 of 2 transfers failed: no progress for 15s")
+        );
     }
 }
