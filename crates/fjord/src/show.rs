@@ -35,6 +35,17 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
     if !drops.is_empty() {
         let _ = writeln!(out, "  dropped: {}", drops.join(", "));
     }
+    let handshakes = handshake_counters(interface);
+    let computed = handshakes.get("initiations_computed").copied();
+    let cookies = handshakes.get("cookie_replies").copied();
+    if computed.unwrap_or(0) > 0 || cookies.unwrap_or(0) > 0 {
+        let _ = writeln!(
+            out,
+            "  handshakes: {} initiations computed, {} cookie replies",
+            computed.unwrap_or(0),
+            cookies.unwrap_or(0)
+        );
+    }
     if !interface.members.is_empty() {
         let _ = writeln!(out, "  mesh members: {}", interface.members.len());
     }
@@ -125,8 +136,19 @@ pub fn report(name: &str, interface: &UapiInterface) -> InterfaceReport {
             .iter()
             .filter_map(|(key, n)| Some((key.strip_prefix("drop_")?.to_string(), *n)))
             .collect(),
+        handshakes: handshake_counters(interface),
         members: interface.members.clone(),
     }
+}
+
+/// fjord's handshake counters by name (`initiations_computed`,
+/// `cookie_replies`); empty for other implementations.
+fn handshake_counters(interface: &UapiInterface) -> std::collections::BTreeMap<String, u64> {
+    interface
+        .counters
+        .iter()
+        .filter_map(|(key, n)| Some((key.strip_prefix(uapi::HANDSHAKE_PREFIX)?.to_string(), *n)))
+        .collect()
 }
 
 /// Runs `fjord show`; returns what to print.
@@ -212,5 +234,30 @@ mod tests {
         assert_eq!(bytes(1536), "1.50 KiB");
         assert_eq!(bytes(3 * 1024 * 1024), "3.00 MiB");
         assert_eq!(ago_units(25), "25 seconds");
+    }
+
+    #[test]
+    fn handshake_counters_show_in_text_and_json() {
+        let mut interface = UapiInterface {
+            counters: vec![
+                ("drop_cookie_required".to_string(), 7),
+                ("handshake_initiations_computed".to_string(), 512),
+                ("handshake_cookie_replies".to_string(), 7),
+                ("tx_packets".to_string(), 3),
+            ],
+            ..UapiInterface::default()
+        };
+        let text = render_text("fj0", &interface, UNIX_EPOCH);
+        assert!(
+            text.contains("  handshakes: 512 initiations computed, 7 cookie replies\n"),
+            "{text}"
+        );
+        let json = serde_json::to_value(report("fj0", &interface)).unwrap();
+        assert_eq!(json["handshakes"]["cookie_replies"], 7);
+        assert_eq!(json["handshakes"]["initiations_computed"], 512);
+        assert_eq!(json["drops"]["cookie_required"], 7);
+        // Other implementations keep no such counters: no line.
+        interface.counters.clear();
+        assert!(!render_text("fj0", &interface, UNIX_EPOCH).contains("handshakes"));
     }
 }

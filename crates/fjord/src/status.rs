@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use fjord_mesh::{Cidr, Node};
 use fjord_net::{ControlContext, DataStats};
-use fjord_proto::{PresharedKey, PrivateKey, PublicKey};
+use fjord_proto::{HandshakeCounters, PresharedKey, PrivateKey, PublicKey};
 use serde::Serialize;
 
 /// One interface.
@@ -25,6 +25,8 @@ pub struct InterfaceStatus {
     pub peers: Vec<PeerStatus>,
     /// Dropped packets by reason (only non-zero reasons).
     pub drops: Vec<(&'static str, u64)>,
+    /// Handshakes read with Diffie–Hellman work and answered with cookies.
+    pub handshakes: HandshakeCounters,
     pub data: DataStats,
     /// Members of the fjord mesh, if the interface is in one.
     pub members: Vec<MemberLine>,
@@ -84,6 +86,7 @@ impl InterfaceStatus {
                 .nonzero()
                 .map(|(reason, n)| (reason.name(), n))
                 .collect(),
+            handshakes: device.handshake_counters(),
             data: context.stats.clone(),
             members: member_lines(node),
         }
@@ -128,6 +131,8 @@ pub struct InterfaceReport {
     pub fwmark: Option<u32>,
     pub peers: Vec<PeerReport>,
     pub drops: std::collections::BTreeMap<String, u64>,
+    /// `initiations_computed` and `cookie_replies` (fjord only).
+    pub handshakes: std::collections::BTreeMap<String, u64>,
     /// Mesh members (empty outside a mesh).
     pub members: Vec<MemberLine>,
 }

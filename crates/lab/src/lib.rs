@@ -4,6 +4,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod attack;
 pub mod emulator;
 pub mod firewall;
 pub mod install;

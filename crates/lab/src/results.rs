@@ -173,6 +173,27 @@ pub struct Extra {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alone_rss_bytes: Option<u64>,
 
+    // Handshake floods (attack suite).
+    /// Spoofed initiations per second the flood generator sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flood_sent_per_sec: Option<f64>,
+    /// The figure over the same system's without a flood, same run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_flood_ratio: Option<f64>,
+    /// Cookie replies to spoofed sources, counted where they arrived.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cookie_replies: Option<u64>,
+    /// Initiations the responder read with Diffie–Hellman work, by its
+    /// own count (only implementations that keep one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initiations_computed: Option<u64>,
+    /// Datagrams the responder's kernel dropped unread (full UDP socket).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub socket_drops: Option<u64>,
+    /// Seconds over which the counts above were taken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window_secs: Option<f64>,
+
     // UDP frame rates (RFC 2544 throughput, overload, IMIX).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub theoretical_max_fps: Option<f64>,

@@ -5,8 +5,9 @@
 //! loop {
 //!     epoll wait (TUN readable | UDP readable | control waker | signal | next timer),
 //!         or just poll while a reply to recent traffic may be coming (busy_poll.rs)
-//!     alternate bounded batches of outbound and inbound work until both are empty
-//!     run due timers, send queued control datagrams, log events, run control calls
+//!     alternate bounded batches of outbound and inbound work until both are
+//!     empty, with timers, queued control datagrams, events and control calls
+//!     after each turn (a flood may never let the socket run dry)
 //!     once a second: follow the MTU, log refused datagrams (drop_report.rs)
 //! }
 //! ```
@@ -276,6 +277,11 @@ impl Worker {
                     }
                 }
                 self.after_io(now);
+                // A flood can keep the socket from ever running dry:
+                // `fjord show` and `wg set` must not wait for that.
+                if self.run_control_calls(now) {
+                    self.after_io(Instant::now());
+                }
             }
             for slot in steered_ready {
                 if self.drain_steered(slot, &stage) == Drained::DeviceGone {
@@ -284,8 +290,7 @@ impl Worker {
             }
             let now = Instant::now();
             self.after_io(now);
-            if control_ready {
-                self.run_control_calls(now);
+            if control_ready && self.run_control_calls(now) {
                 self.after_io(Instant::now());
             }
         }
@@ -544,8 +549,11 @@ impl Worker {
         }
     }
 
-    fn run_control_calls(&mut self, now: Instant) {
+    /// Runs the control calls waiting; whether there were any.
+    fn run_control_calls(&mut self, now: Instant) -> bool {
+        let mut ran = false;
         while let Ok(call) = self.control.try_recv() {
+            ran = true;
             let interface = self.tun.name().to_string();
             let mut context = ControlContext {
                 node: &mut self.node,
@@ -568,5 +576,6 @@ impl Worker {
                 }
             }
         }
+        ran
     }
 }

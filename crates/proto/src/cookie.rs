@@ -12,8 +12,10 @@
 //! with a secret that changes every two minutes, sent encrypted with
 //! XChaCha20-Poly1305 under `HASH("cookie--" || responder's public key)` and
 //! with the rejected message's mac1 as associated data. The initiator keeps
-//! the cookie for two minutes and puts mac2 on its next messages; its
-//! retransmission timer does the rest.
+//! the cookie for two minutes and puts mac2 on its next messages. A fjord
+//! initiator sends its initiation again with mac2 as soon as the reply
+//! arrives (once per attempt, see `Peer::handle_cookie_reply`); a plain
+//! WireGuard initiator waits for its retransmission timer.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -135,12 +137,14 @@ impl CookieChecker {
     }
 
     /// Writes a cookie reply to the handshake `message` from `source`.
-    /// `fresh_secret` and `nonce` are random bytes from the caller.
+    /// `nonce` is random bytes from the caller; `fresh_secret` gives more
+    /// when the secret is due to change, which is rarely: under a flood
+    /// every reply costs the randomness it draws.
     #[allow(clippy::too_many_arguments)]
     pub fn create_reply(
         &mut self,
         now: Instant,
-        fresh_secret: [u8; HASH_LEN],
+        fresh_secret: impl FnOnce() -> [u8; HASH_LEN],
         nonce: [u8; XNONCE_LEN],
         message: &[u8],
         layout: MacLayout,
@@ -151,7 +155,7 @@ impl CookieChecker {
             .secret_born
             .is_none_or(|born| now.saturating_duration_since(born) >= COOKIE_REFRESH_TIME);
         if expired {
-            self.secret = fresh_secret;
+            self.secret = fresh_secret();
             self.secret_born = Some(now);
         }
         // The sender index sits right after the type in both handshake messages.
@@ -272,7 +276,7 @@ mod tests {
         let mut reply = [0u8; COOKIE_REPLY_LEN];
         checker.create_reply(
             now,
-            [8; 32],
+            || [8; 32],
             [9; 24],
             &message,
             MacLayout::INITIATION,
@@ -304,7 +308,7 @@ mod tests {
         let unrelated = [3u8; HANDSHAKE_INITIATION_LEN];
         checker.create_reply(
             now,
-            [8; 32],
+            || [8; 32],
             [9; 24],
             &unrelated,
             MacLayout::INITIATION,

@@ -57,7 +57,8 @@ use crate::endpoint::Endpoint;
 use crate::handshake::{self, RemoteKeys, StaticIdentity};
 use crate::keys::{PresharedKey, PrivateKey, PublicKey};
 use crate::outcome::{
-    DropCounters, DropReason, Event, Incoming, Opened, Outgoing, PeerId, Received, Sent, Transmit,
+    DropCounters, DropReason, Event, HandshakeCounters, Incoming, Opened, Outgoing, PeerId,
+    Received, Sent, Transmit,
 };
 use crate::peer::{Peer, PeerStats};
 use crate::timer_queue::TimerQueue;
@@ -146,6 +147,7 @@ pub struct Device {
     /// Reused by `handle_timeout` for the peers found due.
     due_scratch: Vec<usize>,
     load: LoadMeter,
+    handshakes: HandshakeCounters,
     /// How many unconfigured initiators may be admitted at once.
     unknown_peer_limit: Option<usize>,
     /// Peers admitted that way and not yet confirmed by their owner.
@@ -181,6 +183,7 @@ impl Device {
             deadlines: TimerQueue::new(),
             due_scratch: Vec::new(),
             load: LoadMeter::default(),
+            handshakes: HandshakeCounters::default(),
             unknown_peer_limit: None,
             provisional: HashSet::new(),
         }
@@ -439,6 +442,10 @@ impl Device {
         &self.ctx.timing
     }
 
+    pub fn handshake_counters(&self) -> HandshakeCounters {
+        self.handshakes
+    }
+
     /// Forces the under-load behaviour (cookies for every handshake), for tests.
     #[doc(hidden)]
     pub fn force_under_load(&mut self, forced: bool) {
@@ -488,7 +495,9 @@ impl Device {
             Ok(Message::CookieReply(view)) => {
                 let peer = self.ctx.indices.get(&view.receiver_index()).copied();
                 let handled = peer.and_then(|id| {
-                    self.with_peer(id, |peer, ctx| peer.handle_cookie_reply(now, &view, ctx))
+                    self.with_peer(id, |peer, ctx| {
+                        peer.handle_cookie_reply(id, now, &view, ctx)
+                    })
                 });
                 return Incoming::Done(
                     handled.unwrap_or_else(|| self.dropped(DropReason::UnexpectedHandshakeMessage)),
@@ -664,13 +673,13 @@ impl Device {
         let under_load = self.load.record(now);
         if under_load && !cookie_checker.check_mac2(now, message, layout, &from.remote) {
             let mut reply = vec![0u8; COOKIE_REPLY_LEN];
-            let fresh_secret = self.ctx.rng.bytes32();
             let mut nonce = [0u8; 24];
             self.ctx.rng.fill_bytes(&mut nonce);
+            let rng = &mut self.ctx.rng;
             if let Some(out) = reply.first_chunk_mut::<COOKIE_REPLY_LEN>() {
                 cookie_checker.create_reply(
                     now,
-                    fresh_secret,
+                    || rng.bytes32(),
                     nonce,
                     message,
                     layout,
@@ -678,6 +687,7 @@ impl Device {
                     out,
                 );
                 self.ctx.send(from, reply);
+                self.handshakes.cookie_replies += 1;
             }
             return Err(DropReason::CookieRequired);
         }
@@ -693,6 +703,7 @@ impl Device {
         if let Err(reason) = self.admit_handshake(now, from, view.bytes(), MacLayout::INITIATION) {
             return self.dropped(reason);
         }
+        self.handshakes.initiations_computed += 1;
         let unknown = std::cell::Cell::new(None);
         let received = {
             let peers = &self.peers;

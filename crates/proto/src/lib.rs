@@ -38,8 +38,8 @@ pub use device::{
 pub use endpoint::Endpoint;
 pub use keys::{KeyParseError, PresharedKey, PrivateKey, PublicKey};
 pub use outcome::{
-    DetachedData, DropCounters, DropReason, Event, Incoming, Opened, Outgoing, PeerId, PendingData,
-    Received, Sent, Transmit,
+    DetachedData, DropCounters, DropReason, Event, HandshakeCounters, Incoming, Opened, Outgoing,
+    PeerId, PendingData, Received, Sent, Transmit,
 };
 pub use peer::{MAX_STAGED_PACKETS, PeerStats};
 pub use session::{DetachedOpen, DetachedSeal, PendingOpen, PendingSeal};

@@ -220,6 +220,19 @@ impl DropCounters {
     }
 }
 
+/// What answering handshakes cost, for `fjord show`: under a flood of
+/// initiations a healthy responder moves `cookie_replies`, not
+/// `initiations_computed`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HandshakeCounters {
+    /// Initiations that passed mac1 (and mac2, under load) and were read
+    /// with Diffie–Hellman work, whether or not they proved a known peer.
+    pub initiations_computed: u64,
+    /// Handshake messages answered with a cookie reply instead, under
+    /// load (each also counted as [`DropReason::CookieRequired`]).
+    pub cookie_replies: u64,
+}
+
 /// The outcome of [`crate::Device::handle_datagram`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Received {

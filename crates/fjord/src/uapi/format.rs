@@ -38,6 +38,9 @@ pub fn write_get(status: &InterfaceStatus, out: &mut String) {
     }
 }
 
+/// Prefix of the handshake counters in a `get=fjord` reply.
+pub const HANDSHAKE_PREFIX: &str = "handshake_";
+
 /// The body of a `get=fjord` reply: fjord's own counters, the MTU its
 /// data path has taken up (`datapath_mtu`), and mesh members (`member=`).
 pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
@@ -45,6 +48,17 @@ pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
     for (reason, count) in &status.drops {
         let _ = writeln!(out, "drop_{reason}={count}");
     }
+    let handshakes = &status.handshakes;
+    let _ = writeln!(
+        out,
+        "{HANDSHAKE_PREFIX}initiations_computed={}",
+        handshakes.initiations_computed
+    );
+    let _ = writeln!(
+        out,
+        "{HANDSHAKE_PREFIX}cookie_replies={}",
+        handshakes.cookie_replies
+    );
     let data = &status.data;
     for (name, value) in [
         ("tx_packets", data.tx_packets),

@@ -59,6 +59,7 @@ pub fn section_charts(section: &Section, order: &[&str]) -> Vec<Chart> {
         | TestKind::NatMatrix
         | TestKind::RelayCost
         | TestKind::PathMtu
+        | TestKind::Flood
         | TestKind::Other => Vec::new(),
     }
 }

@@ -68,6 +68,7 @@ pub fn suite_title(suite: &str) -> String {
         "bdp" => "Long fat pipe (bandwidth-delay product)".to_string(),
         "soak" => "Memory under sustained load".to_string(),
         "mesh" => "Mesh from one bootstrap member".to_string(),
+        "attack" => "Handshake flood on the responder".to_string(),
         other => {
             let mut chars = other.chars();
             match chars.next() {
@@ -110,6 +111,9 @@ pub enum TestKind {
     RelayCost,
     /// A transfer across a path MTU black hole: throughput, or black-holed.
     PathMtu,
+    /// A figure by handshake flood: throughput against no flood, cookie
+    /// replies against Diffie–Hellman work, a restarted side's return.
+    Flood,
     Other,
 }
 
@@ -130,6 +134,7 @@ impl TestKind {
             "nat_pair" => TestKind::NatMatrix,
             "relay_throughput" | "relay_rtt" | "relay_switch" => TestKind::RelayCost,
             "path_mtu" => TestKind::PathMtu,
+            "flood_throughput" | "flood_handshakes" | "restart_recovery" => TestKind::Flood,
             _ => TestKind::Other,
         }
     }
@@ -147,6 +152,7 @@ impl TestKind {
             TestKind::NatMatrix => Some("pair"),
             TestKind::RelayCost => Some("path"),
             TestKind::PathMtu => Some("path"),
+            TestKind::Flood => Some("flood"),
             TestKind::Imix | TestKind::TcpBulk | TestKind::MemoryGrowth | TestKind::Other => None,
         }
     }
@@ -183,6 +189,13 @@ impl TestKind {
             }
             .to_string(),
             TestKind::PathMtu => "Verified TCP transfer across a path MTU black hole (throughput; the path MTU found, or black-holed)".to_string(),
+            TestKind::Flood => match test {
+                "flood_throughput" => "Verified TCP transfer through the tunnel during the flood (ratio to no flood)",
+                "flood_handshakes" => "Handshakes answered during those transfers: cookie replies seen on the wire, initiations computed (Diffie-Hellman) by the responder's own count",
+                "restart_recovery" => "Time until a restarted initiator carries traffic again during the flood",
+                other => other,
+            }
+            .to_string(),
             TestKind::Other => test.to_string(),
         }
     }

@@ -332,6 +332,7 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
                 &cell,
             )]
         }
+        TestKind::Flood => vec![flood_table(section, title)],
         TestKind::TransferTime
         | TestKind::FrameLoss
         | TestKind::Mesh
@@ -351,6 +352,60 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
             )]
         }
     }
+}
+
+/// Rows by flood. Throughput carries its ratio to the same system's
+/// transfer without a flood; handshake work is per second of the
+/// transfer, beside the rate the flood was sent at.
+fn flood_table(section: &Section, title: String) -> Table {
+    let per_second = |count: Option<u64>, m: &Measurement| match (count, m.extra.window_secs) {
+        (Some(count), Some(secs)) if secs > 0.0 => {
+            format!("{}/s", format::thousands(count as f64 / secs))
+        }
+        _ => "n/a".to_string(),
+    };
+    let cell = |row: &Row, index: usize, _: usize| {
+        let Some(m) = row.cells[index] else {
+            return MISSING.to_string();
+        };
+        if m.status != MeasurementStatus::Ok {
+            return median_figure(m);
+        }
+        match section.test {
+            "flood_throughput" => match m.extra.no_flood_ratio {
+                Some(ratio) => format!("{} ({} no flood)", median_figure(m), format::ratio(ratio)),
+                None => median_figure(m),
+            },
+            "flood_handshakes" => {
+                let sent = m.extra.flood_sent_per_sec.map_or_else(
+                    || "n/a".to_string(),
+                    |rate| format!("{}/s", format::thousands(rate)),
+                );
+                format!(
+                    "{}/s cookie · {} DH · {} dropped unread (sent {sent})",
+                    format::thousands(m.median),
+                    per_second(m.extra.initiations_computed, m),
+                    per_second(m.extra.socket_drops, m),
+                )
+            }
+            _ => median_figure(m),
+        }
+    };
+    let remark = match section.test {
+        "flood_handshakes" => vec![
+            "cookie = cookie replies to spoofed sources, counted where they arrived; \
+             DH = initiations read with Diffie-Hellman work, by the responder's own count \
+             (n/a: it keeps none); dropped unread = at the responder's full UDP socket"
+                .to_string(),
+        ],
+        "restart_recovery" => vec![
+            "from starting the restarted side (its daemon's start and configuration included) \
+             to the first UDP echo through the tunnel"
+                .to_string(),
+        ],
+        _ => Vec::new(),
+    };
+    grid(section, title, caption(section, &remark), &[], &[""], &cell)
 }
 
 /// Rows frame size; theoretical maximum; per system frames/s (ratio) and

@@ -513,3 +513,81 @@ fn soak_rows_show_memory_by_minute_and_growth() {
     );
     assert!(markdown_report(&record).contains("## Memory under sustained load"));
 }
+
+#[test]
+fn flood_rows_show_the_ratio_to_no_flood_and_the_handshake_work() {
+    let row = |system: &str, test: &str, flood: &str, unit: &str, median: f64| {
+        let mut m = measurement(system, test, &[("flood", serde_json::json!(flood))], median);
+        m.suite = "attack".into();
+        m.unit = unit.into();
+        m
+    };
+    let mut flooded = row("fjord", "flood_throughput", "20000/s", "bit/s", 1.9e9);
+    flooded.extra.no_flood_ratio = Some(0.95);
+    let mut fjord_work = row(
+        "fjord",
+        "flood_handshakes",
+        "20000/s",
+        "replies/s",
+        19_990.0,
+    );
+    fjord_work.extra = Extra {
+        initiations_computed: Some(0),
+        socket_drops: Some(30),
+        window_secs: Some(3.0),
+        flood_sent_per_sec: Some(20_001.0),
+        ..Extra::default()
+    };
+    let mut go_work = row(
+        "wireguard-go",
+        "flood_handshakes",
+        "20000/s",
+        "replies/s",
+        20_000.0,
+    );
+    go_work.extra.window_secs = Some(3.0);
+    go_work.extra.socket_drops = Some(0);
+    let mut timed_out = row("wireguard-go", "restart_recovery", "max", "s", 30.0);
+    timed_out.status = MeasurementStatus::TimedOut;
+    let mut record = record(
+        &["fjord", "wireguard-go"],
+        vec![
+            row("fjord", "flood_throughput", "none", "bit/s", 2e9),
+            flooded,
+            fjord_work,
+            go_work,
+            row("fjord", "flood_handshakes", "max", "replies/s", 60_000.0),
+            row("fjord", "restart_recovery", "none", "s", 0.09),
+            row("fjord", "restart_recovery", "max", "s", 0.12),
+            row("wireguard-go", "restart_recovery", "none", "s", 0.1),
+            timed_out,
+        ],
+    );
+    record.suites = vec!["attack".into()];
+    let sections = sections::sections(&record);
+    assert!(sections.iter().all(|s| s.kind == TestKind::Flood));
+    let tables: Vec<tables::Table> = sections.iter().flat_map(tables::section_tables).collect();
+
+    let throughput = &tables[0];
+    assert_eq!(throughput.header, ["flood", "fjord"]);
+    assert_eq!(throughput.rows[0], ["none", "2.00 Gbit/s"]);
+    assert_eq!(
+        throughput.rows[1],
+        ["20000/s", "1.90 Gbit/s (0.95× no flood)"]
+    );
+
+    let work = &tables[1];
+    assert_eq!(
+        work.rows[0],
+        [
+            "20000/s",
+            "19,990/s cookie · 0/s DH · 10/s dropped unread (sent 20,001/s)",
+            "20,000/s cookie · n/a DH · 0/s dropped unread (sent n/a)",
+        ]
+    );
+
+    let restart = &tables[2];
+    assert_eq!(restart.header, ["flood", "fjord", "wireguard-go"]);
+    assert_eq!(restart.rows[1], ["max", "0.120 s", "> 30.00 s (limit)"]);
+    assert!(markdown_report(&record).contains("## Handshake flood on the responder"));
+}

@@ -3,6 +3,7 @@
 //! built; it returns measurement rows and never panics on a failed test
 //! (the row says what failed).
 
+pub mod attack;
 mod bdp;
 mod latency;
 mod loss;
@@ -31,10 +32,11 @@ pub enum Suite {
     Bdp,
     Soak,
     Mesh,
+    Attack,
 }
 
 impl Suite {
-    pub const ALL: [Suite; 7] = [
+    pub const ALL: [Suite; 8] = [
         Suite::Quick,
         Suite::Throughput,
         Suite::Latency,
@@ -42,6 +44,7 @@ impl Suite {
         Suite::Bdp,
         Suite::Soak,
         Suite::Mesh,
+        Suite::Attack,
     ];
 
     pub fn name(self) -> &'static str {
@@ -53,6 +56,7 @@ impl Suite {
             Suite::Bdp => "bdp",
             Suite::Soak => "soak",
             Suite::Mesh => "mesh",
+            Suite::Attack => "attack",
         }
     }
 
@@ -75,6 +79,9 @@ impl Suite {
             }
             Suite::Soak => {
                 "tunnel memory under 10 minutes of 4-stream TCP (2 with --quick): resident size and its growth"
+            }
+            Suite::Attack => {
+                "a handshake flood (spoofed initiations with a valid mac1, none, 20,000/s, max) on the responder of each WireGuard implementation: TCP throughput against no flood, cookie replies against Diffie-Hellman work, time for a restarted initiator to get the tunnel back"
             }
             Suite::Mesh => {
                 "a mesh of 20 and 100 nodes (5 and 20 with --quick) from one bootstrap member: convergence time, memory per node and per peer, first packet; NAT, relays and path MTU are not measured yet"
@@ -118,6 +125,7 @@ impl Suite {
             Suite::Bdp => 1,
             Suite::Soak => u64::from(soak::CHECKPOINTS),
             Suite::Mesh => mesh::steps(quick),
+            Suite::Attack => attack::steps(quick),
         }
     }
 
@@ -125,7 +133,7 @@ impl Suite {
     /// per mesh size) and starts the system itself, through
     /// [`Suite::run_on_own_hosts`], instead of running on [`TwoHosts`].
     pub fn builds_own_hosts(self) -> bool {
-        matches!(self, Suite::Mesh)
+        matches!(self, Suite::Mesh | Suite::Attack)
     }
 
     /// Runs a suite that [builds its own hosts](Suite::builds_own_hosts)
@@ -139,6 +147,7 @@ impl Suite {
     ) -> Vec<Measurement> {
         match self {
             Suite::Mesh => mesh::run(system, quick, progress, workdir),
+            Suite::Attack => attack::run(system, quick, progress, workdir),
             _ => Vec::new(),
         }
     }
@@ -152,8 +161,8 @@ impl Suite {
             Suite::Loss => loss::run(context),
             Suite::Bdp => bdp::run(context),
             Suite::Soak => soak::run(context),
-            // Runs through `run_on_own_hosts`.
-            Suite::Mesh => Vec::new(),
+            // Run through `run_on_own_hosts`.
+            Suite::Mesh | Suite::Attack => Vec::new(),
         }
     }
 

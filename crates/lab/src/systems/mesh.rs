@@ -24,12 +24,10 @@
 //! `/var/run/wireguard`, so names must differ across hosts and tests.
 
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Write as _};
 use std::net::{IpAddr, Ipv4Addr};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use fjord_mesh::report::MemberLine;
 use fjord_mesh::{Cidr, NetworkSecret};
@@ -38,7 +36,9 @@ use zeroize::Zeroizing;
 
 use super::SystemError;
 use super::support::{LoggedProcess, WorkDir, start_failed, write_secret_file};
-use super::wireguard::{Fjord, Implementation, LISTEN_PORT, generate_private_key, unique_ifname};
+use super::wireguard::{
+    Fjord, Implementation, LISTEN_PORT, fjord, generate_private_key, unique_ifname,
+};
 use crate::topology::{MeshHost, lan_overlay, lan_overlay_prefix_len};
 
 const NAME: &str = "fjord";
@@ -135,42 +135,14 @@ impl From<MemberLine> for Member {
     }
 }
 
-/// Where fjord, like wireguard-go, puts its control sockets.
-const CONTROL_SOCKET_DIRECTORY: &str = "/var/run/wireguard";
-/// A node busy converging may answer slowly, but never this slowly.
-const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// The members `ifname`'s node lists, asked on its control socket.
 fn query_members(ifname: &str) -> Result<Vec<Member>, String> {
-    let path = Path::new(CONTROL_SOCKET_DIRECTORY).join(format!("{ifname}.sock"));
-    let mut stream =
-        UnixStream::connect(&path).map_err(|e| format!("connecting to {}: {e}", path.display()))?;
-    let exchange = |stream: &mut UnixStream| -> std::io::Result<String> {
-        stream.set_read_timeout(Some(QUERY_TIMEOUT))?;
-        stream.write_all(b"get=fjord\n\n")?;
-        let mut reply = String::new();
-        for line in BufReader::new(stream).lines() {
-            let line = line?;
-            let done = line.starts_with("errno=");
-            reply.push_str(&line);
-            reply.push('\n');
-            if done {
-                break;
-            }
-        }
-        Ok(reply)
-    };
-    let reply = exchange(&mut stream).map_err(|e| format!("get=fjord: {e}"))?;
-    parse_members(&reply)
+    parse_members(&fjord::get_fjord(ifname)?)
 }
 
 /// The `member=` lines of a `get=fjord` reply that ended with `errno=0`.
 fn parse_members(reply: &str) -> Result<Vec<Member>, String> {
-    match reply.lines().find_map(|line| line.strip_prefix("errno=")) {
-        Some("0") => {}
-        Some(errno) => return Err(format!("get=fjord failed: errno {errno}")),
-        None => return Err("get=fjord: the reply ended early".to_string()),
-    }
+    fjord::check_reply(reply)?;
     reply
         .lines()
         .filter_map(|line| line.strip_prefix("member="))

@@ -80,6 +80,13 @@ pub trait System: Send + Sync {
     ) -> Result<Box<dyn RunningMesh>, SystemError> {
         Err(no_mesh_mode(self.name()))
     }
+    /// The WireGuard implementation behind the system, for suites that
+    /// drive its two sides one by one (the attack suite restarts one
+    /// while the other is flooded); `None` for systems that do not speak
+    /// WireGuard.
+    fn wireguard(&self) -> Option<&dyn wireguard::Implementation> {
+        None
+    }
 }
 
 /// Why a system without a mesh mode cannot start a mesh.

@@ -82,6 +82,7 @@ impl Peer {
             .write_macs(now, &mut message, MacLayout::INITIATION);
         self.initiation = Some(state);
         self.last_initiation_sent = Some(now);
+        self.resent_for_cookie = false;
         self.timers.any_authenticated_packet_traversal(now);
         self.timers.any_authenticated_packet_sent();
         let jitter = ctx.jitter();
@@ -226,19 +227,35 @@ impl Peer {
         Received::Control
     }
 
+    /// Keeps the cookie of a reply to our last handshake message. A reply
+    /// to the initiation in flight means the responder is under load and
+    /// dropped it unread, so no response will come: the initiation goes
+    /// again at once, now with mac2, instead of at the retransmission
+    /// timeout (under a flood that wait is the whole outage). Once per
+    /// attempt, so replies cannot drive our initiations at their pace; a
+    /// WireGuard responder sees nothing new, only the retry it would have
+    /// got five seconds later.
     pub fn handle_cookie_reply(
         &mut self,
+        id: PeerId,
         now: Instant,
         reply: &CookieReply<'_>,
         ctx: &mut Context,
     ) -> Received {
-        match self.cookie.consume_reply(now, reply) {
-            Ok(()) => Received::Control,
-            Err(_) => {
-                ctx.drop(DropReason::UnexpectedHandshakeMessage);
-                Received::Dropped(DropReason::UnexpectedHandshakeMessage)
-            }
+        if self.cookie.consume_reply(now, reply).is_err() {
+            ctx.drop(DropReason::UnexpectedHandshakeMessage);
+            return Received::Dropped(DropReason::UnexpectedHandshakeMessage);
         }
+        let answers_initiation = self
+            .initiation
+            .as_ref()
+            .is_some_and(|state| state.local_index() == reply.receiver_index());
+        if answers_initiation && !self.resent_for_cookie {
+            self.last_initiation_sent = None;
+            self.initiate(id, now, ctx, true);
+            self.resent_for_cookie = true;
+        }
+        Received::Control
     }
 
     pub(super) fn handshake_complete(

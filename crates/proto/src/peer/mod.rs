@@ -60,6 +60,10 @@ pub(crate) struct Peer {
     pub endpoint: Option<Endpoint>,
     initiation: Option<InitiatorState>,
     pub(crate) last_initiation_sent: Option<Instant>,
+    /// The initiation in flight was sent again at once for a cookie reply;
+    /// cleared by every other initiation, so replies (forged ones too)
+    /// can add at most one initiation per attempt.
+    resent_for_cookie: bool,
     greatest_timestamp: Option<Tai64N>,
     last_initiation_consumed: Option<Instant>,
     /// When the latest authenticated message from the peer arrived.
@@ -86,6 +90,7 @@ impl Peer {
             endpoint: endpoint.map(Endpoint::from),
             initiation: None,
             last_initiation_sent: None,
+            resent_for_cookie: false,
             greatest_timestamp: None,
             last_initiation_consumed: None,
             last_received: None,

@@ -8,12 +8,14 @@
 //! - [`clock`]: wall-clock steps and initiation timestamps.
 //! - [`handshake`]: first contact, preshared keys, cookies, handshake abuse.
 //! - [`data`]: transport data on a hostile network, malformed datagrams.
+//! - [`flood`]: spoofed initiations by the ten thousand, and who pays.
 //! - [`timers`]: keepalives, rekeying, expiry, retransmission, erasure.
 //! - [`roaming`]: endpoint changes, restarts, statistics.
 //! - [`split`]: the data path in halves, encryption in any order.
 
 mod clock;
 mod data;
+mod flood;
 mod handshake;
 mod roaming;
 mod sim;

@@ -20,13 +20,15 @@
 //! [`unique_ifname`] makes them so.
 
 mod boringtun;
-mod fjord;
+pub(crate) mod fjord;
 mod interface;
 mod side;
 mod wireguard_go;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+
+use fjord_proto::HandshakeCounters;
 
 pub use boringtun::Boringtun;
 pub use fjord::{Fjord, use_binary as use_fjord_binary, use_threads as use_fjord_threads};
@@ -60,6 +62,12 @@ pub trait Implementation: Send + Sync {
         side: &WgSide,
         workdir: &Path,
     ) -> Result<Interface, SystemError>;
+    /// Handshake work of the running `side` by its own account
+    /// (initiations read with Diffie–Hellman work, cookie replies sent);
+    /// `None` where the implementation does not report it.
+    fn handshake_counters(&self, _side: &Interface) -> Option<Result<HandshakeCounters, String>> {
+        None
+    }
     /// Configures a mesh of this implementation across `lan`; see
     /// [`System::start_mesh`].
     fn start_mesh(
@@ -151,6 +159,10 @@ impl System for WireGuardSystem {
     ) -> Result<Box<dyn RunningMesh>, SystemError> {
         self.check().map_err(SystemError::NotInstalled)?;
         self.implementation.start_mesh(hosts, workdir)
+    }
+
+    fn wireguard(&self) -> Option<&dyn Implementation> {
+        Some(self.implementation.as_ref())
     }
 }
 

@@ -1,0 +1,456 @@
+//! `attack`: a handshake flood against the responder of an established
+//! tunnel, for each WireGuard implementation (both sides run the same
+//! one; other systems speak no WireGuard and are skipped).
+//!
+//! On [`AttackedHosts`] (the two hosts, and an attacker on its own link to
+//! the right host) the tunnel comes up, the left side initiating. First,
+//! with no flood, the left side restarts once (the reference for 3.).
+//! Then for each flood in [`FLOODS`] ([`PACED_RATE`] spoofed initiations
+//! a second, the rate issue 15 was tried at, and as fast as the generator
+//! goes), each measured [`FLOOD_SETTLE`] after the flood started, so the
+//! responder has seen the load:
+//!
+//! 1. **Throughput** (`flood_throughput`, bit/s): [`samples`] pairs of
+//!    digest-checked TCP transfers left → right through the tunnel, one
+//!    without the flood and one with it, back to back. The figure that
+//!    matters is the median of each pair's ratio (`no_flood_ratio`; goal
+//!    ≥ 0.9): pairs cancel most of what other work on a shared machine
+//!    does to one transfer. The `none` row is every transfer without.
+//! 2. **Handshake work** (`flood_handshakes`, replies/s): over the flooded
+//!    transfers, the cookie replies that reached the attacker's namespace
+//!    per second (what any implementation can be seen to do); beside them
+//!    the initiations the responder read with Diffie–Hellman work by its
+//!    own count (fjord; the others do not report it: n/a), the datagrams
+//!    its kernel dropped unread at a full socket, and its CPU time.
+//! 3. **Restart** (`restart_recovery`, s): under the flood, the left side
+//!    (the initiator) is stopped and started again with the same keys;
+//!    the time from starting it (its daemon's start and configuration
+//!    included) to the first UDP echo through the tunnel (probes every
+//!    10 ms from when its interface is up). Goal for fjord: under 2 s. A
+//!    plain WireGuard initiator answers a cookie reply at its next retry,
+//!    5 s later, by design.
+//!
+//! The generator takes most of a core when unpaced: on a 2-core machine
+//! that flood measures the machine as much as the tunnel.
+
+mod tunnel;
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::attack::{AttackedHosts, FloodRate};
+use crate::measure::Row;
+use crate::progress::Progress;
+use crate::results::{Extra, Measurement, MeasurementStatus, median};
+use crate::systems::System;
+use crate::traffic::BulkReport;
+pub use tunnel::{FLOOD_SETTLE, RESTART_LIMIT};
+use tunnel::{FloodedTransfer, HandshakeWork, Tunnel};
+
+/// The paced flood's rate: the one issue 15 was tried at.
+pub const PACED_RATE: u32 = 20_000;
+/// The floods, after the reference without one.
+pub const FLOODS: [FloodRate; 2] = [FloodRate::PerSecond(PACED_RATE), FloodRate::Unpaced];
+
+/// Pairs of transfers (without, with the flood) per flood.
+pub fn samples(quick: bool) -> usize {
+    if quick { 1 } else { 3 }
+}
+
+fn transfer_bytes(quick: bool) -> u64 {
+    if quick { 64 << 20 } else { 256 << 20 }
+}
+
+/// Progress steps per system: the reference restart, then one per flood.
+pub fn steps(_quick: bool) -> u64 {
+    1 + FLOODS.len() as u64
+}
+
+/// The `flood` parameter of a row.
+fn flood_label(flood: Option<FloodRate>) -> String {
+    flood.map_or_else(|| "none".to_string(), |rate| rate.to_string())
+}
+
+fn row(test: &'static str, system: &str, unit: &'static str, flood: Option<FloodRate>) -> Row {
+    Row::new("attack", test, system, unit).param("flood", flood_label(flood))
+}
+
+/// What one flood gave.
+struct FloodOutcome {
+    rate: FloodRate,
+    /// Per pair: the transfer without the flood, then the one with it.
+    pairs: Vec<(Result<BulkReport, String>, FloodedTransfer)>,
+    recovery: Result<Option<Duration>, String>,
+}
+
+/// Runs the suite for `system` on hosts it builds itself.
+pub fn run(
+    system: &dyn System,
+    quick: bool,
+    progress: &Progress,
+    workdir: &Path,
+) -> Vec<Measurement> {
+    let name = system.name();
+    let Some(implementation) = system.wireguard() else {
+        progress.line(&format!(
+            "{name}: attack: speaks no WireGuard, so there is no handshake to flood"
+        ));
+        progress.skip(steps(quick));
+        return Vec::new();
+    };
+    let failed_all = |why: String| {
+        progress.line(&format!("{name}: attack: {why}"));
+        progress.skip(steps(quick));
+        std::iter::once(None)
+            .chain(FLOODS.map(Some))
+            .flat_map(|flood| {
+                [
+                    row("flood_throughput", name, "bit/s", flood).failed(why.clone()),
+                    row("restart_recovery", name, "s", flood).failed(why.clone()),
+                ]
+            })
+            .collect()
+    };
+    let hosts = match AttackedHosts::build() {
+        Ok(hosts) => hosts,
+        Err(error) => return failed_all(format!("building the hosts: {error}")),
+    };
+    let mut tunnel = match Tunnel::start(implementation, &hosts, workdir) {
+        Ok(tunnel) => tunnel,
+        Err(why) => return failed_all(why),
+    };
+
+    progress.step(&format!("{name}: attack: no flood: restart"));
+    let reference = tunnel.restart_left(None);
+    progress.line(&format!(
+        "{name}: attack: no flood: {}",
+        recovery_text(&reference)
+    ));
+    let mut rows = vec![recovery_row(name, None, &reference, None)];
+    progress.done();
+
+    let mut outcomes = Vec::new();
+    for rate in FLOODS {
+        if progress.stopping() {
+            break;
+        }
+        progress.step(&format!(
+            "{name}: attack: flood {rate}: {} transfers with and without it, a restart",
+            samples(quick)
+        ));
+        let outcome = measure_flood(&mut tunnel, rate, quick);
+        progress.line(&format!("{name}: attack: {}", outcome.summary()));
+        rows.push(outcome.throughput_row(name));
+        rows.push(outcome.handshakes_row(name));
+        rows.push(recovery_row(
+            name,
+            Some(rate),
+            &outcome.recovery,
+            outcome.sent_per_sec(),
+        ));
+        outcomes.push(outcome);
+        progress.done();
+    }
+    rows.insert(0, unflooded_row(name, &outcomes));
+    rows
+}
+
+fn measure_flood(tunnel: &mut Tunnel<'_>, rate: FloodRate, quick: bool) -> FloodOutcome {
+    let bytes = transfer_bytes(quick);
+    let pairs = (0..samples(quick))
+        .map(|_| {
+            if let Err(why) = tunnel.check_up() {
+                let flooded = FloodedTransfer {
+                    transfer: Err(why.clone()),
+                    work: Err(why.clone()),
+                    sent_per_sec: None,
+                };
+                return (Err(why), flooded);
+            }
+            let without = tunnel.transfer(bytes);
+            (without, tunnel.flooded_transfer(rate, bytes))
+        })
+        .collect();
+    let recovery = tunnel.restart_left(Some(rate));
+    FloodOutcome {
+        rate,
+        pairs,
+        recovery,
+    }
+}
+
+/// Throughput of a transfer that arrived intact.
+fn verified(transfer: &Result<BulkReport, String>) -> Option<&BulkReport> {
+    transfer.as_ref().ok().filter(|report| report.verified)
+}
+
+/// A figure's row from the transfers that arrived intact: their
+/// throughputs, bytes and digest; failed with the first failure if none
+/// did, with a note counting the failures otherwise.
+fn transfers_row<'a>(
+    row: Row,
+    transfers: impl Iterator<Item = &'a Result<BulkReport, String>>,
+    mut extra: Extra,
+) -> Measurement {
+    let transfers: Vec<_> = transfers.collect();
+    let good: Vec<&BulkReport> = transfers.iter().filter_map(|t| verified(t)).collect();
+    let failures: Vec<String> = transfers
+        .iter()
+        .filter_map(|transfer| match transfer {
+            Err(why) => Some(why.clone()),
+            Ok(report) if !report.verified => Some("the data arrived corrupted".to_string()),
+            Ok(_) => None,
+        })
+        .collect();
+    let Some(first) = good.first() else {
+        return row.failed(
+            failures
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "no transfer ran".to_string()),
+        );
+    };
+    extra.bytes = Some(good.iter().map(|report| report.bytes).sum());
+    // Failed transfers are the note's; `verified` speaks of the data.
+    extra.verified = Some(
+        !transfers
+            .iter()
+            .any(|transfer| matches!(transfer, Ok(report) if !report.verified)),
+    );
+    extra.xxh3_128 = Some(first.receiver_digest.to_string());
+    let samples = good
+        .iter()
+        .map(|report| report.throughput_bits_per_sec)
+        .collect();
+    let mut measurement = row.measured(samples, MeasurementStatus::Ok, extra);
+    if let Some(why) = failures.first() {
+        measurement.note = Some(format!(
+            "{} of {} transfers failed: {why}",
+            failures.len(),
+            transfers.len()
+        ));
+    }
+    measurement
+}
+
+/// Every transfer without a flood, across the floods' pairs.
+fn unflooded_row(system: &str, outcomes: &[FloodOutcome]) -> Measurement {
+    let transfers = outcomes
+        .iter()
+        .flat_map(|outcome| outcome.pairs.iter().map(|(without, _)| without));
+    transfers_row(
+        row("flood_throughput", system, "bit/s", None),
+        transfers,
+        Extra::default(),
+    )
+}
+
+fn recovery_row(
+    system: &str,
+    flood: Option<FloodRate>,
+    recovery: &Result<Option<Duration>, String>,
+    sent_per_sec: Option<f64>,
+) -> Measurement {
+    let row = row("restart_recovery", system, "s", flood);
+    let extra = Extra {
+        time_limit_secs: Some(RESTART_LIMIT.as_secs_f64()),
+        flood_sent_per_sec: sent_per_sec,
+        ..Extra::default()
+    };
+    match recovery {
+        Ok(Some(took)) => row.measured(vec![took.as_secs_f64()], MeasurementStatus::Ok, extra),
+        Ok(None) => row.measured(
+            vec![RESTART_LIMIT.as_secs_f64()],
+            MeasurementStatus::TimedOut,
+            extra,
+        ),
+        Err(why) => row.failed(why.clone()),
+    }
+}
+
+fn recovery_text(recovery: &Result<Option<Duration>, String>) -> String {
+    match recovery {
+        Ok(Some(took)) => format!("restart: back after {:.3} s", took.as_secs_f64()),
+        Ok(None) => format!("restart: not back after {} s", RESTART_LIMIT.as_secs()),
+        Err(why) => format!("restart failed: {why}"),
+    }
+}
+
+impl FloodOutcome {
+    /// The flood's rate as sent, over its transfers.
+    fn sent_per_sec(&self) -> Option<f64> {
+        let rates: Vec<f64> = self
+            .pairs
+            .iter()
+            .filter_map(|(_, flooded)| flooded.sent_per_sec)
+            .collect();
+        (!rates.is_empty()).then(|| median(&rates))
+    }
+
+    /// Each pair's throughput with the flood over without it, where both
+    /// arrived intact.
+    fn ratios(&self) -> Vec<f64> {
+        self.pairs
+            .iter()
+            .filter_map(|(without, flooded)| {
+                let without = verified(without)?.throughput_bits_per_sec;
+                let with = verified(&flooded.transfer)?.throughput_bits_per_sec;
+                (without > 0.0).then(|| with / without)
+            })
+            .collect()
+    }
+
+    fn throughput_row(&self, system: &str) -> Measurement {
+        let ratios = self.ratios();
+        let extra = Extra {
+            flood_sent_per_sec: self.sent_per_sec(),
+            no_flood_ratio: (!ratios.is_empty()).then(|| median(&ratios)),
+            ..Extra::default()
+        };
+        let transfers = self.pairs.iter().map(|(_, flooded)| &flooded.transfer);
+        transfers_row(
+            row("flood_throughput", system, "bit/s", Some(self.rate)),
+            transfers,
+            extra,
+        )
+    }
+
+    /// The handshake work over every flooded transfer that was measured.
+    fn work(&self) -> Result<HandshakeWork, String> {
+        let mut total: Option<HandshakeWork> = None;
+        let mut first_error = None;
+        for (_, flooded) in &self.pairs {
+            match &flooded.work {
+                Ok(work) => total = Some(total.map_or_else(|| work.clone(), |t| t.plus(work))),
+                Err(why) => first_error = first_error.or(Some(why.clone())),
+            }
+        }
+        total
+            .filter(|work| !work.window.is_zero())
+            .ok_or_else(|| first_error.unwrap_or_else(|| "nothing measured".to_string()))
+    }
+
+    fn handshakes_row(&self, system: &str) -> Measurement {
+        let row = row("flood_handshakes", system, "replies/s", Some(self.rate));
+        let work = match self.work() {
+            Ok(work) => work,
+            Err(why) => return row.failed(why),
+        };
+        let secs = work.window.as_secs_f64();
+        let extra = Extra {
+            cookie_replies: Some(work.replies.cookie_replies),
+            initiations_computed: work.counters.map(|c| c.initiations_computed),
+            socket_drops: Some(work.socket_drops),
+            cpu_seconds: Some(work.cpu.as_secs_f64()),
+            window_secs: Some(secs),
+            flood_sent_per_sec: self.sent_per_sec(),
+            ..Extra::default()
+        };
+        let mut measurement = row.measured(
+            vec![work.replies.cookie_replies as f64 / secs],
+            MeasurementStatus::Ok,
+            extra,
+        );
+        if work.replies.responses > 0 {
+            measurement.note = Some(format!(
+                "{} handshake responses went to spoofed sources",
+                work.replies.responses
+            ));
+        }
+        measurement
+    }
+
+    /// One progress line.
+    fn summary(&self) -> String {
+        let mut parts = vec![format!("flood {}", self.rate)];
+        if let Some(rate) = self.sent_per_sec() {
+            parts.push(format!("sent {rate:.0}/s"));
+        }
+        let ratios = self.ratios();
+        parts.push(if ratios.is_empty() {
+            let why = self
+                .pairs
+                .iter()
+                .find_map(|(_, flooded)| flooded.transfer.as_ref().err())
+                .map_or("no transfer arrived intact", String::as_str);
+            format!("transfers failed: {why}")
+        } else {
+            let text: Vec<String> = ratios.iter().map(|ratio| format!("{ratio:.2}")).collect();
+            format!(
+                "throughput {:.2}× no flood ({})",
+                median(&ratios),
+                text.join(", ")
+            )
+        });
+        if let Ok(work) = self.work() {
+            let secs = work.window.as_secs_f64();
+            let mut text = format!(
+                "{:.0} cookie replies/s",
+                work.replies.cookie_replies as f64 / secs
+            );
+            if let Some(counters) = work.counters {
+                text.push_str(&format!(
+                    ", {:.0} initiations computed/s",
+                    counters.initiations_computed as f64 / secs
+                ));
+            }
+            text.push_str(&format!(
+                ", {:.0} dropped unread/s",
+                work.socket_drops as f64 / secs
+            ));
+            parts.push(text);
+        }
+        parts.push(recovery_text(&self.recovery));
+        parts.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floods_follow_the_reference_and_label_their_rows() {
+        let labels: Vec<String> = std::iter::once(None)
+            .chain(FLOODS.map(Some))
+            .map(flood_label)
+            .collect();
+        assert_eq!(labels, ["none", "20000/s", "max"]);
+        assert_eq!(steps(true), 3);
+    }
+
+    #[test]
+    fn failed_transfers_fail_the_row_or_leave_a_note() {
+        let failed: Result<BulkReport, String> = Err("no progress for 15s".to_string());
+        let row_of = |transfers: &[&Result<BulkReport, String>]| {
+            transfers_row(
+                row("flood_throughput", "fjord", "bit/s", None),
+                transfers.iter().copied(),
+                Extra::default(),
+            )
+        };
+        let all_failed = row_of(&[&failed, &failed]);
+        assert_eq!(all_failed.status, MeasurementStatus::Failed);
+        assert_eq!(all_failed.note.as_deref(), Some("no progress for 15s"));
+
+        // One that timed out beside one intact: the intact one is the
+        // figure, its data verified, the failure a note.
+        let intact: Result<BulkReport, String> = Ok(BulkReport {
+            bytes: 1 << 20,
+            elapsed: Duration::from_millis(10),
+            sender_digest: crate::traffic::ContentDigest(7),
+            receiver_digest: crate::traffic::ContentDigest(7),
+            verified: true,
+            throughput_bits_per_sec: 8e8,
+            streams: Vec::new(),
+        });
+        let partly = row_of(&[&intact, &failed]);
+        assert_eq!(partly.status, MeasurementStatus::Ok);
+        assert_eq!(partly.samples, [8e8]);
+        assert_eq!(partly.extra.verified, Some(true));
+        assert_eq!(
+            partly.note.as_deref(),
+            Some("1 of 2 transfers failed: no progress for 15s")
+        );
+    }
+}

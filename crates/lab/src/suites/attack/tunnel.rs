@@ -1,0 +1,287 @@
+//! The attack suite's measuring side: one implementation on both hosts
+//! of [`AttackedHosts`], the right side flooded, and the three things the
+//! suite does to it: transfers with and without a flood, counter readings
+//! around them, and restarts of the left side.
+
+use std::net::{IpAddr, SocketAddr, SocketAddrV4};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use fjord_proto::HandshakeCounters;
+
+use crate::attack::hosts::{ATTACKER_LINK, spoofed_sources};
+use crate::attack::{
+    AttackedHosts, EchoService, Flood, FloodRate, FloodTarget, Replies, ReplyCounters,
+    time_to_echo, udp_socket_drops,
+};
+use crate::systems::cpu_time;
+use crate::systems::wireguard::{
+    Implementation, Initiator, Interface, LISTEN_PORT, WgSide, point_to_point,
+};
+use crate::topology::{RIGHT_OVERLAY, RIGHT_UNDERLAY};
+use crate::traffic::{self, BulkReport, BulkTransfer};
+
+/// How long a flood runs before anything is measured, so the responder
+/// has seen the load.
+pub const FLOOD_SETTLE: Duration = Duration::from_secs(1);
+/// How long a restarted side may take to carry an echo again.
+pub const RESTART_LIMIT: Duration = Duration::from_secs(30);
+/// How long one transfer may take, and go without progress.
+const TRANSFER_LIMIT: Duration = Duration::from_secs(60);
+const TRANSFER_STALL: Duration = Duration::from_secs(15);
+/// How long the tunnel may take to answer a ping before a transfer.
+const TUNNEL_CHECK_LIMIT: Duration = Duration::from_secs(20);
+const FIRST_SINK_PORT: u16 = 5401;
+const ECHO_PORT: u16 = 5499;
+
+/// One implementation on both hosts, the right side flooded.
+/// Field order matters: daemons stop, then the echo service ends, then
+/// (in the caller) the hosts go.
+pub struct Tunnel<'a> {
+    implementation: &'a dyn Implementation,
+    hosts: &'a AttackedHosts,
+    workdir: &'a Path,
+    left_side: WgSide,
+    right_side: WgSide,
+    /// `None` only while it restarts.
+    left: Option<Interface>,
+    right: Interface,
+    replies: ReplyCounters<'a>,
+    next_sink_port: u16,
+    _echo: EchoService,
+}
+
+/// The responder's handshake work over one or more windows.
+#[derive(Debug, Clone, Default)]
+pub struct HandshakeWork {
+    pub window: Duration,
+    pub replies: Replies,
+    /// By the implementation's own count, where it keeps one.
+    pub counters: Option<HandshakeCounters>,
+    pub socket_drops: u64,
+    pub cpu: Duration,
+}
+
+/// Counters read at one moment, to take differences of.
+pub struct Snapshot {
+    at: Instant,
+    replies: Replies,
+    counters: Option<HandshakeCounters>,
+    socket_drops: u64,
+    cpu: Duration,
+}
+
+/// A transfer during a flood, and what the responder did meanwhile.
+pub struct FloodedTransfer {
+    pub transfer: Result<BulkReport, String>,
+    pub work: Result<HandshakeWork, String>,
+    /// Spoofed initiations per second the flood sent.
+    pub sent_per_sec: Option<f64>,
+}
+
+impl<'a> Tunnel<'a> {
+    pub fn start(
+        implementation: &'a dyn Implementation,
+        hosts: &'a AttackedHosts,
+        workdir: &'a Path,
+    ) -> Result<Self, String> {
+        let (left_side, right_side) =
+            point_to_point(Initiator::Left).map_err(|error| error.to_string())?;
+        let right = implementation
+            .start(&hosts.hosts.right, &right_side, workdir)
+            .map_err(|error| error.to_string())?;
+        let left = implementation
+            .start(&hosts.hosts.left, &left_side, workdir)
+            .map_err(|error| error.to_string())?;
+        let replies = ReplyCounters::install(&hosts.attacker, LISTEN_PORT)
+            .map_err(|error| format!("counting replies: {error}"))?;
+        let echo = EchoService::start(&hosts.hosts.right, ECHO_PORT)
+            .map_err(|error| format!("starting the echo service: {error}"))?;
+        let tunnel = Self {
+            implementation,
+            hosts,
+            workdir,
+            left_side,
+            right_side,
+            left: Some(left),
+            right,
+            replies,
+            next_sink_port: FIRST_SINK_PORT,
+            _echo: echo,
+        };
+        tunnel.check_up()?;
+        Ok(tunnel)
+    }
+
+    /// Whether the tunnel answers a ping (after a restart that timed
+    /// out, a plain initiator may need its retries).
+    pub fn check_up(&self) -> Result<(), String> {
+        traffic::wait_for_ping(
+            &self.hosts.hosts.left,
+            IpAddr::V4(RIGHT_OVERLAY),
+            TUNNEL_CHECK_LIMIT,
+        )
+        .map(drop)
+        .map_err(|error| format!("no ping through the tunnel: {error}"))
+    }
+
+    /// A digest-checked TCP transfer of `bytes` left → right, each on a
+    /// port of its own (no wait for an old connection's).
+    pub fn transfer(&mut self, bytes: u64) -> Result<BulkReport, String> {
+        let port = self.next_sink_port;
+        self.next_sink_port = self.next_sink_port.wrapping_add(1).max(FIRST_SINK_PORT);
+        BulkTransfer::new(bytes)
+            .timeout(TRANSFER_LIMIT)
+            .stall_timeout(TRANSFER_STALL)
+            .run(
+                &self.hosts.hosts.left,
+                &self.hosts.hosts.right,
+                SocketAddr::new(IpAddr::V4(RIGHT_OVERLAY), port),
+            )
+            .map_err(|error| error.to_string())
+    }
+
+    /// Starts a flood at `rate` and waits [`FLOOD_SETTLE`].
+    pub fn start_flood(&self, rate: FloodRate) -> Result<Flood, String> {
+        let (destination_mac, source_mac) = self
+            .hosts
+            .attack_link_macs()
+            .map_err(|error| error.to_string())?;
+        let target = FloodTarget {
+            address: SocketAddrV4::new(RIGHT_UNDERLAY, LISTEN_PORT),
+            public_key: self.right_side.public_key(),
+            destination_mac,
+            source_mac,
+            sources: spoofed_sources(),
+        };
+        let flood = Flood::start(&self.hosts.attacker, ATTACKER_LINK, target, rate)
+            .map_err(|error| format!("starting the flood: {error}"))?;
+        std::thread::sleep(FLOOD_SETTLE);
+        Ok(flood)
+    }
+
+    /// A transfer of `bytes` while a flood at `rate` runs.
+    pub fn flooded_transfer(&mut self, rate: FloodRate, bytes: u64) -> FloodedTransfer {
+        let flood = match self.start_flood(rate) {
+            Ok(flood) => flood,
+            Err(why) => {
+                return FloodedTransfer {
+                    transfer: Err(why.clone()),
+                    work: Err(why),
+                    sent_per_sec: None,
+                };
+            }
+        };
+        let before = self.snapshot();
+        let transfer = self.transfer(bytes);
+        let after = self.snapshot();
+        let work = match (before, after) {
+            (Ok(before), Ok(after)) => Ok(HandshakeWork::between(&before, &after)),
+            (Err(why), _) | (_, Err(why)) => Err(why),
+        };
+        match flood.stop() {
+            Ok(report) => FloodedTransfer {
+                transfer,
+                work,
+                sent_per_sec: Some(report.per_second()),
+            },
+            Err(error) => {
+                let why = format!("the flood stopped early: {error}");
+                FloodedTransfer {
+                    transfer: Err(why.clone()),
+                    work: Err(why),
+                    sent_per_sec: None,
+                }
+            }
+        }
+    }
+
+    fn snapshot(&self) -> Result<Snapshot, String> {
+        let counters = self
+            .implementation
+            .handshake_counters(&self.right)
+            .transpose()?;
+        Ok(Snapshot {
+            at: Instant::now(),
+            replies: self
+                .replies
+                .read()
+                .map_err(|error| format!("reading reply counters: {error}"))?,
+            counters,
+            socket_drops: udp_socket_drops(&self.hosts.hosts.right, LISTEN_PORT)
+                .map_err(|error| format!("reading socket drops: {error}"))?,
+            cpu: cpu_time(&self.right.pids()),
+        })
+    }
+
+    /// Stops the left side and starts it again with the same keys, under
+    /// a flood at `rate` if given; the time from starting it to the first
+    /// echo through the tunnel, `None` past [`RESTART_LIMIT`].
+    pub fn restart_left(&mut self, rate: Option<FloodRate>) -> Result<Option<Duration>, String> {
+        let flood = rate.map(|rate| self.start_flood(rate)).transpose()?;
+        // Dropping stops the daemon and removes a control socket it left.
+        drop(self.left.take());
+        let started = Instant::now();
+        let left = self
+            .implementation
+            .start(&self.hosts.hosts.left, &self.left_side, self.workdir)
+            .map_err(|error| format!("restarting the left side: {error}"))?;
+        self.left = Some(left);
+        let back = time_to_echo(
+            &self.hosts.hosts.left,
+            SocketAddr::new(IpAddr::V4(RIGHT_OVERLAY), ECHO_PORT),
+            started,
+            RESTART_LIMIT,
+        )
+        .map_err(|error| format!("probing through the tunnel: {error}"))?;
+        if let Some(flood) = flood {
+            flood
+                .stop()
+                .map_err(|error| format!("the flood stopped early: {error}"))?;
+        }
+        Ok(back)
+    }
+}
+
+impl HandshakeWork {
+    fn between(before: &Snapshot, after: &Snapshot) -> Self {
+        let counters =
+            before
+                .counters
+                .zip(after.counters)
+                .map(|(before, after)| HandshakeCounters {
+                    initiations_computed: after
+                        .initiations_computed
+                        .saturating_sub(before.initiations_computed),
+                    cookie_replies: after.cookie_replies.saturating_sub(before.cookie_replies),
+                });
+        Self {
+            window: after.at.saturating_duration_since(before.at),
+            replies: after.replies.since(&before.replies),
+            counters,
+            socket_drops: after.socket_drops.saturating_sub(before.socket_drops),
+            cpu: after.cpu.saturating_sub(before.cpu),
+        }
+    }
+
+    /// The work of both windows together.
+    pub fn plus(&self, other: &HandshakeWork) -> HandshakeWork {
+        let counters = match (self.counters, other.counters) {
+            (Some(mine), Some(theirs)) => Some(HandshakeCounters {
+                initiations_computed: mine.initiations_computed + theirs.initiations_computed,
+                cookie_replies: mine.cookie_replies + theirs.cookie_replies,
+            }),
+            (mine, theirs) => mine.or(theirs),
+        };
+        HandshakeWork {
+            window: self.window + other.window,
+            replies: Replies {
+                cookie_replies: self.replies.cookie_replies + other.replies.cookie_replies,
+                responses: self.replies.responses + other.replies.responses,
+            },
+            counters,
+            socket_drops: self.socket_drops + other.socket_drops,
+            cpu: self.cpu + other.cpu,
+        }
+    }
+}
