@@ -20,6 +20,9 @@ use crate::systems::{FjordMesh, RunningMesh, SystemError};
 use crate::topology::MeshHost;
 
 const NAME: &str = "fjord";
+/// fjord with its data cipher forced to WireGuard's (`--cipher
+/// chacha20-poly1305`): what fjord costs where AES-256-GCM is not agreed.
+const CHACHA_NAME: &str = "fjord-chacha";
 
 /// Environment variable naming the fjord binary explicitly.
 pub const BINARY_ENV: &str = "FJORD_BIN";
@@ -50,6 +53,8 @@ pub struct Fjord {
     threads: Option<u16>,
     /// `--test-rekey-divisor`: faster rekeys, for tests.
     rekey_divisor: Option<u32>,
+    /// `--cipher chacha20-poly1305`: no AES-256-GCM, even between fjord nodes.
+    chacha_only: bool,
 }
 
 impl Fjord {
@@ -72,6 +77,7 @@ impl Fjord {
             binary,
             threads: RUNNING_THREADS.get().copied(),
             rekey_divisor: None,
+            chacha_only: false,
         }
     }
 
@@ -81,6 +87,7 @@ impl Fjord {
             binary: Some(binary),
             threads: None,
             rekey_divisor: None,
+            chacha_only: false,
         }
     }
 
@@ -102,11 +109,27 @@ impl Fjord {
         self.rekey_divisor = Some(divisor);
         self
     }
+
+    /// Runs each side with `--cipher chacha20-poly1305`, as the system
+    /// `fjord-chacha`.
+    pub fn chacha_only(mut self) -> Self {
+        self.chacha_only = true;
+        self
+    }
+
+    /// The data cipher two sides of this fjord agree on on this machine.
+    pub fn expected_cipher(&self) -> fjord_proto::DataCipher {
+        if !self.chacha_only && fjord_proto::aead::hardware_aes() {
+            fjord_proto::DataCipher::Aes256Gcm
+        } else {
+            fjord_proto::DataCipher::ChaCha20Poly1305
+        }
+    }
 }
 
 impl Implementation for Fjord {
     fn name(&self) -> &'static str {
-        NAME
+        if self.chacha_only { CHACHA_NAME } else { NAME }
     }
 
     fn settings(&self) -> String {
@@ -115,7 +138,7 @@ impl Implementation for Fjord {
             (None, Ok(threads)) => format!("{threads} (${THREADS_ENV})"),
             (None, Err(_)) => format!("{} (default)", fjord_net::default_threads()),
         };
-        format!("threads {threads}")
+        format!("threads {threads}, cipher {}", self.expected_cipher())
     }
 
     fn installed(&self) -> Result<PathBuf, String> {
@@ -142,6 +165,9 @@ impl Implementation for Fjord {
         }
         if let Some(divisor) = self.rekey_divisor {
             command.arg("--test-rekey-divisor").arg(divisor.to_string());
+        }
+        if self.chacha_only {
+            command.arg("--cipher").arg("chacha20-poly1305");
         }
         let mut interface = Interface::spawn(NAME, namespace, side, workdir, &mut command, false)?;
         interface.wait_until(&format!("{} up with its addresses", side.ifname), || {
