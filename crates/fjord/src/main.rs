@@ -38,6 +38,11 @@ struct Cli {
     #[arg(long, global = true, hide = true, env = REKEY_DIVISOR_ENV,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     test_rekey_divisor: Option<u32>,
+    /// For `up` and `fjord IFACE`: once the interface is set up, run as
+    /// USER, keeping only CAP_NET_ADMIN (socket marks and buffers, and
+    /// removing routing rules at shutdown).
+    #[arg(long, global = true, env = "FJORD_USER", value_name = "USER")]
+    user: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -103,7 +108,13 @@ fn main() -> ExitCode {
         }
         None => Timing::default(),
     };
-    match run(cli.command, foreground, cli.threads, timing) {
+    match run(
+        cli.command,
+        foreground,
+        cli.threads,
+        timing,
+        cli.user.as_deref(),
+    ) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             if let Some(io) = error.downcast_ref::<io::Error>()
@@ -147,8 +158,10 @@ fn run(
     foreground: bool,
     chosen_threads: Option<u16>,
     timing: Timing,
+    user: Option<&str>,
 ) -> anyhow::Result<()> {
     let stdout = io::stdout();
+    let resolve_user = || user.map(fjord::privilege::resolve_user).transpose();
     let threads = chosen_threads.map_or_else(fjord_net::default_threads, usize::from);
     match command {
         Command::Genkey => {
@@ -164,12 +177,14 @@ fn run(
             no_offload,
             no_busy_poll,
         } => {
+            let user = resolve_user()?;
             require_root("fjord up")?;
             let options = UpOptions {
                 no_offload,
                 no_busy_poll,
                 threads,
                 timing,
+                user,
             };
             fjord::up::up(&config, &options)
         }
@@ -181,8 +196,9 @@ fn run(
                 ))
                 .into());
             };
+            let user = resolve_user()?;
             require_root("creating an interface")?;
-            fjord::userspace::run_interface(name, foreground, threads, timing)
+            fjord::userspace::run_interface(name, foreground, threads, timing, user.as_ref())
         }
         Command::Network(command) => fjord::networkcmd::run(command, &mut stdout.lock()),
         Command::Lab(command) => fjord::labcmd::run(command, chosen_threads),

@@ -56,7 +56,9 @@ pub fn socket_path(interface: &str) -> PathBuf {
     Path::new(SOCKET_DIRECTORY).join(format!("{interface}.sock"))
 }
 
-/// Interface names with a configuration socket, sorted.
+/// Interface names with a configuration socket, sorted. A socket nobody
+/// answers on is stale (its daemon died, or ran as another user and could
+/// not remove it) and is removed, as `wg` does.
 pub fn socket_paths() -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(SOCKET_DIRECTORY) else {
         return Vec::new();
@@ -65,7 +67,14 @@ pub fn socket_paths() -> Vec<String> {
         .flatten()
         .filter_map(|entry| {
             let name = entry.file_name().into_string().ok()?;
-            name.strip_suffix(".sock").map(str::to_string)
+            let interface = name.strip_suffix(".sock")?;
+            if let Err(error) = UnixStream::connect(entry.path())
+                && error.kind() == std::io::ErrorKind::ConnectionRefused
+            {
+                let _ = std::fs::remove_file(entry.path());
+                return None;
+            }
+            Some(interface.to_string())
         })
         .collect();
     names.sort();

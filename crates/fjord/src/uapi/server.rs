@@ -36,7 +36,11 @@ pub struct SocketGuard {
 
 impl Drop for SocketGuard {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        // After `--user`, the directory is no longer ours to change: the
+        // file stays, stale, until the next bind or `fjord show` removes it.
+        if let Err(error) = std::fs::remove_file(&self.path) {
+            tracing::debug!(%error, path = %self.path.display(), "configuration socket left behind");
+        }
     }
 }
 

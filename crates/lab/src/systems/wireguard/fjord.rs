@@ -50,6 +50,10 @@ pub struct Fjord {
     threads: Option<u16>,
     /// `--test-rekey-divisor`: faster rekeys, for tests.
     rekey_divisor: Option<u32>,
+    /// `--user`: the account each side runs as once set up.
+    user: Option<String>,
+    /// `FJORD_LOG`: what each side logs; fjord's default when `None`.
+    log_filter: Option<String>,
 }
 
 impl Fjord {
@@ -72,6 +76,8 @@ impl Fjord {
             binary,
             threads: RUNNING_THREADS.get().copied(),
             rekey_divisor: None,
+            user: None,
+            log_filter: None,
         }
     }
 
@@ -81,6 +87,8 @@ impl Fjord {
             binary: Some(binary),
             threads: None,
             rekey_divisor: None,
+            user: None,
+            log_filter: None,
         }
     }
 
@@ -100,6 +108,18 @@ impl Fjord {
     /// Both ends of a tunnel must agree.
     pub fn with_rekey_divisor(mut self, divisor: u32) -> Self {
         self.rekey_divisor = Some(divisor);
+        self
+    }
+
+    /// Runs each side as `user` once its interface is set up (`--user`).
+    pub fn with_user(mut self, user: &str) -> Self {
+        self.user = Some(user.to_string());
+        self
+    }
+
+    /// Runs each side with `FJORD_LOG=filter` (`trace` logs everything).
+    pub fn with_log_filter(mut self, filter: &str) -> Self {
+        self.log_filter = Some(filter.to_string());
         self
     }
 }
@@ -142,6 +162,12 @@ impl Implementation for Fjord {
         }
         if let Some(divisor) = self.rekey_divisor {
             command.arg("--test-rekey-divisor").arg(divisor.to_string());
+        }
+        if let Some(user) = &self.user {
+            command.arg("--user").arg(user);
+        }
+        if let Some(filter) = &self.log_filter {
+            command.env("FJORD_LOG", filter);
         }
         let mut interface = Interface::spawn(NAME, namespace, side, workdir, &mut command, false)?;
         interface.wait_until(&format!("{} up with its addresses", side.ifname), || {
