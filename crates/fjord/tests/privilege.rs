@@ -12,14 +12,11 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::SocketAddr;
-use std::os::unix::net::UnixStream;
 use std::process::Command;
 use std::time::Duration;
 
 use fjord_lab::systems;
-use fjord_lab::traffic::{self, BulkTransfer};
+use fjord_lab::traffic;
 use fjord_sys::privilege::{CAP_NET_ADMIN, lookup_user};
 use support::{Tunnel, left_overlay, ready, right_overlay, show_text};
 
@@ -88,22 +85,10 @@ fn thread_credentials(pid: u32) -> Vec<(String, Credentials)> {
 
 /// One `set=1` request on `ifname`'s configuration socket; its errno.
 fn uapi_set(ifname: &str, body: &str) -> i32 {
-    let path = format!("/var/run/wireguard/{ifname}.sock");
-    let mut socket = UnixStream::connect(&path).expect("configuration socket");
-    socket
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    socket
-        .write_all(format!("set=1\n{body}\n\n").as_bytes())
-        .expect("send the request");
-    let mut reply = [0u8; 64];
-    let len = socket.read(&mut reply).expect("read the reply");
-    let reply = String::from_utf8_lossy(&reply[..len]);
-    reply
-        .trim()
-        .strip_prefix("errno=")
-        .and_then(|errno| errno.parse().ok())
-        .unwrap_or_else(|| panic!("malformed reply {reply:?}"))
+    support::reply_errno(&support::uapi_request(
+        ifname,
+        &format!("set=1\n{body}\n\n"),
+    ))
 }
 
 #[test]
@@ -121,21 +106,8 @@ fn tunnel_runs_as_nobody_with_net_admin_only() {
     // are read.
     traffic::ping(&tunnel.hosts.right, left_overlay(), 3)
         .unwrap_or_else(|error| panic!("{}", tunnel.context(&error.to_string())));
-    let transfer = BulkTransfer::new(TRANSFER_BYTES)
-        .timeout(Duration::from_secs(120))
-        .run(
-            &tunnel.hosts.left,
-            &tunnel.hosts.right,
-            SocketAddr::new(right_overlay(), SINK_PORT),
-        )
-        .unwrap_or_else(|error| panic!("{}", tunnel.context(&format!("transfer: {error}"))));
+    let transfer = tunnel.verified_transfer(TRANSFER_BYTES, SINK_PORT);
     eprintln!("{test}: {transfer}");
-    assert!(
-        transfer.verified,
-        "{}",
-        tunnel.context(&format!("{transfer:?}"))
-    );
-    assert_eq!(transfer.sender_digest, transfer.receiver_digest);
 
     let expected = Credentials {
         uids: vec![account.uid; 4],

@@ -1,13 +1,15 @@
 //! The client side: `fjord show` asks any userspace implementation.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fjord_proto::PublicKey;
+use zeroize::Zeroizing;
 
+use super::lines::SecretLines;
 use super::{SOCKET_DIRECTORY, unhex32};
 
 #[derive(Debug, thiserror::Error)]
@@ -81,7 +83,9 @@ pub fn socket_paths() -> Vec<String> {
     names
 }
 
-fn request(path: &Path, request: &str) -> Result<Vec<String>, UapiClientError> {
+/// Sends `request`; the reply's lines up to `errno=0`, wiped when dropped
+/// (a `get=1` reply holds the private key).
+fn request(path: &Path, request: &str) -> Result<Zeroizing<Vec<String>>, UapiClientError> {
     let io = |source| UapiClientError::Io {
         path: path.to_path_buf(),
         source,
@@ -91,9 +95,9 @@ fn request(path: &Path, request: &str) -> Result<Vec<String>, UapiClientError> {
         .set_read_timeout(Some(Duration::from_secs(5)))
         .map_err(io)?;
     stream.write_all(request.as_bytes()).map_err(io)?;
-    let mut lines = Vec::new();
-    for line in BufReader::new(stream).lines() {
-        let line = line.map_err(io)?;
+    let mut lines = Zeroizing::new(Vec::new());
+    let mut reader = SecretLines::new(&stream);
+    while let Some(mut line) = reader.next_line().map_err(io)? {
         if line.is_empty() {
             break;
         }
@@ -107,7 +111,7 @@ fn request(path: &Path, request: &str) -> Result<Vec<String>, UapiClientError> {
             }
             break;
         }
-        lines.push(line);
+        lines.push(std::mem::take(&mut *line));
     }
     Ok(lines)
 }
@@ -143,7 +147,11 @@ pub fn query(interface: &str) -> Result<UapiInterface, UapiClientError> {
 fn parse_get(path: &Path, lines: &[String]) -> Result<UapiInterface, UapiClientError> {
     let malformed = |line: &str| UapiClientError::Malformed {
         path: path.to_path_buf(),
-        line: line.to_string(),
+        // A key line is named, never shown: it may hold the private key.
+        line: match line.split_once('=') {
+            Some((key @ ("private_key" | "preshared_key"), _)) => format!("{key}=(hidden)"),
+            _ => line.to_string(),
+        },
     };
     let mut interface = UapiInterface::default();
     for line in lines {

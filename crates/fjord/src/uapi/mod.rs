@@ -10,6 +10,7 @@
 mod apply;
 mod client;
 mod format;
+pub mod lines;
 mod server;
 mod set;
 
