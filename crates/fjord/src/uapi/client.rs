@@ -144,7 +144,8 @@ pub fn query(interface: &str) -> Result<UapiInterface, UapiClientError> {
     Ok(parsed)
 }
 
-fn parse_get(path: &Path, lines: &[String]) -> Result<UapiInterface, UapiClientError> {
+/// Parses the lines of a `get=1` reply (without `errno=`) from `path`.
+pub fn parse_get(path: &Path, lines: &[String]) -> Result<UapiInterface, UapiClientError> {
     let malformed = |line: &str| UapiClientError::Malformed {
         path: path.to_path_buf(),
         // A key line is named, never shown: it may hold the private key.
