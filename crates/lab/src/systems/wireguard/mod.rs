@@ -31,7 +31,7 @@ mod wireguard_go;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use fjord_proto::HandshakeCounters;
+use fjord_proto::{DropCounters, HandshakeCounters};
 
 pub use boringtun::Boringtun;
 pub use fjord::{Fjord, use_binary as use_fjord_binary, use_threads as use_fjord_threads};
@@ -69,6 +69,11 @@ pub trait Implementation: Send + Sync {
     /// (initiations read with Diffie–Hellman work, cookie replies sent);
     /// `None` where the implementation does not report it.
     fn handshake_counters(&self, _side: &Interface) -> Option<Result<HandshakeCounters, String>> {
+        None
+    }
+    /// What the running `side` refused so far, by reason, by its own
+    /// count; `None` where the implementation does not report it.
+    fn drop_counters(&self, _side: &Interface) -> Option<Result<DropCounters, String>> {
         None
     }
     /// Configures a mesh of this implementation across `lan`; see
