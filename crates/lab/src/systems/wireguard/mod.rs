@@ -22,6 +22,7 @@
 mod boringtun;
 pub(crate) mod fjord;
 mod interface;
+mod pair;
 mod side;
 mod wireguard_go;
 
@@ -33,6 +34,7 @@ use fjord_proto::HandshakeCounters;
 pub use boringtun::Boringtun;
 pub use fjord::{Fjord, use_binary as use_fjord_binary, use_threads as use_fjord_threads};
 pub use interface::{Interface, PeerStats};
+pub use pair::{End, Pair};
 pub use side::{
     DEFAULT_MTU, Initiator, LISTEN_PORT, WgPeer, WgSide, generate_private_key, point_to_point,
     unique_ifname,
@@ -66,6 +68,13 @@ pub trait Implementation: Send + Sync {
     /// (initiations read with Diffie–Hellman work, cookie replies sent);
     /// `None` where the implementation does not report it.
     fn handshake_counters(&self, _side: &Interface) -> Option<Result<HandshakeCounters, String>> {
+        None
+    }
+    /// The same implementation with its rekey cycle `divisor` times
+    /// faster (a rekey every 120 s ÷ `divisor`), where it has a test
+    /// switch for that (fjord's `--test-rekey-divisor`); `None` where it
+    /// rekeys on WireGuard's timers only. Both ends must run the same.
+    fn with_fast_rekeys(&self, _divisor: u32) -> Option<Box<dyn Implementation>> {
         None
     }
     /// Configures a mesh of this implementation across `lan`; see
