@@ -423,9 +423,25 @@ fn rekeys(name: &str, plan: &Plan, record: &Record) -> Option<Measurement> {
         ..Extra::default()
     };
     let mut measurement = row.concluded(vec![rekeys as f64], extra, None);
-    let expected = ran_for(record).as_secs_f64() / rekey_every.as_secs_f64();
+    // A restart starts the sessions anew, and their rekey clock with them.
+    let mut lives = vec![record.start];
+    lives.extend(
+        record
+            .restarts
+            .iter()
+            .filter(|restart| restart.back.is_ok())
+            .map(|restart| restart.stopped),
+    );
+    lives.push(record.start + ran_for(record));
+    let expected: f64 = lives
+        .windows(2)
+        .map(|life| {
+            let length = life[1].saturating_duration_since(life[0]);
+            (length.as_secs_f64() / rekey_every.as_secs_f64()).floor()
+        })
+        .sum();
     measurement.note = Some(format!(
-        "{handshakes} handshakes by the two sides' counts of initiations computed, less one per restart; about {expected:.0} expected at one every {:.1} s",
+        "{handshakes} handshakes by the two sides' counts of initiations computed, less one per restart; about {expected:.0} expected at one every {:.1} s of a session's life, which each restart starts anew",
         rekey_every.as_secs_f64()
     ));
     Some(measurement)
