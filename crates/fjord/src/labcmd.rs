@@ -101,7 +101,7 @@ pub fn run(command: LabCommand, threads: Option<u16>) -> anyhow::Result<()> {
             if let Some(minutes) = soak_minutes {
                 if !(minutes.is_finite() && minutes > 0.0 && minutes <= MAX_SOAK_MINUTES) {
                     return Err(UsageError(format!(
-                        "--soak-minutes: {minutes} is not a number of minutes between 0 and {MAX_SOAK_MINUTES}"
+                        "--soak-minutes {minutes}: give minutes above 0 and at most {MAX_SOAK_MINUTES}"
                     ))
                     .into());
                 }
