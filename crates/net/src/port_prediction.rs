@@ -9,6 +9,16 @@
 //!     anything else is read and dropped
 //! housekeeping ─▶ rounds older than ROUND_LIFETIME close
 //! ```
+//!
+//! Both members of a pair ask for rounds (each attempt of either side
+//! arranges a rendezvous), and a member behind a symmetric NAT asks for
+//! one toward every other member, hopeless ones (another symmetric NAT)
+//! included. So a request toward a member whose round is open punches
+//! again through that round's sockets and extends it, and with every
+//! slot busy the oldest round gives way: the newest request is the one
+//! whose member's probes are about to arrive. Refusing it instead left a
+//! symmetric member waiting, in namespaces, for rounds toward members
+//! it could never meet to expire.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -66,7 +76,8 @@ impl PortPrediction {
     }
 
     /// Opens a round's sockets and punches from each toward `toward`
-    /// with the TTL `ttl`. Returns how many sockets opened.
+    /// with the TTL `ttl`, or punches again through the open round toward
+    /// the same addresses. Returns how many sockets the round has.
     pub fn start(
         &mut self,
         now: Instant,
@@ -76,9 +87,31 @@ impl PortPrediction {
         fwmark: u32,
         registry: &Registry,
     ) -> usize {
-        let Some(slot) = self.rounds.iter().position(Option::is_none) else {
-            tracing::debug!("port prediction rounds all busy; this one waits for the next attempt");
-            return 0;
+        let mut addresses: Vec<IpAddr> = toward.iter().map(SocketAddr::ip).collect();
+        addresses.sort_unstable();
+        addresses.dedup();
+        if let Some(round) = self
+            .rounds
+            .iter_mut()
+            .flatten()
+            .find(|round| round.addresses == addresses)
+        {
+            for socket in round.sockets.iter().flatten() {
+                punch_from(socket, toward, ttl, punch);
+            }
+            round.expires = now + ROUND_LIFETIME;
+            return round.sockets.iter().flatten().count();
+        }
+        let slot = match self.rounds.iter().position(Option::is_none) {
+            Some(free) => free,
+            None => {
+                let oldest = (0..MAX_ROUNDS)
+                    .min_by_key(|&slot| self.rounds[slot].as_ref().map(|round| round.expires))
+                    .unwrap_or(0);
+                tracing::debug!("port prediction rounds all busy; the oldest gives way");
+                self.close(oldest, registry);
+                oldest
+            }
         };
         let mut sockets = Vec::with_capacity(PREDICTION_SOCKETS);
         for index in 0..PREDICTION_SOCKETS {
@@ -109,8 +142,6 @@ impl PortPrediction {
             }
         }
         let opened = sockets.iter().flatten().count();
-        let mut addresses: Vec<IpAddr> = toward.iter().map(SocketAddr::ip).collect();
-        addresses.dedup();
         self.rounds[slot] = Some(Round {
             sockets,
             addresses,
@@ -183,5 +214,71 @@ fn punch_from(socket: &UdpTransport, toward: &[SocketAddr], ttl: u8, punch: &[u8
     }
     if let Err(error) = socket.set_ttl(None) {
         tracing::debug!(%error, "cannot restore a prediction socket's TTL");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{Ipv4Addr, UdpSocket};
+
+    use mio::Poll;
+
+    use super::*;
+
+    fn member(address: Ipv4Addr) -> (UdpSocket, SocketAddr) {
+        let socket = UdpSocket::bind((address, 0)).expect("loopback socket");
+        let endpoint = socket.local_addr().expect("bound");
+        (socket, endpoint)
+    }
+
+    fn open_rounds(prediction: &PortPrediction) -> Vec<Vec<IpAddr>> {
+        prediction
+            .rounds
+            .iter()
+            .flatten()
+            .map(|round| round.addresses.clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_member_keeps_one_round_and_the_newest_request_gets_a_slot() {
+        let poll = Poll::new().expect("poll");
+        let mut prediction = PortPrediction::new(0);
+        let now = Instant::now();
+        let members: Vec<_> = [1, 2, 3]
+            .map(|last| member(Ipv4Addr::new(127, 0, 0, last)))
+            .into();
+        let start = |prediction: &mut PortPrediction, index: usize, at: Instant| {
+            prediction.start(at, &[members[index].1], 64, b"punch", 0, poll.registry())
+        };
+
+        assert_eq!(start(&mut prediction, 0, now), PREDICTION_SOCKETS);
+        let later = now + Duration::from_millis(500);
+        assert_eq!(start(&mut prediction, 0, later), PREDICTION_SOCKETS);
+        assert_eq!(open_rounds(&prediction), vec![vec![members[0].1.ip()]]);
+        assert_eq!(
+            prediction.rounds[0].as_ref().map(|round| round.expires),
+            Some(later + ROUND_LIFETIME),
+            "a second request toward the member extends its round"
+        );
+
+        start(&mut prediction, 1, later);
+        start(&mut prediction, 2, later + Duration::from_millis(10));
+        let open = open_rounds(&prediction);
+        assert_eq!(open.len(), MAX_ROUNDS);
+        assert!(open.contains(&vec![members[2].1.ip()]), "{open:?}");
+        assert!(
+            !open.contains(&vec![members[0].1.ip()]),
+            "the oldest round gave way: {open:?}"
+        );
+
+        // Each round's sockets punched at the member it was opened for.
+        let (listener, _) = &members[2];
+        listener
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .expect("timeout");
+        let mut buffer = [0u8; 16];
+        let (length, _) = listener.recv_from(&mut buffer).expect("a punch arrives");
+        assert_eq!(&buffer[..length], b"punch");
     }
 }
