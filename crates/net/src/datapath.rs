@@ -117,6 +117,15 @@ pub struct Outbound {
     spans: Vec<std::ops::Range<usize>>,
 }
 
+/// Whether packets were flowing from TUN when the worker woke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// The last wait found nothing to read from TUN: latency counts, not
+    /// batching.
+    Idle,
+    Busy,
+}
+
 impl Outbound {
     pub fn new(mtu: usize) -> Self {
         let mut outbound = Self {
@@ -151,9 +160,18 @@ impl Outbound {
     /// Reads and seals up to `max_batches` TUN reads. A super-packet leaves
     /// at once; single packets wait for the turn's last read (or for the
     /// next super-packet), so that small packets read one by one still
-    /// leave in few sends.
-    pub fn drain(&mut self, now: Instant, pipes: &mut Pipes<'_>, max_batches: usize) -> Drained {
-        for _ in 0..max_batches {
+    /// leave in few sends. With `Pace::Idle` (TUN was quiet at the last
+    /// wake), a lone first packet leaves at once too: it is most likely a
+    /// ping or a request, and the read that would find the device empty
+    /// is a syscall on its round trip.
+    pub fn drain(
+        &mut self,
+        now: Instant,
+        pipes: &mut Pipes<'_>,
+        max_batches: usize,
+        pace: Pace,
+    ) -> Drained {
+        for batch in 0..max_batches {
             if self.filled > OUTBOUND_SLOTS - IDEAL_BATCH_SIZE {
                 self.send_sealed(pipes.udp, pipes.stats);
             }
@@ -201,7 +219,7 @@ impl Outbound {
             let first = self.filled;
             self.seal_read(now, pipes, first, count);
             self.filled += count;
-            if count > 1 {
+            if count > 1 || (batch == 0 && pace == Pace::Idle) {
                 // A super-packet is a GSO send by itself; sending it now
                 // lets the peer start on it while we read the next one.
                 self.send_sealed(pipes.udp, pipes.stats);

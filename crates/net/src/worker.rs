@@ -32,7 +32,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use crate::busy_poll::{BusyPoll, SPIN_WINDOW};
 use crate::control::{ControlCall, ControlContext, ControlHandle};
 use crate::crypto_stage::CryptoStage;
-use crate::datapath::{Drained, Inbound, Outbound, Pipes, ReceiveOn, send_blocking};
+use crate::datapath::{Drained, Inbound, Outbound, Pace, Pipes, ReceiveOn, send_blocking};
 use crate::drop_report::DropReport;
 use crate::port_prediction::PortPrediction;
 use crate::stats::DataStats;
@@ -193,6 +193,7 @@ impl Worker {
         // Send initiations and persistent keepalives that are due at start.
         self.after_io(Instant::now());
         let mut busy_poll = BusyPoll::with_window(Instant::now(), self.busy_poll_window);
+        let mut tun_at_last_wake = false;
         loop {
             let deadline = self
                 .node
@@ -248,6 +249,14 @@ impl Worker {
             if tun_ready || udp_ready {
                 busy_poll.traffic(Instant::now());
             }
+            // A ping's reply is read in the wake after its request came
+            // in, so what counts is whether TUN was read from last time.
+            let mut pace = if tun_at_last_wake {
+                Pace::Busy
+            } else {
+                Pace::Idle
+            };
+            tun_at_last_wake = tun_ready;
             while tun_ready || udp_ready {
                 let now = Instant::now();
                 let mut pipes = Pipes {
@@ -258,7 +267,7 @@ impl Worker {
                     stats: &mut self.stats,
                 };
                 if tun_ready {
-                    match self.outbound.drain(now, &mut pipes, BATCHES_PER_TURN) {
+                    match self.outbound.drain(now, &mut pipes, BATCHES_PER_TURN, pace) {
                         Drained::Empty => tun_ready = false,
                         Drained::MoreWaiting => {}
                         Drained::DeviceGone => return Ok(StopReason::InterfaceDeleted),
@@ -277,6 +286,7 @@ impl Worker {
                     }
                 }
                 self.after_io(now);
+                pace = Pace::Busy;
                 // A flood can keep the socket from ever running dry:
                 // `fjord show` and `wg set` must not wait for that.
                 if self.run_control_calls(now) {
