@@ -333,6 +333,7 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
             )]
         }
         TestKind::Flood => vec![flood_table(section, title)],
+        TestKind::Peers => vec![peers_table(section, title)],
         TestKind::TransferTime
         | TestKind::FrameLoss
         | TestKind::Mesh
@@ -406,6 +407,85 @@ fn flood_table(section: &Section, title: String) -> Table {
         _ => Vec::new(),
     };
     grid(section, title, caption(section, &remark), &[], &[""], &cell)
+}
+
+/// Rows by number of peers. Each figure carries its ratio to the same
+/// system's figure with one peer (the goal is 0.9 or better at 1,000);
+/// frame rates also the peer emulator's own ceiling, memory the cost per
+/// peer.
+fn peers_table(section: &Section, title: String) -> Table {
+    let zero_loss = section.test == "peers_zero_loss";
+    let one_peer = |m: &Measurement| match m.extra.one_peer_ratio {
+        Some(ratio) if m.status == MeasurementStatus::Ok => {
+            format!("{} ({} 1 peer)", median_figure(m), format::ratio(ratio))
+        }
+        _ => median_figure(m),
+    };
+    let cell = |row: &Row, index: usize, column: usize| {
+        let Some(m) = row.cells[index] else {
+            return MISSING.to_string();
+        };
+        match (section.test, column) {
+            ("peers_zero_loss", 1) => m.extra.emulator_ceiling_fps.map_or_else(
+                || MISSING.to_string(),
+                |fps| format!("{} fps", format::thousands(fps)),
+            ),
+            ("peers_memory", _) => match m.extra.per_peer_bytes {
+                Some(bytes) if m.status == MeasurementStatus::Ok => format!(
+                    "{} · {}/peer",
+                    median_figure(m),
+                    format::quantity(bytes, "bytes")
+                ),
+                _ => median_figure(m),
+            },
+            ("peers_tcp", _) => {
+                let mut text = one_peer(m);
+                if let Some(responder) = m.extra.cpu_seconds_per_gbit {
+                    text.push_str(&format!(" · {} s/Gbit", format::plain(responder)));
+                }
+                if let Some(emulator) = m.extra.emulator_cpu_seconds_per_gbit {
+                    text.push_str(&format!(" (emulator {})", format::plain(emulator)));
+                }
+                text
+            }
+            _ => one_peer(m),
+        }
+    };
+    let remark = match section.test {
+        "peers_zero_loss" => vec![
+            "(× 1 peer) = the figure over the same system's with one peer, same run; goal: \
+             0.9× or better at 1,000 peers · the frames form the same 1,000 flows at every \
+             peer count · emulator alone = frames the peer emulator seals and sends per \
+             second of its own CPU time (same frames, same peers, into a sink): the \
+             generator's ceiling on one core"
+                .to_string(),
+        ],
+        "peers_memory" => vec![
+            "the responder's resident size after the frame-rate searches · per peer: \
+             (that − with one peer) ÷ (peers − 1)"
+                .to_string(),
+        ],
+        _ => vec![
+            "the responder has 100 peers; each pair of transfers sends the same flows through \
+             one of them (peers: 1), then spread over all, back to back · (× 1 peer) = the \
+             median of the pairs' ratios · s/Gbit = the responder's CPU time per Gbit carried \
+             (emulator: the peer emulator's, no figure of the system)"
+                .to_string(),
+        ],
+    };
+    let columns: &[&str] = if zero_loss {
+        &["frames/s", "emulator alone"]
+    } else {
+        &[""]
+    };
+    grid(
+        section,
+        title,
+        caption(section, &remark),
+        &[],
+        columns,
+        &cell,
+    )
 }
 
 /// Rows frame size; theoretical maximum; per system frames/s (ratio) and
