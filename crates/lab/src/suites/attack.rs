@@ -38,6 +38,7 @@ mod tunnel;
 use std::path::Path;
 use std::time::Duration;
 
+use super::Suite;
 use crate::attack::{AttackedHosts, FloodRate};
 use crate::measure::{Row, transfers_row, verified};
 use crate::progress::Progress;
@@ -90,14 +91,13 @@ pub fn run(
     progress: &Progress,
     workdir: &Path,
 ) -> Vec<Measurement> {
-    let name = system.name();
-    let Some(implementation) = system.wireguard() else {
-        progress.line(&format!(
-            "{name}: attack: speaks no WireGuard, so there is no handshake to flood"
-        ));
-        progress.skip(steps(quick));
+    let why = "speaks no WireGuard, so there is no handshake to flood";
+    let Some(implementation) =
+        super::wireguard_or_skip(system, Suite::Attack, why, quick, progress)
+    else {
         return Vec::new();
     };
+    let name = system.name();
     let failed_all = |why: String| {
         progress.line(&format!("{name}: attack: {why}"));
         progress.skip(steps(quick));

@@ -44,6 +44,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
+use super::Suite;
 use crate::emulated_peers::{PeerEmulator, responder_side, route_to_peers};
 use crate::measure::CpuCharge;
 use crate::progress::Progress;
@@ -115,14 +116,12 @@ pub fn run(
     progress: &Progress,
     workdir: &Path,
 ) -> Vec<Measurement> {
-    let name = system.name();
-    let Some(implementation) = system.wireguard() else {
-        progress.line(&format!(
-            "{name}: peers: speaks no WireGuard, so it has no peers to emulate"
-        ));
-        progress.skip(steps(quick));
+    let why = "speaks no WireGuard, so it has no peers to emulate";
+    let Some(implementation) = super::wireguard_or_skip(system, Suite::Peers, why, quick, progress)
+    else {
         return Vec::new();
     };
+    let name = system.name();
     let hosts = TwoHosts::direct()
         .map_err(|error| format!("building the hosts: {error}"))
         .and_then(|hosts| {
