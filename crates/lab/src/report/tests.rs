@@ -632,7 +632,11 @@ fn peers_rows_show_the_ratio_to_one_peer_the_ceiling_and_memory_per_peer() {
     let tables: Vec<tables::Table> = sections.iter().flat_map(tables::section_tables).collect();
 
     let rates = &tables[0];
-    assert!(rates.caption.starts_with("frame size: 64 · "), "{}", rates.caption);
+    assert!(
+        rates.caption.starts_with("frame size: 64 · "),
+        "{}",
+        rates.caption
+    );
     assert_eq!(
         rates.header,
         ["peers", "fjord frames/s", "fjord emulator alone"]
