@@ -421,12 +421,31 @@ fn peers_table(section: &Section, title: String) -> Table {
         }
         _ => median_figure(m),
     };
+    // The one-peer row, for ratios the record does not hold.
+    let one_peer_row = section.rows.iter().find(|row| row.x() == Some(1.0));
     let cell = |row: &Row, index: usize, column: usize| {
         let Some(m) = row.cells[index] else {
             return MISSING.to_string();
         };
         match (section.test, column) {
-            ("peers_zero_loss", 1) => m.extra.emulator_ceiling_fps.map_or_else(
+            ("peers_zero_loss", 1) => match cpu_micros_per_frame(m) {
+                Some(micros) => {
+                    let reference = one_peer_row
+                        .and_then(|one| one.cells[index])
+                        .and_then(cpu_micros_per_frame)
+                        .filter(|reference| *reference > 0.0);
+                    match reference {
+                        Some(reference) => format!(
+                            "{} µs ({})",
+                            format::plain(micros),
+                            format::ratio(micros / reference)
+                        ),
+                        None => format!("{} µs", format::plain(micros)),
+                    }
+                }
+                None => MISSING.to_string(),
+            },
+            ("peers_zero_loss", 2) => m.extra.emulator_ceiling_fps.map_or_else(
                 || MISSING.to_string(),
                 |fps| format!("{} fps", format::thousands(fps)),
             ),
@@ -455,9 +474,11 @@ fn peers_table(section: &Section, title: String) -> Table {
         "peers_zero_loss" => vec![
             "(× 1 peer) = the figure over the same system's with one peer, same run; goal: \
              0.9× or better at 1,000 peers · the frames form the same 1,000 flows at every \
-             peer count · emulator alone = frames the peer emulator seals and sends per \
-             second of its own CPU time (same frames, same peers, into a sink): the \
-             generator's ceiling on one core"
+             peer count · CPU/frame = the responder's CPU time over the whole search per \
+             frame received in its trials (which a busy machine moves far less than a rate; \
+             in brackets against one peer) · emulator alone = frames the peer emulator seals \
+             and sends per second of its own CPU time (same frames, same peers, into a \
+             sink): the generator's ceiling on one core"
                 .to_string(),
         ],
         "peers_memory" => vec![
@@ -474,7 +495,7 @@ fn peers_table(section: &Section, title: String) -> Table {
         ],
     };
     let columns: &[&str] = if zero_loss {
-        &["frames/s", "emulator alone"]
+        &["frames/s", "CPU/frame", "emulator alone"]
     } else {
         &[""]
     };
@@ -486,6 +507,14 @@ fn peers_table(section: &Section, title: String) -> Table {
         columns,
         &cell,
     )
+}
+
+/// A search's CPU time (of the system's processes) per frame received
+/// in its trials, in µs.
+fn cpu_micros_per_frame(m: &Measurement) -> Option<f64> {
+    let cpu = m.extra.cpu_seconds?;
+    let received: u64 = m.extra.trials.as_ref()?.iter().map(|t| t.received).sum();
+    (received > 0 && m.status == MeasurementStatus::Ok).then(|| cpu / received as f64 * 1e6)
 }
 
 /// Rows frame size; theoretical maximum; per system frames/s (ratio) and

@@ -604,12 +604,27 @@ fn peers_rows_show_the_ratio_to_one_peer_the_ceiling_and_memory_per_peer() {
         m.unit = unit.into();
         m
     };
+    let trial = |received: u64| crate::results::TrialRecord {
+        run: 0,
+        offered_fps: 1.0,
+        sent_fps: 1.0,
+        offered: received,
+        received,
+        lost: 0,
+        sender_max_lag_ms: 0.0,
+        passed: true,
+        discarded: false,
+    };
     let mut one = row("peers_zero_loss", 1, "frames/s", 100_000.0);
     one.extra.one_peer_ratio = Some(1.0);
     one.extra.emulator_ceiling_fps = Some(400_000.0);
+    one.extra.cpu_seconds = Some(2.0);
+    one.extra.trials = Some(vec![trial(200_000), trial(200_000)]);
     let mut thousand = row("peers_zero_loss", 1000, "frames/s", 93_000.0);
     thousand.extra.one_peer_ratio = Some(0.93);
     thousand.extra.emulator_ceiling_fps = Some(380_000.0);
+    thousand.extra.cpu_seconds = Some(2.2);
+    thousand.extra.trials = Some(vec![trial(400_000)]);
     let mut memory = row("peers_memory", 1000, "bytes", 12.0 * 1048576.0);
     memory.extra.per_peer_bytes = Some(2048.0);
     let mut tcp = row("peers_tcp", 100, "bit/s", 1.5e9);
@@ -639,12 +654,23 @@ fn peers_rows_show_the_ratio_to_one_peer_the_ceiling_and_memory_per_peer() {
     );
     assert_eq!(
         rates.header,
-        ["peers", "fjord frames/s", "fjord emulator alone"]
+        [
+            "peers",
+            "fjord frames/s",
+            "fjord CPU/frame",
+            "fjord emulator alone"
+        ]
     );
     assert_eq!(
         rates.rows[1],
-        ["1000", "93.00 kfps (0.93× 1 peer)", "380,000 fps"]
+        [
+            "1000",
+            "93.00 kfps (0.93× 1 peer)",
+            "5.50 µs (1.10×)",
+            "380,000 fps"
+        ]
     );
+    assert_eq!(rates.rows[0][2], "5.00 µs (1.00×)");
     assert_eq!(tables[1].rows[1][1], "12.58 MB · 2.05 kB/peer");
     assert_eq!(
         tables[2].rows[0][1],
