@@ -465,6 +465,13 @@ fn peers_table(section: &Section, title: String) -> Table {
                 let mut text = one_peer(m);
                 if let Some(responder) = m.extra.cpu_seconds_per_gbit {
                     text.push_str(&format!(" · {} s/Gbit", format::plain(responder)));
+                    let reference = one_peer_row
+                        .and_then(|one| one.cells[index])
+                        .and_then(|one| one.extra.cpu_seconds_per_gbit)
+                        .filter(|reference| *reference > 0.0);
+                    if let Some(reference) = reference {
+                        text.push_str(&format!(" ({})", format::ratio(responder / reference)));
+                    }
                 }
                 if let Some(emulator) = m.extra.emulator_cpu_seconds_per_gbit {
                     text.push_str(&format!(" (emulator {})", format::plain(emulator)));
@@ -493,8 +500,9 @@ fn peers_table(section: &Section, title: String) -> Table {
         _ => vec![
             "the responder has 100 peers; each pair of transfers sends the same flows through \
              one of them (peers: 1), then spread over all, back to back · (× 1 peer) = the \
-             median of the pairs' ratios · s/Gbit = the responder's CPU time per Gbit carried \
-             (emulator: the peer emulator's, no figure of the system)"
+             median of the pairs' ratios · s/Gbit = the responder's CPU time per Gbit carried, \
+             in brackets against one peer (which a busy machine moves far less than a rate; \
+             emulator: the peer emulator's, no figure of the system)"
                 .to_string(),
         ],
     };

@@ -647,6 +647,8 @@ fn peers_rows_show_the_ratio_to_one_peer_the_ceiling_and_memory_per_peer() {
     thousand.extra.trials = Some(vec![trial(400_000)]);
     let mut memory = row("peers_memory", 1000, "bytes", 12.0 * 1048576.0);
     memory.extra.per_peer_bytes = Some(2048.0);
+    let mut tcp_one = row("peers_tcp", 1, "bit/s", 2.0e9);
+    tcp_one.extra.cpu_seconds_per_gbit = Some(0.5);
     let mut tcp = row("peers_tcp", 100, "bit/s", 1.5e9);
     tcp.extra.one_peer_ratio = Some(0.75);
     tcp.extra.cpu_seconds_per_gbit = Some(0.8);
@@ -658,6 +660,7 @@ fn peers_rows_show_the_ratio_to_one_peer_the_ceiling_and_memory_per_peer() {
             thousand,
             row("peers_memory", 1, "bytes", 10.0 * 1048576.0),
             memory,
+            tcp_one,
             tcp,
         ],
     );
@@ -692,9 +695,10 @@ fn peers_rows_show_the_ratio_to_one_peer_the_ceiling_and_memory_per_peer() {
     );
     assert_eq!(rates.rows[0][2], "5.00 µs (1.00×)");
     assert_eq!(tables[1].rows[1][1], "12.58 MB · 2.05 kB/peer");
+    assert_eq!(tables[2].rows[0][1], "2.00 Gbit/s · 0.500 s/Gbit (1.00×)");
     assert_eq!(
-        tables[2].rows[0][1],
-        "1.50 Gbit/s (0.75× 1 peer) · 0.800 s/Gbit (emulator 1.10)"
+        tables[2].rows[1][1],
+        "1.50 Gbit/s (0.75× 1 peer) · 0.800 s/Gbit (1.60×) (emulator 1.10)"
     );
     assert!(markdown_report(&record).contains("## Many peers of one responder"));
     let summary = terminal_summary(&record);
