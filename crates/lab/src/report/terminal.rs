@@ -58,7 +58,14 @@ fn cell(m: Option<&Measurement>) -> String {
         (MeasurementStatus::Ok, Some(r)) => {
             format!("{} {}", format::terse(m.median, &m.unit), format::ratio(r))
         }
-        (MeasurementStatus::Ok, None) => format::terse(m.median, &m.unit),
+        (MeasurementStatus::Ok, None) => match m.extra.one_peer_ratio {
+            Some(r) => format!(
+                "{} {}1p",
+                format::terse(m.median, &m.unit),
+                format::ratio(r)
+            ),
+            None => format::terse(m.median, &m.unit),
+        },
     };
     if m.extra.verified == Some(false) {
         text.push('!');

@@ -4,6 +4,7 @@
 pub mod frame;
 pub mod imix;
 pub mod latency;
+pub mod packet;
 pub mod rfc2544;
 pub mod tcp_bulk;
 pub mod udp;

@@ -2,7 +2,8 @@
 //! every byte crossed intact and measures how fast.
 //!
 //! Flow: the sink binds in its namespace and says it is listening; then
-//! each of N source threads (in the source namespace) connects, sends a
+//! each of N source threads (in the source namespace) connects (to the
+//! sink's address, or spread over [`BulkTransfer::destinations`]), sends a
 //! 16-byte header (`FJTB`, stream index, payload length, big-endian) and
 //! the payload — a seeded xorshift64* keystream, generated 64 KiB at a
 //! time — and closes its sending half. The sink reads each connection to
@@ -25,7 +26,7 @@ mod keystream;
 mod report;
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -60,6 +61,10 @@ pub struct BulkTransfer {
     pub timeout: Duration,
     /// Longest time a socket may make no progress.
     pub stall_timeout: Duration,
+    /// Addresses the streams connect to in turn (stream `i` to entry
+    /// `i mod len`, at the sink's port), for a sink listening on all of
+    /// them (an unspecified address); empty: the sink's own address.
+    pub destinations: Vec<IpAddr>,
 }
 
 impl BulkTransfer {
@@ -71,7 +76,14 @@ impl BulkTransfer {
             seed: 1,
             timeout: Duration::from_secs(120),
             stall_timeout: Duration::from_secs(10),
+            destinations: Vec::new(),
         }
+    }
+
+    /// Spreads the streams over `addresses` (see [`Self::destinations`]).
+    pub fn destinations(mut self, addresses: Vec<IpAddr>) -> Self {
+        self.destinations = addresses;
+        self
     }
 
     pub fn streams(mut self, streams: usize) -> Self {
@@ -129,9 +141,12 @@ impl BulkTransfer {
         for (index, length) in split(self.bytes, streams).into_iter().enumerate() {
             let seed = stream_seed(self.seed, index);
             let source_limits = limits.clone();
-            let spawned = source_namespace.spawn_thread(move || {
-                send_stream(sink_address, index, length, seed, &source_limits)
-            });
+            let address = match self.destinations.as_slice() {
+                [] => sink_address,
+                spread => SocketAddr::new(spread[index % spread.len()], sink_address.port()),
+            };
+            let spawned = source_namespace
+                .spawn_thread(move || send_stream(address, index, length, seed, &source_limits));
             match spawned {
                 Ok(handle) => sources.push(handle),
                 Err(source) => {

@@ -9,7 +9,7 @@
 //! kernel refuses offload, fjord logs it and runs without.
 
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 pub mod coalesce;
 
@@ -279,6 +279,14 @@ pub fn is_device_gone(error: &io::Error) -> bool {
 impl AsRawFd for TunDevice {
     fn as_raw_fd(&self) -> RawFd {
         self.device.as_raw_fd()
+    }
+}
+
+/// For waiting on the device with `fjord_sys::poll` (the lab's peer
+/// emulator does).
+impl AsFd for TunDevice {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.device.as_fd()
     }
 }
 
