@@ -48,7 +48,8 @@ pub enum DropReason {
     CounterTooOld,
     /// Data whose tag did not authenticate.
     AuthenticationFailed,
-    /// Decrypted payload that is not a well-formed IP packet.
+    /// Decrypted payload that is not a well-formed IP packet (or, on a
+    /// switch-mode interface, Ethernet frame).
     InvalidInnerPacket,
     /// Packet for a peer whose endpoint is unknown.
     NoEndpoint,
@@ -62,7 +63,9 @@ pub enum DropReason {
     HandshakeTimedOut,
     /// Outgoing packet whose destination no peer's allowed IPs cover.
     NoRoute,
-    /// Decrypted packet whose source is not in the sending peer's allowed IPs.
+    /// Decrypted packet whose source is not in the sending peer's allowed
+    /// IPs (on a switch-mode interface: a frame whose source MAC address
+    /// the peer may not use).
     SourceNotAllowed,
     /// Handshake impossible: the interface has no private key yet.
     NoPrivateKey,
@@ -72,10 +75,15 @@ pub enum DropReason {
     /// Outgoing packet longer than the peer's path allows; its sender got
     /// an ICMP "fragmentation needed" / "packet too big" if it may.
     PacketTooBig,
+    /// The peer and this interface disagree on the mode: an Ethernet frame
+    /// from a fjord peer in switch mode on an interface in router mode, or
+    /// an IP packet (from a plain WireGuard peer or a fjord peer in router
+    /// mode) on an interface in switch mode.
+    ModeMismatch,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 25] = [
+    pub const ALL: [DropReason; 26] = [
         Self::MalformedMessage,
         Self::UnknownMessageType,
         Self::InvalidMac1,
@@ -101,6 +109,7 @@ impl DropReason {
         Self::NoPrivateKey,
         Self::UnsupportedExtension,
         Self::PacketTooBig,
+        Self::ModeMismatch,
     ];
 
     /// Whether the reason refuses a datagram received from the network (as
@@ -125,6 +134,7 @@ impl DropReason {
                 | Self::InvalidInnerPacket
                 | Self::SourceNotAllowed
                 | Self::UnsupportedExtension
+                | Self::ModeMismatch
         )
     }
 
@@ -144,6 +154,7 @@ impl DropReason {
                 | Self::AuthenticationFailed
                 | Self::InvalidInnerPacket
                 | Self::SourceNotAllowed
+                | Self::ModeMismatch
         )
     }
 
@@ -175,6 +186,7 @@ impl DropReason {
             Self::NoPrivateKey => "no_private_key",
             Self::UnsupportedExtension => "unsupported_extension",
             Self::PacketTooBig => "packet_too_big",
+            Self::ModeMismatch => "mode_mismatch",
         }
     }
 }
@@ -242,6 +254,15 @@ pub enum Received {
         packet: Range<usize>,
         source: IpAddr,
         destination: IpAddr,
+    },
+    /// An authenticated Ethernet frame at `datagram[frame]`, from a fjord
+    /// peer of a switch-mode interface. The device never returns it: it
+    /// hands fjord's extension payloads over as `Extension`, and
+    /// `fjord_mesh::Node` in switch mode makes this of the frames among
+    /// them.
+    Frame {
+        peer: PeerId,
+        frame: Range<usize>,
     },
     /// An authenticated keepalive.
     Keepalive {
