@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use fjord_mesh::Node;
+use fjord_mesh::{ModeMismatch, Node, PeerSends};
 use fjord_proto::Event;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -142,6 +142,7 @@ impl Worker {
             .register(&mut shutdown, SHUTDOWN, Interest::READABLE)
             .map_err(setup("register signal pipe"))?;
         let mtu = node.device().mtu();
+        let layout = node.inner_layout();
         let drop_report = DropReport::new(Instant::now(), &node.drops());
         let worker = Self {
             node,
@@ -151,7 +152,7 @@ impl Worker {
             poll,
             control,
             _signal_pipe: shutdown,
-            outbound: Outbound::new(mtu),
+            outbound: Outbound::new(mtu, layout),
             inbound: Inbound::new(),
             control_buffer: vec![0; 65_536],
             stats: DataStats::default(),
@@ -439,6 +440,9 @@ impl Worker {
         while let Some(event) = self.node.poll_event() {
             self.log_event(&event);
         }
+        while let Some(mismatch) = self.node.poll_mode_mismatch() {
+            self.log_mode_mismatch(mismatch);
+        }
         self.send_punches();
         self.start_predictions(now);
         self.send_probes();
@@ -546,6 +550,28 @@ impl Worker {
             Event::UnknownPeerAdmitted { public_key, .. } => {
                 tracing::debug!(peer = %public_key, "unconfigured peer handshaked; waiting for its certificate");
             }
+        }
+    }
+
+    /// Once per peer: its traffic shows it runs in another mode than this
+    /// interface. What it sends is dropped (and counted as
+    /// `mode_mismatch`); this line says why.
+    fn log_mode_mismatch(&self, mismatch: ModeMismatch) {
+        let peer = self
+            .node
+            .device()
+            .peer_status(mismatch.peer)
+            .map(|status| status.public_key.to_base64())
+            .unwrap_or_default();
+        match mismatch.sends {
+            PeerSends::IpPackets => tracing::warn!(
+                %peer,
+                "peer sends IP packets, but this interface is a switch (Mode = switch): every peer of a switch must be fjord in switch mode, not plain WireGuard or fjord in router mode; dropping its packets and leaving it out of floods"
+            ),
+            PeerSends::Frames => tracing::warn!(
+                %peer,
+                "peer sends Ethernet frames (it is fjord in switch mode), but this interface is a router: set the same Mode on both ends; dropping its frames"
+            ),
         }
     }
 

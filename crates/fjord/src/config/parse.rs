@@ -32,7 +32,8 @@ use super::endpoint::{Endpoint, Resolve};
 use super::error::{ConfigError, Problem, SectionKind, ValueError, quote};
 use super::mesh::MeshDraft;
 use super::values::{
-    KeepaliveInterval, Mtu, VerbatimValue, parse_bool, parse_fwmark, parse_listen_port,
+    InterfaceMode, KeepaliveInterval, Mtu, VerbatimValue, parse_bool, parse_fwmark,
+    parse_listen_port,
 };
 use super::{Config, InterfaceSection, PeerSection, WgQuick};
 
@@ -51,6 +52,7 @@ enum KeyName {
     PreDown,
     PostDown,
     SaveConfig,
+    Mode,
     PublicKey,
     PresharedKey,
     Endpoint,
@@ -64,7 +66,7 @@ enum KeyName {
 }
 
 /// Number of [`KeyName`] variants, for per-key tables.
-const KEY_COUNT: usize = 22;
+const KEY_COUNT: usize = 23;
 
 // `SeenKeys` indexes by discriminant; the last variant must fit.
 const _: () = assert!(KeyName::Revocations as usize + 1 == KEY_COUNT);
@@ -82,6 +84,7 @@ const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::PreDown,
     KeyName::PostDown,
     KeyName::SaveConfig,
+    KeyName::Mode,
     KeyName::PublicKey,
     KeyName::PresharedKey,
     KeyName::Endpoint,
@@ -110,6 +113,7 @@ impl KeyName {
             KeyName::PreDown => "PreDown",
             KeyName::PostDown => "PostDown",
             KeyName::SaveConfig => "SaveConfig",
+            KeyName::Mode => "Mode",
             KeyName::PublicKey => "PublicKey",
             KeyName::PresharedKey => "PresharedKey",
             KeyName::Endpoint => "Endpoint",
@@ -248,6 +252,11 @@ impl SeenKeys {
         *slot = Some(line);
         Ok(())
     }
+
+    /// The line `key` was set on, if it was (single-valued keys only).
+    fn line(&self, key: KeyName) -> Option<usize> {
+        self.0[key as usize]
+    }
 }
 
 struct InterfaceDraft {
@@ -258,6 +267,7 @@ struct InterfaceDraft {
     fwmark: Option<std::num::NonZeroU32>,
     addresses: Vec<Cidr>,
     mtu: Option<Mtu>,
+    mode: InterfaceMode,
     wg_quick: WgQuick,
 }
 
@@ -268,6 +278,8 @@ struct PeerDraft {
     preshared_key: Option<PresharedKey>,
     endpoint: Option<Endpoint>,
     allowed_ips: Vec<Cidr>,
+    /// The first line with a non-empty `AllowedIPs`, for switch mode.
+    allowed_ips_line: Option<usize>,
     persistent_keepalive: Option<KeepaliveInterval>,
 }
 
@@ -344,6 +356,9 @@ impl Reader<'_> {
                     return Ok(());
                 };
                 peer.seen.record(key, section, line_number)?;
+                if key == KeyName::AllowedIps && !value.is_empty() {
+                    peer.allowed_ips_line.get_or_insert(line_number);
+                }
                 peer.set(key, &value, resolver).map_err(invalid)
             }
             Current::Mesh => {
@@ -417,6 +432,7 @@ impl Reader<'_> {
         let source_name = self.source_name;
         let file_error = |problem| ConfigError::invalid(source_name, None, problem);
         self.close_peer()?;
+        self.check_mode()?;
         let interface = self
             .interface
             .ok_or_else(|| file_error(Problem::NoInterface))?;
@@ -459,10 +475,51 @@ impl Reader<'_> {
                 fwmark: interface.fwmark,
                 addresses: interface.addresses,
                 mtu: interface.mtu,
+                mode: interface.mode,
                 wg_quick: interface.wg_quick,
             },
             peers,
         })
+    }
+}
+
+impl Reader<'_> {
+    /// What switch mode cannot work with, found in the file itself: a
+    /// `[Mesh]` (its members route by certificate addresses and may be
+    /// plain-mode nodes) and `AllowedIPs` (frames go by MAC address, so
+    /// they would route and check nothing).
+    fn check_mode(&self) -> Result<(), ConfigError> {
+        let Some(interface) = self
+            .interface
+            .as_ref()
+            .filter(|interface| interface.mode == InterfaceMode::Switch)
+        else {
+            return Ok(());
+        };
+        let at =
+            |line: Option<usize>, problem| ConfigError::invalid(self.source_name, line, problem);
+        if let Some(mesh) = &self.mesh {
+            return Err(at(
+                interface.seen.line(KeyName::Mode),
+                Problem::SwitchMode {
+                    key: KeyName::Mode.name(),
+                    problem: format!(
+                        "switch mode works with [Peer] sections only, not with the [Mesh] at line {}",
+                        mesh.header_line
+                    ),
+                },
+            ));
+        }
+        if let Some(line) = self.peers.iter().find_map(|peer| peer.allowed_ips_line) {
+            return Err(at(
+                Some(line),
+                Problem::SwitchMode {
+                    key: KeyName::AllowedIps.name(),
+                    problem: "not used in switch mode (Mode = switch routes frames by MAC address); remove it, or set Mode = router".to_string(),
+                },
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -476,6 +533,7 @@ impl InterfaceDraft {
             fwmark: None,
             addresses: Vec::new(),
             mtu: None,
+            mode: InterfaceMode::default(),
             wg_quick: WgQuick::default(),
         }
     }
@@ -505,6 +563,7 @@ impl InterfaceDraft {
             KeyName::PreDown => push_hook(&mut self.wg_quick.pre_down, value)?,
             KeyName::PostDown => push_hook(&mut self.wg_quick.post_down, value)?,
             KeyName::SaveConfig => self.wg_quick.save_config = parse_bool(value)?,
+            KeyName::Mode => self.mode = InterfaceMode::parse(value)?,
             // Other sections' keys never reach here: `read_line` checks.
             _ => {}
         }
@@ -521,6 +580,7 @@ impl PeerDraft {
             preshared_key: None,
             endpoint: None,
             allowed_ips: Vec::new(),
+            allowed_ips_line: None,
             persistent_keepalive: None,
         }
     }

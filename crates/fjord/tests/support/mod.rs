@@ -101,6 +101,8 @@ pub struct Shown {
     pub drops: BTreeMap<String, u64>,
     /// Each peer's endpoint as printed.
     pub endpoints: Vec<Option<String>>,
+    /// MAC addresses a switch-mode interface knows (`None`: a router).
+    pub switch_mac_addresses: Option<u64>,
 }
 
 impl Shown {
@@ -141,7 +143,12 @@ pub fn show_json(ifname: &str) -> Shown {
                 .collect()
         })
         .unwrap_or_default();
-    Shown { drops, endpoints }
+    let switch_mac_addresses = report["switch_mac_addresses"].as_u64();
+    Shown {
+        drops,
+        endpoints,
+        switch_mac_addresses,
+    }
 }
 
 /// Runs `fjord show IFNAME` (text) as a user would.

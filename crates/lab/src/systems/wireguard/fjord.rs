@@ -5,6 +5,11 @@
 //! assigns the addresses and routes itself, logs to stderr, and on SIGINT or
 //! SIGTERM removes its interface and exits 0. The driver writes the file,
 //! starts the daemon and waits until the interface is up with its addresses.
+//!
+//! In switch mode ([`Fjord::in_switch_mode`], the lab system `fjord-tap`)
+//! the file says `Mode = switch` and has no `AllowedIPs`: the interface is
+//! a TAP carrying Ethernet frames, with the same addresses and MTU, so the
+//! same suites compare it with the TUN interface.
 
 use std::io::{BufRead, BufReader, Write as _};
 use std::os::unix::net::UnixStream;
@@ -12,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fjord_proto::HandshakeCounters;
+use zeroize::Zeroizing;
 
 use super::{Implementation, Interface, WgSide, interface};
 use crate::netns::Namespace;
@@ -20,6 +26,8 @@ use crate::systems::{FjordMesh, RunningMesh, SystemError};
 use crate::topology::MeshHost;
 
 const NAME: &str = "fjord";
+/// The name of fjord in switch mode, as a lab system.
+const SWITCH_NAME: &str = "fjord-tap";
 
 /// Environment variable naming the fjord binary explicitly.
 pub const BINARY_ENV: &str = "FJORD_BIN";
@@ -50,6 +58,8 @@ pub struct Fjord {
     threads: Option<u16>,
     /// `--test-rekey-divisor`: faster rekeys, for tests.
     rekey_divisor: Option<u32>,
+    /// `Mode = switch`: a TAP interface instead of TUN.
+    switch: bool,
 }
 
 impl Fjord {
@@ -72,6 +82,7 @@ impl Fjord {
             binary,
             threads: RUNNING_THREADS.get().copied(),
             rekey_divisor: None,
+            switch: false,
         }
     }
 
@@ -81,6 +92,7 @@ impl Fjord {
             binary: Some(binary),
             threads: None,
             rekey_divisor: None,
+            switch: false,
         }
     }
 
@@ -95,6 +107,30 @@ impl Fjord {
         self
     }
 
+    /// Runs each side in switch mode: a TAP interface, frames switched by
+    /// MAC address (named `fjord-tap` as a lab system).
+    pub fn in_switch_mode(mut self) -> Self {
+        self.switch = true;
+        self
+    }
+
+    /// The `fjord up` file for `side`: in switch mode with `Mode = switch`
+    /// and without allowed IPs, which switch mode refuses.
+    pub fn config_text(&self, side: &WgSide) -> Zeroizing<String> {
+        if !self.switch {
+            return side.wg_quick_text();
+        }
+        let mut side = side.clone();
+        for peer in &mut side.peers {
+            peer.allowed_ips.clear();
+        }
+        let mut text = side.wg_quick_text();
+        let interface = "[Interface]\n";
+        let at = text.find(interface).map_or(0, |at| at + interface.len());
+        text.insert_str(at, "Mode = switch\n");
+        text
+    }
+
     /// Runs each side with its rekey cycle `divisor` times faster
     /// (`--test-rekey-divisor`), so tests see many rekeys in seconds.
     /// Both ends of a tunnel must agree.
@@ -106,7 +142,7 @@ impl Fjord {
 
 impl Implementation for Fjord {
     fn name(&self) -> &'static str {
-        NAME
+        if self.switch { SWITCH_NAME } else { NAME }
     }
 
     fn settings(&self) -> String {
@@ -134,7 +170,7 @@ impl Implementation for Fjord {
     ) -> Result<Interface, SystemError> {
         let binary = self.installed().map_err(SystemError::NotInstalled)?;
         let config_path = workdir.join(format!("{}.conf", side.ifname));
-        support::write_secret_file(&config_path, &side.wg_quick_text())?;
+        support::write_secret_file(&config_path, &self.config_text(side))?;
         let mut command = namespace.command(&binary);
         command.arg("up").arg(&config_path);
         if let Some(threads) = self.threads {
@@ -143,7 +179,8 @@ impl Implementation for Fjord {
         if let Some(divisor) = self.rekey_divisor {
             command.arg("--test-rekey-divisor").arg(divisor.to_string());
         }
-        let mut interface = Interface::spawn(NAME, namespace, side, workdir, &mut command, false)?;
+        let mut interface =
+            Interface::spawn(self.name(), namespace, side, workdir, &mut command, false)?;
         interface.wait_until(&format!("{} up with its addresses", side.ifname), || {
             support::link_is_up(namespace, &side.ifname)
                 && interface::addresses_assigned(namespace, side)
@@ -160,6 +197,10 @@ impl Implementation for Fjord {
         hosts: &[MeshHost<'_>],
         workdir: &Path,
     ) -> Result<Box<dyn RunningMesh>, SystemError> {
+        if self.switch {
+            // A [Mesh] section refuses switch mode.
+            return Err(crate::systems::no_mesh_mode(self.name()));
+        }
         let mesh = FjordMesh::new(self.clone()).configure(hosts, workdir)?;
         Ok(Box::new(mesh))
     }

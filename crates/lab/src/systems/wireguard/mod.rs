@@ -34,8 +34,8 @@ pub use boringtun::Boringtun;
 pub use fjord::{Fjord, use_binary as use_fjord_binary, use_threads as use_fjord_threads};
 pub use interface::{Interface, PeerStats};
 pub use side::{
-    DEFAULT_MTU, Initiator, LISTEN_PORT, WgPeer, WgSide, generate_private_key, point_to_point,
-    unique_ifname,
+    DEFAULT_MTU, Initiator, LISTEN_PORT, WgPeer, WgSide, full_mesh, generate_private_key,
+    point_to_point, unique_ifname,
 };
 pub use wireguard_go::WireguardGo;
 
@@ -90,6 +90,10 @@ pub fn all() -> Vec<WireGuardSystem> {
         WireGuardSystem {
             implementation: Box::new(Fjord::locate()),
             description: "fjord: this project's WireGuard-compatible VPN",
+        },
+        WireGuardSystem {
+            implementation: Box::new(Fjord::locate().in_switch_mode()),
+            description: "fjord in switch mode: a TAP interface, Ethernet frames switched by MAC address",
         },
         WireGuardSystem {
             implementation: Box::new(WireguardGo::locate()),
