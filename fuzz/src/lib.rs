@@ -5,6 +5,7 @@
 mod mesh_targets;
 mod net_targets;
 mod proto_targets;
+mod switch_targets;
 
 use std::str::FromStr;
 
@@ -13,6 +14,7 @@ use fjord_mesh::Cidr;
 pub use mesh_targets::{cert_parse, control_parse, mesh_membership};
 pub use net_targets::tun_coalesce;
 pub use proto_targets::{device_datagram, icmp_too_big, ip_header, wire_parse};
+pub use switch_targets::switch_frames;
 
 /// `Cidr::from_str` on arbitrary text; a success must print and parse back
 /// to itself and contain its own address.
@@ -65,5 +67,6 @@ mod tests {
         replay("control_parse", super::control_parse);
         replay("cert_parse", super::cert_parse);
         replay("mesh_membership", super::mesh_membership);
+        replay("switch_frames", super::switch_frames);
     }
 }

@@ -11,23 +11,13 @@ use fjord_mesh::switch::{FRAME_HEADER_LEN, MacAddress, Port, SwitchConfig};
 use fjord_mesh::{ModeMismatch, Node, PeerSends};
 use fjord_proto::{
     DATA_TAILROOM, Device, DeviceConfig, DropReason, PeerConfig, PresharedKey, PrivateKey,
-    Received, Rng, Sent, WallClock,
+    Received, Sent, WallClock,
 };
 
+mod support;
+use support::XorShift;
+
 const MTU: usize = 1420;
-
-struct XorShift(u64);
-
-impl Rng for XorShift {
-    fn fill_bytes(&mut self, dest: &mut [u8]) {
-        for byte in dest {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            *byte = self.0 as u8;
-        }
-    }
-}
 
 fn underlay(index: u8) -> SocketAddr {
     SocketAddr::from(([198, 18, 0, index], 51820))
