@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use fjord_proto::ip::IpHeader;
+use fjord_proto::negotiation::Offer;
 use fjord_proto::wire::{
     COOKIE_REPLY_LEN, HANDSHAKE_INITIATION_LEN, HANDSHAKE_RESPONSE_LEN, Message,
 };
@@ -18,8 +19,14 @@ use fjord_proto::{
     PrivateKey, Received, Rng, Sent, WallClock,
 };
 
-/// `Message::parse` on arbitrary bytes, reading every field of a success.
+/// `Message::parse` on arbitrary bytes, reading every field of a success;
+/// and the same bytes as the plaintext of a session offer
+/// (`fjord_proto::negotiation`), whose success must survive re-encoding.
 pub fn wire_parse(data: &[u8]) {
+    if let Ok(offer) = Offer::decode(data) {
+        assert!(Offer::is_protocol_extension(data));
+        assert_eq!(Offer::decode(&offer.encode()), Ok(offer));
+    }
     match Message::parse(data) {
         Ok(Message::HandshakeInitiation(m)) => {
             assert_eq!(data.len(), HANDSHAKE_INITIATION_LEN);
@@ -38,6 +45,8 @@ pub fn wire_parse(data: &[u8]) {
         Ok(Message::TransportData(m)) => {
             let _ = (m.receiver_index(), m.counter());
             assert_eq!(m.ciphertext_len() + 16, data.len());
+            let aes = m.cipher() == fjord_proto::DataCipher::Aes256Gcm;
+            assert_eq!(aes, data[1] == 1);
         }
         Err(_) => {}
     }

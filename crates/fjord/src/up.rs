@@ -16,9 +16,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use fjord_mesh::switch::{MacAddress, SwitchConfig};
 use fjord_mesh::{Cidr, Mesh, MeshConfig, Node};
 use fjord_net::{DeviceKind, StopReason, TunDevice, UdpTransport, Worker};
-use fjord_proto::{Device, DeviceConfig, PrivateKey, Rng, Timing, WallClock};
+use fjord_proto::{CipherPolicy, Device, DeviceConfig, PrivateKey, Rng, Timing, WallClock};
 
-use crate::config::{Config, InterfaceMode, LoadedMesh, interface_name_from_path};
+use crate::config::{CipherSetting, Config, InterfaceMode, LoadedMesh, interface_name_from_path};
 use crate::netconf::{self, Netconf, RouteTable, run_hook};
 use crate::reresolve::{self, NamedEndpoint};
 use crate::uapi;
@@ -41,6 +41,8 @@ pub struct UpOptions {
     /// The protocol's timer durations: WireGuard's, unless a test sped up
     /// rekeys (`--test-rekey-divisor`).
     pub timing: Timing,
+    /// `--cipher` / `FJORD_CIPHER`, which wins over the file's `Cipher`.
+    pub cipher: Option<CipherSetting>,
 }
 
 /// The operating system's CSPRNG.
@@ -65,11 +67,12 @@ fn wall_clock(now: Instant) -> WallClock {
 }
 
 /// A protocol device with the system's randomness and wall clock pinned
-/// to `now`.
+/// to `now`, offering fjord peers the ciphers `cipher` allows on this CPU.
 pub fn new_device(
     private_key: Option<PrivateKey>,
     mtu: u16,
     timing: Timing,
+    cipher: CipherSetting,
     now: Instant,
 ) -> Device {
     let config = DeviceConfig {
@@ -78,6 +81,17 @@ pub fn new_device(
     };
     let mut device = Device::new(config, Box::new(SystemRng), wall_clock(now));
     device.set_timing(timing);
+    let hardware_aes = fjord_proto::aead::hardware_aes();
+    let policy = cipher.policy(hardware_aes);
+    device.set_cipher_policy(policy);
+    let with_fjord_peers = match (policy, cipher) {
+        (CipherPolicy::OfferAes256Gcm, _) => "AES-256-GCM where the peer offers it too",
+        (_, CipherSetting::ChaCha20Poly1305) => "ChaCha20-Poly1305 (Cipher = chacha20-poly1305)",
+        (_, CipherSetting::Auto) => "ChaCha20-Poly1305 (this CPU has no hardware AES)",
+    };
+    tracing::info!(
+        "data cipher with fjord peers: {with_fjord_peers}; with WireGuard peers: ChaCha20-Poly1305"
+    );
     device
 }
 
@@ -110,11 +124,12 @@ pub fn build_node(
     mesh: Option<LoadedMesh>,
     host_addresses: Vec<SocketAddr>,
     timing: Timing,
+    cipher: CipherSetting,
     now: Instant,
 ) -> anyhow::Result<Node> {
     let private_key = Some(config.interface.private_key.clone());
     let mtu = config.interface.mtu().bytes();
-    let mut node = Node::new(new_device(private_key, mtu, timing, now));
+    let mut node = Node::new(new_device(private_key, mtu, timing, cipher, now));
     if config.interface.mode == InterfaceMode::Switch {
         node.enable_switch(SwitchConfig::default());
     }
@@ -206,6 +221,10 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
         mesh,
         host_addresses,
         options.timing,
+        options
+            .cipher
+            .or(config.interface.cipher)
+            .unwrap_or_default(),
         Instant::now(),
     )?;
     netconf.add_routes(&interface, &allowed, table, fwmark)?;

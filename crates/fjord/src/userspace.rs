@@ -14,7 +14,7 @@ use fjord_net::{DeviceKind, StopReason, TunDevice, UdpTransport, Worker};
 use fjord_proto::Timing;
 use fjord_sys::process::{Daemonized, daemonize};
 
-use crate::config::{DEFAULT_MTU, InterfaceName};
+use crate::config::{CipherSetting, DEFAULT_MTU, InterfaceName};
 use crate::uapi;
 use crate::up::{UsageError, new_device};
 
@@ -23,6 +23,7 @@ pub fn run_interface(
     foreground: bool,
     threads: usize,
     timing: Timing,
+    cipher: CipherSetting,
 ) -> anyhow::Result<()> {
     let name: InterfaceName = name
         .parse()
@@ -33,7 +34,7 @@ pub fn run_interface(
     let udp = UdpTransport::bind(0, 0)?;
     let mtu = DEFAULT_MTU.bytes();
     let tun = TunDevice::create(interface, DeviceKind::Tun, mtu, true)?;
-    let device = new_device(None, mtu, timing, Instant::now());
+    let device = new_device(None, mtu, timing, cipher, Instant::now());
     if !foreground {
         eprintln!(
             "fjord: {interface} is up; running in the background (use -f to stay in the foreground)"

@@ -4,6 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
 
+use crate::aead::DataCipher;
 use crate::session::{DetachedOpen, PendingOpen, PendingSeal};
 
 /// A peer's handle inside one [`crate::Device`]; never reused.
@@ -75,6 +76,11 @@ pub enum DropReason {
     /// Outgoing packet longer than the peer's path allows; its sender got
     /// an ICMP "fragmentation needed" / "packet too big" if it may.
     PacketTooBig,
+    /// Data sealed with AES-256-GCM in a session where we did not offer it.
+    CipherNotNegotiated,
+    /// ChaCha20-Poly1305 data from a peer that had already switched its
+    /// session to AES-256-GCM.
+    CipherDowngraded,
     /// The peer and this interface disagree on the mode: an Ethernet frame
     /// from a fjord peer in switch mode on an interface in router mode, or
     /// an IP packet (from a plain WireGuard peer or a fjord peer in router
@@ -83,7 +89,7 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 26] = [
+    pub const ALL: [DropReason; 28] = [
         Self::MalformedMessage,
         Self::UnknownMessageType,
         Self::InvalidMac1,
@@ -109,6 +115,8 @@ impl DropReason {
         Self::NoPrivateKey,
         Self::UnsupportedExtension,
         Self::PacketTooBig,
+        Self::CipherNotNegotiated,
+        Self::CipherDowngraded,
         Self::ModeMismatch,
     ];
 
@@ -134,6 +142,8 @@ impl DropReason {
                 | Self::InvalidInnerPacket
                 | Self::SourceNotAllowed
                 | Self::UnsupportedExtension
+                | Self::CipherNotNegotiated
+                | Self::CipherDowngraded
                 | Self::ModeMismatch
         )
     }
@@ -154,6 +164,8 @@ impl DropReason {
                 | Self::AuthenticationFailed
                 | Self::InvalidInnerPacket
                 | Self::SourceNotAllowed
+                | Self::CipherNotNegotiated
+                | Self::CipherDowngraded
                 | Self::ModeMismatch
         )
     }
@@ -186,6 +198,8 @@ impl DropReason {
             Self::NoPrivateKey => "no_private_key",
             Self::UnsupportedExtension => "unsupported_extension",
             Self::PacketTooBig => "packet_too_big",
+            Self::CipherNotNegotiated => "cipher_not_negotiated",
+            Self::CipherDowngraded => "cipher_downgraded",
             Self::ModeMismatch => "mode_mismatch",
         }
     }
@@ -339,11 +353,12 @@ impl PendingData<'_> {
     /// Decrypts the datagram in place, for `finish_datagram`.
     #[inline]
     pub fn open(self, datagram: &mut [u8]) -> Opened {
-        let counter = self.open.counter();
+        let (counter, cipher) = (self.open.counter(), self.open.cipher());
         Opened {
             peer: self.peer,
             local_index: self.local_index,
             counter,
+            cipher,
             authenticated: self.open.open(datagram),
         }
     }
@@ -383,6 +398,7 @@ impl DetachedData {
             peer: self.peer,
             local_index: self.local_index,
             counter: self.open.counter(),
+            cipher: self.open.cipher(),
             authenticated: self.authenticated,
         }
     }
@@ -395,6 +411,7 @@ pub struct Opened {
     pub(crate) peer: PeerId,
     pub(crate) local_index: u32,
     pub(crate) counter: u64,
+    pub(crate) cipher: DataCipher,
     pub(crate) authenticated: bool,
 }
 

@@ -45,8 +45,8 @@ pub use endpoint::{Endpoint, EndpointError, Resolve, SystemResolver};
 pub use error::{ConfigError, Location, Problem, SectionKind, ValueError};
 pub use mesh::{BootstrapMember, FileSetting, LoadedMesh, MeshSection};
 pub use values::{
-    InterfaceMode, InterfaceName, InterfaceNameError, KeepaliveInterval, Mtu, VerbatimValue,
-    VerbatimValueError, interface_name_from_path,
+    CipherSetting, InterfaceMode, InterfaceName, InterfaceNameError, KeepaliveInterval, Mtu,
+    VerbatimValue, VerbatimValueError, interface_name_from_path,
 };
 
 /// The MTU of the tunnel interface when the file sets none: 1420, as
@@ -93,6 +93,8 @@ pub struct InterfaceSection {
     pub addresses: Vec<Cidr>,
     /// `MTU`, if the file sets one; see [`InterfaceSection::mtu`].
     pub mtu: Option<Mtu>,
+    /// `Cipher`, if the file sets one (fjord's key; `auto` when absent).
+    pub cipher: Option<CipherSetting>,
     /// `Mode`: router (the default) or switch.
     pub mode: InterfaceMode,
     /// Keys only wg-quick reads, kept as written.
@@ -230,6 +232,7 @@ impl PartialEq for InterfaceSection {
             && self.fwmark == other.fwmark
             && self.addresses == other.addresses
             && self.mtu == other.mtu
+            && self.cipher == other.cipher
             && self.mode == other.mode
             && self.wg_quick == other.wg_quick
     }

@@ -32,7 +32,7 @@ use super::endpoint::{Endpoint, Resolve};
 use super::error::{ConfigError, Problem, SectionKind, ValueError, quote};
 use super::mesh::MeshDraft;
 use super::values::{
-    InterfaceMode, KeepaliveInterval, Mtu, VerbatimValue, parse_bool, parse_fwmark,
+    CipherSetting, InterfaceMode, KeepaliveInterval, Mtu, VerbatimValue, parse_bool, parse_fwmark,
     parse_listen_port,
 };
 use super::{Config, InterfaceSection, PeerSection, WgQuick};
@@ -63,13 +63,14 @@ enum KeyName {
     Member,
     Bootstrap,
     Revocations,
+    Cipher,
 }
 
 /// Number of [`KeyName`] variants, for per-key tables.
-const KEY_COUNT: usize = 23;
+const KEY_COUNT: usize = 24;
 
 // `SeenKeys` indexes by discriminant; the last variant must fit.
-const _: () = assert!(KeyName::Revocations as usize + 1 == KEY_COUNT);
+const _: () = assert!(KeyName::Cipher as usize + 1 == KEY_COUNT);
 
 const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::PrivateKey,
@@ -95,6 +96,7 @@ const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::Member,
     KeyName::Bootstrap,
     KeyName::Revocations,
+    KeyName::Cipher,
 ];
 
 impl KeyName {
@@ -124,6 +126,7 @@ impl KeyName {
             KeyName::Member => "Member",
             KeyName::Bootstrap => "Bootstrap",
             KeyName::Revocations => "Revocations",
+            KeyName::Cipher => "Cipher",
         }
     }
 
@@ -267,6 +270,7 @@ struct InterfaceDraft {
     fwmark: Option<std::num::NonZeroU32>,
     addresses: Vec<Cidr>,
     mtu: Option<Mtu>,
+    cipher: Option<CipherSetting>,
     mode: InterfaceMode,
     wg_quick: WgQuick,
 }
@@ -475,6 +479,7 @@ impl Reader<'_> {
                 fwmark: interface.fwmark,
                 addresses: interface.addresses,
                 mtu: interface.mtu,
+                cipher: interface.cipher,
                 mode: interface.mode,
                 wg_quick: interface.wg_quick,
             },
@@ -533,6 +538,7 @@ impl InterfaceDraft {
             fwmark: None,
             addresses: Vec::new(),
             mtu: None,
+            cipher: None,
             mode: InterfaceMode::default(),
             wg_quick: WgQuick::default(),
         }
@@ -563,6 +569,7 @@ impl InterfaceDraft {
             KeyName::PreDown => push_hook(&mut self.wg_quick.pre_down, value)?,
             KeyName::PostDown => push_hook(&mut self.wg_quick.post_down, value)?,
             KeyName::SaveConfig => self.wg_quick.save_config = parse_bool(value)?,
+            KeyName::Cipher => self.cipher = Some(value.parse()?),
             KeyName::Mode => self.mode = InterfaceMode::parse(value)?,
             // Other sections' keys never reach here: `read_line` checks.
             _ => {}

@@ -35,6 +35,9 @@ pub(super) fn to_wg_format(config: &Config) -> Zeroizing<String> {
     if let Some(mtu) = interface.mtu {
         line(&mut out, "MTU", mtu);
     }
+    if let Some(cipher) = interface.cipher {
+        line(&mut out, "Cipher", cipher);
+    }
     if interface.mode != super::InterfaceMode::Router {
         line(&mut out, "Mode", interface.mode);
     }

@@ -50,6 +50,9 @@ pub struct UapiPeer {
     pub tx_bytes: u64,
     pub persistent_keepalive: u16,
     pub allowed_ips: Vec<String>,
+    /// The data cipher toward the peer, when the implementation is fjord
+    /// and a session is up.
+    pub cipher: Option<String>,
 }
 
 pub fn socket_path(interface: &str) -> PathBuf {
@@ -127,6 +130,23 @@ pub fn query(interface: &str) -> Result<UapiInterface, UapiClientError> {
             .iter()
             .filter_map(|line| crate::status::MemberLine::parse(line.strip_prefix("member=")?))
             .collect();
+        for line in &counter_lines {
+            let Some((key, cipher)) = line
+                .strip_prefix(super::PEER_CIPHER_PREFIX)
+                .and_then(|rest| rest.split_once(' '))
+            else {
+                continue;
+            };
+            let key = key
+                .parse::<PublicKey>()
+                .map_err(|_| UapiClientError::Malformed {
+                    path: path.clone(),
+                    line: line.clone(),
+                })?;
+            if let Some(peer) = parsed.peers.iter_mut().find(|p| p.public_key == key) {
+                peer.cipher = Some(cipher.to_string());
+            }
+        }
     }
     Ok(parsed)
 }
@@ -150,6 +170,7 @@ fn parse_get(path: &Path, lines: &[String]) -> Result<UapiInterface, UapiClientE
                 tx_bytes: 0,
                 persistent_keepalive: 0,
                 allowed_ips: Vec::new(),
+                cipher: None,
             });
             continue;
         }

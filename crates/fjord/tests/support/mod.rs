@@ -41,6 +41,7 @@ pub struct Tunnel {
     pub right: Interface,
     pub left_side: WgSide,
     pub right_side: WgSide,
+    /// How the left side was started (both sides, unless `up_pair`).
     pub fjord: Fjord,
     // Dropped after the sides: the work directory, then the namespaces.
     pub workdir: WorkDir,
@@ -55,9 +56,14 @@ impl Tunnel {
 
     /// The tunnel on hosts the caller prepared.
     pub fn up_on(test: &str, fjord: Fjord, hosts: TwoHosts) -> Self {
+        Self::up_pair(test, fjord.clone(), fjord, hosts)
+    }
+
+    /// Each side started its own way (different settings on each end).
+    pub fn up_pair(test: &str, fjord: Fjord, right_fjord: Fjord, hosts: TwoHosts) -> Self {
         let workdir = WorkDir::create(test).expect("work directory");
         let (left_side, right_side) = wireguard::point_to_point(Initiator::Both).expect("keys");
-        let right = fjord
+        let right = right_fjord
             .start(&hosts.right, &right_side, workdir.path())
             .unwrap_or_else(|error| panic!("start right fjord: {error}"));
         let left = fjord
@@ -101,6 +107,8 @@ pub struct Shown {
     pub drops: BTreeMap<String, u64>,
     /// Each peer's endpoint as printed.
     pub endpoints: Vec<Option<String>>,
+    /// Each peer's data cipher as printed.
+    pub ciphers: Vec<Option<String>>,
     /// MAC addresses a switch-mode interface knows (`None`: a router).
     pub switch_mac_addresses: Option<u64>,
 }
@@ -134,20 +142,22 @@ pub fn show_json(ifname: &str) -> Shown {
                 .collect()
         })
         .unwrap_or_default();
-    let endpoints = report["peers"]
-        .as_array()
-        .map(|peers| {
-            peers
-                .iter()
-                .map(|peer| peer["endpoint"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    let switch_mac_addresses = report["switch_mac_addresses"].as_u64();
+    let peer_field = |field: &str| -> Vec<Option<String>> {
+        report["peers"]
+            .as_array()
+            .map(|peers| {
+                peers
+                    .iter()
+                    .map(|peer| peer[field].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     Shown {
         drops,
-        endpoints,
-        switch_mac_addresses,
+        endpoints: peer_field("endpoint"),
+        ciphers: peer_field("cipher"),
+        switch_mac_addresses: report["switch_mac_addresses"].as_u64(),
     }
 }
 

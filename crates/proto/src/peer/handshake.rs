@@ -128,6 +128,7 @@ impl Peer {
             return Received::Dropped(DropReason::InitiationFlood);
         }
         let timestamp = received.timestamp;
+        let peer_marked = timestamp.has_fjord_mark() && ctx.speaks_fjord;
         let index = ctx.allocate_index(id);
         let ephemeral = ctx.rng.bytes32();
         let mut message = vec![0u8; HANDSHAKE_RESPONSE_LEN];
@@ -149,7 +150,7 @@ impl Peer {
         self.set_endpoint(id, from, ctx);
         self.cookie
             .write_macs(now, &mut message, MacLayout::RESPONSE);
-        self.install_responder_session(&keys, now, ctx);
+        self.install_responder_session(&keys, now, ctx, peer_marked);
         self.timers.session_derived(now, &ctx.timing);
         // A response counts as an initiation for rate limiting, so we do not
         // start a competing handshake while the initiator confirms ours.
@@ -279,16 +280,25 @@ impl Peer {
     /// other side's handshake, crossing ours) stays where it is until data
     /// arrives on it (see the module documentation).
     fn install_initiator_session(&mut self, keys: &SessionKeys, now: Instant, ctx: &mut Context) {
-        let session = Session::new(keys, now, &ctx.timing);
+        let session = Session::new(keys, now, &ctx.timing, ctx.cipher_policy, false);
         release(&mut self.previous, ctx);
         self.previous = self.current.take();
         self.current = Some(session);
     }
 
-    fn install_responder_session(&mut self, keys: &SessionKeys, now: Instant, ctx: &mut Context) {
+    /// `peer_marked`: the initiation said it came from fjord, so the
+    /// session will offer once confirmed (`crate::negotiation`).
+    fn install_responder_session(
+        &mut self,
+        keys: &SessionKeys,
+        now: Instant,
+        ctx: &mut Context,
+        peer_marked: bool,
+    ) {
         release(&mut self.next, ctx);
         release(&mut self.previous, ctx);
-        self.next = Some(Session::new(keys, now, &ctx.timing));
+        let session = Session::new(keys, now, &ctx.timing, ctx.cipher_policy, peer_marked);
+        self.next = Some(session);
     }
 
     pub(super) fn set_endpoint(&mut self, id: PeerId, from: Endpoint, ctx: &mut Context) {

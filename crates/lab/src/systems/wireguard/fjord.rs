@@ -26,8 +26,13 @@ use crate::systems::{FjordMesh, RunningMesh, SystemError};
 use crate::topology::MeshHost;
 
 const NAME: &str = "fjord";
+/// fjord with its data cipher forced to WireGuard's (`--cipher
+/// chacha20-poly1305`): what fjord costs where AES-256-GCM is not agreed.
+const CHACHA_NAME: &str = "fjord-chacha";
 /// The name of fjord in switch mode, as a lab system.
 const SWITCH_NAME: &str = "fjord-tap";
+/// Both: switch mode with WireGuard's data cipher.
+const SWITCH_CHACHA_NAME: &str = "fjord-tap-chacha";
 
 /// Environment variable naming the fjord binary explicitly.
 pub const BINARY_ENV: &str = "FJORD_BIN";
@@ -58,6 +63,8 @@ pub struct Fjord {
     threads: Option<u16>,
     /// `--test-rekey-divisor`: faster rekeys, for tests.
     rekey_divisor: Option<u32>,
+    /// `--cipher chacha20-poly1305`: no AES-256-GCM, even between fjord nodes.
+    chacha_only: bool,
     /// `Mode = switch`: a TAP interface instead of TUN.
     switch: bool,
 }
@@ -82,6 +89,7 @@ impl Fjord {
             binary,
             threads: RUNNING_THREADS.get().copied(),
             rekey_divisor: None,
+            chacha_only: false,
             switch: false,
         }
     }
@@ -92,6 +100,7 @@ impl Fjord {
             binary: Some(binary),
             threads: None,
             rekey_divisor: None,
+            chacha_only: false,
             switch: false,
         }
     }
@@ -138,11 +147,32 @@ impl Fjord {
         self.rekey_divisor = Some(divisor);
         self
     }
+
+    /// Runs each side with `--cipher chacha20-poly1305`, as the system
+    /// `fjord-chacha`.
+    pub fn chacha_only(mut self) -> Self {
+        self.chacha_only = true;
+        self
+    }
+
+    /// The data cipher two sides of this fjord agree on on this machine.
+    pub fn expected_cipher(&self) -> fjord_proto::DataCipher {
+        if !self.chacha_only && fjord_proto::aead::hardware_aes() {
+            fjord_proto::DataCipher::Aes256Gcm
+        } else {
+            fjord_proto::DataCipher::ChaCha20Poly1305
+        }
+    }
 }
 
 impl Implementation for Fjord {
     fn name(&self) -> &'static str {
-        if self.switch { SWITCH_NAME } else { NAME }
+        match (self.switch, self.chacha_only) {
+            (false, false) => NAME,
+            (false, true) => CHACHA_NAME,
+            (true, false) => SWITCH_NAME,
+            (true, true) => SWITCH_CHACHA_NAME,
+        }
     }
 
     fn settings(&self) -> String {
@@ -151,7 +181,7 @@ impl Implementation for Fjord {
             (None, Ok(threads)) => format!("{threads} (${THREADS_ENV})"),
             (None, Err(_)) => format!("{} (default)", fjord_net::default_threads()),
         };
-        format!("threads {threads}")
+        format!("threads {threads}, cipher {}", self.expected_cipher())
     }
 
     fn installed(&self) -> Result<PathBuf, String> {
@@ -178,6 +208,9 @@ impl Implementation for Fjord {
         }
         if let Some(divisor) = self.rekey_divisor {
             command.arg("--test-rekey-divisor").arg(divisor.to_string());
+        }
+        if self.chacha_only {
+            command.arg("--cipher").arg("chacha20-poly1305");
         }
         let mut interface =
             Interface::spawn(self.name(), namespace, side, workdir, &mut command, false)?;

@@ -92,6 +92,10 @@ pub fn all() -> Vec<WireGuardSystem> {
             description: "fjord: this project's WireGuard-compatible VPN",
         },
         WireGuardSystem {
+            implementation: Box::new(Fjord::locate().chacha_only()),
+            description: "fjord with its data cipher forced to ChaCha20-Poly1305",
+        },
+        WireGuardSystem {
             implementation: Box::new(Fjord::locate().in_switch_mode()),
             description: "fjord in switch mode: a TAP interface, Ethernet frames switched by MAC address",
         },
