@@ -4,10 +4,11 @@
 //!
 //! Order: PreUp; the configuration socket (claimed first, so that a second
 //! `fjord up` of the same interface fails before touching anything); UDP
-//! socket; TUN interface (TAP in switch mode); addresses and MTU; peers; routes; serving the
-//! configuration socket; PostUp. A `[Mesh]` section's files are read and
-//! checked with the config file, before anything is created. On the way
-//! down: PreDown, routes and rules, interface, PostDown (as wg-quick).
+//! socket; TUN interface (TAP in switch mode); addresses and MTU; peers;
+//! routes; serving the configuration socket; PostUp. A `[Mesh]` section's
+//! files are read and checked with the config file, before anything is
+//! created. On the way down: PreDown, routes and rules, interface,
+//! PostDown (as wg-quick).
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use fjord_mesh::{ModeMismatch, Node, PeerSends};
+use fjord_mesh::Node;
 use fjord_proto::Event;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -441,7 +441,8 @@ impl Worker {
             self.log_event(&event);
         }
         while let Some(mismatch) = self.node.poll_mode_mismatch() {
-            self.log_mode_mismatch(mismatch);
+            let key = self.node.device().peer_public_key(mismatch.peer);
+            crate::drop_report::log_mode_mismatch(key, mismatch.sends);
         }
         self.send_punches();
         self.start_predictions(now);
@@ -550,28 +551,6 @@ impl Worker {
             Event::UnknownPeerAdmitted { public_key, .. } => {
                 tracing::debug!(peer = %public_key, "unconfigured peer handshaked; waiting for its certificate");
             }
-        }
-    }
-
-    /// Once per peer: its traffic shows it runs in another mode than this
-    /// interface. What it sends is dropped (and counted as
-    /// `mode_mismatch`); this line says why.
-    fn log_mode_mismatch(&self, mismatch: ModeMismatch) {
-        let peer = self
-            .node
-            .device()
-            .peer_status(mismatch.peer)
-            .map(|status| status.public_key.to_base64())
-            .unwrap_or_default();
-        match mismatch.sends {
-            PeerSends::IpPackets => tracing::warn!(
-                %peer,
-                "peer sends IP packets, but this interface is a switch (Mode = switch): every peer of a switch must be fjord in switch mode, not plain WireGuard or fjord in router mode; dropping its packets and leaving it out of floods"
-            ),
-            PeerSends::Frames => tracing::warn!(
-                %peer,
-                "peer sends Ethernet frames (it is fjord in switch mode), but this interface is a router: set the same Mode on both ends; dropping its frames"
-            ),
         }
     }
 

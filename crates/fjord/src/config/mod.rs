@@ -25,6 +25,7 @@
 mod endpoint;
 mod error;
 mod mesh;
+mod mode;
 mod parse;
 mod values;
 mod write;
@@ -44,9 +45,10 @@ use zeroize::Zeroizing;
 pub use endpoint::{Endpoint, EndpointError, Resolve, SystemResolver};
 pub use error::{ConfigError, Location, Problem, SectionKind, ValueError};
 pub use mesh::{BootstrapMember, FileSetting, LoadedMesh, MeshSection};
+pub use mode::InterfaceMode;
 pub use values::{
-    CipherSetting, InterfaceMode, InterfaceName, InterfaceNameError, KeepaliveInterval, Mtu,
-    VerbatimValue, VerbatimValueError, interface_name_from_path,
+    CipherSetting, InterfaceName, InterfaceNameError, KeepaliveInterval, Mtu, VerbatimValue,
+    VerbatimValueError, interface_name_from_path,
 };
 
 /// The MTU of the tunnel interface when the file sets none: 1420, as

@@ -31,8 +31,9 @@ use zeroize::Zeroizing;
 use super::endpoint::{Endpoint, Resolve};
 use super::error::{ConfigError, Problem, SectionKind, ValueError, quote};
 use super::mesh::MeshDraft;
+use super::mode::{InterfaceMode, SwitchConflicts};
 use super::values::{
-    CipherSetting, InterfaceMode, KeepaliveInterval, Mtu, VerbatimValue, parse_bool, parse_fwmark,
+    CipherSetting, KeepaliveInterval, Mtu, VerbatimValue, parse_bool, parse_fwmark,
     parse_listen_port,
 };
 use super::{Config, InterfaceSection, PeerSection, WgQuick};
@@ -489,42 +490,17 @@ impl Reader<'_> {
 }
 
 impl Reader<'_> {
-    /// What switch mode cannot work with, found in the file itself: a
-    /// `[Mesh]` (its members route by certificate addresses and may be
-    /// plain-mode nodes) and `AllowedIPs` (frames go by MAC address, so
-    /// they would route and check nothing).
+    /// What switch mode cannot work with, found in the file itself.
     fn check_mode(&self) -> Result<(), ConfigError> {
-        let Some(interface) = self
-            .interface
-            .as_ref()
-            .filter(|interface| interface.mode == InterfaceMode::Switch)
-        else {
+        let Some(interface) = &self.interface else {
             return Ok(());
         };
-        let at =
-            |line: Option<usize>, problem| ConfigError::invalid(self.source_name, line, problem);
-        if let Some(mesh) = &self.mesh {
-            return Err(at(
-                interface.seen.line(KeyName::Mode),
-                Problem::SwitchMode {
-                    key: KeyName::Mode.name(),
-                    problem: format!(
-                        "switch mode works with [Peer] sections only, not with the [Mesh] at line {}",
-                        mesh.header_line
-                    ),
-                },
-            ));
-        }
-        if let Some(line) = self.peers.iter().find_map(|peer| peer.allowed_ips_line) {
-            return Err(at(
-                Some(line),
-                Problem::SwitchMode {
-                    key: KeyName::AllowedIps.name(),
-                    problem: "not used in switch mode (Mode = switch routes frames by MAC address); remove it, or set Mode = router".to_string(),
-                },
-            ));
-        }
-        Ok(())
+        let conflicts = SwitchConflicts {
+            mode_line: interface.seen.line(KeyName::Mode),
+            mesh_line: self.mesh.as_ref().map(|mesh| mesh.header_line),
+            allowed_ips_line: self.peers.iter().find_map(|peer| peer.allowed_ips_line),
+        };
+        conflicts.check(self.source_name, interface.mode)
     }
 }
 

@@ -110,43 +110,6 @@ impl fmt::Display for Mtu {
     }
 }
 
-/// `Mode`: what the interface carries, and how packets find their peer.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum InterfaceMode {
-    /// `router`, the default: a TUN interface carrying IP packets, routed
-    /// to peers by their allowed IPs (WireGuard's cryptokey routing).
-    /// Works with every WireGuard peer.
-    #[default]
-    Router,
-    /// `switch`: a TAP interface carrying Ethernet frames, switched to
-    /// peers by MAC address (learned, aged, flooded when unknown), so ARP,
-    /// neighbour discovery and any layer-2 protocol cross the tunnel.
-    /// Every peer must be fjord in switch mode.
-    Switch,
-}
-
-impl InterfaceMode {
-    /// `router` or `switch`, any case.
-    pub(super) fn parse(text: &str) -> Result<InterfaceMode, ValueError> {
-        if text.eq_ignore_ascii_case("router") {
-            Ok(InterfaceMode::Router)
-        } else if text.eq_ignore_ascii_case("switch") {
-            Ok(InterfaceMode::Switch)
-        } else {
-            Err(ValueError::invalid(text, "router or switch"))
-        }
-    }
-}
-
-impl fmt::Display for InterfaceMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            InterfaceMode::Router => "router",
-            InterfaceMode::Switch => "switch",
-        })
-    }
-}
-
 /// A `PersistentKeepalive` interval: 1 to 65535 whole seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct KeepaliveInterval(NonZeroU16);
