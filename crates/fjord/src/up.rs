@@ -5,10 +5,10 @@
 //! Order: PreUp; the configuration socket (claimed first, so that a second
 //! `fjord up` of the same interface fails before touching anything); UDP
 //! socket; TUN interface (TAP in switch mode); addresses and MTU; peers;
-//! routes; serving the configuration socket; PostUp. A `[Mesh]` section's
-//! files are read and checked with the config file, before anything is
-//! created. On the way down: PreDown, routes and rules, interface,
-//! PostDown (as wg-quick).
+//! routes; with `--user`, root given up (`privilege.rs`); serving the
+//! configuration socket; PostUp. A `[Mesh]` section's files are read and
+//! checked with the config file, before anything is created. On the way
+//! down: PreDown, routes and rules, interface, PostDown (as wg-quick).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -18,6 +18,7 @@ use fjord_mesh::switch::{MacAddress, SwitchConfig};
 use fjord_mesh::{Cidr, Mesh, MeshConfig, Node};
 use fjord_net::{DeviceKind, StopReason, TunDevice, UdpTransport, Worker};
 use fjord_proto::{CipherPolicy, Device, DeviceConfig, PrivateKey, Rng, Timing, WallClock};
+use fjord_sys::privilege::Account;
 
 use crate::config::{CipherSetting, Config, InterfaceMode, LoadedMesh, interface_name_from_path};
 use crate::netconf::{self, Netconf, RouteTable, run_hook};
@@ -44,6 +45,8 @@ pub struct UpOptions {
     pub timing: Timing,
     /// `--cipher` / `FJORD_CIPHER`, which wins over the file's `Cipher`.
     pub cipher: Option<CipherSetting>,
+    /// The account to run as once set up (`--user`); `None` stays root.
+    pub user: Option<Account>,
 }
 
 /// The operating system's CSPRNG.
@@ -234,6 +237,10 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
     worker = worker.with_threads(options.threads);
     if options.no_busy_poll {
         worker = worker.without_busy_poll();
+    }
+    // Everything that needs root is done; no thread has started yet.
+    if let Some(account) = &options.user {
+        crate::privilege::drop_to(account)?;
     }
     reresolve::spawn(control.clone(), named_endpoints(&config))?;
     std::thread::Builder::new()

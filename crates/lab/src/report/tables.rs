@@ -332,7 +332,11 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
                 &cell,
             )]
         }
-        TestKind::Flood => vec![flood_table(section, title)],
+        TestKind::Flood => {
+            let mut tables = vec![flood_table(section, title)];
+            tables.extend(drops_table(section));
+            tables
+        }
         TestKind::TransferTime
         | TestKind::FrameLoss
         | TestKind::Mesh
@@ -406,6 +410,55 @@ fn flood_table(section: &Section, title: String) -> Table {
         _ => Vec::new(),
     };
     grid(section, title, caption(section, &remark), &[], &[""], &cell)
+}
+
+/// Beside the handshake work: what each responder refused during the
+/// flooded transfers, by reason, per second, by its own count (`n/a`
+/// where it keeps none); only when some system keeps one.
+fn drops_table(section: &Section) -> Option<Table> {
+    let cells = || {
+        section
+            .rows
+            .iter()
+            .flat_map(|row| row.cells.iter().flatten())
+    };
+    if section.test != "flood_handshakes" || !cells().any(|m| m.extra.drops.is_some()) {
+        return None;
+    }
+    let cell = |row: &Row, index: usize, _: usize| {
+        let Some(m) = row.cells[index] else {
+            return MISSING.to_string();
+        };
+        let (Some(drops), Some(secs)) = (&m.extra.drops, m.extra.window_secs) else {
+            return "n/a".to_string();
+        };
+        let mut counted: Vec<_> = drops.0.nonzero().collect();
+        if counted.is_empty() || secs <= 0.0 {
+            return "none".to_string();
+        }
+        counted.sort_by_key(|&(_, count)| std::cmp::Reverse(count));
+        counted
+            .iter()
+            .map(|(reason, count)| {
+                format!(
+                    "{} {}/s",
+                    reason.name(),
+                    format::thousands(*count as f64 / secs)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" · ")
+    };
+    let remark = ["by reason, as `fjord show` names them, per second of the flooded                    transfers, by the responder's own count (n/a: it keeps none)"
+        .to_string()];
+    Some(grid(
+        section,
+        "Datagrams refused by the responder during the flood".to_string(),
+        caption(section, &remark),
+        &[],
+        &[""],
+        &cell,
+    ))
 }
 
 /// Rows frame size; theoretical maximum; per system frames/s (ratio) and

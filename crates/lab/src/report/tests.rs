@@ -531,8 +531,12 @@ fn flood_rows_show_the_ratio_to_no_flood_and_the_handshake_work() {
         "replies/s",
         19_990.0,
     );
+    let mut drops = fjord_proto::DropCounters::default();
+    drops.count_many(fjord_proto::DropReason::CookieRequired, 59_970);
+    drops.count_many(fjord_proto::DropReason::InvalidMac1, 3);
     fjord_work.extra = Extra {
         initiations_computed: Some(0),
+        drops: Some(crate::results::Drops(drops)),
         socket_drops: Some(30),
         window_secs: Some(3.0),
         flood_sent_per_sec: Some(20_001.0),
@@ -586,7 +590,23 @@ fn flood_rows_show_the_ratio_to_no_flood_and_the_handshake_work() {
         ]
     );
 
-    let restart = &tables[2];
+    let refused = &tables[2];
+    assert_eq!(
+        refused.title,
+        "Datagrams refused by the responder during the flood"
+    );
+    assert_eq!(refused.header, ["flood", "fjord", "wireguard-go"]);
+    assert_eq!(
+        refused.rows[0],
+        [
+            "20000/s",
+            "cookie_required 19,990/s · invalid_mac1 1/s",
+            "n/a"
+        ]
+    );
+    assert_eq!(refused.rows[1][1], "n/a");
+
+    let restart = &tables[3];
     assert_eq!(restart.header, ["flood", "fjord", "wireguard-go"]);
     assert_eq!(restart.rows[1], ["max", "0.120 s", "> 30.00 s (limit)"]);
     assert!(markdown_report(&record).contains("## Handshake flood on the responder"));

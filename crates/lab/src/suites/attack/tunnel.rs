@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use fjord_proto::HandshakeCounters;
+use fjord_proto::{DropCounters, HandshakeCounters};
 
 use crate::attack::hosts::{ATTACKER_LINK, spoofed_sources};
 use crate::attack::{
@@ -58,6 +58,9 @@ pub struct HandshakeWork {
     pub replies: Replies,
     /// By the implementation's own count, where it keeps one.
     pub counters: Option<HandshakeCounters>,
+    /// What the responder refused, by reason, by its own count, where it
+    /// keeps one.
+    pub drops: Option<DropCounters>,
     pub socket_drops: u64,
     pub cpu: Duration,
 }
@@ -67,6 +70,7 @@ pub struct Snapshot {
     at: Instant,
     replies: Replies,
     counters: Option<HandshakeCounters>,
+    drops: Option<DropCounters>,
     socket_drops: u64,
     cpu: Duration,
 }
@@ -201,6 +205,7 @@ impl<'a> Tunnel<'a> {
             .implementation
             .handshake_counters(&self.right)
             .transpose()?;
+        let drops = self.implementation.drop_counters(&self.right).transpose()?;
         Ok(Snapshot {
             at: Instant::now(),
             replies: self
@@ -208,6 +213,7 @@ impl<'a> Tunnel<'a> {
                 .read()
                 .map_err(|error| format!("reading reply counters: {error}"))?,
             counters,
+            drops,
             socket_drops: udp_socket_drops(&self.hosts.hosts.right, LISTEN_PORT)
                 .map_err(|error| format!("reading socket drops: {error}"))?,
             cpu: cpu_time(&self.right.pids()),
@@ -259,6 +265,11 @@ impl HandshakeWork {
             window: after.at.saturating_duration_since(before.at),
             replies: after.replies.since(&before.replies),
             counters,
+            drops: before
+                .drops
+                .as_ref()
+                .zip(after.drops.as_ref())
+                .map(|(before, after)| after.since(before)),
             socket_drops: after.socket_drops.saturating_sub(before.socket_drops),
             cpu: after.cpu.saturating_sub(before.cpu),
         }
@@ -273,6 +284,14 @@ impl HandshakeWork {
             }),
             (mine, theirs) => mine.or(theirs),
         };
+        let drops = match (&self.drops, &other.drops) {
+            (Some(mine), Some(theirs)) => {
+                let mut total = mine.clone();
+                total.add(theirs);
+                Some(total)
+            }
+            (mine, theirs) => mine.clone().or_else(|| theirs.clone()),
+        };
         HandshakeWork {
             window: self.window + other.window,
             replies: Replies {
@@ -280,6 +299,7 @@ impl HandshakeWork {
                 responses: self.replies.responses + other.replies.responses,
             },
             counters,
+            drops,
             socket_drops: self.socket_drops + other.socket_drops,
             cpu: self.cpu + other.cpu,
         }
