@@ -164,6 +164,37 @@ pub struct Extra {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_peak_bytes: Option<f64>,
 
+    // Soak (issue 15): transfers, restarts, counters.
+    /// Transfers run, back to back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfers: Option<u64>,
+    /// Transfers that completed with other bytes than were sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest_mismatches: Option<u64>,
+    /// Transfers that did not complete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_transfers: Option<u64>,
+    /// Restarts of one side.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restarts: Option<u64>,
+    /// Counter balance: bytes one side sent, by its own count, over the
+    /// intervals checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sent_bytes: Option<u64>,
+    /// Counter balance: bytes the other side received of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub received_bytes: Option<u64>,
+    /// Counter balance: datagrams the receiver refused or its kernel
+    /// dropped, and sends that failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dropped_datagrams: Option<u64>,
+    /// Counter balance: intervals between readings checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intervals: Option<u64>,
+    /// Counter balance: intervals whose difference the drops do not explain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unexplained_intervals: Option<u64>,
+
     // Meshes (mesh suite).
     /// Convergence: share of ordered pairs of nodes where the first listed
     /// the second as a direct member, when the row was taken.
@@ -185,7 +216,8 @@ pub struct Extra {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cookie_replies: Option<u64>,
     /// Initiations the responder read with Diffie–Hellman work, by its
-    /// own count (only implementations that keep one).
+    /// own count (only implementations that keep one); soak: both sides'
+    /// over the run, every handshake.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub initiations_computed: Option<u64>,
     /// Datagrams the responder's kernel dropped unread (full UDP socket).

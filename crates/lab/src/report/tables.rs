@@ -121,13 +121,13 @@ fn unverified(m: &Measurement) -> bool {
 }
 
 /// The measurement's own figure: its median and ratio to bare.
-fn median_figure(m: &Measurement) -> String {
+pub(super) fn median_figure(m: &Measurement) -> String {
     figure(m, m.median, m.ratio_to_bare)
 }
 
 /// A caption: the fixed parameters (unless they label the only row), then
 /// `extra` remarks.
-fn caption(section: &Section, extra: &[String]) -> String {
+pub(super) fn caption(section: &Section, extra: &[String]) -> String {
     let mut parts = if section.row_keys.is_empty() {
         Vec::new()
     } else {
@@ -184,7 +184,7 @@ type ExtraColumn<'f> = (String, &'f dyn Fn(&Row) -> String);
 
 /// A table with `per_system` columns for every system, each cell made by
 /// `cell(section, row, system index, column)`.
-fn grid(
+pub(super) fn grid(
     section: &Section,
     title: String,
     caption: String,
@@ -273,8 +273,8 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
                 Some(m) => median_figure(m),
                 None => MISSING.to_string(),
             };
-            let remark = "median resident size of both endpoints in each interval · \
-                          peak · TCP throughput carried"
+            let remark = "median resident size of the side's processes (of both ends \
+                          where the side says so) in each interval · peak · TCP throughput carried"
                 .to_string();
             vec![grid(
                 section,
@@ -302,7 +302,10 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
                 Some(m) => median_figure(m),
                 None => MISSING.to_string(),
             };
-            let remark = "from the first interval's peak to the last one's".to_string();
+            let remark = "from the peak at the start of the side's life (its first \
+                          minute, or first interval in records before issue 15's soak) to the \
+                          last interval's peak"
+                .to_string();
             vec![grid(
                 section,
                 title,
@@ -336,6 +339,9 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
             let mut tables = vec![flood_table(section, title)];
             tables.extend(drops_table(section));
             tables
+        }
+        TestKind::SoakSummary | TestKind::CounterBalance => {
+            vec![super::soak::soak_table(section, title)]
         }
         TestKind::TransferTime
         | TestKind::FrameLoss

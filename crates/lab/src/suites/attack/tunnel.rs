@@ -15,9 +15,7 @@ use crate::attack::{
     time_to_echo, udp_socket_drops,
 };
 use crate::systems::cpu_time;
-use crate::systems::wireguard::{
-    Implementation, Initiator, Interface, LISTEN_PORT, WgSide, point_to_point,
-};
+use crate::systems::wireguard::{End, Implementation, Initiator, LISTEN_PORT, Pair};
 use crate::topology::{RIGHT_OVERLAY, RIGHT_UNDERLAY};
 use crate::traffic::{self, BulkReport, BulkTransfer};
 
@@ -38,14 +36,8 @@ const ECHO_PORT: u16 = 5499;
 /// Field order matters: daemons stop, then the echo service ends, then
 /// (in the caller) the hosts go.
 pub struct Tunnel<'a> {
-    implementation: &'a dyn Implementation,
+    pair: Pair<'a>,
     hosts: &'a AttackedHosts,
-    workdir: &'a Path,
-    left_side: WgSide,
-    right_side: WgSide,
-    /// `None` only while it restarts.
-    left: Option<Interface>,
-    right: Interface,
     replies: ReplyCounters<'a>,
     next_sink_port: u16,
     _echo: EchoService,
@@ -89,26 +81,14 @@ impl<'a> Tunnel<'a> {
         hosts: &'a AttackedHosts,
         workdir: &'a Path,
     ) -> Result<Self, String> {
-        let (left_side, right_side) =
-            point_to_point(Initiator::Left).map_err(|error| error.to_string())?;
-        let right = implementation
-            .start(&hosts.hosts.right, &right_side, workdir)
-            .map_err(|error| error.to_string())?;
-        let left = implementation
-            .start(&hosts.hosts.left, &left_side, workdir)
-            .map_err(|error| error.to_string())?;
+        let pair = Pair::start(implementation, &hosts.hosts, Initiator::Left, workdir)?;
         let replies = ReplyCounters::install(&hosts.attacker, LISTEN_PORT)
             .map_err(|error| format!("counting replies: {error}"))?;
         let echo = EchoService::start(&hosts.hosts.right, ECHO_PORT)
             .map_err(|error| format!("starting the echo service: {error}"))?;
         let tunnel = Self {
-            implementation,
+            pair,
             hosts,
-            workdir,
-            left_side,
-            right_side,
-            left: Some(left),
-            right,
             replies,
             next_sink_port: FIRST_SINK_PORT,
             _echo: echo,
@@ -153,7 +133,7 @@ impl<'a> Tunnel<'a> {
             .map_err(|error| error.to_string())?;
         let target = FloodTarget {
             address: SocketAddrV4::new(RIGHT_UNDERLAY, LISTEN_PORT),
-            public_key: self.right_side.public_key(),
+            public_key: self.pair.side(End::Right).public_key(),
             destination_mac,
             source_mac,
             sources: spoofed_sources(),
@@ -201,11 +181,17 @@ impl<'a> Tunnel<'a> {
     }
 
     fn snapshot(&self) -> Result<Snapshot, String> {
+        let right = self.pair.interface(End::Right)?;
         let counters = self
-            .implementation
-            .handshake_counters(&self.right)
+            .pair
+            .implementation()
+            .handshake_counters(right)
             .transpose()?;
-        let drops = self.implementation.drop_counters(&self.right).transpose()?;
+        let drops = self
+            .pair
+            .implementation()
+            .drop_counters(right)
+            .transpose()?;
         Ok(Snapshot {
             at: Instant::now(),
             replies: self
@@ -216,7 +202,7 @@ impl<'a> Tunnel<'a> {
             drops,
             socket_drops: udp_socket_drops(&self.hosts.hosts.right, LISTEN_PORT)
                 .map_err(|error| format!("reading socket drops: {error}"))?,
-            cpu: cpu_time(&self.right.pids()),
+            cpu: cpu_time(&right.pids()),
         })
     }
 
@@ -225,14 +211,7 @@ impl<'a> Tunnel<'a> {
     /// echo through the tunnel, `None` past [`RESTART_LIMIT`].
     pub fn restart_left(&mut self, rate: Option<FloodRate>) -> Result<Option<Duration>, String> {
         let flood = rate.map(|rate| self.start_flood(rate)).transpose()?;
-        // Dropping stops the daemon and removes a control socket it left.
-        drop(self.left.take());
-        let started = Instant::now();
-        let left = self
-            .implementation
-            .start(&self.hosts.hosts.left, &self.left_side, self.workdir)
-            .map_err(|error| format!("restarting the left side: {error}"))?;
-        self.left = Some(left);
+        let started = self.pair.restart(End::Left)?;
         let back = time_to_echo(
             &self.hosts.hosts.left,
             SocketAddr::new(IpAddr::V4(RIGHT_OVERLAY), ECHO_PORT),

@@ -11,10 +11,7 @@
 //! a TAP carrying Ethernet frames, with the same addresses and MTU, so the
 //! same suites compare it with the TUN interface.
 
-use std::io::{BufRead, BufReader, Write as _};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use fjord_proto::{DropCounters, DropReason, HandshakeCounters};
 use zeroize::Zeroizing;
@@ -255,6 +252,10 @@ impl Implementation for Fjord {
         Some(get_fjord(side.ifname()).and_then(|reply| parse_drop_counters(&reply)))
     }
 
+    fn with_fast_rekeys(&self, divisor: u32) -> Option<Box<dyn Implementation>> {
+        Some(Box::new(self.clone().with_rekey_divisor(divisor)))
+    }
+
     fn start_mesh(
         &self,
         hosts: &[MeshHost<'_>],
@@ -269,11 +270,6 @@ impl Implementation for Fjord {
     }
 }
 
-/// Where fjord, like wireguard-go, puts its control sockets.
-const CONTROL_SOCKET_DIRECTORY: &str = "/var/run/wireguard";
-/// A busy daemon (converging, flooded) may answer slowly, but never this
-/// slowly.
-const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Prefix of the handshake counters in a `get=fjord` reply.
 const HANDSHAKE_PREFIX: &str = "handshake_";
 /// Prefix of the drop counters (one line per reason counted) in a
@@ -284,25 +280,7 @@ const DROP_PREFIX: &str = "drop_";
 /// prints), asked on `ifname`'s control socket in-process: cheaper than
 /// starting `fjord show` when many daemons are polled often.
 pub(crate) fn get_fjord(ifname: &str) -> Result<String, String> {
-    let path = Path::new(CONTROL_SOCKET_DIRECTORY).join(format!("{ifname}.sock"));
-    let mut stream =
-        UnixStream::connect(&path).map_err(|e| format!("connecting to {}: {e}", path.display()))?;
-    let exchange = |stream: &mut UnixStream| -> std::io::Result<String> {
-        stream.set_read_timeout(Some(QUERY_TIMEOUT))?;
-        stream.write_all(b"get=fjord\n\n")?;
-        let mut reply = String::new();
-        for line in BufReader::new(stream).lines() {
-            let line = line?;
-            let done = line.starts_with("errno=");
-            reply.push_str(&line);
-            reply.push('\n');
-            if done {
-                break;
-            }
-        }
-        Ok(reply)
-    };
-    exchange(&mut stream).map_err(|e| format!("get=fjord: {e}"))
+    interface::query(ifname, "get=fjord")
 }
 
 /// Whether a `get=fjord` reply ended with `errno=0`.

@@ -25,6 +25,7 @@
 mod boringtun;
 pub(crate) mod fjord;
 mod interface;
+mod pair;
 mod side;
 mod wireguard_go;
 
@@ -36,6 +37,7 @@ use fjord_proto::{DropCounters, HandshakeCounters};
 pub use boringtun::Boringtun;
 pub use fjord::{Fjord, use_binary as use_fjord_binary, use_threads as use_fjord_threads};
 pub use interface::{Interface, PeerStats};
+pub use pair::{End, Pair};
 pub use side::{
     DEFAULT_MTU, Initiator, LISTEN_PORT, WgPeer, WgSide, full_mesh, generate_private_key,
     point_to_point, unique_ifname,
@@ -74,6 +76,14 @@ pub trait Implementation: Send + Sync {
     /// What the running `side` refused so far, by reason, by its own
     /// count; `None` where the implementation does not report it.
     fn drop_counters(&self, _side: &Interface) -> Option<Result<DropCounters, String>> {
+        None
+    }
+
+    /// The same implementation with its rekey cycle `divisor` times
+    /// faster (a rekey every 120 s ÷ `divisor`), where it has a test
+    /// switch for that (fjord's `--test-rekey-divisor`); `None` where it
+    /// rekeys on WireGuard's timers only. Both ends must run the same.
+    fn with_fast_rekeys(&self, _divisor: u32) -> Option<Box<dyn Implementation>> {
         None
     }
     /// Configures a mesh of this implementation across `lan`; see
