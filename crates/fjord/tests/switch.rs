@@ -4,8 +4,9 @@
 //! IPv4 and IPv6, which works only if ARP and neighbour discovery cross
 //! the switch (the neighbour tables must then hold each other's TAP MAC
 //! addresses, which come from their public keys); a digest-checked TCP
-//! transfer crosses it over each family. A second test pairs a switch with a router: each side drops
-//! the other's traffic, counts it, and says why in its log once.
+//! transfer crosses it over each family. Two more tests pair a switch with
+//! a router, where each side drops the other's traffic, counts it and says
+//! why in its log once, and with wireguard-go, where the switch does.
 //!
 //! Needs root; without it the tests skip with one line (fail under CI).
 
@@ -15,7 +16,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use fjord_lab::netns::{self, Namespace};
-use fjord_lab::systems::wireguard::{self, Implementation, Initiator, Interface};
+use fjord_lab::systems::wireguard::{self, Implementation, Initiator, Interface, WireguardGo};
 use fjord_lab::systems::{self, WorkDir};
 use fjord_lab::topology::{Lan, TwoHosts, lan_overlay};
 use fjord_lab::traffic::{self, BulkTransfer};
@@ -65,9 +66,9 @@ fn neighbour(namespace: &Namespace, ifname: &str, address: IpAddr) -> Option<Str
         .map(str::to_string)
 }
 
-fn logs(nodes: &[Interface]) -> String {
+fn logs<'a>(nodes: impl IntoIterator<Item = &'a Interface>) -> String {
     nodes
-        .iter()
+        .into_iter()
         .map(|node| {
             format!(
                 "\n--- {} log:{}",
@@ -156,11 +157,20 @@ fn three_switch_nodes_carry_arp_neighbour_discovery_and_transfers() {
     }
 }
 
-#[test]
-fn a_switch_and_a_router_refuse_each_other_and_say_why_once() {
-    if !support::ready("switch_mismatch") {
-        return;
-    }
+/// A switch on the left beside `peer` on the right, both started with
+/// each other's endpoint; fields drop in order, the namespaces last.
+struct Mismatch {
+    switch: Interface,
+    peer: Interface,
+    _workdir: WorkDir,
+    _hosts: TwoHosts,
+}
+
+/// Starts a switch beside `peer` (which carries IP packets) and checks what
+/// a user would see on the switch: nothing gets through either way, and
+/// the switch counts the peer's packets as `mode_mismatch` and says why in
+/// its log once.
+fn switch_beside(peer: &dyn Implementation) -> Mismatch {
     let hosts = TwoHosts::direct().expect("two hosts");
     let workdir = WorkDir::create("switch-mismatch").expect("work directory");
     let (left_side, right_side) = wireguard::point_to_point(Initiator::Both).expect("keys");
@@ -168,31 +178,50 @@ fn a_switch_and_a_router_refuse_each_other_and_say_why_once() {
         .in_switch_mode()
         .start(&hosts.left, &left_side, workdir.path())
         .expect("start the switch");
-    let router = support::fjord()
+    let peer = peer
         .start(&hosts.right, &right_side, workdir.path())
-        .expect("start the router");
-    // Each side sends the other what it carries: the router IP packets,
-    // the switch ARP requests. Nothing gets through.
-    let ping_router = traffic::ping(&hosts.left, support::right_overlay(), 3);
+        .expect("start the peer");
+    // Each side sends the other what it carries: the peer IP packets, the
+    // switch ARP requests. Nothing gets through.
+    let ping_peer = traffic::ping(&hosts.left, support::right_overlay(), 3);
     let ping_switch = traffic::ping(&hosts.right, support::left_overlay(), 3);
-    assert!(ping_router.is_err() && ping_switch.is_err());
+    assert!(ping_peer.is_err() && ping_switch.is_err());
 
-    let nodes = [switch, router];
-    let warned = netns::wait_until(Duration::from_secs(5), "both sides to warn", || {
-        nodes.iter().all(|node| {
-            support::log_lines(node)
-                .iter()
-                .any(|line| line.contains("WARN"))
-        })
-    });
-    assert!(warned.is_ok(), "{warned:?}{}", logs(&nodes));
-    let [switch, router] = &nodes;
-    let switch_says = |text: &str| {
-        support::log_lines(switch)
+    let says = |text: &str| {
+        support::log_lines(&switch)
             .iter()
             .filter(|line| line.contains(text))
             .count()
     };
+    let warning = "peer sends IP packets, but this interface is a switch";
+    let warned = netns::wait_until(Duration::from_secs(5), "the switch to warn", || {
+        says(warning) > 0
+    });
+    assert!(warned.is_ok(), "{warned:?}{}", logs([&switch, &peer]));
+    assert_eq!(says(warning), 1, "{}", logs([&switch, &peer]));
+    assert!(support::show_json(switch.ifname()).drops("mode_mismatch") >= 1);
+    Mismatch {
+        switch,
+        peer,
+        _workdir: workdir,
+        _hosts: hosts,
+    }
+}
+
+#[test]
+fn a_switch_and_a_router_refuse_each_other_and_say_why_once() {
+    if !support::ready("switch_mismatch") {
+        return;
+    }
+    let mismatch = switch_beside(&support::fjord());
+    let router = &mismatch.peer;
+    let warned = netns::wait_until(Duration::from_secs(5), "the router to warn", || {
+        support::log_lines(router)
+            .iter()
+            .any(|line| line.contains("WARN"))
+    });
+    let both = || logs([&mismatch.switch, router]);
+    assert!(warned.is_ok(), "{warned:?}{}", both());
     let router_says = |text: &str| {
         support::log_lines(router)
             .iter()
@@ -200,22 +229,30 @@ fn a_switch_and_a_router_refuse_each_other_and_say_why_once() {
             .count()
     };
     assert_eq!(
-        switch_says("peer sends IP packets, but this interface is a switch"),
-        1,
-        "{}",
-        logs(&nodes)
-    );
-    assert_eq!(
         router_says(
             "peer sends Ethernet frames (it is fjord in switch mode), but this interface is a router"
         ),
         1,
         "{}",
-        logs(&nodes)
+        both()
     );
-    let shown_switch = support::show_json(switch.ifname());
     let shown_router = support::show_json(router.ifname());
-    assert!(shown_switch.drops("mode_mismatch") >= 1);
     assert!(shown_router.drops("mode_mismatch") >= 1);
     assert_eq!(shown_router.switch_mac_addresses, None);
+}
+
+#[test]
+fn a_switch_refuses_a_plain_wireguard_peer_and_says_why_once() {
+    let wireguard_go = WireguardGo::locate();
+    if !support::ready("switch_plain_peer") {
+        return;
+    }
+    if let Err(why) = wireguard_go.installed() {
+        assert!(!systems::missing_is_failure(), "{why} (CI=true)");
+        eprintln!("skipping: {why}");
+        return;
+    }
+    // wireguard-go decrypts the switch's frames and drops them as invalid
+    // IP packets, silently: the switch's side is the one that explains.
+    switch_beside(&wireguard_go);
 }
