@@ -241,6 +241,7 @@ impl World {
             Received::Keepalive { peer } | Received::Extension { peer, .. } => {
                 assert_eq!(peer, self.target_peer);
             }
+            Received::Frame { .. } => panic!("a node in router mode delivered a frame"),
             Received::Control | Received::Dropped(_) => {}
         }
     }

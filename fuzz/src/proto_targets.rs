@@ -291,6 +291,7 @@ impl World {
                 assert_eq!(peer, self.target_peer);
                 assert!(payload.start < payload.end && payload.end <= len);
             }
+            Received::Frame { .. } => panic!("a device alone never returns a frame"),
             Received::Control | Received::Dropped(_) => {}
         }
     }

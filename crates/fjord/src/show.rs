@@ -46,6 +46,9 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
             cookies.unwrap_or(0)
         );
     }
+    if let Some(count) = switch_mac_addresses(interface) {
+        let _ = writeln!(out, "  switch: {count} MAC addresses known");
+    }
     if !interface.members.is_empty() {
         let _ = writeln!(out, "  mesh members: {}", interface.members.len());
     }
@@ -142,7 +145,18 @@ pub fn report(name: &str, interface: &UapiInterface) -> InterfaceReport {
             .collect(),
         handshakes: handshake_counters(interface),
         members: interface.members.clone(),
+        switch_mac_addresses: switch_mac_addresses(interface),
     }
+}
+
+/// How many MAC addresses a switch-mode interface knows; `None` for a
+/// router (or another implementation).
+fn switch_mac_addresses(interface: &UapiInterface) -> Option<u64> {
+    interface
+        .counters
+        .iter()
+        .find(|(key, _)| key == uapi::SWITCH_MAC_ADDRESSES)
+        .map(|(_, count)| *count)
 }
 
 /// fjord's handshake counters by name (`initiations_computed`,
@@ -263,5 +277,21 @@ mod tests {
         // Other implementations keep no such counters: no line.
         interface.counters.clear();
         assert!(!render_text("fj0", &interface, UNIX_EPOCH).contains("handshakes"));
+    }
+
+    #[test]
+    fn a_switch_shows_its_mac_addresses_and_a_router_nothing() {
+        let mut interface = UapiInterface {
+            counters: vec![("switch_mac_addresses".to_string(), 3)],
+            ..UapiInterface::default()
+        };
+        let text = render_text("fj0", &interface, UNIX_EPOCH);
+        assert!(text.contains("  switch: 3 MAC addresses known\n"), "{text}");
+        let json = serde_json::to_value(report("fj0", &interface)).unwrap();
+        assert_eq!(json["switch_mac_addresses"], 3);
+        interface.counters.clear();
+        assert!(!render_text("fj0", &interface, UNIX_EPOCH).contains("switch"));
+        let json = serde_json::to_value(report("fj0", &interface)).unwrap();
+        assert!(json.get("switch_mac_addresses").is_none());
     }
 }

@@ -30,6 +30,9 @@ pub struct InterfaceStatus {
     pub data: DataStats,
     /// Members of the fjord mesh, if the interface is in one.
     pub members: Vec<MemberLine>,
+    /// In switch mode, the MAC addresses the switch knows now (its own
+    /// port's and those behind peers); `None` in router mode.
+    pub mac_addresses: Option<usize>,
 }
 
 pub use fjord_mesh::report::MemberLine;
@@ -92,6 +95,9 @@ impl InterfaceStatus {
             handshakes: device.handshake_counters(),
             data: context.stats.clone(),
             members: member_lines(node),
+            mac_addresses: node
+                .mac_table()
+                .map(|table| table.entries(context.now).count()),
         }
     }
 }
@@ -138,6 +144,9 @@ pub struct InterfaceReport {
     pub handshakes: std::collections::BTreeMap<String, u64>,
     /// Mesh members (empty outside a mesh).
     pub members: Vec<MemberLine>,
+    /// MAC addresses a switch-mode interface knows; absent in router mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub switch_mac_addresses: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]

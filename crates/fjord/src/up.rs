@@ -4,22 +4,23 @@
 //!
 //! Order: PreUp; the configuration socket (claimed first, so that a second
 //! `fjord up` of the same interface fails before touching anything); UDP
-//! socket; TUN interface; addresses and MTU; peers; routes; with `--user`,
-//! root given up (`privilege.rs`); serving the configuration socket;
-//! PostUp. A `[Mesh]` section's files are read and checked with the config
-//! file, before anything is created. On the way down: PreDown, routes and
-//! rules, interface, PostDown (as wg-quick).
+//! socket; TUN interface (TAP in switch mode); addresses and MTU; peers;
+//! routes; with `--user`, root given up (`privilege.rs`); serving the
+//! configuration socket; PostUp. A `[Mesh]` section's files are read and
+//! checked with the config file, before anything is created. On the way
+//! down: PreDown, routes and rules, interface, PostDown (as wg-quick).
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use fjord_mesh::switch::{MacAddress, SwitchConfig};
 use fjord_mesh::{Cidr, Mesh, MeshConfig, Node};
-use fjord_net::{StopReason, TunDevice, UdpTransport, Worker};
+use fjord_net::{DeviceKind, StopReason, TunDevice, UdpTransport, Worker};
 use fjord_proto::{CipherPolicy, Device, DeviceConfig, PrivateKey, Rng, Timing, WallClock};
 use fjord_sys::privilege::Account;
 
-use crate::config::{CipherSetting, Config, LoadedMesh, interface_name_from_path};
+use crate::config::{CipherSetting, Config, InterfaceMode, LoadedMesh, interface_name_from_path};
 use crate::netconf::{self, Netconf, RouteTable, run_hook};
 use crate::reresolve::{self, NamedEndpoint};
 use crate::uapi;
@@ -133,6 +134,9 @@ pub fn build_node(
     let private_key = Some(config.interface.private_key.clone());
     let mtu = config.interface.mtu().bytes();
     let mut node = Node::new(new_device(private_key, mtu, timing, cipher, now));
+    if config.interface.mode == InterfaceMode::Switch {
+        node.enable_switch(SwitchConfig::default());
+    }
     for peer in &config.peers {
         let id = node
             .add_peer(peer.to_proto(), &peer.allowed_ips)
@@ -193,9 +197,16 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
     let udp = UdpTransport::bind(config.interface.listen_port.unwrap_or(0), fwmark)
         .map_err(|error| UsageError(error.to_string()))?;
     let mtu = config.interface.mtu().bytes();
-    let tun = TunDevice::create(&interface, mtu, !options.no_offload)?;
+    let kind = match config.interface.mode {
+        InterfaceMode::Router => DeviceKind::Tun,
+        InterfaceMode::Switch => DeviceKind::Tap {
+            mac_address: MacAddress::for_node(&config.interface.private_key.public_key()).0,
+        },
+    };
+    let tun = TunDevice::create(&interface, kind, mtu, !options.no_offload)?;
     tracing::info!(
         interface,
+        mode = %config.interface.mode,
         listen_port = udp.port(),
         offload = tun.offload(),
         gso_segments = udp.max_gso_segments(),

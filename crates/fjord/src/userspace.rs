@@ -12,7 +12,7 @@
 use std::time::Instant;
 
 use fjord_mesh::Node;
-use fjord_net::{StopReason, TunDevice, UdpTransport, Worker};
+use fjord_net::{DeviceKind, StopReason, TunDevice, UdpTransport, Worker};
 use fjord_proto::Timing;
 use fjord_sys::privilege::Account;
 use fjord_sys::process::{Daemonized, daemonize};
@@ -37,7 +37,7 @@ pub fn run_interface(
         uapi::bind(interface).map_err(|error| UsageError(error.to_string()))?;
     let udp = UdpTransport::bind(0, 0)?;
     let mtu = DEFAULT_MTU.bytes();
-    let tun = TunDevice::create(interface, mtu, true)?;
+    let tun = TunDevice::create(interface, DeviceKind::Tun, mtu, true)?;
     let device = new_device(None, mtu, timing, cipher, Instant::now());
     if !foreground {
         eprintln!(

@@ -8,24 +8,14 @@ use std::time::{Duration, Instant};
 
 use fjord_mesh::{Bootstrap, Cidr, Mesh, MeshConfig, NetworkSecret, Node};
 use fjord_proto::{
-    DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, PrivateKey, Received, Rng, Sent, WallClock,
+    DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, PrivateKey, Received, Sent, WallClock,
 };
+
+mod support;
+use support::XorShift;
 
 const EPOCH_SECS: u64 = 1_800_000_000;
 const MTU: usize = 1420;
-
-struct XorShift(u64);
-
-impl Rng for XorShift {
-    fn fill_bytes(&mut self, dest: &mut [u8]) {
-        for byte in dest {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            *byte = self.0 as u8;
-        }
-    }
-}
 
 struct Net {
     base: Instant,

@@ -15,6 +15,13 @@
 //! (udp_send.rs)
 //! ```
 //!
+//! In switch mode the device is a TAP and each read one Ethernet frame, at
+//! slot[20..] behind room for the frame header; the node routes it by MAC
+//! address (flood copies leave through its `poll_transmit`), and a slot
+//! holds a full datagram of a full frame (MTU + 32 + 4 + 18: frame header,
+//! Ethernet header and a VLAN tag). Received frames are written to the TAP
+//! as packets are to the TUN. Nothing else differs ([`InnerLayout`]).
+//!
 //! Inbound (UDP → TUN):
 //!
 //! ```text
@@ -39,7 +46,7 @@ use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::AsFd;
 use std::time::Instant;
 
-use fjord_mesh::Node;
+use fjord_mesh::{InnerLayout, Node};
 use fjord_proto::{DATA_HEADROOM, Endpoint, Incoming, Opened, Outgoing, Received};
 use quinn_udp::RecvMeta;
 
@@ -105,6 +112,8 @@ pub struct Outbound {
     scratch: Vec<u8>,
     area: Vec<u8>,
     stride: usize,
+    /// Where reads land in a slot, and what a full read adds to the MTU.
+    layout: InnerLayout,
     sizes: [usize; IDEAL_BATCH_SIZE],
     /// Per slot, the datagram waiting to be sealed and sent (length zero:
     /// nothing to send).
@@ -127,11 +136,13 @@ pub enum Pace {
 }
 
 impl Outbound {
-    pub fn new(mtu: usize) -> Self {
+    /// `layout` is the node's ([`Node::inner_layout`]); it never changes.
+    pub fn new(mtu: usize, layout: InnerLayout) -> Self {
         let mut outbound = Self {
             scratch: vec![0; MAX_SUPER_PACKET],
             area: Vec::new(),
             stride: 0,
+            layout,
             sizes: [0; IDEAL_BATCH_SIZE],
             sealed: std::iter::repeat_with(|| SealSlot::EMPTY)
                 .take(OUTBOUND_SLOTS)
@@ -149,12 +160,12 @@ impl Outbound {
     /// out as one GSO send where they lie. Call with no sends pending.
     pub fn set_mtu(&mut self, mtu: usize) {
         debug_assert_eq!(self.filled, 0, "sends pending while re-cutting slots");
-        self.stride = mtu + SEAL_OVERHEAD;
+        self.stride = mtu + self.layout.overhead + SEAL_OVERHEAD;
         self.area.resize(self.stride * OUTBOUND_SLOTS, 0);
     }
 
     pub fn mtu(&self) -> usize {
-        self.stride - SEAL_OVERHEAD
+        self.stride - SEAL_OVERHEAD - self.layout.overhead
     }
 
     /// Reads and seals up to `max_batches` TUN reads. A super-packet leaves
@@ -183,7 +194,7 @@ impl Outbound {
                 &mut self.scratch,
                 &mut slots,
                 &mut self.sizes,
-                DATA_HEADROOM,
+                self.layout.offset,
             );
             let count = match read {
                 Ok(count) => count,
@@ -588,7 +599,7 @@ impl Inbound {
         range: std::ops::Range<usize>,
     ) -> bool {
         let datagram = &self.storage[range.clone()];
-        if let Received::Data { packet, .. } =
+        if let Received::Data { packet, .. } | Received::Frame { frame: packet, .. } =
             pipes.node.finish_datagram(now, from, opened, datagram)
         {
             // The plaintext stays where it was opened until the flush

@@ -21,6 +21,6 @@ pub mod worker;
 
 pub use control::{ControlContext, ControlHandle, WorkerStopped};
 pub use stats::DataStats;
-pub use tun::TunDevice;
+pub use tun::{DeviceKind, TunDevice};
 pub use udp::UdpTransport;
 pub use worker::{StopReason, Worker, WorkerError, default_threads};

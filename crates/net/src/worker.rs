@@ -142,6 +142,7 @@ impl Worker {
             .register(&mut shutdown, SHUTDOWN, Interest::READABLE)
             .map_err(setup("register signal pipe"))?;
         let mtu = node.device().mtu();
+        let layout = node.inner_layout();
         let drop_report = DropReport::new(Instant::now(), &node.drops());
         let worker = Self {
             node,
@@ -151,7 +152,7 @@ impl Worker {
             poll,
             control,
             _signal_pipe: shutdown,
-            outbound: Outbound::new(mtu),
+            outbound: Outbound::new(mtu, layout),
             inbound: Inbound::new(),
             control_buffer: vec![0; 65_536],
             stats: DataStats::default(),
@@ -448,6 +449,10 @@ impl Worker {
         }
         while let Some(event) = self.node.poll_event() {
             self.log_event(&event);
+        }
+        while let Some(mismatch) = self.node.poll_mode_mismatch() {
+            let key = self.node.device().peer_public_key(mismatch.peer);
+            crate::drop_report::log_mode_mismatch(key, mismatch.sends);
         }
         self.send_punches();
         self.start_predictions(now);

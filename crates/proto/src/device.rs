@@ -343,6 +343,14 @@ impl Device {
         self.with_peer(id, |peer, ctx| peer.send_extension(id, now, payload, ctx));
     }
 
+    /// Arms the timers a received data packet arms (a keepalive goes back
+    /// if nothing else does within 10 s) for an extension payload that
+    /// the caller treats as data: a switch-mode frame. Extension payloads
+    /// are otherwise taken for control, which asks for no answer.
+    pub fn note_data_received(&mut self, id: PeerId, now: Instant) {
+        self.with_peer(id, |peer, ctx| peer.timers.data_received(now, &ctx.timing));
+    }
+
     /// Sends one handshake initiation now, a copy to each of
     /// `endpoints`, even if one went out less than REKEY_TIMEOUT ago: NAT
     /// traversal needs the initiation to leave right after both sides

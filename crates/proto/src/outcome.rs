@@ -49,7 +49,8 @@ pub enum DropReason {
     CounterTooOld,
     /// Data whose tag did not authenticate.
     AuthenticationFailed,
-    /// Decrypted payload that is not a well-formed IP packet.
+    /// Decrypted payload that is not a well-formed IP packet (or, on a
+    /// switch-mode interface, Ethernet frame).
     InvalidInnerPacket,
     /// Packet for a peer whose endpoint is unknown.
     NoEndpoint,
@@ -63,7 +64,9 @@ pub enum DropReason {
     HandshakeTimedOut,
     /// Outgoing packet whose destination no peer's allowed IPs cover.
     NoRoute,
-    /// Decrypted packet whose source is not in the sending peer's allowed IPs.
+    /// Decrypted packet whose source is not in the sending peer's allowed
+    /// IPs (on a switch-mode interface: a frame whose source MAC address
+    /// the peer may not use).
     SourceNotAllowed,
     /// Handshake impossible: the interface has no private key yet.
     NoPrivateKey,
@@ -78,10 +81,15 @@ pub enum DropReason {
     /// ChaCha20-Poly1305 data from a peer that had already switched its
     /// session to AES-256-GCM.
     CipherDowngraded,
+    /// The peer and this interface disagree on the mode: an Ethernet frame
+    /// from a fjord peer in switch mode on an interface in router mode, or
+    /// an IP packet (from a plain WireGuard peer or a fjord peer in router
+    /// mode) on an interface in switch mode.
+    ModeMismatch,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 27] = [
+    pub const ALL: [DropReason; 28] = [
         Self::MalformedMessage,
         Self::UnknownMessageType,
         Self::InvalidMac1,
@@ -109,6 +117,7 @@ impl DropReason {
         Self::PacketTooBig,
         Self::CipherNotNegotiated,
         Self::CipherDowngraded,
+        Self::ModeMismatch,
     ];
 
     /// Whether the reason refuses a datagram received from the network (as
@@ -135,6 +144,7 @@ impl DropReason {
                 | Self::UnsupportedExtension
                 | Self::CipherNotNegotiated
                 | Self::CipherDowngraded
+                | Self::ModeMismatch
         )
     }
 
@@ -156,6 +166,7 @@ impl DropReason {
                 | Self::SourceNotAllowed
                 | Self::CipherNotNegotiated
                 | Self::CipherDowngraded
+                | Self::ModeMismatch
         )
     }
 
@@ -189,6 +200,7 @@ impl DropReason {
             Self::PacketTooBig => "packet_too_big",
             Self::CipherNotNegotiated => "cipher_not_negotiated",
             Self::CipherDowngraded => "cipher_downgraded",
+            Self::ModeMismatch => "mode_mismatch",
         }
     }
 
@@ -267,6 +279,15 @@ pub enum Received {
         packet: Range<usize>,
         source: IpAddr,
         destination: IpAddr,
+    },
+    /// An authenticated Ethernet frame at `datagram[frame]`, from a fjord
+    /// peer of a switch-mode interface. The device never returns it: it
+    /// hands fjord's extension payloads over as `Extension`, and
+    /// `fjord_mesh::Node` in switch mode makes this of the frames among
+    /// them.
+    Frame {
+        peer: PeerId,
+        frame: Range<usize>,
     },
     /// An authenticated keepalive.
     Keepalive {

@@ -31,6 +31,7 @@ use zeroize::Zeroizing;
 use super::endpoint::{Endpoint, Resolve};
 use super::error::{ConfigError, Problem, SectionKind, ValueError, quote};
 use super::mesh::MeshDraft;
+use super::mode::{InterfaceMode, SwitchConflicts};
 use super::values::{
     CipherSetting, KeepaliveInterval, Mtu, VerbatimValue, parse_bool, parse_fwmark,
     parse_listen_port,
@@ -52,6 +53,7 @@ enum KeyName {
     PreDown,
     PostDown,
     SaveConfig,
+    Mode,
     PublicKey,
     PresharedKey,
     Endpoint,
@@ -66,7 +68,7 @@ enum KeyName {
 }
 
 /// Number of [`KeyName`] variants, for per-key tables.
-const KEY_COUNT: usize = 23;
+const KEY_COUNT: usize = 24;
 
 // `SeenKeys` indexes by discriminant; the last variant must fit.
 const _: () = assert!(KeyName::Cipher as usize + 1 == KEY_COUNT);
@@ -84,6 +86,7 @@ const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::PreDown,
     KeyName::PostDown,
     KeyName::SaveConfig,
+    KeyName::Mode,
     KeyName::PublicKey,
     KeyName::PresharedKey,
     KeyName::Endpoint,
@@ -113,6 +116,7 @@ impl KeyName {
             KeyName::PreDown => "PreDown",
             KeyName::PostDown => "PostDown",
             KeyName::SaveConfig => "SaveConfig",
+            KeyName::Mode => "Mode",
             KeyName::PublicKey => "PublicKey",
             KeyName::PresharedKey => "PresharedKey",
             KeyName::Endpoint => "Endpoint",
@@ -252,6 +256,11 @@ impl SeenKeys {
         *slot = Some(line);
         Ok(())
     }
+
+    /// The line `key` was set on, if it was (single-valued keys only).
+    fn line(&self, key: KeyName) -> Option<usize> {
+        self.0[key as usize]
+    }
 }
 
 struct InterfaceDraft {
@@ -263,6 +272,7 @@ struct InterfaceDraft {
     addresses: Vec<Cidr>,
     mtu: Option<Mtu>,
     cipher: Option<CipherSetting>,
+    mode: InterfaceMode,
     wg_quick: WgQuick,
 }
 
@@ -273,6 +283,8 @@ struct PeerDraft {
     preshared_key: Option<PresharedKey>,
     endpoint: Option<Endpoint>,
     allowed_ips: Vec<Cidr>,
+    /// The first line with a non-empty `AllowedIPs`, for switch mode.
+    allowed_ips_line: Option<usize>,
     persistent_keepalive: Option<KeepaliveInterval>,
 }
 
@@ -351,6 +363,9 @@ impl Reader<'_> {
                     return Ok(());
                 };
                 peer.seen.record(key, section, line_number)?;
+                if key == KeyName::AllowedIps && !value.is_empty() {
+                    peer.allowed_ips_line.get_or_insert(line_number);
+                }
                 peer.set(key, &value, resolver).map_err(invalid)
             }
             Current::Mesh => {
@@ -424,6 +439,7 @@ impl Reader<'_> {
         let source_name = self.source_name;
         let file_error = |problem| ConfigError::invalid(source_name, None, problem);
         self.close_peer()?;
+        self.check_mode()?;
         let interface = self
             .interface
             .ok_or_else(|| file_error(Problem::NoInterface))?;
@@ -467,10 +483,26 @@ impl Reader<'_> {
                 addresses: interface.addresses,
                 mtu: interface.mtu,
                 cipher: interface.cipher,
+                mode: interface.mode,
                 wg_quick: interface.wg_quick,
             },
             peers,
         })
+    }
+}
+
+impl Reader<'_> {
+    /// What switch mode cannot work with, found in the file itself.
+    fn check_mode(&self) -> Result<(), ConfigError> {
+        let Some(interface) = &self.interface else {
+            return Ok(());
+        };
+        let conflicts = SwitchConflicts {
+            mode_line: interface.seen.line(KeyName::Mode),
+            mesh_line: self.mesh.as_ref().map(|mesh| mesh.header_line),
+            allowed_ips_line: self.peers.iter().find_map(|peer| peer.allowed_ips_line),
+        };
+        conflicts.check(self.source_name, interface.mode)
     }
 }
 
@@ -485,6 +517,7 @@ impl InterfaceDraft {
             addresses: Vec::new(),
             mtu: None,
             cipher: None,
+            mode: InterfaceMode::default(),
             wg_quick: WgQuick::default(),
         }
     }
@@ -515,6 +548,7 @@ impl InterfaceDraft {
             KeyName::PostDown => push_hook(&mut self.wg_quick.post_down, value)?,
             KeyName::SaveConfig => self.wg_quick.save_config = parse_bool(value)?,
             KeyName::Cipher => self.cipher = Some(value.parse()?),
+            KeyName::Mode => self.mode = InterfaceMode::parse(value)?,
             // Other sections' keys never reach here: `read_line` checks.
             _ => {}
         }
@@ -531,6 +565,7 @@ impl PeerDraft {
             preshared_key: None,
             endpoint: None,
             allowed_ips: Vec::new(),
+            allowed_ips_line: None,
             persistent_keepalive: None,
         }
     }

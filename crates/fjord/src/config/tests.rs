@@ -463,6 +463,53 @@ fn cipher_setting() {
 }
 
 #[test]
+fn mode_is_router_unless_switch_and_sets_the_default_mtu() {
+    let router = parse_ok(&with_interface(""));
+    assert_eq!(router.interface.mode, InterfaceMode::Router);
+    assert_eq!(router.interface.mtu(), DEFAULT_MTU);
+    let switch = parse_ok(&with_interface("mode = Switch"));
+    assert_eq!(switch.interface.mode, InterfaceMode::Switch);
+    assert_eq!(switch.interface.mtu(), DEFAULT_SWITCH_MTU);
+    assert_eq!(DEFAULT_SWITCH_MTU.bytes() + 14 + 4, DEFAULT_MTU.bytes());
+    let set = parse_ok(&with_interface("Mode = switch\nMTU = 9000"));
+    assert_eq!(set.interface.mtu().bytes(), 9000);
+    assert_eq!(
+        parse_ok(&with_interface("Mode = router")).interface.mode,
+        InterfaceMode::Router
+    );
+    assert_eq!(
+        error_of(&with_interface("Mode = bridge")),
+        "wg0.conf:3: Mode: 'bridge' is not router or switch"
+    );
+    assert!(
+        switch.to_wg_format().contains("\nMode = switch\n"),
+        "written back"
+    );
+    assert!(!router.to_wg_format().contains("Mode"));
+}
+
+#[test]
+fn switch_mode_refuses_what_it_cannot_carry() {
+    let peers = format!(
+        "[Interface]\nPrivateKey = {PRIVATE}\nMode = switch\n\
+         [Peer]\nPublicKey = {PEER_A}\nAllowedIPs =\n\
+         [Peer]\nPublicKey = {PEER_B}\nEndpoint = 198.18.0.2:51820\nAllowedIPs = 198.19.0.2/32\n"
+    );
+    assert_eq!(
+        error_of(&peers),
+        "wg0.conf:10: AllowedIPs: not used in switch mode (Mode = switch routes frames by MAC address); remove it, or set Mode = router"
+    );
+    let mesh = format!(
+        "[Interface]\nPrivateKey = {PRIVATE}\nMode = switch\n\n[Mesh]\n\
+         Member = {OWN_PUBLIC} alpha 198.19.0.1/32\n"
+    );
+    assert_eq!(
+        error_of(&mesh),
+        "wg0.conf:3: Mode: switch mode works with [Peer] sections only, not with the [Mesh] at line 5"
+    );
+}
+
+#[test]
 fn fwmark_forms() {
     let mark = |value: &str| parse(&with_interface(&format!("FwMark = {value}")));
     assert_eq!(mark("off").unwrap().interface.fwmark, None);
@@ -819,16 +866,18 @@ fn interface() -> impl Strategy<Value = InterfaceSection> {
             CipherSetting::Auto,
             CipherSetting::ChaCha20Poly1305,
         ])),
+        prop::sample::select(vec![InterfaceMode::Router, InterfaceMode::Switch]),
         wg_quick,
     )
         .prop_map(
-            |(key, listen_port, fwmark, addresses, mtu, cipher, wg_quick)| InterfaceSection {
+            |(key, listen_port, fwmark, addresses, mtu, cipher, mode, wg_quick)| InterfaceSection {
                 private_key: PrivateKey::from_base64(&key).expect("encoded from 32 bytes"),
                 listen_port,
                 fwmark,
                 addresses,
                 mtu: mtu.map(|bytes| Mtu::new(bytes).expect("within range")),
                 cipher,
+                mode,
                 wg_quick,
             },
         )
@@ -860,7 +909,13 @@ fn peer() -> impl Strategy<Value = PeerSection> {
 fn config() -> impl Strategy<Value = Config> {
     (interface(), prop::collection::vec(peer(), 0..4)).prop_filter_map(
         "peer keys must be distinct from each other and the interface",
-        |(interface, peers)| {
+        |(interface, mut peers)| {
+            if interface.mode == InterfaceMode::Switch {
+                // Switch mode refuses AllowedIPs.
+                for peer in &mut peers {
+                    peer.allowed_ips.clear();
+                }
+            }
             let own = interface.private_key.public_key();
             let mut keys: Vec<_> = peers.iter().map(|peer| peer.public_key).collect();
             keys.push(own);

@@ -74,6 +74,9 @@ impl Mtu {
     /// wg-quick's fallback MTU; see [`super::DEFAULT_MTU`].
     pub(super) const WG_QUICK_DEFAULT: Mtu = Mtu(1420);
 
+    /// The switch-mode default; see [`super::DEFAULT_SWITCH_MTU`].
+    pub(super) const SWITCH_DEFAULT: Mtu = Mtu(1402);
+
     pub fn new(bytes: u16) -> Result<Mtu, ValueError> {
         if bytes < Self::MIN {
             return Err(ValueError::OutOfRange {

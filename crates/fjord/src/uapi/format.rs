@@ -41,10 +41,19 @@ pub fn write_get(status: &InterfaceStatus, out: &mut String) {
 /// Prefix of the handshake counters in a `get=fjord` reply.
 pub const HANDSHAKE_PREFIX: &str = "handshake_";
 
+/// Prefix of a `get=fjord` reply's line that counts the MAC addresses a
+/// switch-mode interface knows (absent in router mode).
+pub const SWITCH_MAC_ADDRESSES: &str = "switch_mac_addresses";
+
 /// The body of a `get=fjord` reply: fjord's own counters, the MTU its
-/// data path has taken up (`datapath_mtu`), and mesh members (`member=`).
+/// data path has taken up (`datapath_mtu`), the switch's MAC addresses
+/// (`switch_mac_addresses`, switch mode only), and mesh members
+/// (`member=`).
 pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
     let _ = writeln!(out, "datapath_mtu={}", status.datapath_mtu);
+    if let Some(count) = status.mac_addresses {
+        let _ = writeln!(out, "{SWITCH_MAC_ADDRESSES}={count}");
+    }
     for (reason, count) in &status.drops {
         let _ = writeln!(out, "drop_{reason}={count}");
     }

@@ -137,6 +137,8 @@ pub struct Shown {
     pub endpoints: Vec<Option<String>>,
     /// Each peer's data cipher as printed.
     pub ciphers: Vec<Option<String>>,
+    /// MAC addresses a switch-mode interface knows (`None`: a router).
+    pub switch_mac_addresses: Option<u64>,
 }
 
 impl Shown {
@@ -183,6 +185,7 @@ pub fn show_json(ifname: &str) -> Shown {
         drops,
         endpoints: peer_field("endpoint"),
         ciphers: peer_field("cipher"),
+        switch_mac_addresses: report["switch_mac_addresses"].as_u64(),
     }
 }
 

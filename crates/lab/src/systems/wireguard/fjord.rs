@@ -5,10 +5,16 @@
 //! assigns the addresses and routes itself, logs to stderr, and on SIGINT or
 //! SIGTERM removes its interface and exits 0. The driver writes the file,
 //! starts the daemon and waits until the interface is up with its addresses.
+//!
+//! In switch mode ([`Fjord::in_switch_mode`], the lab system `fjord-tap`)
+//! the file says `Mode = switch` and has no `AllowedIPs`: the interface is
+//! a TAP carrying Ethernet frames, with the same addresses and MTU, so the
+//! same suites compare it with the TUN interface.
 
 use std::path::{Path, PathBuf};
 
 use fjord_proto::{DropCounters, DropReason, HandshakeCounters};
+use zeroize::Zeroizing;
 
 use super::{Implementation, Interface, WgSide, interface};
 use crate::netns::Namespace;
@@ -20,6 +26,10 @@ const NAME: &str = "fjord";
 /// fjord with its data cipher forced to WireGuard's (`--cipher
 /// chacha20-poly1305`): what fjord costs where AES-256-GCM is not agreed.
 const CHACHA_NAME: &str = "fjord-chacha";
+/// The name of fjord in switch mode, as a lab system.
+const SWITCH_NAME: &str = "fjord-tap";
+/// Both: switch mode with WireGuard's data cipher.
+const SWITCH_CHACHA_NAME: &str = "fjord-tap-chacha";
 
 /// Environment variable naming the fjord binary explicitly.
 pub const BINARY_ENV: &str = "FJORD_BIN";
@@ -56,6 +66,8 @@ pub struct Fjord {
     user: Option<String>,
     /// `FJORD_LOG`: what each side logs; fjord's default when `None`.
     log_filter: Option<String>,
+    /// `Mode = switch`: a TAP interface instead of TUN.
+    switch: bool,
 }
 
 impl Fjord {
@@ -81,6 +93,7 @@ impl Fjord {
             chacha_only: false,
             user: None,
             log_filter: None,
+            switch: false,
         }
     }
 
@@ -93,6 +106,7 @@ impl Fjord {
             chacha_only: false,
             user: None,
             log_filter: None,
+            switch: false,
         }
     }
 
@@ -105,6 +119,30 @@ impl Fjord {
     pub fn with_threads(mut self, threads: u16) -> Self {
         self.threads = Some(threads);
         self
+    }
+
+    /// Runs each side in switch mode: a TAP interface, frames switched by
+    /// MAC address (named `fjord-tap` as a lab system).
+    pub fn in_switch_mode(mut self) -> Self {
+        self.switch = true;
+        self
+    }
+
+    /// The `fjord up` file for `side`: in switch mode with `Mode = switch`
+    /// and without allowed IPs, which switch mode refuses.
+    pub fn config_text(&self, side: &WgSide) -> Zeroizing<String> {
+        if !self.switch {
+            return side.wg_quick_text();
+        }
+        let mut side = side.clone();
+        for peer in &mut side.peers {
+            peer.allowed_ips.clear();
+        }
+        let mut text = side.wg_quick_text();
+        let interface = "[Interface]\n";
+        let at = text.find(interface).map_or(0, |at| at + interface.len());
+        text.insert_str(at, "Mode = switch\n");
+        text
     }
 
     /// Runs each side with its rekey cycle `divisor` times faster
@@ -146,7 +184,12 @@ impl Fjord {
 
 impl Implementation for Fjord {
     fn name(&self) -> &'static str {
-        if self.chacha_only { CHACHA_NAME } else { NAME }
+        match (self.switch, self.chacha_only) {
+            (false, false) => NAME,
+            (false, true) => CHACHA_NAME,
+            (true, false) => SWITCH_NAME,
+            (true, true) => SWITCH_CHACHA_NAME,
+        }
     }
 
     fn settings(&self) -> String {
@@ -174,7 +217,7 @@ impl Implementation for Fjord {
     ) -> Result<Interface, SystemError> {
         let binary = self.installed().map_err(SystemError::NotInstalled)?;
         let config_path = workdir.join(format!("{}.conf", side.ifname));
-        support::write_secret_file(&config_path, &side.wg_quick_text())?;
+        support::write_secret_file(&config_path, &self.config_text(side))?;
         let mut command = namespace.command(&binary);
         command.arg("up").arg(&config_path);
         if let Some(threads) = self.threads {
@@ -192,7 +235,8 @@ impl Implementation for Fjord {
         if let Some(filter) = &self.log_filter {
             command.env("FJORD_LOG", filter);
         }
-        let mut interface = Interface::spawn(NAME, namespace, side, workdir, &mut command, false)?;
+        let mut interface =
+            Interface::spawn(self.name(), namespace, side, workdir, &mut command, false)?;
         interface.wait_until(&format!("{} up with its addresses", side.ifname), || {
             support::link_is_up(namespace, &side.ifname)
                 && interface::addresses_assigned(namespace, side)
@@ -217,6 +261,10 @@ impl Implementation for Fjord {
         hosts: &[MeshHost<'_>],
         workdir: &Path,
     ) -> Result<Box<dyn RunningMesh>, SystemError> {
+        if self.switch {
+            // A [Mesh] section refuses switch mode.
+            return Err(crate::systems::no_mesh_mode(self.name()));
+        }
         let mesh = FjordMesh::new(self.clone()).configure(hosts, workdir)?;
         Ok(Box::new(mesh))
     }

@@ -238,7 +238,8 @@ impl Node {
             Received::Data { packet, .. } => self.delivered.push(datagram[packet.clone()].to_vec()),
             Received::Keepalive { .. } => self.keepalives_received += 1,
             Received::Dropped(reason) => self.observed_drops.count(*reason),
-            Received::Control | Received::Extension { .. } => {}
+            // A device alone never returns a frame (see `Received::Frame`).
+            Received::Control | Received::Extension { .. } | Received::Frame { .. } => {}
         }
         self.outcomes.push(outcome.clone());
     }
