@@ -48,7 +48,7 @@
 //! the Diffie–Hellman work.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use crate::context::{Context, JitterSource, Rng, WallClock};
@@ -92,6 +92,9 @@ pub struct PeerStatus {
     pub public_key: PublicKey,
     pub has_preshared_key: bool,
     pub endpoint: Option<SocketAddr>,
+    /// Our address the peer's datagrams arrive at, which ours to it leave
+    /// from; `None` until one arrived.
+    pub local_address: Option<IpAddr>,
     pub persistent_keepalive: Option<Duration>,
     pub stats: PeerStats,
 }
@@ -252,6 +255,7 @@ impl Device {
             public_key: *peer.remote.public_key(),
             has_preshared_key: !peer.remote.preshared_key().is_zero(),
             endpoint: peer.endpoint.map(|endpoint| endpoint.remote),
+            local_address: peer.endpoint.and_then(|endpoint| endpoint.local),
             persistent_keepalive: peer.timers.persistent_keepalive_interval(),
             stats: peer.stats.clone(),
         })
@@ -416,6 +420,14 @@ impl Device {
 
     pub fn handshake_counters(&self) -> HandshakeCounters {
         self.handshakes
+    }
+
+    /// Whether handshake messages arrive faster than
+    /// [`crate::UNDER_LOAD_HANDSHAKES_PER_SECOND`] (in this second or the
+    /// last), so that cookies are required: a handshake flood. A driver
+    /// may then spend less on the socket that the flood fills.
+    pub fn under_load(&self, now: Instant) -> bool {
+        self.load.is_loaded(now)
     }
 
     /// Forces the under-load behaviour (cookies for every handshake), for tests.
