@@ -57,6 +57,12 @@ fn a_flooded_responder_answers_with_cookies_and_keeps_its_tunnel() {
     let right = fjord
         .start(&hosts.hosts.right, &right_side, workdir.path())
         .expect("responder up");
+    let counters = || {
+        fjord
+            .handshake_counters(&right)
+            .expect("fjord keeps handshake counters")
+            .expect("read the responder's counters")
+    };
     let mut left = Some(
         fjord
             .start(&hosts.hosts.left, &left_side, workdir.path())
@@ -67,10 +73,7 @@ fn a_flooded_responder_answers_with_cookies_and_keeps_its_tunnel() {
         .expect("the tunnel is up before the flood");
     let replies = ReplyCounters::install(&hosts.attacker, LISTEN_PORT).expect("reply counters");
     let _echo = EchoService::start(&hosts.hosts.right, ECHO_PORT).expect("echo service");
-    let before = fjord
-        .handshake_counters(&right)
-        .expect("fjord keeps handshake counters")
-        .expect("read the responder's counters");
+    let before = counters();
 
     let (destination_mac, source_mac) = hosts.attack_link_macs().expect("MAC addresses");
     let flood_at = |rate| {
@@ -133,10 +136,7 @@ fn a_flooded_responder_answers_with_cookies_and_keeps_its_tunnel() {
     .expect("the restarted initiator got its tunnel back during the flood");
 
     let sent = flood.stop().expect("flood ran to the end");
-    let after = fjord
-        .handshake_counters(&right)
-        .expect("fjord keeps handshake counters")
-        .expect("read the responder's counters");
+    let after = counters();
     let cookie_replies = after.cookie_replies - before.cookie_replies;
     let computed = after.initiations_computed - before.initiations_computed;
     let on_the_wire = replies.read().expect("reply counters");
@@ -176,10 +176,7 @@ fn a_flooded_responder_answers_with_cookies_and_keeps_its_tunnel() {
     // Unpaced: far more than the responder reads. Its peer's datagrams
     // wait in a socket of their own, so the transfer goes through.
     let started = Instant::now();
-    let before = fjord
-        .handshake_counters(&right)
-        .expect("fjord keeps handshake counters")
-        .expect("read the responder's counters");
+    let before = counters();
     let drops_before = udp_socket_drops(&hosts.hosts.right, LISTEN_PORT).expect("socket drops");
     let flood = flood_at(FloodRate::Unpaced);
     std::thread::sleep(Duration::from_secs(1));
@@ -192,10 +189,7 @@ fn a_flooded_responder_answers_with_cookies_and_keeps_its_tunnel() {
         )
         .expect("transfer during the unpaced flood");
     let sent = flood.stop().expect("flood ran to the end");
-    let after = fjord
-        .handshake_counters(&right)
-        .expect("fjord keeps handshake counters")
-        .expect("read the responder's counters");
+    let after = counters();
     let elapsed = started.elapsed();
     let drops =
         udp_socket_drops(&hosts.hosts.right, LISTEN_PORT).expect("socket drops") - drops_before;

@@ -225,7 +225,7 @@ impl Worker {
             let before_poll = Instant::now();
             let deadline = match self.udp_paused_until {
                 Some(until) if until <= before_poll => {
-                    self.resume_udp();
+                    self.watch_udp();
                     deadline
                 }
                 Some(until) => deadline.min(until),
@@ -479,16 +479,7 @@ impl Worker {
             };
             call(&mut context);
             if context.rebound {
-                // The new socket is watched from the start.
-                self.udp_paused_until = None;
-                let fd = self.udp.as_raw_fd();
-                if let Err(error) =
-                    self.poll
-                        .registry()
-                        .register(&mut SourceFd(&fd), UDP, Interest::READABLE)
-                {
-                    tracing::error!(%error, "could not watch the new UDP socket");
-                }
+                self.watch_udp();
                 self.connect_sessions();
             }
         }

@@ -134,9 +134,10 @@ impl Worker {
         self.udp_paused_until = Some(until);
     }
 
-    /// Watches the interface's socket again; what waits on it is found at
-    /// once (registering reports a socket that is readable already).
-    pub(super) fn resume_udp(&mut self) {
+    /// Watches the interface's socket: again after a pause, or a new one
+    /// after the port changed. What waits on it is found at once
+    /// (registering reports a socket that is readable already).
+    pub(super) fn watch_udp(&mut self) {
         self.udp_paused_until = None;
         let fd = self.udp.as_raw_fd();
         if let Err(error) =
@@ -144,7 +145,7 @@ impl Worker {
                 .registry()
                 .register(&mut SourceFd(&fd), UDP, Interest::READABLE)
         {
-            tracing::error!(%error, "could not watch the UDP socket again");
+            tracing::error!(%error, "could not watch the UDP socket");
         }
     }
 }
