@@ -6,11 +6,12 @@
 //!     epoll wait (TUN readable | UDP readable | a peer's socket readable |
 //!         control waker | signal | next timer), or just poll while a reply
 //!         to recent traffic may be coming (busy_poll.rs)
-//!     turns until every ready source is empty, each turn: bounded batches
+//!     one turn over the ready sources (worker/turn.rs): bounded batches
 //!     from the TUN, then from each peer's own socket, then from the
-//!     interface's socket (one batch only while the others have work: a
-//!     flood fills that one); timers, queued control datagrams, events and
-//!     control calls after each turn (a flood may never let it run dry)
+//!     interface's socket (one batch only while the others have work, and
+//!     under a handshake flood within an eighth of a core); then timers,
+//!     queued control datagrams, events and control calls; sources left
+//!     ready make the next wait a poll that returns at once
 //!     a handshake completed or an endpoint moved: that endpoint gets a
 //!         connected socket of its own (steering.rs)
 //!     once a second: follow the MTU, log refused datagrams (drop_report.rs),
