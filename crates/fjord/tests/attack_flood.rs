@@ -30,7 +30,7 @@ use fjord_lab::systems::wireguard::{
 use fjord_lab::systems::{self, WorkDir};
 use fjord_lab::topology::{RIGHT_OVERLAY, RIGHT_UNDERLAY};
 use fjord_lab::traffic::{self, BulkTransfer};
-use fjord_proto::{COOKIE_REPLIES_PER_SECOND, PEER_COOKIE_REPLIES_PER_SECOND};
+use fjord_proto::{COOKIE_REPLIES_PER_SECOND, DropReason, PEER_COOKIE_REPLIES_PER_SECOND};
 
 const TRANSFER_BYTES: u64 = 16 << 20;
 /// Above the rate at which fjord asks for cookies (512/s), and low enough
@@ -63,6 +63,12 @@ fn a_flooded_responder_answers_with_cookies_and_keeps_its_tunnel() {
             .expect("fjord keeps handshake counters")
             .expect("read the responder's counters")
     };
+    let refusals = || {
+        fjord
+            .drop_counters(&right)
+            .expect("fjord keeps drop counters")
+            .expect("read the responder's drops")
+    };
     let mut left = Some(
         fjord
             .start(&hosts.hosts.left, &left_side, workdir.path())
@@ -74,6 +80,7 @@ fn a_flooded_responder_answers_with_cookies_and_keeps_its_tunnel() {
     let replies = ReplyCounters::install(&hosts.attacker, LISTEN_PORT).expect("reply counters");
     let _echo = EchoService::start(&hosts.hosts.right, ECHO_PORT).expect("echo service");
     let before = counters();
+    let refused_before = refusals();
 
     let (destination_mac, source_mac) = hosts.attack_link_macs().expect("MAC addresses");
     let flood_at = |rate| {
@@ -137,6 +144,7 @@ fn a_flooded_responder_answers_with_cookies_and_keeps_its_tunnel() {
 
     let sent = flood.stop().expect("flood ran to the end");
     let after = counters();
+    let refused = refusals().since(&refused_before);
     let cookie_replies = after.cookie_replies - before.cookie_replies;
     let computed = after.initiations_computed - before.initiations_computed;
     let on_the_wire = replies.read().expect("reply counters");
@@ -164,6 +172,16 @@ fn a_flooded_responder_answers_with_cookies_and_keeps_its_tunnel() {
     assert_eq!(
         on_the_wire.responses, 0,
         "a spoofed initiation got a response"
+    );
+    // The lab reads the same counters by reason (the attack suite's JSON):
+    // every initiation answered with a cookie was refused for want of one.
+    eprintln!(
+        "refused during the flood: {:?}",
+        refused.nonzero().collect::<Vec<_>>()
+    );
+    assert!(
+        refused.get(DropReason::CookieRequired) >= cookie_replies,
+        "{refused:?}"
     );
     // And the restarted side's tunnel still works both ways.
     traffic::ping(

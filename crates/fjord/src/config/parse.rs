@@ -32,7 +32,8 @@ use super::endpoint::{Endpoint, Resolve};
 use super::error::{ConfigError, Problem, SectionKind, ValueError, quote};
 use super::mesh::MeshDraft;
 use super::values::{
-    KeepaliveInterval, Mtu, VerbatimValue, parse_bool, parse_fwmark, parse_listen_port,
+    CipherSetting, KeepaliveInterval, Mtu, VerbatimValue, parse_bool, parse_fwmark,
+    parse_listen_port,
 };
 use super::{Config, InterfaceSection, PeerSection, WgQuick};
 
@@ -61,13 +62,14 @@ enum KeyName {
     Member,
     Bootstrap,
     Revocations,
+    Cipher,
 }
 
 /// Number of [`KeyName`] variants, for per-key tables.
-const KEY_COUNT: usize = 22;
+const KEY_COUNT: usize = 23;
 
 // `SeenKeys` indexes by discriminant; the last variant must fit.
-const _: () = assert!(KeyName::Revocations as usize + 1 == KEY_COUNT);
+const _: () = assert!(KeyName::Cipher as usize + 1 == KEY_COUNT);
 
 const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::PrivateKey,
@@ -92,6 +94,7 @@ const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::Member,
     KeyName::Bootstrap,
     KeyName::Revocations,
+    KeyName::Cipher,
 ];
 
 impl KeyName {
@@ -120,6 +123,7 @@ impl KeyName {
             KeyName::Member => "Member",
             KeyName::Bootstrap => "Bootstrap",
             KeyName::Revocations => "Revocations",
+            KeyName::Cipher => "Cipher",
         }
     }
 
@@ -258,6 +262,7 @@ struct InterfaceDraft {
     fwmark: Option<std::num::NonZeroU32>,
     addresses: Vec<Cidr>,
     mtu: Option<Mtu>,
+    cipher: Option<CipherSetting>,
     wg_quick: WgQuick,
 }
 
@@ -319,11 +324,13 @@ impl Reader<'_> {
             });
         }
         // Held in a zeroizing buffer: the value may be a key.
-        let value: Zeroizing<String> = Zeroizing::new(if key.is_wg_key() {
-            raw_value.chars().filter(|c| !c.is_whitespace()).collect()
+        // Sized once: a growing String would free copies of the key.
+        let mut value = Zeroizing::new(String::with_capacity(raw_value.len()));
+        if key.is_wg_key() {
+            value.extend(raw_value.chars().filter(|c| !c.is_whitespace()));
         } else {
-            raw_value.trim().to_string()
-        });
+            value.push_str(raw_value.trim());
+        }
         let invalid = |error: ValueError| Problem::InvalidValue {
             key: key.name(),
             error,
@@ -459,6 +466,7 @@ impl Reader<'_> {
                 fwmark: interface.fwmark,
                 addresses: interface.addresses,
                 mtu: interface.mtu,
+                cipher: interface.cipher,
                 wg_quick: interface.wg_quick,
             },
             peers,
@@ -476,6 +484,7 @@ impl InterfaceDraft {
             fwmark: None,
             addresses: Vec::new(),
             mtu: None,
+            cipher: None,
             wg_quick: WgQuick::default(),
         }
     }
@@ -505,6 +514,7 @@ impl InterfaceDraft {
             KeyName::PreDown => push_hook(&mut self.wg_quick.pre_down, value)?,
             KeyName::PostDown => push_hook(&mut self.wg_quick.post_down, value)?,
             KeyName::SaveConfig => self.wg_quick.save_config = parse_bool(value)?,
+            KeyName::Cipher => self.cipher = Some(value.parse()?),
             // Other sections' keys never reach here: `read_line` checks.
             _ => {}
         }

@@ -35,6 +35,9 @@ pub(super) fn to_wg_format(config: &Config) -> Zeroizing<String> {
     if let Some(mtu) = interface.mtu {
         line(&mut out, "MTU", mtu);
     }
+    if let Some(cipher) = interface.cipher {
+        line(&mut out, "Cipher", cipher);
+    }
     let wg_quick = &interface.wg_quick;
     if !wg_quick.dns.is_empty() {
         line(&mut out, "DNS", comma_list(&wg_quick.dns));
