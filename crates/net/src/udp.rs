@@ -65,6 +65,16 @@ impl UdpTransport {
         Self::from_bound(socket, port)
     }
 
+    /// Makes `uid`'s the socket, for a process that gives up root after
+    /// binding: the kernel lets a socket join a port's `SO_REUSEPORT`
+    /// group only if its owner created the sockets already there, so
+    /// without this the connected sockets opened after the drop
+    /// ([`UdpTransport::connected`]) are refused and a flood reaches the
+    /// peers' datagrams again. Other users are still refused the port.
+    pub fn hand_to(&self, uid: u32, gid: u32) -> io::Result<()> {
+        std::os::unix::fs::fchown(&self.socket, Some(uid), Some(gid))
+    }
+
     /// A socket on our `port` connected to `remote`: the kernel delivers
     /// every datagram from `remote` to it (a connected socket matches
     /// before the unconnected one), so whatever fills the interface's
