@@ -38,13 +38,22 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
     let handshakes = handshake_counters(interface);
     let computed = handshakes.get("initiations_computed").copied();
     let cookies = handshakes.get("cookie_replies").copied();
-    if computed.unwrap_or(0) > 0 || cookies.unwrap_or(0) > 0 {
-        let _ = writeln!(
+    let withheld = handshakes
+        .get("cookie_replies_withheld")
+        .copied()
+        .unwrap_or(0);
+    if computed.unwrap_or(0) > 0 || cookies.unwrap_or(0) > 0 || withheld > 0 {
+        let _ = write!(
             out,
             "  handshakes: {} initiations computed, {} cookie replies",
             computed.unwrap_or(0),
             cookies.unwrap_or(0)
         );
+        // Only under a flood faster than the reply budget.
+        if withheld > 0 {
+            let _ = write!(out, ", {withheld} left unanswered (reply budget spent)");
+        }
+        out.push('\n');
     }
     if let Some(count) = switch_mac_addresses(interface) {
         let _ = writeln!(out, "  switch: {count} MAC addresses known");
@@ -274,6 +283,21 @@ mod tests {
         assert_eq!(json["handshakes"]["cookie_replies"], 7);
         assert_eq!(json["handshakes"]["initiations_computed"], 512);
         assert_eq!(json["drops"]["cookie_required"], 7);
+        // A flood faster than the reply budget: the handshakes left
+        // unanswered are said too.
+        interface
+            .counters
+            .push(("handshake_cookie_replies_withheld".to_string(), 90));
+        let text = render_text("fj0", &interface, UNIX_EPOCH);
+        assert!(
+            text.contains(
+                "  handshakes: 512 initiations computed, 7 cookie replies, \
+                 90 left unanswered (reply budget spent)\n"
+            ),
+            "{text}"
+        );
+        let json = serde_json::to_value(report("fj0", &interface)).unwrap();
+        assert_eq!(json["handshakes"]["cookie_replies_withheld"], 90);
         // Other implementations keep no such counters: no line.
         interface.counters.clear();
         assert!(!render_text("fj0", &interface, UNIX_EPOCH).contains("handshakes"));

@@ -232,6 +232,9 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
         Instant::now(),
     )?;
     netconf.add_routes(&interface, &allowed, table, fwmark)?;
+    if let Some(account) = &options.user {
+        crate::privilege::hand_over(&udp, account)?;
+    }
 
     let (mut worker, control) = Worker::new(node, tun, udp, fwmark)?;
     worker = worker.with_threads(options.threads);

@@ -55,6 +55,7 @@ pub fn run_interface(
     // Everything that needs root is done (wg-quick configures addresses
     // and routes itself); no thread has started yet.
     if let Some(account) = user {
+        crate::privilege::hand_over(&udp, account)?;
         crate::privilege::drop_to(account)?;
     }
     let (worker, control) = Worker::new(Node::new(device), tun, udp, 0)?;

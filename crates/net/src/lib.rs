@@ -14,6 +14,7 @@ pub mod port_prediction;
 mod relay_forward;
 pub mod stats;
 pub mod steering;
+mod time_share;
 pub mod tun;
 pub mod udp;
 mod udp_send;

@@ -3,12 +3,19 @@
 //!
 //! ```text
 //! loop {
-//!     epoll wait (TUN readable | UDP readable | control waker | signal | next timer),
-//!         or just poll while a reply to recent traffic may be coming (busy_poll.rs)
-//!     alternate bounded batches of outbound and inbound work until both are
-//!     empty, with timers, queued control datagrams, events and control calls
-//!     after each turn (a flood may never let the socket run dry)
-//!     once a second: follow the MTU, log refused datagrams (drop_report.rs)
+//!     epoll wait (TUN readable | UDP readable | a peer's socket readable |
+//!         control waker | signal | next timer), or just poll while a reply
+//!         to recent traffic may be coming (busy_poll.rs)
+//!     one turn over the ready sources (worker/turn.rs): bounded batches
+//!     from the TUN, then from each peer's own socket, then from the
+//!     interface's socket (one batch only while the others have work, and
+//!     under a handshake flood within an eighth of a core); then timers,
+//!     queued control datagrams, events and control calls; sources left
+//!     ready make the next wait a poll that returns at once
+//!     a handshake completed or an endpoint moved: that endpoint gets a
+//!         connected socket of its own (steering.rs)
+//!     once a second: follow the MTU, log refused datagrams (drop_report.rs),
+//!         close sockets of endpoints no peer uses
 //! }
 //! ```
 //!
@@ -17,6 +24,9 @@
 //!
 //! Sources are edge-triggered, so each is drained until it would block;
 //! bounding each turn keeps one busy direction from starving the other.
+
+mod steer;
+mod turn;
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -32,12 +42,14 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use crate::busy_poll::{BusyPoll, SPIN_WINDOW};
 use crate::control::{ControlCall, ControlContext, ControlHandle};
 use crate::crypto_stage::CryptoStage;
-use crate::datapath::{Drained, Inbound, Outbound, Pace, Pipes, ReceiveOn, send_blocking};
+use crate::datapath::{Inbound, Outbound, Pace, send_blocking};
 use crate::drop_report::DropReport;
 use crate::port_prediction::PortPrediction;
 use crate::stats::DataStats;
+use crate::time_share::TimeShare;
 use crate::tun::TunDevice;
 use crate::udp::UdpTransport;
+use turn::{FLOODED_SOCKET_CREDIT, FLOODED_SOCKET_SHARE, Ready};
 
 const TUN: Token = Token(0);
 const UDP: Token = Token(1);
@@ -48,7 +60,7 @@ const STEERED: usize = 16;
 /// Port prediction sockets poll from here on (port_prediction.rs).
 const PREDICTION: usize = STEERED + crate::steering::MAX_STEERED;
 
-/// Batches per direction before yielding to the other one.
+/// Batches per source before yielding to the others.
 const BATCHES_PER_TURN: usize = 8;
 /// How often the worker looks for changes made behind its back (the MTU)
 /// and at refused datagrams.
@@ -104,6 +116,10 @@ pub struct Worker {
     /// Threads sharing the crypto (`--threads`), this one included.
     threads: usize,
     prediction: PortPrediction,
+    /// The interface's socket's share of time under a flood, and when it
+    /// may be read again after using it up (unwatched until then).
+    flooded_socket: TimeShare,
+    udp_paused_until: Option<Instant>,
 }
 
 impl Worker {
@@ -161,6 +177,12 @@ impl Worker {
             busy_poll_window: SPIN_WINDOW,
             threads: 1,
             prediction: PortPrediction::new(PREDICTION),
+            flooded_socket: TimeShare::new(
+                Instant::now(),
+                FLOODED_SOCKET_SHARE,
+                FLOODED_SOCKET_CREDIT,
+            ),
+            udp_paused_until: None,
         };
         Ok((worker, handle))
     }
@@ -194,6 +216,7 @@ impl Worker {
         // Send initiations and persistent keepalives that are due at start.
         self.after_io(Instant::now());
         let mut busy_poll = BusyPoll::with_window(Instant::now(), self.busy_poll_window);
+        let mut ready = Ready::default();
         let mut tun_at_last_wake = false;
         loop {
             let deadline = self
@@ -203,8 +226,23 @@ impl Worker {
                     next.min(self.next_housekeeping)
                 });
             let before_poll = Instant::now();
-            let spinning = busy_poll.should_spin(before_poll);
-            let timeout = if spinning {
+            let deadline = match self.udp_paused_until {
+                Some(until) if until <= before_poll => {
+                    self.watch_udp();
+                    deadline
+                }
+                Some(until) => deadline.min(until),
+                None => deadline,
+            };
+            // With work left from the last turn, only look for more: new
+            // readiness (a peer's socket, the control waker) shows up here
+            // and nowhere else, also while a flood never lets a source run
+            // dry.
+            let busy = ready.any(self.udp_paused_until.is_some());
+            let spinning = !busy && busy_poll.should_spin(before_poll);
+            let timeout = if busy {
+                Duration::ZERO
+            } else if spinning {
                 std::thread::yield_now();
                 Duration::ZERO
             } else {
@@ -219,21 +257,16 @@ impl Worker {
             if spinning && events.is_empty() {
                 busy_poll.spent(before_poll.elapsed());
             }
-            let mut tun_ready = false;
-            let mut udp_ready = false;
-            let mut control_ready = false;
-            let mut steered_ready = Vec::new();
             for event in &events {
                 match event.token() {
-                    TUN => tun_ready = true,
-                    UDP => udp_ready = true,
-                    CONTROL => control_ready = true,
+                    TUN => ready.tun = true,
+                    UDP => ready.udp = true,
                     Token(token) if (STEERED..PREDICTION).contains(&token) => {
-                        steered_ready.push(token - STEERED);
+                        ready.steered.push(token - STEERED);
                     }
                     token if self.prediction.owns(token) => {
                         if let Some(slot) = self.prediction_hit(token) {
-                            steered_ready.push(slot);
+                            ready.steered.push(slot);
                         }
                     }
                     SHUTDOWN => {
@@ -244,156 +277,33 @@ impl Worker {
                         self.after_io(now);
                         return Ok(StopReason::Signal);
                     }
+                    // CONTROL: the calls run after every turn anyway.
                     _ => {}
                 }
             }
-            if tun_ready || udp_ready {
-                busy_poll.traffic(Instant::now());
-            }
+            ready.steered.sort_unstable();
+            ready.steered.dedup();
             // A ping's reply is read in the wake after its request came
-            // in, so what counts is whether TUN was read from last time.
-            let mut pace = if tun_at_last_wake {
+            // in, so what counts is whether TUN was ready last time.
+            let pace = if tun_at_last_wake {
                 Pace::Busy
             } else {
                 Pace::Idle
             };
-            tun_at_last_wake = tun_ready;
-            while tun_ready || udp_ready {
-                let now = Instant::now();
-                let mut pipes = Pipes {
-                    node: &mut self.node,
-                    tun: &mut self.tun,
-                    udp: &self.udp,
-                    stage: &stage,
-                    stats: &mut self.stats,
-                };
-                if tun_ready {
-                    match self.outbound.drain(now, &mut pipes, BATCHES_PER_TURN, pace) {
-                        Drained::Empty => tun_ready = false,
-                        Drained::MoreWaiting => {}
-                        Drained::DeviceGone => return Ok(StopReason::InterfaceDeleted),
-                    }
-                }
-                if udp_ready {
-                    match self.inbound.drain(
-                        now,
-                        &mut pipes,
-                        ReceiveOn::Interface,
-                        BATCHES_PER_TURN,
-                    ) {
-                        Drained::Empty => udp_ready = false,
-                        Drained::MoreWaiting => {}
-                        Drained::DeviceGone => return Ok(StopReason::InterfaceDeleted),
-                    }
-                }
-                self.after_io(now);
-                pace = Pace::Busy;
-                // A flood can keep the socket from ever running dry:
-                // `fjord show` and `wg set` must not wait for that.
-                if self.run_control_calls(now) {
-                    self.after_io(Instant::now());
-                }
-            }
-            for slot in steered_ready {
-                if self.drain_steered(slot, &stage) == Drained::DeviceGone {
-                    return Ok(StopReason::InterfaceDeleted);
-                }
-            }
+            tun_at_last_wake = ready.tun;
             let now = Instant::now();
+            if ready.any(self.udp_paused_until.is_some()) {
+                busy_poll.traffic(now);
+                if let Some(stop) = self.turn(now, &mut ready, &stage, pace) {
+                    return Ok(stop);
+                }
+            }
             self.after_io(now);
-            if control_ready && self.run_control_calls(now) {
+            // A flood can keep a socket from ever running dry: `fjord
+            // show` and `wg set` must not wait for that.
+            if self.run_control_calls(now) {
                 self.after_io(Instant::now());
             }
-        }
-    }
-
-    /// Receives what waits on a steered socket, through the same
-    /// pipeline as the interface's socket.
-    fn drain_steered(&mut self, slot: usize, stage: &CryptoStage) -> Drained {
-        loop {
-            let now = Instant::now();
-            let mut pipes = Pipes {
-                node: &mut self.node,
-                tun: &mut self.tun,
-                udp: &self.udp,
-                stage,
-                stats: &mut self.stats,
-            };
-            let drained =
-                self.inbound
-                    .drain(now, &mut pipes, ReceiveOn::Steered(slot), BATCHES_PER_TURN);
-            self.after_io(now);
-            if drained != Drained::MoreWaiting {
-                return drained;
-            }
-        }
-    }
-
-    /// A port prediction socket is readable: if the member it aimed at
-    /// answered, it carries that member's traffic from now on. Returns
-    /// its steering slot.
-    fn prediction_hit(&mut self, token: Token) -> Option<usize> {
-        let hit = self.prediction.readable(token, self.poll.registry())?;
-        tracing::info!(endpoint = %hit.from, port = hit.transport.port(), "port prediction met a member; its traffic leaves from this port");
-        let fd = hit.transport.as_raw_fd();
-        let Some(slot) = self.udp.steering_mut().insert(hit.from, hit.transport) else {
-            tracing::warn!("too many members met by port prediction; this one stays relayed");
-            return None;
-        };
-        if let Err(error) = self.poll.registry().register(
-            &mut SourceFd(&fd),
-            Token(STEERED + slot),
-            Interest::READABLE,
-        ) {
-            tracing::warn!(%error, "could not watch a port prediction socket");
-        }
-        Some(slot)
-    }
-
-    /// Opens the port prediction rounds the mesh asked for.
-    fn start_predictions(&mut self, now: Instant) {
-        while let Some(toward) = self.node.poll_port_prediction() {
-            let opened = self.prediction.start(
-                now,
-                &toward,
-                fjord_mesh::PUNCH_TTL,
-                &fjord_mesh::PUNCH_DATAGRAM,
-                self.fwmark,
-                self.poll.registry(),
-            );
-            tracing::debug!(opened, ?toward, "port prediction round");
-        }
-    }
-
-    /// Closes steered sockets whose endpoint no peer uses any more (the
-    /// member left, or moved), and prediction rounds that had their time.
-    fn tidy_port_prediction(&mut self, now: Instant) {
-        self.prediction.expire(now, self.poll.registry());
-        if self.udp.steering().is_empty() {
-            return;
-        }
-        let device = self.node.device();
-        let unused: Vec<usize> = self
-            .udp
-            .steering()
-            .slots()
-            .filter(|(_, remote)| {
-                !device.peer_ids().any(|id| {
-                    device
-                        .peer_status(id)
-                        .is_some_and(|status| status.endpoint == Some(*remote))
-                })
-            })
-            .map(|(slot, _)| slot)
-            .collect();
-        for slot in unused {
-            if let Some(socket) = self.udp.steering().get(slot) {
-                let _ = self
-                    .poll
-                    .registry()
-                    .deregister(&mut SourceFd(&socket.as_raw_fd()));
-            }
-            self.udp.steering_mut().remove(slot);
         }
     }
 
@@ -401,7 +311,7 @@ impl Worker {
     /// datagrams (rate-limited).
     fn housekeeping(&mut self, now: Instant) {
         self.next_housekeeping = now + HOUSEKEEPING_INTERVAL;
-        self.tidy_port_prediction(now);
+        self.tidy_steering(now);
         if let Some(refusals) = self.drop_report.due(now, &self.node.drops()) {
             if refusals.suspicious {
                 tracing::warn!(
@@ -449,6 +359,9 @@ impl Worker {
         }
         while let Some(event) = self.node.poll_event() {
             self.log_event(&event);
+            if let Some(endpoint) = self.proven_endpoint(&event) {
+                self.connect_endpoint(endpoint);
+            }
         }
         while let Some(mismatch) = self.node.poll_mode_mismatch() {
             let key = self.node.device().peer_public_key(mismatch.peer);
@@ -581,14 +494,8 @@ impl Worker {
             };
             call(&mut context);
             if context.rebound {
-                let fd = self.udp.as_raw_fd();
-                if let Err(error) =
-                    self.poll
-                        .registry()
-                        .register(&mut SourceFd(&fd), UDP, Interest::READABLE)
-                {
-                    tracing::error!(%error, "could not watch the new UDP socket");
-                }
+                self.watch_udp();
+                self.connect_sessions();
             }
         }
         ran

@@ -48,7 +48,7 @@
 //! the Diffie–Hellman work.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use crate::aead::DataCipher;
@@ -65,12 +65,10 @@ use crate::outcome::{
 use crate::peer::{Peer, PeerStats};
 use crate::timer_queue::TimerQueue;
 use crate::timers::Timing;
+use crate::under_load::{CookieReplyBudget, LoadMeter};
 use crate::wire::{COOKIE_REPLY_LEN, HandshakeInitiation, HandshakeResponse, Message, ParseError};
 
 pub use crate::session::{DATA_HEADROOM, DATA_TAILROOM};
-
-/// Handshake messages per second above which mac2 (a cookie) is required.
-pub const UNDER_LOAD_HANDSHAKES_PER_SECOND: u32 = 512;
 
 /// Settings of one interface.
 pub struct DeviceConfig {
@@ -96,6 +94,9 @@ pub struct PeerStatus {
     pub public_key: PublicKey,
     pub has_preshared_key: bool,
     pub endpoint: Option<SocketAddr>,
+    /// Our address the peer's datagrams arrive at, which ours to it leave
+    /// from; `None` until one arrived.
+    pub local_address: Option<IpAddr>,
     pub persistent_keepalive: Option<Duration>,
     pub stats: PeerStats,
     /// The cipher our data to the peer uses now (none without a session).
@@ -112,35 +113,6 @@ pub enum DeviceError {
     OwnKey,
 }
 
-/// Counts handshake messages per second to decide when to demand cookies.
-#[derive(Debug, Default)]
-struct LoadMeter {
-    window_start: Option<Instant>,
-    in_window: u32,
-    previous_window: u32,
-    forced: bool,
-}
-
-impl LoadMeter {
-    fn record(&mut self, now: Instant) -> bool {
-        match self.window_start {
-            Some(start) if now.saturating_duration_since(start) < Duration::from_secs(1) => {}
-            start => {
-                // Only the window that just ended speaks for the current
-                // load: a burst from long ago must not demand cookies now.
-                let just_ended = start.is_some_and(|start| {
-                    now.saturating_duration_since(start) < Duration::from_secs(2)
-                });
-                self.previous_window = if just_ended { self.in_window } else { 0 };
-                self.in_window = 0;
-                self.window_start = Some(now);
-            }
-        }
-        self.in_window = self.in_window.saturating_add(1);
-        self.forced || self.in_window.max(self.previous_window) > UNDER_LOAD_HANDSHAKES_PER_SECOND
-    }
-}
-
 pub struct Device {
     ctx: Context,
     /// Checks MACs of handshakes addressed to our public key; `None`
@@ -153,6 +125,8 @@ pub struct Device {
     /// Reused by `handle_timeout` for the peers found due.
     due_scratch: Vec<usize>,
     load: LoadMeter,
+    /// Which handshakes needing a cookie get a reply (under_load.rs).
+    cookie_replies: CookieReplyBudget,
     handshakes: HandshakeCounters,
     /// How many unconfigured initiators may be admitted at once.
     unknown_peer_limit: Option<usize>,
@@ -191,6 +165,7 @@ impl Device {
             deadlines: TimerQueue::new(),
             due_scratch: Vec::new(),
             load: LoadMeter::default(),
+            cookie_replies: CookieReplyBudget::default(),
             handshakes: HandshakeCounters::default(),
             unknown_peer_limit: None,
             provisional: HashSet::new(),
@@ -288,6 +263,7 @@ impl Device {
             public_key: *peer.remote.public_key(),
             has_preshared_key: !peer.remote.preshared_key().is_zero(),
             endpoint: peer.endpoint.map(|endpoint| endpoint.remote),
+            local_address: peer.endpoint.and_then(|endpoint| endpoint.local),
             persistent_keepalive: peer.timers.persistent_keepalive_interval(),
             stats: peer.stats.clone(),
             sending_cipher: peer.sending_cipher(),
@@ -470,6 +446,14 @@ impl Device {
 
     pub fn handshake_counters(&self) -> HandshakeCounters {
         self.handshakes
+    }
+
+    /// Whether handshake messages arrive faster than
+    /// [`crate::UNDER_LOAD_HANDSHAKES_PER_SECOND`] (in this second or the
+    /// last), so that cookies are required: a handshake flood. A driver
+    /// may then spend less on the socket that the flood fills.
+    pub fn under_load(&self, now: Instant) -> bool {
+        self.load.is_loaded(now)
     }
 
     /// Behaves as a plain WireGuard peer does: no mark in initiations, no
@@ -692,7 +676,8 @@ impl Device {
     }
 
     /// Checks mac1 and, under load, mac2; answers with a cookie reply when
-    /// mac2 is missing. `true` when the message may be processed.
+    /// mac2 is missing and the reply budget allows (under_load.rs).
+    /// `Ok` when the message may be processed.
     fn admit_handshake(
         &mut self,
         now: Instant,
@@ -707,27 +692,38 @@ impl Device {
             return Err(DropReason::InvalidMac1);
         }
         let under_load = self.load.record(now);
-        if under_load && !cookie_checker.check_mac2(now, message, layout, &from.remote) {
-            let mut reply = vec![0u8; COOKIE_REPLY_LEN];
-            let mut nonce = [0u8; 24];
-            self.ctx.rng.fill_bytes(&mut nonce);
-            let rng = &mut self.ctx.rng;
-            if let Some(out) = reply.first_chunk_mut::<COOKIE_REPLY_LEN>() {
-                cookie_checker.create_reply(
-                    now,
-                    || rng.bytes32(),
-                    nonce,
-                    message,
-                    layout,
-                    &from.remote,
-                    out,
-                );
-                self.ctx.send(from, reply);
-                self.handshakes.cookie_replies += 1;
-            }
+        if !under_load || cookie_checker.check_mac2(now, message, layout, &from.remote) {
+            return Ok(());
+        }
+        let peers = &self.peers;
+        let answer = self.cookie_replies.allow(now, from.remote.ip(), || {
+            peers
+                .iter()
+                .flatten()
+                .filter_map(|peer| Some(peer.endpoint?.remote.ip()))
+        });
+        if !answer {
+            self.handshakes.cookie_replies_withheld += 1;
             return Err(DropReason::CookieRequired);
         }
-        Ok(())
+        let mut reply = vec![0u8; COOKIE_REPLY_LEN];
+        let mut nonce = [0u8; 24];
+        self.ctx.rng.fill_bytes(&mut nonce);
+        let rng = &mut self.ctx.rng;
+        if let Some(out) = reply.first_chunk_mut::<COOKIE_REPLY_LEN>() {
+            cookie_checker.create_reply(
+                now,
+                || rng.bytes32(),
+                nonce,
+                message,
+                layout,
+                &from.remote,
+                out,
+            );
+            self.ctx.send(from, reply);
+            self.handshakes.cookie_replies += 1;
+        }
+        Err(DropReason::CookieRequired)
     }
 
     fn handle_initiation(

@@ -31,13 +31,13 @@ pub mod session;
 pub mod tai64n;
 pub mod timer_queue;
 pub mod timers;
+mod under_load;
 pub mod wire;
 
 pub use aead::DataCipher;
 pub use context::{Rng, WallClock};
 pub use device::{
     DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, DeviceError, PeerConfig, PeerStatus,
-    UNDER_LOAD_HANDSHAKES_PER_SECOND,
 };
 pub use endpoint::Endpoint;
 pub use keys::{KeyParseError, PresharedKey, PrivateKey, PublicKey};
@@ -49,6 +49,9 @@ pub use outcome::{
 pub use peer::{MAX_STAGED_PACKETS, PeerStats};
 pub use session::{DetachedOpen, DetachedSeal, PendingOpen, PendingSeal};
 pub use timers::Timing;
+pub use under_load::{
+    COOKIE_REPLIES_PER_SECOND, PEER_COOKIE_REPLIES_PER_SECOND, UNDER_LOAD_HANDSHAKES_PER_SECOND,
+};
 
 #[cfg(test)]
 mod tests;

@@ -268,6 +268,10 @@ pub struct HandshakeCounters {
     /// Handshake messages answered with a cookie reply instead, under
     /// load (each also counted as [`DropReason::CookieRequired`]).
     pub cookie_replies: u64,
+    /// Handshake messages that needed a cookie but got no reply: the
+    /// flood had spent the reply budget (each also counted as
+    /// [`DropReason::CookieRequired`]).
+    pub cookie_replies_withheld: u64,
 }
 
 /// The outcome of [`crate::Device::handle_datagram`].

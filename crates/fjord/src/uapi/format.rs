@@ -68,6 +68,11 @@ pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
         "{HANDSHAKE_PREFIX}cookie_replies={}",
         handshakes.cookie_replies
     );
+    let _ = writeln!(
+        out,
+        "{HANDSHAKE_PREFIX}cookie_replies_withheld={}",
+        handshakes.cookie_replies_withheld
+    );
     let data = &status.data;
     for (name, value) in [
         ("tx_packets", data.tx_packets),

@@ -27,8 +27,8 @@ use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use fjord_net::TunDevice;
 use fjord_net::udp::RECV_BATCH;
+use fjord_net::{DeviceKind, TunDevice};
 use fjord_proto::{Endpoint, Received};
 use fjord_sys::poll::wait_readable;
 use fjord_sys::thread::thread_cpu_time;
@@ -69,7 +69,9 @@ impl ControlThread {
             .spawn_thread({
                 let stop = stop.clone();
                 move || {
-                    let tun = match tunnel.map(|name| TunDevice::create(&name, MTU, true)) {
+                    let tun = match tunnel
+                        .map(|name| TunDevice::create(&name, DeviceKind::Tun, MTU, true))
+                    {
                         None => None,
                         Some(Ok(device)) => Some(device),
                         Some(Err(error)) => return Err(io::Error::other(error.to_string())),

@@ -338,8 +338,9 @@ impl FloodOutcome {
             );
             if let Some(counters) = work.counters {
                 text.push_str(&format!(
-                    ", {:.0} initiations computed/s",
-                    counters.initiations_computed as f64 / secs
+                    ", {:.0} initiations computed/s, {:.0} left unanswered/s",
+                    counters.initiations_computed as f64 / secs,
+                    counters.cookie_replies_withheld as f64 / secs
                 ));
             }
             text.push_str(&format!(

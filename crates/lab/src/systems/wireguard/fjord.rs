@@ -319,6 +319,7 @@ fn parse_handshake_counters(reply: &str) -> Result<HandshakeCounters, String> {
         let slot = match name {
             "initiations_computed" => &mut counters.initiations_computed,
             "cookie_replies" => &mut counters.cookie_replies,
+            "cookie_replies_withheld" => &mut counters.cookie_replies_withheld,
             _ => continue,
         };
         *slot = count;
