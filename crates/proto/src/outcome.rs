@@ -78,10 +78,15 @@ pub enum DropReason {
     /// ChaCha20-Poly1305 data from a peer that had already switched its
     /// session to AES-256-GCM.
     CipherDowngraded,
+    /// A compressed packet in a session where we did not offer compression.
+    CompressionNotNegotiated,
+    /// A compressed packet that is malformed, decompresses to another
+    /// length than it claims, or to more than the MTU.
+    DecompressionFailed,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 27] = [
+    pub const ALL: [DropReason; 29] = [
         Self::MalformedMessage,
         Self::UnknownMessageType,
         Self::InvalidMac1,
@@ -109,6 +114,8 @@ impl DropReason {
         Self::PacketTooBig,
         Self::CipherNotNegotiated,
         Self::CipherDowngraded,
+        Self::CompressionNotNegotiated,
+        Self::DecompressionFailed,
     ];
 
     /// Whether the reason refuses a datagram received from the network (as
@@ -135,6 +142,8 @@ impl DropReason {
                 | Self::UnsupportedExtension
                 | Self::CipherNotNegotiated
                 | Self::CipherDowngraded
+                | Self::CompressionNotNegotiated
+                | Self::DecompressionFailed
         )
     }
 
@@ -156,6 +165,8 @@ impl DropReason {
                 | Self::SourceNotAllowed
                 | Self::CipherNotNegotiated
                 | Self::CipherDowngraded
+                | Self::CompressionNotNegotiated
+                | Self::DecompressionFailed
         )
     }
 
@@ -189,6 +200,8 @@ impl DropReason {
             Self::PacketTooBig => "packet_too_big",
             Self::CipherNotNegotiated => "cipher_not_negotiated",
             Self::CipherDowngraded => "cipher_downgraded",
+            Self::CompressionNotNegotiated => "compression_not_negotiated",
+            Self::DecompressionFailed => "decompression_failed",
         }
     }
 }
@@ -252,6 +265,15 @@ pub struct HandshakeCounters {
 pub enum Received {
     /// An authenticated IP packet lies at `datagram[packet]`.
     Data {
+        peer: PeerId,
+        packet: Range<usize>,
+        source: IpAddr,
+        destination: IpAddr,
+    },
+    /// An authenticated IP packet that arrived compressed, decompressed
+    /// into the caller's buffer at `decompressed[packet]`
+    /// (`crate::compression`).
+    Decompressed {
         peer: PeerId,
         packet: Range<usize>,
         source: IpAddr,

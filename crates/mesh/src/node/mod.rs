@@ -191,19 +191,21 @@ impl Node {
     }
 
     /// Opens a datagram in place and applies the allowed-IPs source check:
-    /// the three phases back to back.
+    /// the three phases back to back. A packet that came compressed lands
+    /// in `decompressed` (see [`Device::finish_datagram`]).
     #[inline]
     pub fn handle_datagram(
         &mut self,
         now: Instant,
         from: impl Into<Endpoint>,
         datagram: &mut [u8],
+        decompressed: &mut [u8],
     ) -> Received {
         let from = from.into();
         match self.prepare_datagram(now, from, datagram) {
             Incoming::Data(pending) => {
                 let opened = pending.open(datagram);
-                self.finish_datagram(now, from, opened, datagram)
+                self.finish_datagram(now, from, opened, datagram, decompressed)
             }
             Incoming::Done(received) => received,
         }
@@ -233,7 +235,9 @@ impl Node {
     }
 
     /// The last phase of receiving, with the allowed-IPs source check; call
-    /// in arrival order.
+    /// in arrival order. A packet that came compressed is decompressed
+    /// into `decompressed`, at least the MTU long
+    /// ([`Received::Decompressed`]).
     #[inline]
     pub fn finish_datagram(
         &mut self,
@@ -241,9 +245,12 @@ impl Node {
         from: impl Into<Endpoint>,
         opened: Opened,
         datagram: &[u8],
+        decompressed: &mut [u8],
     ) -> Received {
         let from = from.into();
-        let received = self.device.finish_datagram(now, from, opened, datagram);
+        let received = self
+            .device
+            .finish_datagram(now, from, opened, datagram, decompressed);
         if let Received::Extension { peer, payload } = received {
             return self.handle_extension(now, from.remote, peer, &datagram[payload]);
         }
@@ -291,7 +298,8 @@ fn check_source(
     drops: &mut DropCounters,
     received: Received,
 ) -> Received {
-    if let Received::Data { peer, source, .. } = &received
+    if let Received::Data { peer, source, .. } | Received::Decompressed { peer, source, .. } =
+        &received
         && routes.lookup(source) != Some(*peer)
     {
         drops.count(DropReason::SourceNotAllowed);
