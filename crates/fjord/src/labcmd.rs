@@ -27,7 +27,7 @@ pub enum LabCommand {
     },
     /// Run suites for systems.
     Run {
-        /// Suites to run (comma-separated): quick, throughput, latency, loss, bdp, soak, mesh, attack.
+        /// Suites to run (comma-separated): quick, throughput, latency, loss, bdp, soak, mesh, attack, compress.
         #[arg(long = "suite", required = true)]
         suites: String,
         /// Systems to compare (comma-separated); bare is added first if missing.

@@ -5,6 +5,7 @@
 
 pub mod attack;
 mod bdp;
+mod compress;
 mod latency;
 mod loss;
 pub mod mesh;
@@ -33,10 +34,11 @@ pub enum Suite {
     Soak,
     Mesh,
     Attack,
+    Compress,
 }
 
 impl Suite {
-    pub const ALL: [Suite; 8] = [
+    pub const ALL: [Suite; 9] = [
         Suite::Quick,
         Suite::Throughput,
         Suite::Latency,
@@ -45,6 +47,7 @@ impl Suite {
         Suite::Soak,
         Suite::Mesh,
         Suite::Attack,
+        Suite::Compress,
     ];
 
     pub fn name(self) -> &'static str {
@@ -57,6 +60,7 @@ impl Suite {
             Suite::Soak => "soak",
             Suite::Mesh => "mesh",
             Suite::Attack => "attack",
+            Suite::Compress => "compress",
         }
     }
 
@@ -83,6 +87,9 @@ impl Suite {
             Suite::Attack => {
                 "a handshake flood (spoofed initiations with a valid mac1, none, 20,000/s, max) on the responder of each WireGuard implementation: TCP throughput against no flood, cookie replies against Diffie-Hellman work, time for a restarted initiator to get the tunnel back"
             }
+            Suite::Compress => {
+                "32 MiB of text (generated access logs) and of already-compressed data (random bytes) over a 100 Mbit/s link, beside its theoretical TCP goodput, as in the PPP-over-SSH study"
+            }
             Suite::Mesh => {
                 "a mesh of 20 and 100 nodes (5 and 20 with --quick) from one bootstrap member: convergence time, memory per node and per peer, first packet; NAT, relays and path MTU are not measured yet"
             }
@@ -91,7 +98,7 @@ impl Suite {
 
     /// Whether the suite needs the middle namespace with the link emulator.
     pub fn needs_emulator(self) -> bool {
-        matches!(self, Suite::Loss | Suite::Bdp)
+        matches!(self, Suite::Loss | Suite::Bdp | Suite::Compress)
     }
 
     /// Parses `quick,loss`; an unknown name lists the valid ones.
@@ -126,6 +133,7 @@ impl Suite {
             Suite::Soak => u64::from(soak::CHECKPOINTS),
             Suite::Mesh => mesh::steps(quick),
             Suite::Attack => attack::steps(quick),
+            Suite::Compress => compress::steps(),
         }
     }
 
@@ -161,6 +169,7 @@ impl Suite {
             Suite::Loss => loss::run(context),
             Suite::Bdp => bdp::run(context),
             Suite::Soak => soak::run(context),
+            Suite::Compress => compress::run(context),
             // Run through `run_on_own_hosts`.
             Suite::Mesh | Suite::Attack => Vec::new(),
         }
@@ -171,6 +180,7 @@ impl Suite {
     pub fn idle_link(self) -> LinkConfig {
         match self {
             Suite::Bdp => bdp::link(),
+            Suite::Compress => compress::link(),
             _ => loss::link(0.0),
         }
     }

@@ -23,6 +23,10 @@ const NAME: &str = "fjord";
 /// fjord with its data cipher forced to WireGuard's (`--cipher
 /// chacha20-poly1305`): what fjord costs where AES-256-GCM is not agreed.
 const CHACHA_NAME: &str = "fjord-chacha";
+/// fjord with compression on both sides (`--compression lz4`).
+const COMPRESS_NAME: &str = "fjord-compress";
+/// Both of the above.
+const CHACHA_COMPRESS_NAME: &str = "fjord-chacha-compress";
 
 /// Environment variable naming the fjord binary explicitly.
 pub const BINARY_ENV: &str = "FJORD_BIN";
@@ -55,6 +59,9 @@ pub struct Fjord {
     rekey_divisor: Option<u32>,
     /// `--cipher chacha20-poly1305`: no AES-256-GCM, even between fjord nodes.
     chacha_only: bool,
+    /// `--compression lz4`: compress what pays, toward fjord peers that
+    /// compress too.
+    compress: bool,
 }
 
 impl Fjord {
@@ -78,6 +85,7 @@ impl Fjord {
             threads: RUNNING_THREADS.get().copied(),
             rekey_divisor: None,
             chacha_only: false,
+            compress: false,
         }
     }
 
@@ -88,6 +96,7 @@ impl Fjord {
             threads: None,
             rekey_divisor: None,
             chacha_only: false,
+            compress: false,
         }
     }
 
@@ -117,6 +126,18 @@ impl Fjord {
         self
     }
 
+    /// Runs each side with `--compression lz4`, as the system
+    /// `fjord-compress`.
+    pub fn compressed(mut self) -> Self {
+        self.compress = true;
+        self
+    }
+
+    /// Whether each side runs with compression.
+    pub fn compresses(&self) -> bool {
+        self.compress
+    }
+
     /// The data cipher two sides of this fjord agree on on this machine.
     pub fn expected_cipher(&self) -> fjord_proto::DataCipher {
         if !self.chacha_only && fjord_proto::aead::hardware_aes() {
@@ -129,7 +150,12 @@ impl Fjord {
 
 impl Implementation for Fjord {
     fn name(&self) -> &'static str {
-        if self.chacha_only { CHACHA_NAME } else { NAME }
+        match (self.chacha_only, self.compress) {
+            (false, false) => NAME,
+            (true, false) => CHACHA_NAME,
+            (false, true) => COMPRESS_NAME,
+            (true, true) => CHACHA_COMPRESS_NAME,
+        }
     }
 
     fn settings(&self) -> String {
@@ -138,7 +164,11 @@ impl Implementation for Fjord {
             (None, Ok(threads)) => format!("{threads} (${THREADS_ENV})"),
             (None, Err(_)) => format!("{} (default)", fjord_net::default_threads()),
         };
-        format!("threads {threads}, cipher {}", self.expected_cipher())
+        let compression = if self.compress { "lz4" } else { "off" };
+        format!(
+            "threads {threads}, cipher {}, compression {compression}",
+            self.expected_cipher()
+        )
     }
 
     fn installed(&self) -> Result<PathBuf, String> {
@@ -168,6 +198,9 @@ impl Implementation for Fjord {
         }
         if self.chacha_only {
             command.arg("--cipher").arg("chacha20-poly1305");
+        }
+        if self.compress {
+            command.arg("--compression").arg("lz4");
         }
         let mut interface = Interface::spawn(NAME, namespace, side, workdir, &mut command, false)?;
         interface.wait_until(&format!("{} up with its addresses", side.ifname), || {

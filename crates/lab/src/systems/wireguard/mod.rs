@@ -96,6 +96,10 @@ pub fn all() -> Vec<WireGuardSystem> {
             description: "fjord with its data cipher forced to ChaCha20-Poly1305",
         },
         WireGuardSystem {
+            implementation: Box::new(Fjord::locate().compressed()),
+            description: "fjord with LZ4 compression on both sides (Compression = lz4)",
+        },
+        WireGuardSystem {
             implementation: Box::new(WireguardGo::locate()),
             description: "wireguard-go: the official userspace WireGuard (Go)",
         },
