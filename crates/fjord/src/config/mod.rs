@@ -45,8 +45,8 @@ pub use endpoint::{Endpoint, EndpointError, Resolve, SystemResolver};
 pub use error::{ConfigError, Location, Problem, SectionKind, ValueError};
 pub use mesh::{BootstrapMember, FileSetting, LoadedMesh, MeshSection};
 pub use values::{
-    CipherSetting, InterfaceName, InterfaceNameError, KeepaliveInterval, Mtu, VerbatimValue,
-    VerbatimValueError, interface_name_from_path,
+    CipherSetting, CompressionSetting, InterfaceName, InterfaceNameError, KeepaliveInterval, Mtu,
+    VerbatimValue, VerbatimValueError, interface_name_from_path,
 };
 
 /// The MTU of the tunnel interface when the file sets none: 1420, as
@@ -86,6 +86,8 @@ pub struct InterfaceSection {
     pub mtu: Option<Mtu>,
     /// `Cipher`, if the file sets one (fjord's key; `auto` when absent).
     pub cipher: Option<CipherSetting>,
+    /// `Compression`, if the file sets one (fjord's key; `off` when absent).
+    pub compression: Option<CompressionSetting>,
     /// Keys only wg-quick reads, kept as written.
     pub wg_quick: WgQuick,
 }
@@ -217,6 +219,8 @@ impl PartialEq for InterfaceSection {
             && self.fwmark == other.fwmark
             && self.addresses == other.addresses
             && self.mtu == other.mtu
+            && self.cipher == other.cipher
+            && self.compression == other.compression
             && self.wg_quick == other.wg_quick
     }
 }

@@ -32,8 +32,8 @@ use super::endpoint::{Endpoint, Resolve};
 use super::error::{ConfigError, Problem, SectionKind, ValueError, quote};
 use super::mesh::MeshDraft;
 use super::values::{
-    CipherSetting, KeepaliveInterval, Mtu, VerbatimValue, parse_bool, parse_fwmark,
-    parse_listen_port,
+    CipherSetting, CompressionSetting, KeepaliveInterval, Mtu, VerbatimValue, parse_bool,
+    parse_fwmark, parse_listen_port,
 };
 use super::{Config, InterfaceSection, PeerSection, WgQuick};
 
@@ -63,13 +63,14 @@ enum KeyName {
     Bootstrap,
     Revocations,
     Cipher,
+    Compression,
 }
 
 /// Number of [`KeyName`] variants, for per-key tables.
-const KEY_COUNT: usize = 23;
+const KEY_COUNT: usize = 24;
 
 // `SeenKeys` indexes by discriminant; the last variant must fit.
-const _: () = assert!(KeyName::Cipher as usize + 1 == KEY_COUNT);
+const _: () = assert!(KeyName::Compression as usize + 1 == KEY_COUNT);
 
 const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::PrivateKey,
@@ -95,6 +96,7 @@ const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::Bootstrap,
     KeyName::Revocations,
     KeyName::Cipher,
+    KeyName::Compression,
 ];
 
 impl KeyName {
@@ -124,6 +126,7 @@ impl KeyName {
             KeyName::Bootstrap => "Bootstrap",
             KeyName::Revocations => "Revocations",
             KeyName::Cipher => "Cipher",
+            KeyName::Compression => "Compression",
         }
     }
 
@@ -263,6 +266,7 @@ struct InterfaceDraft {
     addresses: Vec<Cidr>,
     mtu: Option<Mtu>,
     cipher: Option<CipherSetting>,
+    compression: Option<CompressionSetting>,
     wg_quick: WgQuick,
 }
 
@@ -465,6 +469,7 @@ impl Reader<'_> {
                 addresses: interface.addresses,
                 mtu: interface.mtu,
                 cipher: interface.cipher,
+                compression: interface.compression,
                 wg_quick: interface.wg_quick,
             },
             peers,
@@ -483,6 +488,7 @@ impl InterfaceDraft {
             addresses: Vec::new(),
             mtu: None,
             cipher: None,
+            compression: None,
             wg_quick: WgQuick::default(),
         }
     }
@@ -513,6 +519,7 @@ impl InterfaceDraft {
             KeyName::PostDown => push_hook(&mut self.wg_quick.post_down, value)?,
             KeyName::SaveConfig => self.wg_quick.save_config = parse_bool(value)?,
             KeyName::Cipher => self.cipher = Some(value.parse()?),
+            KeyName::Compression => self.compression = Some(value.parse()?),
             // Other sections' keys never reach here: `read_line` checks.
             _ => {}
         }

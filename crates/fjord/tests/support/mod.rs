@@ -109,6 +109,17 @@ pub struct Shown {
     pub endpoints: Vec<Option<String>>,
     /// Each peer's data cipher as printed.
     pub ciphers: Vec<Option<String>>,
+    /// Each peer's compression as printed.
+    pub compression: Vec<Option<ShownCompression>>,
+}
+
+/// A peer's `compression` in `fjord show --json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShownCompression {
+    pub on: bool,
+    pub compressed_packets: u64,
+    pub raw_packets: u64,
+    pub decompressed_packets: u64,
 }
 
 impl Shown {
@@ -151,10 +162,29 @@ pub fn show_json(ifname: &str) -> Shown {
             })
             .unwrap_or_default()
     };
+    let compression = report["peers"]
+        .as_array()
+        .map(|peers| {
+            peers
+                .iter()
+                .map(|peer| {
+                    let shown = &peer["compression"];
+                    let count = |field: &str| shown[field].as_u64();
+                    Some(ShownCompression {
+                        on: shown["on"].as_bool()?,
+                        compressed_packets: count("compressed_packets")?,
+                        raw_packets: count("raw_packets")?,
+                        decompressed_packets: count("decompressed_packets")?,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     Shown {
         drops,
         endpoints: peer_field("endpoint"),
         ciphers: peer_field("cipher"),
+        compression,
     }
 }
 
