@@ -278,22 +278,11 @@ fn entropy_bits_per_byte(sample: &[u8]) -> f32 {
     total.log2() - weighted / total
 }
 
+/// Packet bodies for tests here and in `crate::tests`.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MTU: usize = 1420;
-
-    /// An IPv4 packet (20-byte header, no options) around `body`.
-    fn ipv4(body: &[u8]) -> Vec<u8> {
-        let mut packet = vec![0u8; 20];
-        packet[0] = 0x45;
-        packet[2..4].copy_from_slice(&u16::try_from(20 + body.len()).unwrap().to_be_bytes());
-        packet.extend_from_slice(body);
-        packet
-    }
-
-    fn log_lines(bytes: usize) -> Vec<u8> {
+pub(crate) mod test_data {
+    /// Log lines: what compression is for.
+    pub fn log_lines(bytes: usize) -> Vec<u8> {
         let mut text = String::new();
         let mut n = 7u64;
         while text.len() < bytes {
@@ -312,7 +301,8 @@ mod tests {
         text.into_bytes()
     }
 
-    fn random_bytes(bytes: usize, seed: u64) -> Vec<u8> {
+    /// Bytes nothing can compress (a stand-in for TLS records).
+    pub fn random_bytes(bytes: usize, seed: u64) -> Vec<u8> {
         let mut state = seed | 1;
         (0..bytes)
             .map(|_| {
@@ -323,15 +313,37 @@ mod tests {
             })
             .collect()
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_data::{log_lines, random_bytes};
+    use super::*;
+
+    const MTU: usize = 1420;
+
+    /// An IPv4 packet (20-byte header, no options) around `body`.
+    fn ipv4(body: &[u8]) -> Vec<u8> {
+        let mut packet = vec![0u8; 20];
+        packet[0] = 0x45;
+        packet[2..4].copy_from_slice(&u16::try_from(20 + body.len()).unwrap().to_be_bytes());
+        packet.extend_from_slice(body);
+        packet
+    }
+
+    /// `packet`, compressed: the buffer and the compressed length.
+    fn compressed(packet: &[u8]) -> (Vec<u8>, usize) {
+        let mut buf = packet.to_vec();
+        match Compressor::new().compress_in_place(&mut buf, packet.len(), MTU) {
+            Compressed::Yes(len) => (buf, len),
+            other => panic!("not compressed: {other:?}"),
+        }
+    }
 
     #[test]
     fn text_compresses_and_round_trips() {
         let packet = ipv4(&log_lines(1380));
-        let mut buf = packet.clone();
-        let Compressed::Yes(len) = Compressor::new().compress_in_place(&mut buf, packet.len(), MTU)
-        else {
-            panic!("log lines compress");
-        };
+        let (mut buf, len) = compressed(&packet);
         assert!(len < packet.len() * 2 / 3, "{len} of {}", packet.len());
         assert!(is_compressed(&buf[..len]));
         // WireGuard's padding behind the block changes nothing.
@@ -402,11 +414,7 @@ mod tests {
     #[test]
     fn malformed_or_oversized_packets_are_refused() {
         let packet = ipv4(&log_lines(1380));
-        let mut buf = packet.clone();
-        let Compressed::Yes(len) = Compressor::new().compress_in_place(&mut buf, packet.len(), MTU)
-        else {
-            panic!("log lines compress");
-        };
+        let (buf, len) = compressed(&packet);
         let compressed = &buf[..len];
         let mut out = vec![0u8; MTU];
         // Over the limit the caller gives, or the buffer.
