@@ -183,7 +183,7 @@ fn list() -> String {
             Err(how) => format!("not installed: {how}"),
         };
         text.push_str(&format!(
-            "  {:<13} {}\n  {:<13} {state}\n",
+            "  {:<14} {}\n  {:<14} {state}\n",
             system.name(),
             system.description(),
             ""
