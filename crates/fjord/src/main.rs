@@ -54,6 +54,11 @@ struct Cli {
     #[arg(long, global = true, hide = true, env = REKEY_DIVISOR_ENV,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     test_rekey_divisor: Option<u32>,
+    /// For `up` and `fjord IFACE`: once the interface is set up, run as
+    /// USER, keeping only CAP_NET_ADMIN (socket marks and buffers, and
+    /// removing routing rules at shutdown).
+    #[arg(long, global = true, env = "FJORD_USER", value_name = "USER")]
+    user: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -124,7 +129,13 @@ fn main() -> ExitCode {
         cipher: cli.cipher,
         compression: cli.compression,
     };
-    match run(cli.command, foreground, cli.threads, protocol) {
+    match run(
+        cli.command,
+        foreground,
+        cli.threads,
+        protocol,
+        cli.user.as_deref(),
+    ) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             if let Some(io) = error.downcast_ref::<io::Error>()
@@ -185,8 +196,10 @@ fn run(
     foreground: bool,
     chosen_threads: Option<u16>,
     protocol: Protocol,
+    user: Option<&str>,
 ) -> anyhow::Result<()> {
     let stdout = io::stdout();
+    let resolve_user = || user.map(fjord::privilege::resolve_user).transpose();
     let threads = chosen_threads.map_or_else(fjord_net::default_threads, usize::from);
     match command {
         Command::Genkey => {
@@ -202,6 +215,7 @@ fn run(
             no_offload,
             no_busy_poll,
         } => {
+            let user = resolve_user()?;
             require_root("fjord up")?;
             let options = UpOptions {
                 no_offload,
@@ -210,6 +224,7 @@ fn run(
                 timing: protocol.timing,
                 cipher: protocol.cipher,
                 compression: protocol.compression,
+                user,
             };
             fjord::up::up(&config, &options)
         }
@@ -221,6 +236,7 @@ fn run(
                 ))
                 .into());
             };
+            let user = resolve_user()?;
             require_root("creating an interface")?;
             fjord::userspace::run_interface(
                 name,
@@ -231,6 +247,7 @@ fn run(
                     cipher: protocol.cipher.unwrap_or_default(),
                     compression: protocol.compression.unwrap_or_default(),
                 },
+                user.as_ref(),
             )
         }
         Command::Network(command) => fjord::networkcmd::run(command, &mut stdout.lock()),

@@ -4,10 +4,11 @@
 //!
 //! Order: PreUp; the configuration socket (claimed first, so that a second
 //! `fjord up` of the same interface fails before touching anything); UDP
-//! socket; TUN interface; addresses and MTU; peers; routes; serving the
-//! configuration socket; PostUp. A `[Mesh]` section's files are read and
-//! checked with the config file, before anything is created. On the way
-//! down: PreDown, routes and rules, interface, PostDown (as wg-quick).
+//! socket; TUN interface; addresses and MTU; peers; routes; with `--user`,
+//! root given up (`privilege.rs`); serving the configuration socket;
+//! PostUp. A `[Mesh]` section's files are read and checked with the config
+//! file, before anything is created. On the way down: PreDown, routes and
+//! rules, interface, PostDown (as wg-quick).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -16,6 +17,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use fjord_mesh::{Cidr, Mesh, MeshConfig, Node};
 use fjord_net::{StopReason, TunDevice, UdpTransport, Worker};
 use fjord_proto::{CipherPolicy, Device, DeviceConfig, PrivateKey, Rng, Timing, WallClock};
+use fjord_sys::privilege::Account;
 
 use crate::config::{
     CipherSetting, CompressionSetting, Config, LoadedMesh, interface_name_from_path,
@@ -47,6 +49,8 @@ pub struct UpOptions {
     /// `--compression` / `FJORD_COMPRESSION`, which wins over the file's
     /// `Compression`.
     pub compression: Option<CompressionSetting>,
+    /// The account to run as once set up (`--user`); `None` stays root.
+    pub user: Option<Account>,
 }
 
 /// What this node offers other fjord nodes for the data of each session.
@@ -248,6 +252,10 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
     worker = worker.with_threads(options.threads);
     if options.no_busy_poll {
         worker = worker.without_busy_poll();
+    }
+    // Everything that needs root is done; no thread has started yet.
+    if let Some(account) = &options.user {
+        crate::privilege::drop_to(account)?;
     }
     reresolve::spawn(control.clone(), named_endpoints(&config))?;
     std::thread::Builder::new()

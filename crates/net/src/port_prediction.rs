@@ -46,9 +46,6 @@ struct Round {
 pub struct PortPrediction {
     rounds: [Option<Round>; MAX_ROUNDS],
     first_token: usize,
-    /// Rounds started, and rounds whose socket heard the member.
-    pub started: u64,
-    pub hits: u64,
 }
 
 impl PortPrediction {
@@ -56,8 +53,6 @@ impl PortPrediction {
         Self {
             rounds: Default::default(),
             first_token,
-            started: 0,
-            hits: 0,
         }
     }
 
@@ -85,7 +80,6 @@ impl PortPrediction {
             tracing::debug!("port prediction rounds all busy; this one waits for the next attempt");
             return 0;
         };
-        self.started += 1;
         let mut sockets = Vec::with_capacity(PREDICTION_SOCKETS);
         for index in 0..PREDICTION_SOCKETS {
             let socket = UdpTransport::bind(0, fwmark)
@@ -134,11 +128,11 @@ impl PortPrediction {
         let round = self.rounds.get_mut(slot)?.as_mut()?;
         let socket = round.sockets.get(index)?.as_ref()?;
         // Bounded: each turn consumes a datagram or an error report.
-        let mut found = false;
+        let mut member = None;
         for _ in 0..64 {
             match socket.peek_source() {
                 Ok(from) if round.addresses.contains(&from.ip()) => {
-                    found = true;
+                    member = Some(from);
                     break;
                 }
                 Ok(_) => {
@@ -149,14 +143,10 @@ impl PortPrediction {
                 Err(_) => {}
             }
         }
-        if !found {
-            return None;
-        }
-        let from = socket.peek_source().ok()?;
+        let from = member?;
         let transport = round.sockets[index].take()?;
         let _ = registry.deregister(&mut SourceFd(&transport.as_raw_fd()));
         self.close(slot, registry);
-        self.hits += 1;
         Some(Hit { from, transport })
     }
 
@@ -170,15 +160,6 @@ impl PortPrediction {
                 self.close(slot, registry);
             }
         }
-    }
-
-    /// The earliest moment a round expires.
-    pub fn next_expiry(&self) -> Option<Instant> {
-        self.rounds
-            .iter()
-            .flatten()
-            .map(|round| round.expires)
-            .min()
     }
 
     fn close(&mut self, slot: usize, registry: &Registry) {

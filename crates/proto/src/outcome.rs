@@ -204,6 +204,11 @@ impl DropReason {
             Self::DecompressionFailed => "decompression_failed",
         }
     }
+
+    /// The reason whose [`DropReason::name`] is `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|reason| reason.name() == name)
+    }
 }
 
 /// Drop counts by reason.
@@ -213,6 +218,12 @@ pub struct DropCounters([u64; DropReason::ALL.len()]);
 impl DropCounters {
     pub fn count(&mut self, reason: DropReason) {
         self.0[reason as usize] += 1;
+    }
+
+    /// Counts `count` drops for `reason` at once (counters read back from
+    /// a report).
+    pub fn count_many(&mut self, reason: DropReason, count: u64) {
+        self.0[reason as usize] += count;
     }
 
     pub fn get(&self, reason: DropReason) -> u64 {
@@ -481,5 +492,11 @@ mod tests {
         assert_eq!(delta.get(DropReason::AuthenticationFailed), 1);
         assert_eq!(delta.total(), 2);
         assert_eq!(snapshot.since(&counters).total(), 0);
+        let mut read_back = DropCounters::default();
+        for (reason, count) in counters.nonzero() {
+            read_back.count_many(DropReason::from_name(reason.name()).unwrap(), count);
+        }
+        assert_eq!(read_back, counters);
+        assert_eq!(DropReason::from_name("no_such_reason"), None);
     }
 }

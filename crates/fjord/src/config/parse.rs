@@ -328,11 +328,13 @@ impl Reader<'_> {
             });
         }
         // Held in a zeroizing buffer: the value may be a key.
-        let value: Zeroizing<String> = Zeroizing::new(if key.is_wg_key() {
-            raw_value.chars().filter(|c| !c.is_whitespace()).collect()
+        // Sized once: a growing String would free copies of the key.
+        let mut value = Zeroizing::new(String::with_capacity(raw_value.len()));
+        if key.is_wg_key() {
+            value.extend(raw_value.chars().filter(|c| !c.is_whitespace()));
         } else {
-            raw_value.trim().to_string()
-        });
+            value.push_str(raw_value.trim());
+        }
         let invalid = |error: ValueError| Problem::InvalidValue {
             key: key.name(),
             error,

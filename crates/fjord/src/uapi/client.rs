@@ -1,13 +1,15 @@
 //! The client side: `fjord show` asks any userspace implementation.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fjord_proto::PublicKey;
+use zeroize::Zeroizing;
 
+use super::lines::SecretLines;
 use super::{SOCKET_DIRECTORY, unhex32};
 
 #[derive(Debug, thiserror::Error)]
@@ -61,7 +63,9 @@ pub fn socket_path(interface: &str) -> PathBuf {
     Path::new(SOCKET_DIRECTORY).join(format!("{interface}.sock"))
 }
 
-/// Interface names with a configuration socket, sorted.
+/// Interface names with a configuration socket, sorted. A socket nobody
+/// answers on is stale (its daemon died, or ran as another user and could
+/// not remove it) and is removed, as `wg` does.
 pub fn socket_paths() -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(SOCKET_DIRECTORY) else {
         return Vec::new();
@@ -70,14 +74,23 @@ pub fn socket_paths() -> Vec<String> {
         .flatten()
         .filter_map(|entry| {
             let name = entry.file_name().into_string().ok()?;
-            name.strip_suffix(".sock").map(str::to_string)
+            let interface = name.strip_suffix(".sock")?;
+            if let Err(error) = UnixStream::connect(entry.path())
+                && error.kind() == std::io::ErrorKind::ConnectionRefused
+            {
+                let _ = std::fs::remove_file(entry.path());
+                return None;
+            }
+            Some(interface.to_string())
         })
         .collect();
     names.sort();
     names
 }
 
-fn request(path: &Path, request: &str) -> Result<Vec<String>, UapiClientError> {
+/// Sends `request`; the reply's lines up to `errno=0`, wiped when dropped
+/// (a `get=1` reply holds the private key).
+fn request(path: &Path, request: &str) -> Result<Zeroizing<Vec<String>>, UapiClientError> {
     let io = |source| UapiClientError::Io {
         path: path.to_path_buf(),
         source,
@@ -87,9 +100,9 @@ fn request(path: &Path, request: &str) -> Result<Vec<String>, UapiClientError> {
         .set_read_timeout(Some(Duration::from_secs(5)))
         .map_err(io)?;
     stream.write_all(request.as_bytes()).map_err(io)?;
-    let mut lines = Vec::new();
-    for line in BufReader::new(stream).lines() {
-        let line = line.map_err(io)?;
+    let mut lines = Zeroizing::new(Vec::new());
+    let mut reader = SecretLines::new(&stream);
+    while let Some(mut line) = reader.next_line().map_err(io)? {
         if line.is_empty() {
             break;
         }
@@ -103,7 +116,7 @@ fn request(path: &Path, request: &str) -> Result<Vec<String>, UapiClientError> {
             }
             break;
         }
-        lines.push(line);
+        lines.push(std::mem::take(&mut *line));
     }
     Ok(lines)
 }
@@ -181,10 +194,15 @@ fn find_peer<'a>(
     Ok(peers.iter_mut().find(|peer| peer.public_key == key))
 }
 
-fn parse_get(path: &Path, lines: &[String]) -> Result<UapiInterface, UapiClientError> {
+/// Parses the lines of a `get=1` reply (without `errno=`) from `path`.
+pub fn parse_get(path: &Path, lines: &[String]) -> Result<UapiInterface, UapiClientError> {
     let malformed = |line: &str| UapiClientError::Malformed {
         path: path.to_path_buf(),
-        line: line.to_string(),
+        // A key line is named, never shown: it may hold the private key.
+        line: match line.split_once('=') {
+            Some((key @ ("private_key" | "preshared_key"), _)) => format!("{key}=(hidden)"),
+            _ => line.to_string(),
+        },
     };
     let mut interface = UapiInterface::default();
     for line in lines {

@@ -3,6 +3,8 @@
 
 use std::time::Instant;
 
+use zeroize::Zeroizing;
+
 use super::{Peer, release};
 use crate::context::Context;
 use crate::cookie::MacLayout;
@@ -53,7 +55,7 @@ impl Peer {
             ctx.release_index(old.local_index());
         }
         let index = ctx.allocate_index(id);
-        let ephemeral = ctx.rng.bytes32();
+        let ephemeral = Zeroizing::new(ctx.rng.bytes32());
         let mut message = vec![0u8; HANDSHAKE_INITIATION_LEN];
         let Some(out) = message.first_chunk_mut::<HANDSHAKE_INITIATION_LEN>() else {
             return;
@@ -64,7 +66,7 @@ impl Peer {
                 identity,
                 &self.remote,
                 index,
-                ephemeral,
+                *ephemeral,
                 timestamp,
                 out,
             ),
@@ -130,12 +132,13 @@ impl Peer {
         let timestamp = received.timestamp;
         let peer_marked = timestamp.has_fjord_mark() && ctx.speaks_fjord;
         let index = ctx.allocate_index(id);
-        let ephemeral = ctx.rng.bytes32();
+        let ephemeral = Zeroizing::new(ctx.rng.bytes32());
         let mut message = vec![0u8; HANDSHAKE_RESPONSE_LEN];
         let Some(out) = message.first_chunk_mut::<HANDSHAKE_RESPONSE_LEN>() else {
             return Received::Control;
         };
-        let keys = match handshake::create_response(&self.remote, received, index, ephemeral, out) {
+        let keys = match handshake::create_response(&self.remote, received, index, *ephemeral, out)
+        {
             Ok(keys) => keys,
             Err(_) => {
                 ctx.release_index(index);
