@@ -21,7 +21,7 @@ use fjord_proto::{
 };
 
 /// The tunnel MTU of the fuzzed devices and of decompression.
-const MTU: usize = 1420;
+pub(crate) const MTU: usize = 1420;
 
 /// `Message::parse` on arbitrary bytes, reading every field of a success;
 /// and the same bytes as the plaintext of a session offer
