@@ -117,6 +117,16 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
         if let Some(cipher) = &peer.cipher {
             let _ = writeln!(out, "  cipher: {cipher}");
         }
+        if let Some(compression) = &peer.compression {
+            let _ = writeln!(
+                out,
+                "  compression: {}, {} packets compressed, {} sent raw, {} received compressed",
+                if compression.on { "lz4" } else { "off" },
+                compression.compressed_packets,
+                compression.raw_packets,
+                compression.decompressed_packets
+            );
+        }
     }
     out
 }
@@ -145,6 +155,7 @@ pub fn report(name: &str, interface: &UapiInterface) -> InterfaceReport {
                 persistent_keepalive_secs: (peer.persistent_keepalive > 0)
                     .then_some(u64::from(peer.persistent_keepalive)),
                 cipher: peer.cipher.clone(),
+                compression: peer.compression,
             })
             .collect(),
         drops: interface

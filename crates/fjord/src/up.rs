@@ -20,7 +20,9 @@ use fjord_net::{DeviceKind, StopReason, TunDevice, UdpTransport, Worker};
 use fjord_proto::{CipherPolicy, Device, DeviceConfig, PrivateKey, Rng, Timing, WallClock};
 use fjord_sys::privilege::Account;
 
-use crate::config::{CipherSetting, Config, InterfaceMode, LoadedMesh, interface_name_from_path};
+use crate::config::{
+    CipherSetting, CompressionSetting, Config, InterfaceMode, LoadedMesh, interface_name_from_path,
+};
 use crate::netconf::{self, Netconf, RouteTable, run_hook};
 use crate::reresolve::{self, NamedEndpoint};
 use crate::uapi;
@@ -45,8 +47,18 @@ pub struct UpOptions {
     pub timing: Timing,
     /// `--cipher` / `FJORD_CIPHER`, which wins over the file's `Cipher`.
     pub cipher: Option<CipherSetting>,
+    /// `--compression` / `FJORD_COMPRESSION`, which wins over the file's
+    /// `Compression`.
+    pub compression: Option<CompressionSetting>,
     /// The account to run as once set up (`--user`); `None` stays root.
     pub user: Option<Account>,
+}
+
+/// What this node offers other fjord nodes for the data of each session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DataOffer {
+    pub cipher: CipherSetting,
+    pub compression: CompressionSetting,
 }
 
 /// The operating system's CSPRNG.
@@ -71,14 +83,16 @@ fn wall_clock(now: Instant) -> WallClock {
 }
 
 /// A protocol device with the system's randomness and wall clock pinned
-/// to `now`, offering fjord peers the ciphers `cipher` allows on this CPU.
+/// to `now`, offering fjord peers the ciphers `offer.cipher` allows on
+/// this CPU, and compression if `offer.compression` enables it.
 pub fn new_device(
     private_key: Option<PrivateKey>,
     mtu: u16,
     timing: Timing,
-    cipher: CipherSetting,
+    offer: DataOffer,
     now: Instant,
 ) -> Device {
+    let cipher = offer.cipher;
     let config = DeviceConfig {
         private_key,
         mtu: usize::from(mtu),
@@ -96,6 +110,12 @@ pub fn new_device(
     tracing::info!(
         "data cipher with fjord peers: {with_fjord_peers}; with WireGuard peers: ChaCha20-Poly1305"
     );
+    device.set_compression_policy(offer.compression.policy());
+    if offer.compression == CompressionSetting::Lz4 {
+        tracing::info!(
+            "compression with fjord peers: LZ4 where the peer enables it too (Compression = lz4); never with WireGuard peers"
+        );
+    }
     device
 }
 
@@ -128,12 +148,12 @@ pub fn build_node(
     mesh: Option<LoadedMesh>,
     host_addresses: Vec<SocketAddr>,
     timing: Timing,
-    cipher: CipherSetting,
+    offer: DataOffer,
     now: Instant,
 ) -> anyhow::Result<Node> {
     let private_key = Some(config.interface.private_key.clone());
     let mtu = config.interface.mtu().bytes();
-    let mut node = Node::new(new_device(private_key, mtu, timing, cipher, now));
+    let mut node = Node::new(new_device(private_key, mtu, timing, offer, now));
     if config.interface.mode == InterfaceMode::Switch {
         node.enable_switch(SwitchConfig::default());
     }
@@ -225,10 +245,16 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
         mesh,
         host_addresses,
         options.timing,
-        options
-            .cipher
-            .or(config.interface.cipher)
-            .unwrap_or_default(),
+        DataOffer {
+            cipher: options
+                .cipher
+                .or(config.interface.cipher)
+                .unwrap_or_default(),
+            compression: options
+                .compression
+                .or(config.interface.compression)
+                .unwrap_or_default(),
+        },
         Instant::now(),
     )?;
     netconf.add_routes(&interface, &allowed, table, fwmark)?;

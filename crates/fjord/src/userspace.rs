@@ -17,16 +17,16 @@ use fjord_proto::Timing;
 use fjord_sys::privilege::Account;
 use fjord_sys::process::{Daemonized, daemonize};
 
-use crate::config::{CipherSetting, DEFAULT_MTU, InterfaceName};
+use crate::config::{DEFAULT_MTU, InterfaceName};
 use crate::uapi;
-use crate::up::{UsageError, new_device};
+use crate::up::{DataOffer, UsageError, new_device};
 
 pub fn run_interface(
     name: &str,
     foreground: bool,
     threads: usize,
     timing: Timing,
-    cipher: CipherSetting,
+    offer: DataOffer,
     user: Option<&Account>,
 ) -> anyhow::Result<()> {
     let name: InterfaceName = name
@@ -38,7 +38,7 @@ pub fn run_interface(
     let udp = UdpTransport::bind(0, 0)?;
     let mtu = DEFAULT_MTU.bytes();
     let tun = TunDevice::create(interface, DeviceKind::Tun, mtu, true)?;
-    let device = new_device(None, mtu, timing, cipher, Instant::now());
+    let device = new_device(None, mtu, timing, offer, Instant::now());
     if !foreground {
         eprintln!(
             "fjord: {interface} is up; running in the background (use -f to stay in the foreground)"

@@ -125,11 +125,11 @@ fn connected_pair(cipher: DataCipher) -> (Node, Node) {
         let mut moved = false;
         let mut out = vec![0u8; 2048];
         while let Some(t) = alice.poll_transmit(&mut out) {
-            bob.handle_datagram(now, ALICE, &mut out[..t.len]);
+            bob.handle_datagram(now, ALICE, &mut out[..t.len], &mut []);
             moved = true;
         }
         while let Some(t) = bob.poll_transmit(&mut out) {
-            alice.handle_datagram(now, BOB, &mut out[..t.len]);
+            alice.handle_datagram(now, BOB, &mut out[..t.len], &mut []);
             moved = true;
         }
         if !moved {
@@ -204,7 +204,8 @@ fn bench_open_one(
                 for datagram in &batch {
                     let len = datagram.len();
                     work[..len].copy_from_slice(datagram);
-                    let outcome = bob.handle_datagram(now, ALICE, black_box(&mut work[..len]));
+                    let outcome =
+                        bob.handle_datagram(now, ALICE, black_box(&mut work[..len]), &mut []);
                     debug_assert!(matches!(outcome, Received::Data { .. }));
                     black_box(outcome);
                 }

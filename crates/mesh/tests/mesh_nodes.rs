@@ -232,7 +232,7 @@ impl Net {
             };
             if let Some(node) = self.nodes.get_mut(&to)
                 && let Received::Data { packet, .. } =
-                    node.handle_datagram(self.now, from, &mut datagram)
+                    node.handle_datagram(self.now, from, &mut datagram, &mut [])
             {
                 self.delivered.push((to, datagram[packet].to_vec()));
             }
@@ -313,7 +313,7 @@ impl Net {
         }
         let receiver = self.nodes.get_mut(&to_underlay).unwrap();
         let mut datagram = sealed.datagram;
-        match receiver.handle_datagram(self.now, source, &mut datagram) {
+        match receiver.handle_datagram(self.now, source, &mut datagram, &mut []) {
             Received::Data { packet: range, .. } => datagram[range] == sealed.packet[..],
             _ => false,
         }
@@ -433,7 +433,7 @@ fn a_member_cannot_send_from_another_members_address() {
     let mut datagram = buf[..len].to_vec();
     let receiver = net.nodes.get_mut(&underlay(1)).unwrap();
     assert_eq!(
-        receiver.handle_datagram(now, underlay(2), &mut datagram),
+        receiver.handle_datagram(now, underlay(2), &mut datagram, &mut []),
         Received::Dropped(fjord_proto::DropReason::SourceNotAllowed)
     );
 }

@@ -141,7 +141,7 @@ impl Net {
             else {
                 continue;
             };
-            match node.handle_datagram(self.now, underlay(from), &mut datagram) {
+            match node.handle_datagram(self.now, underlay(from), &mut datagram, &mut []) {
                 Received::Frame { frame, .. } => {
                     self.delivered
                         .entry(index)

@@ -9,9 +9,10 @@
 //!     datagram   -> prepare_datagram(now, from, &mut buf) -> Incoming
 //!                   Data(pending): pending.open(&mut buf) -> Opened (or
 //!                   pending.detach() to open on another thread), then
-//!                   finish_datagram(now, from, opened, &buf) -> Received
-//!                   (Data: write buf[packet] to the TUN device, after the
-//!                    caller's allowed-IPs check of its source)
+//!                   finish_datagram(now, from, opened, &buf, &mut out)
+//!                   -> Received (Data: write buf[packet] to the TUN
+//!                   device; Decompressed: out[packet]; either after the
+//!                   caller's allowed-IPs check of its source)
 //!     TUN packet -> prepare_encapsulate(now, peer, &mut buf, len) -> Outgoing
 //!                   Ready: seal.seal(&mut buf) (or seal.detach() to seal
 //!                   on another thread), then send buf[..len] to destination
@@ -40,7 +41,10 @@
 //!
 //! Buffers belong to the caller. A TUN packet sits at
 //! `buf[DATA_HEADROOM..]` with [`DATA_TAILROOM`] spare bytes behind it, and
-//! is sealed in place; a data datagram is opened in place.
+//! is sealed in place (compressed in place first, where a fjord peer
+//! agreed: `crate::compression`); a data datagram is opened in place, and
+//! a packet that came compressed is decompressed into a second buffer of
+//! the caller's, at least the MTU long.
 //!
 //! Handshake messages are checked in the order that costs an attacker the
 //! most: length, mac1 (cheap, proves knowledge of our public key), then —
@@ -52,6 +56,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use crate::aead::DataCipher;
+use crate::compression::CompressionPolicy;
 use crate::context::{Context, JitterSource, Rng, WallClock};
 use crate::cookie::{CookieChecker, MacLayout};
 use crate::endpoint::Endpoint;
@@ -103,6 +108,8 @@ pub struct PeerStatus {
     pub sending_cipher: Option<DataCipher>,
     /// The peer showed in its current session that it is a fjord node.
     pub speaks_fjord: bool,
+    /// Our data to the peer is compressed (both offered compression).
+    pub sending_compressed: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -157,6 +164,8 @@ impl Device {
                 mtu: config.mtu,
                 timing: Timing::default(),
                 cipher_policy: CipherPolicy::default(),
+                compression_policy: CompressionPolicy::default(),
+                compressor: None,
                 speaks_fjord: true,
             },
             cookie_checker,
@@ -268,6 +277,7 @@ impl Device {
             stats: peer.stats.clone(),
             sending_cipher: peer.sending_cipher(),
             speaks_fjord: peer.speaks_fjord(),
+            sending_compressed: peer.sending_compressed(),
         })
     }
 
@@ -444,6 +454,16 @@ impl Device {
         self.ctx.cipher_policy = policy;
     }
 
+    /// Whether sessions offer fjord peers compression: off (the default)
+    /// or LZ4, used toward each peer that offers it too. Takes effect for
+    /// sessions from the next handshake on.
+    pub fn set_compression_policy(&mut self, policy: CompressionPolicy) {
+        self.ctx.compression_policy = policy;
+        if policy != CompressionPolicy::Off && self.ctx.compressor.is_none() {
+            self.ctx.compressor = Some(Box::default());
+        }
+    }
+
     pub fn handshake_counters(&self) -> HandshakeCounters {
         self.handshakes
     }
@@ -479,12 +499,13 @@ impl Device {
         now: Instant,
         from: impl Into<Endpoint>,
         datagram: &mut [u8],
+        decompressed: &mut [u8],
     ) -> Received {
         let from = from.into();
         match self.prepare_datagram(now, from, datagram) {
             Incoming::Data(pending) => {
                 let opened = pending.open(datagram);
-                self.finish_datagram(now, from, opened, datagram)
+                self.finish_datagram(now, from, opened, datagram, decompressed)
             }
             Incoming::Done(received) => received,
         }
@@ -548,7 +569,10 @@ impl Device {
     }
 
     /// The last phase of receiving a data message whose decryption ran
-    /// (see [`Opened`]). Call it in the order the datagrams arrived.
+    /// (see [`Opened`]). Call it in the order the datagrams arrived. A
+    /// packet that came compressed is decompressed into `decompressed`
+    /// ([`Received::Decompressed`]), which must hold the MTU; a driver
+    /// whose device never enables compression may pass an empty slice.
     #[inline]
     pub fn finish_datagram(
         &mut self,
@@ -556,10 +580,11 @@ impl Device {
         from: impl Into<Endpoint>,
         opened: Opened,
         datagram: &[u8],
+        decompressed: &mut [u8],
     ) -> Received {
         let from = from.into();
         let finished = self.with_peer(opened.peer, |peer, ctx| {
-            peer.finish_decapsulate(opened, now, from, datagram, ctx)
+            peer.finish_decapsulate(opened, now, from, datagram, decompressed, ctx)
         });
         finished.unwrap_or_else(|| self.dropped(DropReason::UnknownReceiverIndex))
     }

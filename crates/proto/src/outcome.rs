@@ -86,10 +86,15 @@ pub enum DropReason {
     /// an IP packet (from a plain WireGuard peer or a fjord peer in router
     /// mode) on an interface in switch mode.
     ModeMismatch,
+    /// A compressed packet in a session where we did not offer compression.
+    CompressionNotNegotiated,
+    /// A compressed packet that is malformed, decompresses to another
+    /// length than it claims, or to more than the MTU.
+    DecompressionFailed,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 28] = [
+    pub const ALL: [DropReason; 30] = [
         Self::MalformedMessage,
         Self::UnknownMessageType,
         Self::InvalidMac1,
@@ -118,6 +123,8 @@ impl DropReason {
         Self::CipherNotNegotiated,
         Self::CipherDowngraded,
         Self::ModeMismatch,
+        Self::CompressionNotNegotiated,
+        Self::DecompressionFailed,
     ];
 
     /// Whether the reason refuses a datagram received from the network (as
@@ -145,6 +152,8 @@ impl DropReason {
                 | Self::CipherNotNegotiated
                 | Self::CipherDowngraded
                 | Self::ModeMismatch
+                | Self::CompressionNotNegotiated
+                | Self::DecompressionFailed
         )
     }
 
@@ -167,6 +176,8 @@ impl DropReason {
                 | Self::CipherNotNegotiated
                 | Self::CipherDowngraded
                 | Self::ModeMismatch
+                | Self::CompressionNotNegotiated
+                | Self::DecompressionFailed
         )
     }
 
@@ -201,6 +212,8 @@ impl DropReason {
             Self::CipherNotNegotiated => "cipher_not_negotiated",
             Self::CipherDowngraded => "cipher_downgraded",
             Self::ModeMismatch => "mode_mismatch",
+            Self::CompressionNotNegotiated => "compression_not_negotiated",
+            Self::DecompressionFailed => "decompression_failed",
         }
     }
 
@@ -292,6 +305,15 @@ pub enum Received {
     Frame {
         peer: PeerId,
         frame: Range<usize>,
+    },
+    /// An authenticated IP packet that arrived compressed, decompressed
+    /// into the caller's buffer at `decompressed[packet]`
+    /// (`crate::compression`).
+    Decompressed {
+        peer: PeerId,
+        packet: Range<usize>,
+        source: IpAddr,
+        destination: IpAddr,
     },
     /// An authenticated keepalive.
     Keepalive {

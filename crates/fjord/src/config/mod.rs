@@ -47,8 +47,8 @@ pub use error::{ConfigError, Location, Problem, SectionKind, ValueError};
 pub use mesh::{BootstrapMember, FileSetting, LoadedMesh, MeshSection};
 pub use mode::InterfaceMode;
 pub use values::{
-    CipherSetting, InterfaceName, InterfaceNameError, KeepaliveInterval, Mtu, VerbatimValue,
-    VerbatimValueError, interface_name_from_path,
+    CipherSetting, CompressionSetting, InterfaceName, InterfaceNameError, KeepaliveInterval, Mtu,
+    VerbatimValue, VerbatimValueError, interface_name_from_path,
 };
 
 /// The MTU of the tunnel interface when the file sets none: 1420, as
@@ -99,6 +99,8 @@ pub struct InterfaceSection {
     pub cipher: Option<CipherSetting>,
     /// `Mode`: router (the default) or switch.
     pub mode: InterfaceMode,
+    /// `Compression`, if the file sets one (fjord's key; `off` when absent).
+    pub compression: Option<CompressionSetting>,
     /// Keys only wg-quick reads, kept as written.
     pub wg_quick: WgQuick,
 }
@@ -236,6 +238,7 @@ impl PartialEq for InterfaceSection {
             && self.mtu == other.mtu
             && self.cipher == other.cipher
             && self.mode == other.mode
+            && self.compression == other.compression
             && self.wg_quick == other.wg_quick
     }
 }

@@ -33,8 +33,8 @@ use super::error::{ConfigError, Problem, SectionKind, ValueError, quote};
 use super::mesh::MeshDraft;
 use super::mode::{InterfaceMode, SwitchConflicts};
 use super::values::{
-    CipherSetting, KeepaliveInterval, Mtu, VerbatimValue, parse_bool, parse_fwmark,
-    parse_listen_port,
+    CipherSetting, CompressionSetting, KeepaliveInterval, Mtu, VerbatimValue, parse_bool,
+    parse_fwmark, parse_listen_port,
 };
 use super::{Config, InterfaceSection, PeerSection, WgQuick};
 
@@ -65,13 +65,14 @@ enum KeyName {
     Bootstrap,
     Revocations,
     Cipher,
+    Compression,
 }
 
 /// Number of [`KeyName`] variants, for per-key tables.
-const KEY_COUNT: usize = 24;
+const KEY_COUNT: usize = 25;
 
 // `SeenKeys` indexes by discriminant; the last variant must fit.
-const _: () = assert!(KeyName::Cipher as usize + 1 == KEY_COUNT);
+const _: () = assert!(KeyName::Compression as usize + 1 == KEY_COUNT);
 
 const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::PrivateKey,
@@ -98,6 +99,7 @@ const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::Bootstrap,
     KeyName::Revocations,
     KeyName::Cipher,
+    KeyName::Compression,
 ];
 
 impl KeyName {
@@ -128,6 +130,7 @@ impl KeyName {
             KeyName::Bootstrap => "Bootstrap",
             KeyName::Revocations => "Revocations",
             KeyName::Cipher => "Cipher",
+            KeyName::Compression => "Compression",
         }
     }
 
@@ -273,6 +276,7 @@ struct InterfaceDraft {
     mtu: Option<Mtu>,
     cipher: Option<CipherSetting>,
     mode: InterfaceMode,
+    compression: Option<CompressionSetting>,
     wg_quick: WgQuick,
 }
 
@@ -484,6 +488,7 @@ impl Reader<'_> {
                 mtu: interface.mtu,
                 cipher: interface.cipher,
                 mode: interface.mode,
+                compression: interface.compression,
                 wg_quick: interface.wg_quick,
             },
             peers,
@@ -518,6 +523,7 @@ impl InterfaceDraft {
             mtu: None,
             cipher: None,
             mode: InterfaceMode::default(),
+            compression: None,
             wg_quick: WgQuick::default(),
         }
     }
@@ -549,6 +555,7 @@ impl InterfaceDraft {
             KeyName::SaveConfig => self.wg_quick.save_config = parse_bool(value)?,
             KeyName::Cipher => self.cipher = Some(value.parse()?),
             KeyName::Mode => self.mode = InterfaceMode::parse(value)?,
+            KeyName::Compression => self.compression = Some(value.parse()?),
             // Other sections' keys never reach here: `read_line` checks.
             _ => {}
         }

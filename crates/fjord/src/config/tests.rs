@@ -510,6 +510,39 @@ fn switch_mode_refuses_what_it_cannot_carry() {
 }
 
 #[test]
+fn compression_setting() {
+    assert_eq!(parse_ok(&with_interface("")).interface.compression, None);
+    assert_eq!(
+        parse_ok(&with_interface("Compression = lz4"))
+            .interface
+            .compression,
+        Some(CompressionSetting::Lz4)
+    );
+    assert_eq!(
+        parse_ok(&with_interface("compression = OFF"))
+            .interface
+            .compression,
+        Some(CompressionSetting::Off)
+    );
+    assert_eq!(
+        error_of(&with_interface("Compression = zstd")),
+        "wg0.conf:3: Compression: 'zstd' is not 'off' or 'lz4'"
+    );
+    assert_eq!(
+        error_of(&with_interface("Compression = lz4\nCompression = off")),
+        "wg0.conf:4: Compression given twice in this [Interface] (first on line 3)"
+    );
+    assert_eq!(
+        CompressionSetting::default().policy(),
+        fjord_proto::CompressionPolicy::Off
+    );
+    assert_eq!(
+        CompressionSetting::Lz4.policy(),
+        fjord_proto::CompressionPolicy::Lz4
+    );
+}
+
+#[test]
 fn fwmark_forms() {
     let mark = |value: &str| parse(&with_interface(&format!("FwMark = {value}")));
     assert_eq!(mark("off").unwrap().interface.fwmark, None);
@@ -862,23 +895,32 @@ fn interface() -> impl Strategy<Value = InterfaceSection> {
         any::<Option<NonZeroU32>>(),
         prop::collection::vec(cidr(), 0..4),
         prop::option::of(Mtu::MIN..=u16::MAX),
-        prop::option::of(prop::sample::select(vec![
-            CipherSetting::Auto,
-            CipherSetting::ChaCha20Poly1305,
-        ])),
+        (
+            prop::option::of(prop::sample::select(vec![
+                CipherSetting::Auto,
+                CipherSetting::ChaCha20Poly1305,
+            ])),
+            prop::option::of(prop::sample::select(vec![
+                CompressionSetting::Off,
+                CompressionSetting::Lz4,
+            ])),
+        ),
         prop::sample::select(vec![InterfaceMode::Router, InterfaceMode::Switch]),
         wg_quick,
     )
         .prop_map(
-            |(key, listen_port, fwmark, addresses, mtu, cipher, mode, wg_quick)| InterfaceSection {
-                private_key: PrivateKey::from_base64(&key).expect("encoded from 32 bytes"),
-                listen_port,
-                fwmark,
-                addresses,
-                mtu: mtu.map(|bytes| Mtu::new(bytes).expect("within range")),
-                cipher,
-                mode,
-                wg_quick,
+            |(key, listen_port, fwmark, addresses, mtu, (cipher, compression), mode, wg_quick)| {
+                InterfaceSection {
+                    private_key: PrivateKey::from_base64(&key).expect("encoded from 32 bytes"),
+                    listen_port,
+                    fwmark,
+                    addresses,
+                    mtu: mtu.map(|bytes| Mtu::new(bytes).expect("within range")),
+                    cipher,
+                    compression,
+                    mode,
+                    wg_quick,
+                }
             },
         )
 }

@@ -41,6 +41,9 @@ pub(super) fn to_wg_format(config: &Config) -> Zeroizing<String> {
     if interface.mode != super::InterfaceMode::Router {
         line(&mut out, "Mode", interface.mode);
     }
+    if let Some(compression) = interface.compression {
+        line(&mut out, "Compression", compression);
+    }
     let wg_quick = &interface.wg_quick;
     if !wg_quick.dns.is_empty() {
         line(&mut out, "DNS", comma_list(&wg_quick.dns));

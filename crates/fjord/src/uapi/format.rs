@@ -96,6 +96,12 @@ pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
     for peer in &status.peers {
         if let Some(cipher) = peer.sending_cipher {
             let _ = writeln!(out, "{PEER_CIPHER_PREFIX}{} {cipher}", peer.public_key);
+            let _ = writeln!(
+                out,
+                "{PEER_COMPRESSION_PREFIX}{} {}",
+                peer.public_key,
+                peer.compression.to_fields()
+            );
         }
     }
 }
@@ -103,3 +109,8 @@ pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
 /// Prefix of a `get=fjord` line giving a peer's data cipher:
 /// `peer_cipher=<public key> <cipher name>`.
 pub const PEER_CIPHER_PREFIX: &str = "peer_cipher=";
+
+/// Prefix of a `get=fjord` line giving a peer's compression:
+/// `peer_compression=<public key> <on|off> <compressed> <raw>
+/// <decompressed>` (see `crate::status::PeerCompression`).
+pub const PEER_COMPRESSION_PREFIX: &str = "peer_compression=";

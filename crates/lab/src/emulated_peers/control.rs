@@ -240,9 +240,12 @@ impl Inbound {
                     let end = (offset + stride).min(meta.len);
                     let range = base + offset..base + end;
                     offset = end;
-                    let received =
-                        peer.device
-                            .handle_datagram(now, from, &mut self.storage[range.clone()]);
+                    let received = peer.device.handle_datagram(
+                        now,
+                        from,
+                        &mut self.storage[range.clone()],
+                        &mut [],
+                    );
                     if let (Received::Data { packet, .. }, Some(device)) =
                         (received, tun.as_deref_mut())
                     {

@@ -70,6 +70,7 @@ pub fn suite_title(suite: &str) -> String {
         "mesh" => "Mesh from one bootstrap member".to_string(),
         "attack" => "Handshake flood on the responder".to_string(),
         "peers" => "Many peers of one responder".to_string(),
+        "compress" => "Compression on a 100 Mbit/s link".to_string(),
         other => {
             let mut chars = other.chars();
             match chars.next() {

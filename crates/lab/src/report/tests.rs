@@ -771,3 +771,43 @@ fn peers_rows_show_the_ratio_to_one_peer_the_ceiling_and_memory_per_peer() {
     let summary = terminal_summary(&record);
     assert!(summary.contains("0.93×1p"), "{summary}");
 }
+
+#[test]
+fn terminal_shows_the_theoretical_goodput_and_each_share_of_it() {
+    let goodput = |system: &str, content: &str, median: f64| {
+        let mut m = measurement(
+            system,
+            "compressible_transfer",
+            &[("content", serde_json::json!(content))],
+            median,
+        );
+        m.extra.theoretical_goodput_bits_per_sec = Some(94.15e6);
+        m.extra.efficiency = Some(median / 94.15e6);
+        m
+    };
+    let record = record(
+        &["bare", "fjord-compress"],
+        vec![
+            goodput("bare", "text", 90e6),
+            goodput("fjord-compress", "text", 300e6),
+            goodput("bare", "random", 90e6),
+            goodput("fjord-compress", "random", 85e6),
+        ],
+    );
+    let summary = terminal_summary(&record);
+    assert!(
+        summary.contains("%: of the theoretical goodput"),
+        "{summary}"
+    );
+    let header = summary
+        .lines()
+        .find(|line| line.contains("theoretical") && line.contains("fjord-compress"))
+        .unwrap_or_else(|| panic!("no header with the theoretical column:\n{summary}"));
+    assert!(header.find("theoretical") < header.find("bare"), "{header}");
+    let row = summary
+        .lines()
+        .find(|line| line.trim_start().starts_with("text"))
+        .unwrap_or_else(|| panic!("no text row:\n{summary}"));
+    assert!(row.contains("96%"), "bare's share: {row}");
+    assert!(row.contains("319%"), "fjord-compress's share: {row}");
+}

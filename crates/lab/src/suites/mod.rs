@@ -5,6 +5,7 @@
 
 pub mod attack;
 mod bdp;
+mod compress;
 mod latency;
 mod loss;
 pub mod mesh;
@@ -35,10 +36,11 @@ pub enum Suite {
     Mesh,
     Attack,
     Peers,
+    Compress,
 }
 
 impl Suite {
-    pub const ALL: [Suite; 9] = [
+    pub const ALL: [Suite; 10] = [
         Suite::Quick,
         Suite::Throughput,
         Suite::Latency,
@@ -48,6 +50,7 @@ impl Suite {
         Suite::Mesh,
         Suite::Attack,
         Suite::Peers,
+        Suite::Compress,
     ];
 
     pub fn name(self) -> &'static str {
@@ -61,6 +64,7 @@ impl Suite {
             Suite::Mesh => "mesh",
             Suite::Attack => "attack",
             Suite::Peers => "peers",
+            Suite::Compress => "compress",
         }
     }
 
@@ -90,6 +94,9 @@ impl Suite {
             Suite::Peers => {
                 "the same load spread over 1, 10, 100 and 1,000 peers of one responder (the peer emulator plays them): zero-loss frame rate at 64 and 1,420 bytes with its ratio to one peer, memory per peer, TCP over 100 flows to 1 and 100 peers"
             }
+            Suite::Compress => {
+                "32 MiB of text (generated access logs) and of already-compressed data (random bytes) over a 100 Mbit/s link, beside its theoretical TCP goodput, as in the PPP-over-SSH study"
+            }
             Suite::Mesh => {
                 "a mesh of 20 and 100 nodes (5 and 20 with --quick) from one bootstrap member: convergence time, memory per node and per peer, first packet; NAT, relays and path MTU are not measured yet"
             }
@@ -98,7 +105,7 @@ impl Suite {
 
     /// Whether the suite needs the middle namespace with the link emulator.
     pub fn needs_emulator(self) -> bool {
-        matches!(self, Suite::Loss | Suite::Bdp)
+        matches!(self, Suite::Loss | Suite::Bdp | Suite::Compress)
     }
 
     /// Parses `quick,loss`; an unknown name lists the valid ones.
@@ -134,6 +141,7 @@ impl Suite {
             Suite::Mesh => mesh::steps(quick),
             Suite::Attack => attack::steps(quick),
             Suite::Peers => peers::steps(quick),
+            Suite::Compress => compress::steps(),
         }
     }
 
@@ -175,6 +183,7 @@ impl Suite {
             Suite::Latency => latency::run(context),
             Suite::Loss => loss::run(context),
             Suite::Bdp => bdp::run(context),
+            Suite::Compress => compress::run(context),
             // Run through `run_on_own_hosts`.
             Suite::Mesh | Suite::Attack | Suite::Peers | Suite::Soak => Vec::new(),
         }
@@ -185,6 +194,7 @@ impl Suite {
     pub fn idle_link(self) -> LinkConfig {
         match self {
             Suite::Bdp => bdp::link(),
+            Suite::Compress => compress::link(),
             _ => loss::link(0.0),
         }
     }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::netns::Namespace;
 
-pub use tcp_bulk::{BulkReport, BulkTransfer, ContentDigest, StreamReport};
+pub use tcp_bulk::{BulkReport, BulkTransfer, Content, ContentDigest, StreamReport};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TrafficError {

@@ -5,7 +5,8 @@
 //! each of N source threads (in the source namespace) connects (to the
 //! sink's address, or spread over [`BulkTransfer::destinations`]), sends a
 //! 16-byte header (`FJTB`, stream index, payload length, big-endian) and
-//! the payload — a seeded xorshift64* keystream, generated 64 KiB at a
+//! the payload — a seeded xorshift64* keystream, or seeded log lines
+//! when the transfer is of text ([`Content`]), generated 64 KiB at a
 //! time — and closes its sending half. The sink reads each connection to
 //! EOF, hashing as it reads. Elapsed time runs from just before the first
 //! connect to the last EOF at the sink. The source then hashes its content
@@ -22,6 +23,7 @@
 //! deadline, and a failure on either end sets a shared abort flag so the
 //! other end gives up at once instead of waiting for its own timeout.
 
+mod content;
 mod keystream;
 mod report;
 
@@ -37,7 +39,9 @@ use xxhash_rust::xxh3::Xxh3;
 
 use super::TrafficError;
 use crate::netns::Namespace;
-use keystream::{Keystream, chunk_len, content_digest, stream_seed};
+pub use content::Content;
+use content::{Generator, content_digest};
+use keystream::{chunk_len, stream_seed};
 pub use report::{BulkReport, ContentDigest, StreamReport};
 use report::{ReceivedStream, SentStream, report};
 
@@ -57,6 +61,8 @@ pub struct BulkTransfer {
     pub streams: usize,
     /// Seeds the content; stream `i` uses a keystream derived from `(seed, i)`.
     pub seed: u64,
+    /// Random bytes (the default) or text.
+    pub content: Content,
     /// The whole run, connects included.
     pub timeout: Duration,
     /// Longest time a socket may make no progress.
@@ -74,6 +80,7 @@ impl BulkTransfer {
             bytes,
             streams: 1,
             seed: 1,
+            content: Content::Random,
             timeout: Duration::from_secs(120),
             stall_timeout: Duration::from_secs(10),
             destinations: Vec::new(),
@@ -88,6 +95,11 @@ impl BulkTransfer {
 
     pub fn streams(mut self, streams: usize) -> Self {
         self.streams = streams.max(1);
+        self
+    }
+
+    pub fn content(mut self, content: Content) -> Self {
+        self.content = content;
         self
     }
 
@@ -145,8 +157,10 @@ impl BulkTransfer {
                 [] => sink_address,
                 spread => SocketAddr::new(spread[index % spread.len()], sink_address.port()),
             };
-            let spawned = source_namespace
-                .spawn_thread(move || send_stream(address, index, length, seed, &source_limits));
+            let content = self.content;
+            let spawned = source_namespace.spawn_thread(move || {
+                send_stream(address, index, length, content, seed, &source_limits)
+            });
             match spawned {
                 Ok(handle) => sources.push(handle),
                 Err(source) => {
@@ -403,11 +417,13 @@ fn receive_stream(mut stream: TcpStream, limits: &Limits) -> io::Result<Received
     })
 }
 
-/// One source connection: connect, header, `length` keystream bytes, close.
+/// One source connection: connect, header, `length` bytes of `content`
+/// from `seed`, close.
 fn send_stream(
     address: SocketAddr,
     index: usize,
     length: u64,
+    content: Content,
     seed: u64,
     limits: &Limits,
 ) -> io::Result<SentStream> {
@@ -427,13 +443,13 @@ fn send_stream(
         let mut last_progress = Instant::now();
         write_fully(&mut stream, &header, limits, &mut last_progress, index)?;
 
-        let mut keystream = Keystream::new(seed);
+        let mut generator = Generator::new(content, seed);
         let mut chunk = vec![0u8; CHUNK_BYTES];
         let mut sent = 0u64;
         while sent < length {
             let take = chunk_len(length - sent);
             let chunk = &mut chunk[..take];
-            keystream.fill(chunk);
+            generator.fill(chunk);
             write_fully(&mut stream, chunk, limits, &mut last_progress, index)?;
             sent += take as u64;
         }
@@ -442,7 +458,7 @@ fn send_stream(
         Ok(SentStream {
             index,
             bytes: sent,
-            digest: content_digest(seed, sent),
+            digest: content_digest(content, seed, sent),
         })
     })
 }

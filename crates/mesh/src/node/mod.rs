@@ -205,19 +205,21 @@ impl Node {
     }
 
     /// Opens a datagram in place and applies the allowed-IPs source check:
-    /// the three phases back to back.
+    /// the three phases back to back. A packet that came compressed lands
+    /// in `decompressed` (see [`Device::finish_datagram`]).
     #[inline]
     pub fn handle_datagram(
         &mut self,
         now: Instant,
         from: impl Into<Endpoint>,
         datagram: &mut [u8],
+        decompressed: &mut [u8],
     ) -> Received {
         let from = from.into();
         match self.prepare_datagram(now, from, datagram) {
             Incoming::Data(pending) => {
                 let opened = pending.open(datagram);
-                self.finish_datagram(now, from, opened, datagram)
+                self.finish_datagram(now, from, opened, datagram, decompressed)
             }
             Incoming::Done(received) => received,
         }
@@ -270,7 +272,9 @@ impl Node {
     }
 
     /// The last phase of receiving, with the allowed-IPs source check; call
-    /// in arrival order.
+    /// in arrival order. A packet that came compressed is decompressed
+    /// into `decompressed`, at least the MTU long
+    /// ([`Received::Decompressed`]).
     #[inline]
     pub fn finish_datagram(
         &mut self,
@@ -278,9 +282,12 @@ impl Node {
         from: impl Into<Endpoint>,
         opened: Opened,
         datagram: &[u8],
+        decompressed: &mut [u8],
     ) -> Received {
         let from = from.into();
-        let received = self.device.finish_datagram(now, from, opened, datagram);
+        let received = self
+            .device
+            .finish_datagram(now, from, opened, datagram, decompressed);
         if let Received::Extension { peer, payload } = received {
             if crate::switch::is_frame_message(&datagram[payload.clone()]) {
                 return self.receive_frame(now, peer, payload, datagram);
@@ -340,7 +347,9 @@ fn check_source(
     drops: &mut DropCounters,
     received: Received,
 ) -> Received {
-    let Received::Data { peer, source, .. } = &received else {
+    let (Received::Data { peer, source, .. } | Received::Decompressed { peer, source, .. }) =
+        &received
+    else {
         return received;
     };
     let refused = match switch {

@@ -30,6 +30,14 @@ const CHACHA_NAME: &str = "fjord-chacha";
 const SWITCH_NAME: &str = "fjord-tap";
 /// Both: switch mode with WireGuard's data cipher.
 const SWITCH_CHACHA_NAME: &str = "fjord-tap-chacha";
+/// fjord with compression on both sides (`--compression lz4`).
+const COMPRESS_NAME: &str = "fjord-compress";
+/// Compression with WireGuard's data cipher.
+const CHACHA_COMPRESS_NAME: &str = "fjord-chacha-compress";
+/// Switch mode with compression: frames are not compressed, so only the
+/// IP packets of a mixed pair would be; named for completeness.
+const SWITCH_COMPRESS_NAME: &str = "fjord-tap-compress";
+const SWITCH_CHACHA_COMPRESS_NAME: &str = "fjord-tap-chacha-compress";
 
 /// Environment variable naming the fjord binary explicitly.
 pub const BINARY_ENV: &str = "FJORD_BIN";
@@ -62,6 +70,9 @@ pub struct Fjord {
     rekey_divisor: Option<u32>,
     /// `--cipher chacha20-poly1305`: no AES-256-GCM, even between fjord nodes.
     chacha_only: bool,
+    /// `--compression lz4`: compress what pays, toward fjord peers that
+    /// compress too.
+    compress: bool,
     /// `--user`: the account each side runs as once set up.
     user: Option<String>,
     /// `FJORD_LOG`: what each side logs; fjord's default when `None`.
@@ -91,6 +102,7 @@ impl Fjord {
             threads: RUNNING_THREADS.get().copied(),
             rekey_divisor: None,
             chacha_only: false,
+            compress: false,
             user: None,
             log_filter: None,
             switch: false,
@@ -104,6 +116,7 @@ impl Fjord {
             threads: None,
             rekey_divisor: None,
             chacha_only: false,
+            compress: false,
             user: None,
             log_filter: None,
             switch: false,
@@ -160,6 +173,18 @@ impl Fjord {
         self
     }
 
+    /// Runs each side with `--compression lz4`, as the system
+    /// `fjord-compress`.
+    pub fn compressed(mut self) -> Self {
+        self.compress = true;
+        self
+    }
+
+    /// Whether each side runs with compression.
+    pub fn compresses(&self) -> bool {
+        self.compress
+    }
+
     /// The data cipher two sides of this fjord agree on on this machine.
     pub fn expected_cipher(&self) -> fjord_proto::DataCipher {
         if !self.chacha_only && fjord_proto::aead::hardware_aes() {
@@ -184,11 +209,15 @@ impl Fjord {
 
 impl Implementation for Fjord {
     fn name(&self) -> &'static str {
-        match (self.switch, self.chacha_only) {
-            (false, false) => NAME,
-            (false, true) => CHACHA_NAME,
-            (true, false) => SWITCH_NAME,
-            (true, true) => SWITCH_CHACHA_NAME,
+        match (self.switch, self.chacha_only, self.compress) {
+            (false, false, false) => NAME,
+            (false, true, false) => CHACHA_NAME,
+            (true, false, false) => SWITCH_NAME,
+            (true, true, false) => SWITCH_CHACHA_NAME,
+            (false, false, true) => COMPRESS_NAME,
+            (false, true, true) => CHACHA_COMPRESS_NAME,
+            (true, false, true) => SWITCH_COMPRESS_NAME,
+            (true, true, true) => SWITCH_CHACHA_COMPRESS_NAME,
         }
     }
 
@@ -198,7 +227,11 @@ impl Implementation for Fjord {
             (None, Ok(threads)) => format!("{threads} (${THREADS_ENV})"),
             (None, Err(_)) => format!("{} (default)", fjord_net::default_threads()),
         };
-        format!("threads {threads}, cipher {}", self.expected_cipher())
+        let compression = if self.compress { "lz4" } else { "off" };
+        format!(
+            "threads {threads}, cipher {}, compression {compression}",
+            self.expected_cipher()
+        )
     }
 
     fn installed(&self) -> Result<PathBuf, String> {
@@ -228,6 +261,9 @@ impl Implementation for Fjord {
         }
         if self.chacha_only {
             command.arg("--cipher").arg("chacha20-poly1305");
+        }
+        if self.compress {
+            command.arg("--compression").arg("lz4");
         }
         if let Some(user) = &self.user {
             command.arg("--user").arg(user);

@@ -138,6 +138,10 @@ pub fn all() -> Vec<WireGuardSystem> {
             Box::new(Fjord::locate().in_switch_mode()),
             "fjord in switch mode: a TAP interface, Ethernet frames switched by MAC address",
         ),
+        WireGuardSystem::same_on_both(
+            Box::new(Fjord::locate().compressed()),
+            "fjord with LZ4 compression on both sides (Compression = lz4)",
+        ),
         WireGuardSystem {
             implementation: Box::new(Fjord::locate()),
             mixed: Some(("fjord-wireguard-go", Box::new(WireguardGo::locate()))),
