@@ -457,10 +457,20 @@ fn bad_datagrams_are_refused_counted_by_reason_and_not_logged_one_by_one() {
         new_lines.len(),
         new_lines.join("\n")
     );
+    // Only lines about bad datagrams count: a busy machine may add a
+    // rekey's or a retried handshake's line, which says nothing of them.
+    let about_refusals = new_lines
+        .iter()
+        .filter(|line| {
+            line.contains("refus")
+                || line.contains("drop")
+                || WATCHED.iter().any(|reason| line.contains(reason))
+        })
+        .count();
     assert!(
-        new_lines.len() <= 5,
+        about_refusals <= 5,
         "{}",
-        tunnel.context(&format!("{} new log lines", new_lines.len()))
+        tunnel.context(&format!("{about_refusals} new log lines about refusals"))
     );
     assert!(
         new_lines
