@@ -537,6 +537,13 @@ impl Worker {
             Event::HandshakeAbandoned { peer } => {
                 tracing::warn!(peer = %key(*peer), "no handshake response for 90 s; dropped queued packets");
             }
+            Event::HandshakeRetried {
+                peer,
+                retries,
+                endpoint,
+            } => {
+                tracing::debug!(peer = %key(*peer), retries, ?endpoint, "handshake unanswered; retrying");
+            }
             Event::EndpointChanged { peer, endpoint } => {
                 tracing::info!(peer = %key(*peer), %endpoint, "peer endpoint changed");
             }

@@ -387,6 +387,16 @@ pub enum Event {
     HandshakeAbandoned {
         peer: PeerId,
     },
+    /// An initiation went unanswered for REKEY_TIMEOUT and is being sent
+    /// again: `retries` counts the retransmissions of this handshake so
+    /// far (1 on the first). A path that drops everything shows here
+    /// first, long before [`Event::HandshakeAbandoned`].
+    HandshakeRetried {
+        peer: PeerId,
+        retries: u32,
+        /// Where the initiation went unanswered.
+        endpoint: Option<SocketAddr>,
+    },
     EndpointChanged {
         peer: PeerId,
         endpoint: SocketAddr,
