@@ -12,7 +12,7 @@
 //! # One peer's path
 //!
 //! ```text
-//!          handshake retried RETRIES_BEFORE_FALLBACK times toward a UDP endpoint
+//!    initiations toward UDP unanswered for UNANSWERED_BEFORE_FALLBACK (10 s)
 //!   Udp ─────────────────────────────────────────────────────────▶ Connecting
 //!    ▲                                                   Connect(peer ip : fallback port)
 //!    │ connect failed / CONNECT_TIMEOUT: Disconnect, UseUdp      │ connected
@@ -26,9 +26,10 @@
 //! ```
 //!
 //! Why handshakes decide: a blocked path shows as initiations that nobody
-//! answers (WireGuard retries each after 5 s), while a merely lossy path
-//! answers most of them; two unanswered in a row (about 10 s) are rare
-//! below heavy loss, and a needless switch is undone by the next probe.
+//! answers (WireGuard sends one every 5 s while it waits), while a merely
+//! lossy path answers most of them; three unanswered in a row (10 s) are
+//! rare below heavy loss, and a needless switch is undone by the next
+//! probe.
 //! The probe is a real initiation sent to the UDP endpoint: the peer
 //! answers it where it came from, so an answer over UDP moves the
 //! session's endpoint off the carrier (WireGuard's roaming), and that move
@@ -41,7 +42,8 @@
 //! ```text
 //! configure(peer, Some(port))          a fjord peer that accepts the carrier
 //! loop {
-//!     Event::HandshakeRetried          -> handle_retried(now, peer, retries, endpoint)
+//!     Event::HandshakeInitiated        -> handle_initiated(now, peer, endpoint)
+//!     Event::HandshakeCompleted        -> handle_handshake(peer)
 //!     Event::EndpointChanged           -> handle_endpoint(now, peer, endpoint)
 //!     a carrier connected / failed /
 //!       was accepted / closed          -> handle_carrier(now, event)
@@ -57,10 +59,14 @@ use std::time::{Duration, Instant};
 use fjord_proto::PeerId;
 use fjord_proto::timer_queue::TimerQueue;
 
-/// Unanswered retransmissions of one handshake toward a UDP endpoint
-/// before the carrier is tried (WireGuard retries every 5 s, so about
-/// 10 s after the first initiation).
-pub const RETRIES_BEFORE_FALLBACK: u32 = 2;
+/// How long handshake initiations toward a UDP endpoint must go
+/// unanswered before the carrier is tried: the initiation that leaves
+/// this long after the first unanswered one (WireGuard sends one every
+/// 5 s while it waits, so the third) opens the carrier. Measured here from
+/// the initiations themselves: the device's attempt count restarts with
+/// every new packet (as in WireGuard), so under steady traffic it never
+/// grows.
+pub const UNANSWERED_BEFORE_FALLBACK: Duration = Duration::from_secs(10);
 /// How long a carrier connection may take to open before the attempt is
 /// given up (a firewall that drops TCP too never answers at all).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -127,6 +133,9 @@ struct PeerPath {
     peer: PeerId,
     fallback_port: u16,
     state: PathState,
+    /// When the first initiation toward UDP since the last completed
+    /// handshake left.
+    unanswered_since: Option<Instant>,
 }
 
 impl PeerPath {
@@ -189,6 +198,7 @@ impl Fallback {
                         peer,
                         fallback_port: port,
                         state: PathState::Udp,
+                        unanswered_since: None,
                     });
             }
             None => self.forget(peer),
@@ -235,27 +245,32 @@ impl Fallback {
                 .any(|path| path.carrier() == Some(address))
     }
 
-    /// The handshake with `peer` went unanswered `retries` times, the
-    /// last toward `endpoint`.
-    pub fn handle_retried(
-        &mut self,
-        now: Instant,
-        peer: PeerId,
-        retries: u32,
-        endpoint: Option<SocketAddr>,
-    ) {
+    /// A handshake initiation left for `peer`, whose endpoint was
+    /// `endpoint`.
+    pub fn handle_initiated(&mut self, now: Instant, peer: PeerId, endpoint: Option<SocketAddr>) {
         let Some(udp) = endpoint else { return };
-        if retries < RETRIES_BEFORE_FALLBACK || self.is_carrier(udp) {
+        if self.is_carrier(udp) {
             return;
         }
         let Some(path) = self.peers.get_mut(&peer.index()) else {
             return;
         };
-        if path.state != PathState::Udp {
+        let since = *path.unanswered_since.get_or_insert(now);
+        if path.state != PathState::Udp
+            || now.saturating_duration_since(since) < UNANSWERED_BEFORE_FALLBACK
+        {
             return;
         }
+        path.unanswered_since = None;
         let carrier = SocketAddr::new(udp.ip(), path.fallback_port);
         self.connect(now, peer, udp, carrier);
+    }
+
+    /// A handshake with `peer` completed (on whatever path).
+    pub fn handle_handshake(&mut self, peer: PeerId) {
+        if let Some(path) = self.peers.get_mut(&peer.index()) {
+            path.unanswered_since = None;
+        }
     }
 
     /// `peer`'s session moved to `endpoint` (an authenticated datagram

@@ -387,15 +387,19 @@ pub enum Event {
     HandshakeAbandoned {
         peer: PeerId,
     },
-    /// An initiation went unanswered for REKEY_TIMEOUT and is being sent
-    /// again: `retries` counts the retransmissions of this handshake so
-    /// far (1 on the first). A path that drops everything shows here
-    /// first, long before [`Event::HandshakeAbandoned`].
-    HandshakeRetried {
+    /// A handshake initiation left for the peer's endpoint (at most one
+    /// per REKEY_TIMEOUT, but for [`crate::Device::initiate_toward`]).
+    /// Initiations that keep leaving with no [`Event::HandshakeCompleted`]
+    /// between them are a path that drops everything, long before
+    /// [`Event::HandshakeAbandoned`] (which steady traffic postpones for
+    /// good: every new packet restarts the attempts, as in WireGuard).
+    HandshakeInitiated {
         peer: PeerId,
-        retries: u32,
-        /// Where the initiation went unanswered.
+        /// The peer's endpoint when it left.
         endpoint: Option<SocketAddr>,
+        /// When it left (a packet's arrival may have sent it, between the
+        /// driver's timer calls).
+        at: std::time::Instant,
     },
     EndpointChanged {
         peer: PeerId,

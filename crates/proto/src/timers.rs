@@ -254,11 +254,6 @@ impl Timers {
         true
     }
 
-    /// Retransmissions of the handshake in flight so far.
-    pub fn handshake_retries(&self) -> u32 {
-        self.handshake_attempts
-    }
-
     /// Handshaking failed for good: stop keepalives and schedule key erasure.
     pub fn handshake_abandoned(&mut self, now: Instant, timing: &Timing) {
         self.retransmit_handshake = None;

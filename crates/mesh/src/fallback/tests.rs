@@ -51,12 +51,21 @@ fn actions(fallback: &mut Fallback) -> Vec<FallbackAction> {
     std::iter::from_fn(|| fallback.poll_action()).collect()
 }
 
+/// Initiations toward UDP every 5 s, unanswered until the last one leaves
+/// `UNANSWERED_BEFORE_FALLBACK` after the first (at `end`).
+fn fail_udp(fallback: &mut Fallback, end: Instant, peer: PeerId) {
+    let first = end - UNANSWERED_BEFORE_FALLBACK;
+    for step in 0..=2 {
+        fallback.handle_initiated(first + Duration::from_secs(5) * step, peer, Some(udp()));
+    }
+}
+
 /// A fallback with one peer (port 443) whose carrier is open at `start`.
 fn carried(start: Instant) -> (Fallback, PeerId) {
     let peer = peer_ids(1)[0];
     let mut fallback = Fallback::new();
     fallback.configure(peer, Some(443));
-    fallback.handle_retried(start, peer, RETRIES_BEFORE_FALLBACK, Some(udp()));
+    fail_udp(&mut fallback, start, peer);
     fallback.handle_carrier(start, CarrierEvent::Connected(carrier()));
     actions(&mut fallback);
     (fallback, peer)
@@ -68,11 +77,16 @@ fn unanswered_retries_toward_udp_open_the_carrier_at_the_peer_address() {
     let peer = peer_ids(1)[0];
     let mut fallback = Fallback::new();
     fallback.configure(peer, Some(443));
-    for retries in 1..RETRIES_BEFORE_FALLBACK {
-        fallback.handle_retried(start, peer, retries, Some(udp()));
-        assert!(actions(&mut fallback).is_empty(), "too early at {retries}");
-    }
-    fallback.handle_retried(start, peer, RETRIES_BEFORE_FALLBACK, Some(udp()));
+    // A completed handshake in between starts the clock again.
+    let first = start - UNANSWERED_BEFORE_FALLBACK * 2;
+    fallback.handle_initiated(first, peer, Some(udp()));
+    fallback.handle_initiated(first + Duration::from_secs(5), peer, Some(udp()));
+    fallback.handle_handshake(peer);
+    let again = start - UNANSWERED_BEFORE_FALLBACK;
+    fallback.handle_initiated(again, peer, Some(udp()));
+    fallback.handle_initiated(start - Duration::from_millis(1), peer, Some(udp()));
+    assert!(actions(&mut fallback).is_empty(), "too early");
+    fallback.handle_initiated(start, peer, Some(udp()));
     assert_eq!(
         actions(&mut fallback),
         [FallbackAction::Connect {
@@ -85,7 +99,7 @@ fn unanswered_retries_toward_udp_open_the_carrier_at_the_peer_address() {
         Some(PathState::Connecting { .. })
     ));
     // Further retries while it opens change nothing.
-    fallback.handle_retried(start, peer, RETRIES_BEFORE_FALLBACK + 1, Some(udp()));
+    fail_udp(&mut fallback, start, peer);
     assert!(actions(&mut fallback).is_empty());
 
     fallback.handle_carrier(start, CarrierEvent::Connected(carrier()));
@@ -107,12 +121,12 @@ fn peers_without_a_fallback_port_never_leave_udp() {
     };
     let mut fallback = Fallback::new();
     fallback.configure(accepting, Some(443));
-    fallback.handle_retried(start, plain, 10, Some(udp()));
+    fail_udp(&mut fallback, start, plain);
     assert!(actions(&mut fallback).is_empty());
     assert_eq!(fallback.state(plain), None);
     // Configured, then taken back.
     fallback.configure(accepting, None);
-    fallback.handle_retried(start, accepting, 10, Some(udp()));
+    fail_udp(&mut fallback, start, accepting);
     assert!(actions(&mut fallback).is_empty());
     assert!(fallback.is_empty());
 }
@@ -186,12 +200,17 @@ fn retries_toward_a_carrier_are_not_a_failed_udp_path() {
     fallback.configure(peer, Some(443));
     let accepted: SocketAddr = "198.18.0.2:40000".parse().unwrap();
     fallback.handle_carrier(start, CarrierEvent::Accepted(accepted));
-    fallback.handle_retried(start, peer, 5, Some(accepted));
-    fallback.handle_retried(start, peer, 5, None);
+    for step in 0..5 {
+        let at = start + Duration::from_secs(5) * step;
+        fallback.handle_initiated(at, peer, Some(accepted));
+        fallback.handle_initiated(at, peer, None);
+    }
     assert!(actions(&mut fallback).is_empty());
     // Once that connection closed, its address is an ordinary one again.
     fallback.handle_carrier(start, CarrierEvent::Closed(accepted));
-    fallback.handle_retried(start, peer, 5, Some(accepted));
+    let later = start + UNANSWERED_BEFORE_FALLBACK * 3;
+    fallback.handle_initiated(later, peer, Some(accepted));
+    fallback.handle_initiated(later + UNANSWERED_BEFORE_FALLBACK, peer, Some(accepted));
     assert_eq!(
         actions(&mut fallback),
         [FallbackAction::Connect {
@@ -207,7 +226,7 @@ fn a_carrier_that_fails_or_hangs_gives_udp_back() {
     let peer = peer_ids(1)[0];
     let mut fallback = Fallback::new();
     fallback.configure(peer, Some(443));
-    fallback.handle_retried(start, peer, RETRIES_BEFORE_FALLBACK, Some(udp()));
+    fail_udp(&mut fallback, start, peer);
     actions(&mut fallback);
     fallback.handle_carrier(start, CarrierEvent::Failed(carrier()));
     assert_eq!(
@@ -217,7 +236,7 @@ fn a_carrier_that_fails_or_hangs_gives_udp_back() {
     assert_eq!(fallback.state(peer), Some(PathState::Udp));
 
     // A connection that never opens is given up after CONNECT_TIMEOUT.
-    fallback.handle_retried(start, peer, RETRIES_BEFORE_FALLBACK, Some(udp()));
+    fail_udp(&mut fallback, start, peer);
     actions(&mut fallback);
     let given_up = start + CONNECT_TIMEOUT;
     assert_eq!(
@@ -265,7 +284,7 @@ fn udp_answering_while_the_carrier_opens_cancels_it() {
     let peer = peer_ids(1)[0];
     let mut fallback = Fallback::new();
     fallback.configure(peer, Some(443));
-    fallback.handle_retried(start, peer, RETRIES_BEFORE_FALLBACK, Some(udp()));
+    fail_udp(&mut fallback, start, peer);
     actions(&mut fallback);
     fallback.handle_endpoint(start, peer, udp());
     assert_eq!(

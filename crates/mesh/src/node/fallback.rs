@@ -2,7 +2,8 @@
 //! in, peer changes and carrier connections out.
 //!
 //! ```text
-//! Event::HandshakeRetried ─▶ Fallback::handle_retried
+//! Event::HandshakeInitiated ─▶ Fallback::handle_initiated
+//! Event::HandshakeCompleted ─▶ Fallback::handle_handshake
 //! Event::EndpointChanged  ─▶ Fallback::handle_endpoint
 //! handle_carrier (from the driver's sockets) ─▶ Fallback::handle_carrier
 //! FallbackAction::Connect / Disconnect ─▶ poll_carrier (the driver opens
@@ -153,11 +154,10 @@ impl Node {
         };
         let now = driver.last_now;
         match *event {
-            Event::HandshakeRetried {
-                peer,
-                retries,
-                endpoint,
-            } => driver.fallback.handle_retried(now, peer, retries, endpoint),
+            Event::HandshakeInitiated { peer, endpoint, at } => {
+                driver.fallback.handle_initiated(at, peer, endpoint);
+            }
+            Event::HandshakeCompleted { peer, .. } => driver.fallback.handle_handshake(peer),
             Event::EndpointChanged { peer, endpoint } => {
                 driver.fallback.handle_endpoint(now, peer, endpoint);
             }

@@ -140,11 +140,6 @@ impl Peer {
         let expired = self.timers.expired(now, &ctx.timing);
         if expired.retransmit_handshake {
             if self.timers.retry_handshake(&ctx.timing) {
-                ctx.events.push_back(Event::HandshakeRetried {
-                    peer: id,
-                    retries: self.timers.handshake_retries(),
-                    endpoint: self.endpoint.map(|endpoint| endpoint.remote),
-                });
                 self.initiate(id, now, ctx, true);
             } else {
                 for _ in self.staged.drain(..) {

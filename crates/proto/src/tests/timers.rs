@@ -250,25 +250,20 @@ fn lost_responses_mean_retransmissions_every_five_seconds_then_giving_up() {
         .collect();
     assert_eq!(abandoned.len(), 1);
     assert!(abandoned[0] >= REKEY_ATTEMPT_TIME, "{abandoned:?}");
-    // Each retransmission was announced with its count and where the
-    // unanswered initiations went.
-    let retried: Vec<(Duration, u32)> = pair
+    // Each initiation was announced, with where it went.
+    let announced: Vec<Duration> = pair
         .alice
         .events
         .iter()
         .filter_map(|(at, event)| match event {
-            Event::HandshakeRetried {
-                retries, endpoint, ..
-            } => {
+            Event::HandshakeInitiated { endpoint, .. } => {
                 assert!(endpoint.is_some());
-                Some((*at - pair.epoch, *retries))
+                Some(*at - pair.epoch)
             }
             _ => None,
         })
         .collect();
-    let expected: Vec<(Duration, u32)> = initiations[1..].iter().copied().zip(1..).collect();
-    assert_eq!(retried, expected);
-    assert!(abandoned[0] > *initiations.last().unwrap());
+    assert_eq!(announced, initiations);
     assert_eq!(pair.alice.drops(DropReason::HandshakeTimedOut), 3);
     assert!(pair.bob.delivered.is_empty());
 
