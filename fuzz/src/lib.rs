@@ -11,7 +11,7 @@ use std::str::FromStr;
 use fjord_mesh::Cidr;
 
 pub use mesh_targets::{cert_parse, control_parse, mesh_membership};
-pub use net_targets::tun_coalesce;
+pub use net_targets::{carrier_frames, fake_tcp_segment, tun_coalesce};
 pub use proto_targets::{device_datagram, icmp_too_big, ip_header, wire_parse};
 
 /// `Cidr::from_str` on arbitrary text; a success must print and parse back
@@ -65,5 +65,7 @@ mod tests {
         replay("control_parse", super::control_parse);
         replay("cert_parse", super::cert_parse);
         replay("mesh_membership", super::mesh_membership);
+        replay("carrier_frames", super::carrier_frames);
+        replay("fake_tcp_segment", super::fake_tcp_segment);
     }
 }

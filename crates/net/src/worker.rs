@@ -18,6 +18,8 @@
 //! Sources are edge-triggered, so each is drained until it would block;
 //! bounding each turn keeps one busy direction from starving the other.
 
+mod carriers;
+
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
@@ -43,6 +45,11 @@ const TUN: Token = Token(0);
 const UDP: Token = Token(1);
 const CONTROL: Token = Token(2);
 const SHUTDOWN: Token = Token(3);
+/// The fallback carriers' listener; their connections poll as
+/// `carrier_tokens.start + slot` (carrier/).
+const CARRIER_LISTENER: Token = Token(4);
+/// The fake-TCP carrier's raw socket (carrier/fake_tcp/).
+const FAKE_TCP: Token = Token(5);
 /// Steered sockets (steering.rs) poll as `STEERED + slot`.
 const STEERED: usize = 16;
 /// Port prediction sockets poll from here on (port_prediction.rs).
@@ -104,6 +111,8 @@ pub struct Worker {
     /// Threads sharing the crypto (`--threads`), this one included.
     threads: usize,
     prediction: PortPrediction,
+    /// Poll tokens of carrier connections, one per slot.
+    carrier_tokens: std::ops::Range<usize>,
 }
 
 impl Worker {
@@ -141,6 +150,19 @@ impl Worker {
         poll.registry()
             .register(&mut shutdown, SHUTDOWN, Interest::READABLE)
             .map_err(setup("register signal pipe"))?;
+        if let Some(fd) = udp.carriers().listener_fd() {
+            poll.registry()
+                .register(&mut SourceFd(&fd), CARRIER_LISTENER, Interest::READABLE)
+                .map_err(setup("register the carrier listener"))?;
+        }
+        if let Some((fd, _)) = udp.carriers().fake_tcp() {
+            poll.registry()
+                .register(&mut SourceFd(&fd), FAKE_TCP, Interest::READABLE)
+                .map_err(setup("register the fake-TCP socket"))?;
+        }
+        let prediction = PortPrediction::new(PREDICTION);
+        let carrier_tokens =
+            prediction.token_end()..prediction.token_end() + crate::carrier::MAX_CARRIERS;
         let mtu = node.device().mtu();
         let drop_report = DropReport::new(Instant::now(), &node.drops());
         let worker = Self {
@@ -159,7 +181,8 @@ impl Worker {
             drop_report,
             busy_poll_window: SPIN_WINDOW,
             threads: 1,
-            prediction: PortPrediction::new(PREDICTION),
+            prediction,
+            carrier_tokens,
         };
         Ok((worker, handle))
     }
@@ -221,17 +244,30 @@ impl Worker {
             let mut udp_ready = false;
             let mut control_ready = false;
             let mut steered_ready = Vec::new();
+            let mut listener_ready = false;
+            let mut carriers_writable = Vec::new();
             for event in &events {
                 match event.token() {
                     TUN => tun_ready = true,
                     UDP => udp_ready = true,
                     CONTROL => control_ready = true,
+                    CARRIER_LISTENER => listener_ready = true,
+                    FAKE_TCP => steered_ready.push(ReceiveOn::FakeTcp),
                     Token(token) if (STEERED..PREDICTION).contains(&token) => {
-                        steered_ready.push(token - STEERED);
+                        steered_ready.push(ReceiveOn::Steered(token - STEERED));
+                    }
+                    Token(token) if self.carrier_tokens.contains(&token) => {
+                        let slot = token - self.carrier_tokens.start;
+                        if event.is_writable() {
+                            carriers_writable.push(slot);
+                        }
+                        if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            steered_ready.push(ReceiveOn::Carrier(slot));
+                        }
                     }
                     token if self.prediction.owns(token) => {
                         if let Some(slot) = self.prediction_hit(token) {
-                            steered_ready.push(slot);
+                            steered_ready.push(ReceiveOn::Steered(slot));
                         }
                     }
                     SHUTDOWN => {
@@ -245,7 +281,7 @@ impl Worker {
                     _ => {}
                 }
             }
-            if tun_ready || udp_ready {
+            if tun_ready || udp_ready || !steered_ready.is_empty() {
                 busy_poll.traffic(Instant::now());
             }
             while tun_ready || udp_ready {
@@ -283,9 +319,23 @@ impl Worker {
                     self.after_io(Instant::now());
                 }
             }
-            for slot in steered_ready {
-                if self.drain_steered(slot, &stage) == Drained::DeviceGone {
+            if listener_ready {
+                steered_ready.extend(self.accept_carriers().into_iter().map(ReceiveOn::Carrier));
+            }
+            for slot in carriers_writable {
+                self.carrier_writable(slot);
+            }
+            for on in steered_ready {
+                if self.drain_from(on, &stage) == Drained::DeviceGone {
                     return Ok(StopReason::InterfaceDeleted);
+                }
+                if let ReceiveOn::Carrier(slot) = on
+                    && self.udp.carriers().is_closed(slot)
+                {
+                    self.close_carrier(slot, true);
+                }
+                if on == ReceiveOn::FakeTcp {
+                    self.report_flows();
                 }
             }
             let now = Instant::now();
@@ -296,9 +346,9 @@ impl Worker {
         }
     }
 
-    /// Receives what waits on a steered socket, through the same
-    /// pipeline as the interface's socket.
-    fn drain_steered(&mut self, slot: usize, stage: &CryptoStage) -> Drained {
+    /// Receives what waits on a steered socket or a carrier, through the
+    /// same pipeline as the interface's socket.
+    fn drain_from(&mut self, on: ReceiveOn, stage: &CryptoStage) -> Drained {
         loop {
             let now = Instant::now();
             let mut pipes = Pipes {
@@ -308,9 +358,7 @@ impl Worker {
                 stage,
                 stats: &mut self.stats,
             };
-            let drained =
-                self.inbound
-                    .drain(now, &mut pipes, ReceiveOn::Steered(slot), BATCHES_PER_TURN);
+            let drained = self.inbound.drain(now, &mut pipes, on, BATCHES_PER_TURN);
             self.after_io(now);
             if drained != Drained::MoreWaiting {
                 return drained;
@@ -391,6 +439,11 @@ impl Worker {
     fn housekeeping(&mut self, now: Instant) {
         self.next_housekeeping = now + HOUSEKEEPING_INTERVAL;
         self.tidy_port_prediction(now);
+        for slot in self.udp.carriers_mut().expired(now) {
+            self.close_carrier(slot, true);
+        }
+        self.udp.carriers().tick(now);
+        self.report_flows();
         if let Some(refusals) = self.drop_report.due(now, &self.node.drops()) {
             if refusals.suspicious {
                 tracing::warn!(
@@ -441,6 +494,7 @@ impl Worker {
         }
         self.send_punches();
         self.start_predictions(now);
+        self.run_carrier_commands(now);
         self.send_probes();
         self.write_too_big_replies();
     }
@@ -537,12 +591,8 @@ impl Worker {
             Event::HandshakeAbandoned { peer } => {
                 tracing::warn!(peer = %key(*peer), "no handshake response for 90 s; dropped queued packets");
             }
-            Event::HandshakeRetried {
-                peer,
-                retries,
-                endpoint,
-            } => {
-                tracing::debug!(peer = %key(*peer), retries, ?endpoint, "handshake unanswered; retrying");
+            Event::HandshakeInitiated { peer, endpoint, .. } => {
+                tracing::trace!(peer = %key(*peer), ?endpoint, "handshake initiation sent");
             }
             Event::EndpointChanged { peer, endpoint } => {
                 tracing::info!(peer = %key(*peer), %endpoint, "peer endpoint changed");
