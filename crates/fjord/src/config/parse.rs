@@ -32,7 +32,8 @@ use super::endpoint::{Endpoint, Resolve};
 use super::error::{ConfigError, Problem, SectionKind, ValueError, quote};
 use super::mesh::MeshDraft;
 use super::values::{
-    KeepaliveInterval, Mtu, VerbatimValue, parse_bool, parse_fwmark, parse_listen_port,
+    FallbackCarrier, KeepaliveInterval, Mtu, VerbatimValue, parse_bool, parse_fallback_port,
+    parse_fwmark, parse_listen_port,
 };
 use super::{Config, InterfaceSection, PeerSection, WgQuick};
 
@@ -61,13 +62,18 @@ enum KeyName {
     Member,
     Bootstrap,
     Revocations,
+    /// `[Interface] FallbackPort`: where this node listens for carriers.
+    FallbackPort,
+    /// `[Peer] FallbackPort`: where the peer listens for carriers.
+    PeerFallbackPort,
+    FallbackCarrier,
 }
 
 /// Number of [`KeyName`] variants, for per-key tables.
-const KEY_COUNT: usize = 22;
+const KEY_COUNT: usize = 25;
 
 // `SeenKeys` indexes by discriminant; the last variant must fit.
-const _: () = assert!(KeyName::Revocations as usize + 1 == KEY_COUNT);
+const _: () = assert!(KeyName::FallbackCarrier as usize + 1 == KEY_COUNT);
 
 const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::PrivateKey,
@@ -92,6 +98,9 @@ const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::Member,
     KeyName::Bootstrap,
     KeyName::Revocations,
+    KeyName::FallbackPort,
+    KeyName::PeerFallbackPort,
+    KeyName::FallbackCarrier,
 ];
 
 impl KeyName {
@@ -120,6 +129,8 @@ impl KeyName {
             KeyName::Member => "Member",
             KeyName::Bootstrap => "Bootstrap",
             KeyName::Revocations => "Revocations",
+            KeyName::FallbackPort | KeyName::PeerFallbackPort => "FallbackPort",
+            KeyName::FallbackCarrier => "FallbackCarrier",
         }
     }
 
@@ -129,7 +140,8 @@ impl KeyName {
             | KeyName::PresharedKey
             | KeyName::Endpoint
             | KeyName::AllowedIps
-            | KeyName::PersistentKeepalive => SectionKind::Peer,
+            | KeyName::PersistentKeepalive
+            | KeyName::PeerFallbackPort => SectionKind::Peer,
             KeyName::Network
             | KeyName::Certificate
             | KeyName::Member
@@ -170,19 +182,28 @@ impl KeyName {
         )
     }
 
-    /// Finds the key a line names: `wg` keys with all whitespace removed,
-    /// wg-quick keys with surrounding whitespace trimmed, both ignoring
-    /// ASCII case.
-    fn lookup(trimmed_key: &str) -> Option<KeyName> {
+    /// Finds the key a line in `section` names: `wg` keys with all
+    /// whitespace removed, wg-quick keys with surrounding whitespace
+    /// trimmed, both ignoring ASCII case. A name used in several sections
+    /// (`FallbackPort`) is the key of this section, else of another.
+    fn lookup(trimmed_key: &str, section: SectionKind) -> Option<KeyName> {
         let squeezed: String = trimmed_key.chars().filter(|c| !c.is_whitespace()).collect();
-        ALL_KEYS.into_iter().find(|key| {
+        let named = |key: &KeyName| {
             let candidate = if key.is_wg_key() {
                 squeezed.as_str()
             } else {
                 trimmed_key
             };
             candidate.eq_ignore_ascii_case(key.name())
-        })
+        };
+        let mut candidates = ALL_KEYS.into_iter().filter(named);
+        let first = candidates.next()?;
+        Some(
+            std::iter::once(first)
+                .chain(candidates)
+                .find(|key| key.section() == section)
+                .unwrap_or(first),
+        )
     }
 }
 
@@ -258,6 +279,8 @@ struct InterfaceDraft {
     fwmark: Option<std::num::NonZeroU32>,
     addresses: Vec<Cidr>,
     mtu: Option<Mtu>,
+    fallback_port: Option<std::num::NonZeroU16>,
+    fallback_carrier: Option<FallbackCarrier>,
     wg_quick: WgQuick,
 }
 
@@ -269,6 +292,7 @@ struct PeerDraft {
     endpoint: Option<Endpoint>,
     allowed_ips: Vec<Cidr>,
     persistent_keepalive: Option<KeepaliveInterval>,
+    fallback_port: Option<std::num::NonZeroU16>,
 }
 
 impl Reader<'_> {
@@ -307,7 +331,7 @@ impl Reader<'_> {
             Current::Peer(_) => SectionKind::Peer,
             Current::Mesh => SectionKind::Mesh,
         };
-        let key = KeyName::lookup(raw_key).ok_or_else(|| Problem::UnknownKey {
+        let key = KeyName::lookup(raw_key, section).ok_or_else(|| Problem::UnknownKey {
             key: quote(raw_key),
             section,
         })?;
@@ -444,6 +468,7 @@ impl Reader<'_> {
                 endpoint: draft.endpoint,
                 allowed_ips: draft.allowed_ips,
                 persistent_keepalive: draft.persistent_keepalive,
+                fallback_port: draft.fallback_port,
             });
         }
         let mesh = self
@@ -459,6 +484,8 @@ impl Reader<'_> {
                 fwmark: interface.fwmark,
                 addresses: interface.addresses,
                 mtu: interface.mtu,
+                fallback_port: interface.fallback_port,
+                fallback_carrier: interface.fallback_carrier,
                 wg_quick: interface.wg_quick,
             },
             peers,
@@ -476,6 +503,8 @@ impl InterfaceDraft {
             fwmark: None,
             addresses: Vec::new(),
             mtu: None,
+            fallback_port: None,
+            fallback_carrier: None,
             wg_quick: WgQuick::default(),
         }
     }
@@ -505,6 +534,10 @@ impl InterfaceDraft {
             KeyName::PreDown => push_hook(&mut self.wg_quick.pre_down, value)?,
             KeyName::PostDown => push_hook(&mut self.wg_quick.post_down, value)?,
             KeyName::SaveConfig => self.wg_quick.save_config = parse_bool(value)?,
+            KeyName::FallbackPort => self.fallback_port = Some(parse_fallback_port(value)?),
+            KeyName::FallbackCarrier => {
+                self.fallback_carrier = Some(FallbackCarrier::parse(value)?);
+            }
             // Other sections' keys never reach here: `read_line` checks.
             _ => {}
         }
@@ -522,6 +555,7 @@ impl PeerDraft {
             endpoint: None,
             allowed_ips: Vec::new(),
             persistent_keepalive: None,
+            fallback_port: None,
         }
     }
 
@@ -544,6 +578,7 @@ impl PeerDraft {
             KeyName::PersistentKeepalive => {
                 self.persistent_keepalive = KeepaliveInterval::parse_optional(value)?;
             }
+            KeyName::PeerFallbackPort => self.fallback_port = Some(parse_fallback_port(value)?),
             // Interface keys never reach here: `read_line` checks the section.
             _ => {}
         }

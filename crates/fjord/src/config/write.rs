@@ -35,6 +35,12 @@ pub(super) fn to_wg_format(config: &Config) -> Zeroizing<String> {
     if let Some(mtu) = interface.mtu {
         line(&mut out, "MTU", mtu);
     }
+    if let Some(port) = interface.fallback_port {
+        line(&mut out, "FallbackPort", port);
+    }
+    if let Some(carrier) = interface.fallback_carrier {
+        line(&mut out, "FallbackCarrier", carrier);
+    }
     let wg_quick = &interface.wg_quick;
     if !wg_quick.dns.is_empty() {
         line(&mut out, "DNS", comma_list(&wg_quick.dns));
@@ -72,6 +78,9 @@ pub(super) fn to_wg_format(config: &Config) -> Zeroizing<String> {
         }
         if let Some(keepalive) = peer.persistent_keepalive {
             line(&mut out, "PersistentKeepalive", keepalive.secs());
+        }
+        if let Some(port) = peer.fallback_port {
+            line(&mut out, "FallbackPort", port);
         }
     }
     if let Some(mesh) = &config.mesh {

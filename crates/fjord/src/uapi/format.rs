@@ -79,4 +79,12 @@ pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
     for member in &status.members {
         let _ = writeln!(out, "{}", member.to_line());
     }
+    if !status.fallback.is_empty() || status.fallback_counters.iter().any(|(_, n)| *n > 0) {
+        for (name, value) in &status.fallback_counters {
+            let _ = writeln!(out, "{name}={value}");
+        }
+    }
+    for line in &status.fallback {
+        let _ = writeln!(out, "{}", line.to_line());
+    }
 }
