@@ -20,6 +20,7 @@
 //! [`unique_ifname`] makes them so.
 
 mod boringtun;
+pub mod fallback;
 pub(crate) mod fjord;
 mod interface;
 mod side;
@@ -31,6 +32,7 @@ use std::path::{Path, PathBuf};
 use fjord_proto::HandshakeCounters;
 
 pub use boringtun::Boringtun;
+pub use fallback::FjordFallback;
 pub use fjord::{Fjord, use_binary as use_fjord_binary, use_threads as use_fjord_threads};
 pub use interface::{Interface, PeerStats};
 pub use side::{
