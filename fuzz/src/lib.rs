@@ -2,16 +2,20 @@
 //! committed seeds can be replayed on stable (`cargo test` here, and
 //! `crates/proto/tests/fuzz_corpus.rs` in the main workspace).
 
+mod fjord_targets;
 mod mesh_targets;
 mod net_targets;
+mod node_targets;
 mod proto_targets;
 
 use std::str::FromStr;
 
 use fjord_mesh::Cidr;
 
+pub use fjord_targets::{config_parse, uapi_request};
 pub use mesh_targets::{cert_parse, control_parse, mesh_membership};
 pub use net_targets::{carrier_frames, fake_tcp_segment, tun_coalesce};
+pub use node_targets::node_session;
 pub use proto_targets::{device_datagram, icmp_too_big, ip_header, wire_parse};
 
 /// `Cidr::from_str` on arbitrary text; a success must print and parse back
@@ -67,5 +71,8 @@ mod tests {
         replay("mesh_membership", super::mesh_membership);
         replay("carrier_frames", super::carrier_frames);
         replay("fake_tcp_segment", super::fake_tcp_segment);
+        replay("config_parse", super::config_parse);
+        replay("uapi_request", super::uapi_request);
+        replay("node_session", super::node_session);
     }
 }

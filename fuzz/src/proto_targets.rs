@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use fjord_proto::ip::IpHeader;
+use fjord_proto::negotiation::Offer;
 use fjord_proto::wire::{
     COOKIE_REPLY_LEN, HANDSHAKE_INITIATION_LEN, HANDSHAKE_RESPONSE_LEN, Message,
 };
@@ -18,8 +19,14 @@ use fjord_proto::{
     PrivateKey, Received, Rng, Sent, WallClock,
 };
 
-/// `Message::parse` on arbitrary bytes, reading every field of a success.
+/// `Message::parse` on arbitrary bytes, reading every field of a success;
+/// and the same bytes as the plaintext of a session offer
+/// (`fjord_proto::negotiation`), whose success must survive re-encoding.
 pub fn wire_parse(data: &[u8]) {
+    if let Ok(offer) = Offer::decode(data) {
+        assert!(Offer::is_protocol_extension(data));
+        assert_eq!(Offer::decode(&offer.encode()), Ok(offer));
+    }
     match Message::parse(data) {
         Ok(Message::HandshakeInitiation(m)) => {
             assert_eq!(data.len(), HANDSHAKE_INITIATION_LEN);
@@ -38,6 +45,8 @@ pub fn wire_parse(data: &[u8]) {
         Ok(Message::TransportData(m)) => {
             let _ = (m.receiver_index(), m.counter());
             assert_eq!(m.ciphertext_len() + 16, data.len());
+            let aes = m.cipher() == fjord_proto::DataCipher::Aes256Gcm;
+            assert_eq!(aes, data[1] == 1);
         }
         Err(_) => {}
     }
@@ -133,6 +142,42 @@ const MAX_OPERATIONS: usize = 512;
 /// Datagrams in flight each way; a fuller network loses the oldest.
 const MAX_IN_FLIGHT: usize = 64;
 
+/// Puts `item` in flight; a full network loses the oldest.
+pub(crate) fn send_bounded<T>(queue: &mut Vec<T>, item: T) {
+    if queue.len() == MAX_IN_FLIGHT {
+        queue.remove(0);
+    }
+    queue.push(item);
+}
+
+/// The last datagrams a target was fed, for replaying.
+#[derive(Default)]
+pub(crate) struct History(Vec<Vec<u8>>);
+
+impl History {
+    pub(crate) fn remember(&mut self, datagram: &[u8]) {
+        if self.0.len() == HISTORY {
+            self.0.remove(0);
+        }
+        self.0.push(datagram.to_vec());
+    }
+
+    /// A remembered datagram the input picks: as it was, truncated, or
+    /// with a byte more.
+    pub(crate) fn pick(&self, input: &mut Input<'_>) -> Option<Vec<u8>> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let mut datagram = self.0[usize::from(input.u8()) % self.0.len()].clone();
+        match input.u8() % 3 {
+            0 => {}
+            1 => datagram.truncate(usize::from(input.u8())),
+            _ => datagram.push(input.u8()),
+        }
+        Some(datagram)
+    }
+}
+
 /// Two devices that know each other: the target, fed fuzz input, and an
 /// honest peer that gives the fuzzer real handshakes and sessions to
 /// mutate. Datagrams between them wait in `to_target` / `to_peer`.
@@ -144,17 +189,17 @@ struct World {
     peer_target: PeerId,
     to_target: Vec<(SocketAddr, Vec<u8>)>,
     to_peer: Vec<Vec<u8>>,
-    history: Vec<Vec<u8>>,
+    history: History,
     /// Whether the next datagram takes the two-half receive path.
     split_next: bool,
 }
 
-fn address(text: &str) -> SocketAddr {
+pub(crate) fn address(text: &str) -> SocketAddr {
     // Invariant: the constants above are valid socket addresses.
     text.parse().expect("constant address")
 }
 
-fn device(key: u8, rng_seed: u64, base: Instant) -> Device {
+pub(crate) fn device(key: u8, rng_seed: u64, base: Instant) -> Device {
     Device::new(
         DeviceConfig {
             private_key: Some(PrivateKey::from_bytes([key; 32])),
@@ -203,7 +248,7 @@ impl World {
             peer_target,
             to_target: Vec::new(),
             to_peer: Vec::new(),
-            history: Vec::new(),
+            history: History::default(),
             split_next: false,
         }
     }
@@ -216,10 +261,7 @@ impl World {
     }
 
     fn feed_target(&mut self, from: SocketAddr, mut datagram: Vec<u8>) {
-        if self.history.len() == HISTORY {
-            self.history.remove(0);
-        }
-        self.history.push(datagram.clone());
+        self.history.remember(&datagram);
         let len = datagram.len();
         // Every other datagram takes the detached path a multi-threaded
         // driver uses, which must end exactly like the one-call path.
@@ -254,17 +296,11 @@ impl World {
     }
 
     fn send_to_peer(&mut self, datagram: Vec<u8>) {
-        if self.to_peer.len() == MAX_IN_FLIGHT {
-            self.to_peer.remove(0);
-        }
-        self.to_peer.push(datagram);
+        send_bounded(&mut self.to_peer, datagram);
     }
 
     fn send_to_target(&mut self, from: SocketAddr, datagram: Vec<u8>) {
-        if self.to_target.len() == MAX_IN_FLIGHT {
-            self.to_target.remove(0);
-        }
-        self.to_target.push((from, datagram));
+        send_bounded(&mut self.to_target, (from, datagram));
     }
 
     fn drain(&mut self, small_buffer: bool) {
@@ -343,16 +379,9 @@ impl World {
 
     /// Feeds the target a remembered datagram, truncated or extended.
     fn replay(&mut self, input: &mut Input<'_>) {
-        if self.history.is_empty() {
+        let Some(datagram) = self.history.pick(input) else {
             return;
-        }
-        let pick = usize::from(input.u8()) % self.history.len();
-        let mut datagram = self.history[pick].clone();
-        match input.u8() % 3 {
-            0 => {}
-            1 => datagram.truncate(usize::from(input.u8())),
-            _ => datagram.push(input.u8()),
-        }
+        };
         let from = self.source(input.u8());
         self.feed_target(from, datagram);
         self.drain(false);

@@ -11,6 +11,8 @@ use crate::up::UsageError;
 
 /// Systems of `fjord lab quick` when none are named.
 const QUICK_SYSTEMS: &str = "bare,fjord";
+/// A week: longer soaks are surely a typo.
+const MAX_SOAK_MINUTES: f64 = 7.0 * 24.0 * 60.0;
 
 #[derive(Subcommand)]
 pub enum LabCommand {
@@ -36,6 +38,11 @@ pub enum LabCommand {
         /// Shorter trials and fewer points.
         #[arg(long)]
         quick: bool,
+        /// How long the soak suite runs, in minutes (default 60, 5 with
+        /// --quick); it restarts a side every sixth of that, at most every
+        /// 10 minutes.
+        #[arg(long, value_name = "MINUTES")]
+        soak_minutes: Option<f64>,
         /// Directory for the results (default: lab-runs/<time>).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -87,9 +94,21 @@ pub fn run(command: LabCommand, threads: Option<u16>) -> anyhow::Result<()> {
             suites,
             systems,
             quick,
+            soak_minutes,
             out,
         } => {
             let suites = Suite::parse_list(&suites).map_err(UsageError)?;
+            if let Some(minutes) = soak_minutes {
+                if !(minutes.is_finite() && minutes > 0.0 && minutes <= MAX_SOAK_MINUTES) {
+                    return Err(UsageError(format!(
+                        "--soak-minutes {minutes}: give minutes above 0 and at most {MAX_SOAK_MINUTES}"
+                    ))
+                    .into());
+                }
+                fjord_lab::suites::soak::use_duration(std::time::Duration::from_secs_f64(
+                    minutes * 60.0,
+                ));
+            }
             run_suites(suites, &systems, quick, out)
         }
         LabCommand::Report { dir } => rerender(&dir),

@@ -7,6 +7,7 @@ pub mod keycmd;
 pub mod labcmd;
 pub mod netconf;
 pub mod networkcmd;
+pub mod privilege;
 pub mod reresolve;
 pub mod show;
 pub mod status;

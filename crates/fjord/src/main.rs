@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use fjord::config::CipherSetting;
 use fjord::keycmd;
 use fjord::up::{UpOptions, UsageError};
 use fjord_proto::Timing;
@@ -31,6 +32,13 @@ struct Cli {
     #[arg(long, global = true, env = "FJORD_THREADS",
           value_parser = clap::value_parser!(u16).range(1..=256))]
     threads: Option<u16>,
+    /// The data cipher offered to other fjord nodes, for `up` and `fjord
+    /// IFACE` (over the config file's `Cipher`): `auto` (AES-256-GCM with
+    /// a fjord peer that offers it too, where this CPU has hardware AES)
+    /// or `chacha20-poly1305` (WireGuard's cipher with every peer).
+    /// WireGuard peers always get ChaCha20-Poly1305 [default: auto]
+    #[arg(long, global = true, env = "FJORD_CIPHER", value_parser = parse_cipher)]
+    cipher: Option<CipherSetting>,
     /// For tests only: run the rekey cycle N times faster (sessions
     /// rekeyed every 120/N s, handshakes retried every 5/N s). A peer on
     /// the standard timers would refuse the extra initiations as a flood:
@@ -38,6 +46,11 @@ struct Cli {
     #[arg(long, global = true, hide = true, env = REKEY_DIVISOR_ENV,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     test_rekey_divisor: Option<u32>,
+    /// For `up` and `fjord IFACE`: once the interface is set up, run as
+    /// USER, keeping only CAP_NET_ADMIN (socket marks and buffers, and
+    /// removing routing rules at shutdown).
+    #[arg(long, global = true, env = "FJORD_USER", value_name = "USER")]
+    user: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -103,7 +116,17 @@ fn main() -> ExitCode {
         }
         None => Timing::default(),
     };
-    match run(cli.command, foreground, cli.threads, timing) {
+    let protocol = Protocol {
+        timing,
+        cipher: cli.cipher,
+    };
+    match run(
+        cli.command,
+        foreground,
+        cli.threads,
+        protocol,
+        cli.user.as_deref(),
+    ) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             if let Some(io) = error.downcast_ref::<io::Error>()
@@ -142,13 +165,26 @@ fn require_root(what: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn parse_cipher(text: &str) -> Result<CipherSetting, String> {
+    text.parse()
+        .map_err(|_| format!("expected {}", CipherSetting::EXPECTED))
+}
+
+/// The protocol settings the command line gives `up` and `fjord IFACE`.
+struct Protocol {
+    timing: Timing,
+    cipher: Option<CipherSetting>,
+}
+
 fn run(
     command: Command,
     foreground: bool,
     chosen_threads: Option<u16>,
-    timing: Timing,
+    protocol: Protocol,
+    user: Option<&str>,
 ) -> anyhow::Result<()> {
     let stdout = io::stdout();
+    let resolve_user = || user.map(fjord::privilege::resolve_user).transpose();
     let threads = chosen_threads.map_or_else(fjord_net::default_threads, usize::from);
     match command {
         Command::Genkey => {
@@ -164,12 +200,15 @@ fn run(
             no_offload,
             no_busy_poll,
         } => {
+            let user = resolve_user()?;
             require_root("fjord up")?;
             let options = UpOptions {
                 no_offload,
                 no_busy_poll,
                 threads,
-                timing,
+                timing: protocol.timing,
+                cipher: protocol.cipher,
+                user,
             };
             fjord::up::up(&config, &options)
         }
@@ -181,8 +220,16 @@ fn run(
                 ))
                 .into());
             };
+            let user = resolve_user()?;
             require_root("creating an interface")?;
-            fjord::userspace::run_interface(name, foreground, threads, timing)
+            fjord::userspace::run_interface(
+                name,
+                foreground,
+                threads,
+                protocol.timing,
+                protocol.cipher.unwrap_or_default(),
+                user.as_ref(),
+            )
         }
         Command::Network(command) => fjord::networkcmd::run(command, &mut stdout.lock()),
         Command::Lab(command) => fjord::labcmd::run(command, chosen_threads),

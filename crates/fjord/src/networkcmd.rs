@@ -69,8 +69,10 @@ pub fn run(command: NetworkCommand, out: &mut impl Write) -> anyhow::Result<()> 
             writeln!(out, "{}", secret.to_base64().as_str())?;
         }
         NetworkCommand::Pubkey => {
-            let mut text = Zeroizing::new(String::new());
-            std::io::stdin().read_to_string(&mut text)?;
+            // Room for a key line and more, so reading never reallocates
+            // (a reallocation would free a copy of the key unwiped).
+            let mut text = Zeroizing::new(String::with_capacity(4096));
+            std::io::stdin().take(4000).read_to_string(&mut text)?;
             let secret = parse_secret(&text, "standard input")?;
             writeln!(out, "{}", secret.public_key())?;
         }

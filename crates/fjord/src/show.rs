@@ -118,6 +118,9 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
                 ago_units(u64::from(peer.persistent_keepalive))
             );
         }
+        if let Some(cipher) = &peer.cipher {
+            let _ = writeln!(out, "  cipher: {cipher}");
+        }
     }
     out
 }
@@ -145,6 +148,7 @@ pub fn report(name: &str, interface: &UapiInterface) -> InterfaceReport {
                 tx_bytes: peer.tx_bytes,
                 persistent_keepalive_secs: (peer.persistent_keepalive > 0)
                     .then_some(u64::from(peer.persistent_keepalive)),
+                cipher: peer.cipher.clone(),
             })
             .collect(),
         drops: interface

@@ -8,7 +8,7 @@ use std::time::Duration;
 use fjord_mesh::fallback::PathState;
 use fjord_mesh::{Cidr, Node};
 use fjord_net::{ControlContext, DataStats};
-use fjord_proto::{HandshakeCounters, PresharedKey, PrivateKey, PublicKey};
+use fjord_proto::{DataCipher, HandshakeCounters, PresharedKey, PrivateKey, PublicKey};
 use serde::Serialize;
 
 /// One interface.
@@ -75,6 +75,8 @@ pub struct PeerStatus {
     pub rx_bytes: u64,
     pub tx_bytes: u64,
     pub persistent_keepalive: Option<Duration>,
+    /// The cipher our data to the peer uses now (none without a session).
+    pub sending_cipher: Option<DataCipher>,
 }
 
 impl InterfaceStatus {
@@ -99,6 +101,7 @@ impl InterfaceStatus {
                     rx_bytes: status.stats.rx_bytes,
                     tx_bytes: status.stats.tx_bytes,
                     persistent_keepalive: status.persistent_keepalive,
+                    sending_cipher: status.sending_cipher,
                 })
             })
             .collect();
@@ -220,4 +223,6 @@ pub struct PeerReport {
     pub rx_bytes: u64,
     pub tx_bytes: u64,
     pub persistent_keepalive_secs: Option<u64>,
+    /// The data cipher toward the peer (fjord only; none without a session).
+    pub cipher: Option<String>,
 }

@@ -4,10 +4,11 @@
 //!
 //! Order: PreUp; the configuration socket (claimed first, so that a second
 //! `fjord up` of the same interface fails before touching anything); UDP
-//! socket; TUN interface; addresses and MTU; peers; routes; serving the
-//! configuration socket; PostUp. A `[Mesh]` section's files are read and
-//! checked with the config file, before anything is created. On the way
-//! down: PreDown, routes and rules, interface, PostDown (as wg-quick).
+//! socket; TUN interface; addresses and MTU; peers; routes; with `--user`,
+//! root given up (`privilege.rs`); serving the configuration socket;
+//! PostUp. A `[Mesh]` section's files are read and checked with the config
+//! file, before anything is created. On the way down: PreDown, routes and
+//! rules, interface, PostDown (as wg-quick).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -15,9 +16,10 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use fjord_mesh::{Cidr, Mesh, MeshConfig, Node};
 use fjord_net::{StopReason, TunDevice, UdpTransport, Worker};
-use fjord_proto::{Device, DeviceConfig, PrivateKey, Rng, Timing, WallClock};
+use fjord_proto::{CipherPolicy, Device, DeviceConfig, PrivateKey, Rng, Timing, WallClock};
+use fjord_sys::privilege::Account;
 
-use crate::config::{Config, FallbackCarrier, LoadedMesh, interface_name_from_path};
+use crate::config::{CipherSetting, Config, FallbackCarrier, LoadedMesh, interface_name_from_path};
 use crate::netconf::{self, Netconf, RouteTable, run_hook};
 use crate::reresolve::{self, NamedEndpoint};
 use crate::uapi;
@@ -40,6 +42,10 @@ pub struct UpOptions {
     /// The protocol's timer durations: WireGuard's, unless a test sped up
     /// rekeys (`--test-rekey-divisor`).
     pub timing: Timing,
+    /// `--cipher` / `FJORD_CIPHER`, which wins over the file's `Cipher`.
+    pub cipher: Option<CipherSetting>,
+    /// The account to run as once set up (`--user`); `None` stays root.
+    pub user: Option<Account>,
 }
 
 /// The operating system's CSPRNG.
@@ -64,11 +70,12 @@ fn wall_clock(now: Instant) -> WallClock {
 }
 
 /// A protocol device with the system's randomness and wall clock pinned
-/// to `now`.
+/// to `now`, offering fjord peers the ciphers `cipher` allows on this CPU.
 pub fn new_device(
     private_key: Option<PrivateKey>,
     mtu: u16,
     timing: Timing,
+    cipher: CipherSetting,
     now: Instant,
 ) -> Device {
     let config = DeviceConfig {
@@ -77,6 +84,17 @@ pub fn new_device(
     };
     let mut device = Device::new(config, Box::new(SystemRng), wall_clock(now));
     device.set_timing(timing);
+    let hardware_aes = fjord_proto::aead::hardware_aes();
+    let policy = cipher.policy(hardware_aes);
+    device.set_cipher_policy(policy);
+    let with_fjord_peers = match (policy, cipher) {
+        (CipherPolicy::OfferAes256Gcm, _) => "AES-256-GCM where the peer offers it too",
+        (_, CipherSetting::ChaCha20Poly1305) => "ChaCha20-Poly1305 (Cipher = chacha20-poly1305)",
+        (_, CipherSetting::Auto) => "ChaCha20-Poly1305 (this CPU has no hardware AES)",
+    };
+    tracing::info!(
+        "data cipher with fjord peers: {with_fjord_peers}; with WireGuard peers: ChaCha20-Poly1305"
+    );
     device
 }
 
@@ -109,11 +127,12 @@ pub fn build_node(
     mesh: Option<LoadedMesh>,
     host_addresses: Vec<SocketAddr>,
     timing: Timing,
+    cipher: CipherSetting,
     now: Instant,
 ) -> anyhow::Result<Node> {
     let private_key = Some(config.interface.private_key.clone());
     let mtu = config.interface.mtu().bytes();
-    let mut node = Node::new(new_device(private_key, mtu, timing, now));
+    let mut node = Node::new(new_device(private_key, mtu, timing, cipher, now));
     for peer in &config.peers {
         let id = node
             .add_peer(peer.to_proto(), &peer.allowed_ips)
@@ -204,6 +223,10 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
         mesh,
         host_addresses,
         options.timing,
+        options
+            .cipher
+            .or(config.interface.cipher)
+            .unwrap_or_default(),
         Instant::now(),
     )?;
     netconf.add_routes(&interface, &allowed, table, fwmark)?;
@@ -212,6 +235,10 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
     worker = worker.with_threads(options.threads);
     if options.no_busy_poll {
         worker = worker.without_busy_poll();
+    }
+    // Everything that needs root is done; no thread has started yet.
+    if let Some(account) = &options.user {
+        crate::privilege::drop_to(account)?;
     }
     reresolve::spawn(control.clone(), named_endpoints(&config))?;
     std::thread::Builder::new()

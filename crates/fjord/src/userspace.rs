@@ -5,16 +5,19 @@
 //! and goes to the background unless asked to stay (`-f`, or
 //! `WG_PROCESS_FOREGROUND=1`). `wg` and `wg-quick` do the rest. The
 //! process ends when the interface is deleted (`ip link del`,
-//! `wg-quick down`) or on SIGINT/SIGTERM.
+//! `wg-quick down`) or on SIGINT/SIGTERM. With `FJORD_USER=NAME` (or
+//! `--user NAME`) it runs as NAME once the interface exists, keeping only
+//! `CAP_NET_ADMIN` (`privilege.rs`).
 
 use std::time::Instant;
 
 use fjord_mesh::Node;
 use fjord_net::{StopReason, TunDevice, UdpTransport, Worker};
 use fjord_proto::Timing;
+use fjord_sys::privilege::Account;
 use fjord_sys::process::{Daemonized, daemonize};
 
-use crate::config::{DEFAULT_MTU, InterfaceName};
+use crate::config::{CipherSetting, DEFAULT_MTU, InterfaceName};
 use crate::uapi;
 use crate::up::{UsageError, new_device};
 
@@ -23,6 +26,8 @@ pub fn run_interface(
     foreground: bool,
     threads: usize,
     timing: Timing,
+    cipher: CipherSetting,
+    user: Option<&Account>,
 ) -> anyhow::Result<()> {
     let name: InterfaceName = name
         .parse()
@@ -33,7 +38,7 @@ pub fn run_interface(
     let udp = UdpTransport::bind(0, 0)?;
     let mtu = DEFAULT_MTU.bytes();
     let tun = TunDevice::create(interface, mtu, true)?;
-    let device = new_device(None, mtu, timing, Instant::now());
+    let device = new_device(None, mtu, timing, cipher, Instant::now());
     if !foreground {
         eprintln!(
             "fjord: {interface} is up; running in the background (use -f to stay in the foreground)"
@@ -46,6 +51,11 @@ pub fn run_interface(
             std::mem::forget(_socket_guard);
             return Ok(());
         }
+    }
+    // Everything that needs root is done (wg-quick configures addresses
+    // and routes itself); no thread has started yet.
+    if let Some(account) = user {
+        crate::privilege::drop_to(account)?;
     }
     let (worker, control) = Worker::new(Node::new(device), tun, udp, 0)?;
     let worker = worker.with_threads(threads);

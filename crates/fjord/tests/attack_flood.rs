@@ -25,6 +25,7 @@ use fjord_lab::systems::wireguard::{
 use fjord_lab::systems::{self, WorkDir};
 use fjord_lab::topology::{RIGHT_OVERLAY, RIGHT_UNDERLAY};
 use fjord_lab::traffic::{self, BulkTransfer};
+use fjord_proto::DropReason;
 
 const TRANSFER_BYTES: u64 = 16 << 20;
 /// Above the rate at which fjord asks for cookies (512/s), and low enough
@@ -65,6 +66,10 @@ fn a_flooded_responder_answers_with_cookies_and_keeps_its_tunnel() {
         .handshake_counters(&right)
         .expect("fjord keeps handshake counters")
         .expect("read the responder's counters");
+    let drops_before = fjord
+        .drop_counters(&right)
+        .expect("fjord keeps drop counters")
+        .expect("read the responder's drops");
 
     let (destination_mac, source_mac) = hosts.attack_link_macs().expect("MAC addresses");
     let target = FloodTarget {
@@ -134,6 +139,11 @@ fn a_flooded_responder_answers_with_cookies_and_keeps_its_tunnel() {
         .handshake_counters(&right)
         .expect("fjord keeps handshake counters")
         .expect("read the responder's counters");
+    let refused = fjord
+        .drop_counters(&right)
+        .expect("fjord keeps drop counters")
+        .expect("read the responder's drops")
+        .since(&drops_before);
     let cookie_replies = after.cookie_replies - before.cookie_replies;
     let computed = after.initiations_computed - before.initiations_computed;
     let on_the_wire = replies.read().expect("reply counters");
@@ -161,6 +171,16 @@ fn a_flooded_responder_answers_with_cookies_and_keeps_its_tunnel() {
     assert_eq!(
         on_the_wire.responses, 0,
         "a spoofed initiation got a response"
+    );
+    // The lab reads the same counters by reason (the attack suite's JSON):
+    // every initiation answered with a cookie was refused for want of one.
+    eprintln!(
+        "refused during the flood: {:?}",
+        refused.nonzero().collect::<Vec<_>>()
+    );
+    assert!(
+        refused.get(DropReason::CookieRequired) >= cookie_replies,
+        "{refused:?}"
     );
     // And the restarted side's tunnel still works both ways.
     traffic::ping(

@@ -18,7 +18,7 @@ use fjord_lab::netns::{self, Namespace};
 use fjord_lab::systems;
 use fjord_lab::systems::wireguard::Implementation;
 use fjord_lab::traffic::{self, PingSummary};
-use support::{Tunnel, fjord, left_overlay, log_lines, ready, right_overlay, show_json};
+use support::{Tunnel, fjord, handshakes_logged, left_overlay, ready, right_overlay, show_json};
 
 /// The rekey cycle this many times faster: a rekey every 480 ms.
 const REKEY_DIVISOR: u32 = 250;
@@ -45,14 +45,6 @@ fn ping_quietly(
     let summary =
         traffic::parse_ping(&text).unwrap_or_else(|| panic!("no ping summary in: {text}"));
     (summary, text)
-}
-
-/// "handshake completed" lines in a side's log.
-fn handshakes_logged(side: &fjord_lab::systems::wireguard::Interface) -> usize {
-    log_lines(side)
-        .iter()
-        .filter(|line| line.contains("handshake completed"))
-        .count()
 }
 
 #[test]

@@ -6,99 +6,22 @@
 //!
 //! Needs root; without it each test skips with one line (fails under CI).
 
+mod support;
+
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use fjord_lab::netns;
-use fjord_lab::systems::wireguard::{self, Fjord, Implementation, Initiator, Interface};
-use fjord_lab::systems::{self, WorkDir};
-use fjord_lab::topology::{LEFT_OVERLAY, RIGHT_OVERLAY, RIGHT_UNDERLAY, TwoHosts};
+use fjord_lab::systems;
+use fjord_lab::systems::wireguard::{Fjord, Implementation};
+use fjord_lab::topology::{RIGHT_UNDERLAY, TwoHosts};
 use fjord_lab::traffic::{self, BulkTransfer};
+use support::{Tunnel, fjord, left_overlay, ready, right_overlay, show_json, show_text};
 
 const TRANSFER_BYTES: u64 = 256 * 1024 * 1024;
 const SINK_PORT: u16 = 5201;
-
-fn fjord() -> Fjord {
-    Fjord::at(PathBuf::from(env!("CARGO_BIN_EXE_fjord")))
-}
-
-fn ready(test: &str) -> bool {
-    if netns::is_root() {
-        return true;
-    }
-    let why = "needs root (network namespaces)";
-    assert!(!systems::missing_is_failure(), "{test}: {why} (CI=true)");
-    eprintln!("skipping {test}: {why}");
-    false
-}
-
-/// Two fjord sides that both know each other's endpoint, up and pinging.
-struct Tunnel {
-    left: Interface,
-    right: Interface,
-    left_side: wireguard::WgSide,
-    right_side: wireguard::WgSide,
-    // Dropped after the sides: the work directory, then the namespaces.
-    workdir: WorkDir,
-    hosts: TwoHosts,
-}
-
-impl Tunnel {
-    fn up(test: &str) -> Self {
-        Self::up_with(test, fjord())
-    }
-
-    fn up_with(test: &str, fjord: Fjord) -> Self {
-        let hosts = TwoHosts::direct().expect("build two hosts");
-        let workdir = WorkDir::create(test).expect("work directory");
-        let (left_side, right_side) = wireguard::point_to_point(Initiator::Both).expect("keys");
-        let right = fjord
-            .start(&hosts.right, &right_side, workdir.path())
-            .unwrap_or_else(|error| panic!("start right fjord: {error}"));
-        let left = fjord
-            .start(&hosts.left, &left_side, workdir.path())
-            .unwrap_or_else(|error| panic!("start left fjord: {error}"));
-        let tunnel = Self {
-            left,
-            right,
-            left_side,
-            right_side,
-            workdir,
-            hosts,
-        };
-        let waited =
-            traffic::wait_for_ping(&tunnel.hosts.left, right_overlay(), Duration::from_secs(10))
-                .unwrap_or_else(|error| {
-                    panic!("{}", tunnel.context(&format!("first ping: {error}")))
-                });
-        eprintln!("{test}: handshake and first ping in {waited:?}");
-        tunnel
-    }
-
-    /// `what`, followed by both sides' log tails.
-    fn context(&self, what: &str) -> String {
-        let mut text = what.to_string();
-        for side in [&self.left, &self.right] {
-            text.push_str(&format!(
-                "\n--- {} log:{}",
-                side.ifname(),
-                systems::log_tail(side.log_path(), 30)
-            ));
-        }
-        text
-    }
-}
-
-fn left_overlay() -> IpAddr {
-    IpAddr::V4(LEFT_OVERLAY)
-}
-
-fn right_overlay() -> IpAddr {
-    IpAddr::V4(RIGHT_OVERLAY)
-}
 
 #[test]
 fn fjord_to_fjord_ping_and_bulk_transfer() {
@@ -142,7 +65,7 @@ fn ping_and_bulk_transfer(test: &str, fjord: Fjord) -> Option<Tunnel> {
     if !ready(test) {
         return None;
     }
-    let tunnel = Tunnel::up_with(test, fjord);
+    let tunnel = Tunnel::up(test, fjord);
     let hosts = &tunnel.hosts;
     traffic::ping(&hosts.left, right_overlay(), 3)
         .unwrap_or_else(|error| panic!("{}", tunnel.context(&error.to_string())));
@@ -178,7 +101,66 @@ fn ping_and_bulk_transfer(test: &str, fjord: Fjord) -> Option<Tunnel> {
     );
     assert_eq!(tunneled.bytes, TRANSFER_BYTES);
     assert_eq!(tunneled.sender_digest, tunneled.receiver_digest);
+    assert_ciphers(&tunnel, &tunnel.fjord.expected_cipher().to_string());
     Some(tunnel)
+}
+
+/// Both sides report `cipher` toward each other (`fjord show`, text and
+/// JSON), and neither refused a datagram for its cipher.
+fn assert_ciphers(tunnel: &Tunnel, cipher: &str) {
+    for ifname in [&tunnel.left_side.ifname, &tunnel.right_side.ifname] {
+        let shown = show_json(ifname);
+        assert_eq!(
+            shown.ciphers,
+            vec![Some(cipher.to_string())],
+            "{}",
+            tunnel.context(&format!("{ifname}'s cipher"))
+        );
+        assert!(show_text(ifname).contains(&format!("  cipher: {cipher}\n")));
+        for reason in ["cipher_not_negotiated", "cipher_downgraded"] {
+            assert_eq!(shown.drops(reason), 0, "{}", tunnel.context(reason));
+        }
+    }
+}
+
+/// Two fjord nodes negotiate inside the session: AES-256-GCM where both
+/// have hardware AES and allow it; one side forced to ChaCha20-Poly1305
+/// (`--cipher chacha20-poly1305`) keeps the whole tunnel on it. Either way
+/// 32 MiB cross intact.
+#[test]
+fn fjord_nodes_negotiate_their_data_cipher() {
+    let test = "fjord_nodes_negotiate_their_data_cipher";
+    if !ready(test) {
+        return;
+    }
+    for (left, right) in [
+        (fjord(), fjord()),
+        (fjord(), fjord().chacha_only()),
+        (fjord().chacha_only(), fjord()),
+    ] {
+        let expected = if left.expected_cipher() == right.expected_cipher() {
+            left.expected_cipher()
+        } else {
+            fjord_proto::DataCipher::ChaCha20Poly1305
+        };
+        let hosts = TwoHosts::direct().expect("build two hosts");
+        let tunnel = Tunnel::up_pair(test, left, right, hosts);
+        let transfer = BulkTransfer::new(32 << 20).timeout(Duration::from_secs(120));
+        let report = transfer
+            .run(
+                &tunnel.hosts.left,
+                &tunnel.hosts.right,
+                SocketAddr::new(right_overlay(), SINK_PORT),
+            )
+            .unwrap_or_else(|error| panic!("{}", tunnel.context(&error.to_string())));
+        assert!(
+            report.verified,
+            "{}",
+            tunnel.context(&format!("{report:?}"))
+        );
+        eprintln!("{test}: {expected}: {report}");
+        assert_ciphers(&tunnel, &expected.to_string());
+    }
 }
 
 #[test]
@@ -187,7 +169,7 @@ fn fjord_recovers_after_a_side_is_killed() {
     if !ready(test) {
         return;
     }
-    let mut tunnel = Tunnel::up(test);
+    let mut tunnel = Tunnel::up(test, fjord());
     let status = tunnel.right.kill().expect("the right side was running");
     eprintln!("{test}: right side killed ({status})");
     netns::wait_until(
@@ -245,7 +227,7 @@ fn fjord_exits_cleanly_on_sigterm() {
     if !ready(test) {
         return;
     }
-    let mut tunnel = Tunnel::up(test);
+    let mut tunnel = Tunnel::up(test, fjord());
     let status = tunnel
         .left
         .stop()
@@ -340,7 +322,7 @@ fn udp_bursts_reach_the_kernel_merged_intact_and_in_order() {
     if !ready(test) {
         return;
     }
-    let tunnel = Tunnel::up(test);
+    let tunnel = Tunnel::up(test, fjord());
     let ifname = tunnel.right_side.ifname.clone();
     let before = fjord_counters(&ifname);
     let sink = SocketAddr::new(right_overlay(), 6000);

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use fjord_proto::{DropCounters, DropReason};
 use serde::{Deserialize, Serialize};
 
 /// Bumped whenever a field changes meaning or disappears.
@@ -163,6 +164,37 @@ pub struct Extra {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_peak_bytes: Option<f64>,
 
+    // Soak (issue 15): transfers, restarts, counters.
+    /// Transfers run, back to back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfers: Option<u64>,
+    /// Transfers that completed with other bytes than were sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest_mismatches: Option<u64>,
+    /// Transfers that did not complete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_transfers: Option<u64>,
+    /// Restarts of one side.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restarts: Option<u64>,
+    /// Counter balance: bytes one side sent, by its own count, over the
+    /// intervals checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sent_bytes: Option<u64>,
+    /// Counter balance: bytes the other side received of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub received_bytes: Option<u64>,
+    /// Counter balance: datagrams the receiver refused or its kernel
+    /// dropped, and sends that failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dropped_datagrams: Option<u64>,
+    /// Counter balance: intervals between readings checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intervals: Option<u64>,
+    /// Counter balance: intervals whose difference the drops do not explain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unexplained_intervals: Option<u64>,
+
     // Meshes (mesh suite).
     /// Convergence: share of ordered pairs of nodes where the first listed
     /// the second as a direct member, when the row was taken.
@@ -184,12 +216,17 @@ pub struct Extra {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cookie_replies: Option<u64>,
     /// Initiations the responder read with Diffie–Hellman work, by its
-    /// own count (only implementations that keep one).
+    /// own count (only implementations that keep one); soak: both sides'
+    /// over the run, every handshake.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub initiations_computed: Option<u64>,
     /// Datagrams the responder's kernel dropped unread (full UDP socket).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub socket_drops: Option<u64>,
+    /// What the responder refused, by reason, by its own count (fjord's
+    /// `fjord show` drops; the others keep none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drops: Option<Drops>,
     /// Seconds over which the counts above were taken.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window_secs: Option<f64>,
@@ -243,6 +280,37 @@ pub struct Extra {
     /// Which clock timed the frames.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clock: Option<String>,
+}
+
+/// Drop counts by reason; in `results.json` an object from reason names
+/// (`fjord show`'s) to counts, reasons never counted left out:
+/// `{"invalid_mac1": 12, "cookie_required": 59870}`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Drops(pub DropCounters);
+
+impl Serialize for Drops {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        for (reason, count) in self.0.nonzero() {
+            map.serialize_entry(reason.name(), &count)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Drops {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let by_name = BTreeMap::<String, u64>::deserialize(deserializer)?;
+        let mut counters = DropCounters::default();
+        for (name, count) in by_name {
+            // A reason of a later fjord this build does not know is left out.
+            if let Some(reason) = DropReason::from_name(&name) {
+                counters.count_many(reason, count);
+            }
+        }
+        Ok(Self(counters))
+    }
 }
 
 /// One trial of an RFC 2544 throughput search.
@@ -362,6 +430,30 @@ mod tests {
         assert_eq!(extra.latency_ms(Statistic::P99), Some(0.2));
         assert_eq!(serde_json::to_value(&extra).unwrap(), written);
         assert_eq!(serde_json::to_string(&Extra::default()).unwrap(), "{}");
+    }
+
+    #[test]
+    fn drops_are_an_object_of_counted_reasons() {
+        let mut counters = DropCounters::default();
+        counters.count_many(DropReason::CookieRequired, 59_870);
+        counters.count(DropReason::InvalidMac1);
+        let extra = Extra {
+            drops: Some(Drops(counters)),
+            ..Extra::default()
+        };
+        let text = serde_json::to_string(&extra).unwrap();
+        assert_eq!(
+            text,
+            r#"{"drops":{"invalid_mac1":1,"cookie_required":59870}}"#
+        );
+        let back: Extra = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, extra);
+        let later: Extra =
+            serde_json::from_str(r#"{"drops":{"invalid_mac1":2,"reason_of_the_future":5}}"#)
+                .unwrap();
+        let drops = later.drops.unwrap().0;
+        assert_eq!(drops.get(DropReason::InvalidMac1), 2);
+        assert_eq!(drops.total(), 2);
     }
 
     #[test]

@@ -31,7 +31,7 @@ use std::str::FromStr;
 use base64ct::{Base64, Encoding};
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use fjord_proto::PublicKey;
-use zeroize::Zeroizing;
+use zeroize::{Zeroize, Zeroizing};
 
 use crate::cidr::Cidr;
 use crate::codec::{DecodeError, Reader, Writer};
@@ -96,8 +96,10 @@ pub struct NetworkSecret(SigningKey);
 
 impl NetworkSecret {
     /// A key from 32 random bytes (the caller draws them from the OS).
-    pub fn from_seed(seed: [u8; 32]) -> Self {
-        Self(SigningKey::from_bytes(&seed))
+    pub fn from_seed(mut seed: [u8; 32]) -> Self {
+        let key = Self(SigningKey::from_bytes(&seed));
+        seed.zeroize();
+        key
     }
 
     pub fn public_key(&self) -> NetworkPublicKey {

@@ -37,7 +37,13 @@ fn seal_batches(c: &mut Criterion) {
                 remote_index: 2,
                 is_initiator: true,
             };
-            let mut session = Session::new(&keys, Instant::now(), &fjord_proto::Timing::default());
+            let mut session = Session::new(
+                &keys,
+                Instant::now(),
+                &fjord_proto::Timing::default(),
+                fjord_proto::CipherPolicy::default(),
+                false,
+            );
             let mut area = vec![0u8; PACKETS * STRIDE];
             let mut slots: Vec<SealSlot> = (0..PACKETS).map(|_| SealSlot::EMPTY).collect();
             let destination = SocketAddr::from(([198, 18, 0, 2], 51820));

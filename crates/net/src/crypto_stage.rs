@@ -191,7 +191,13 @@ mod tests {
             remote_index: 2,
             is_initiator: true,
         };
-        Session::new(&keys, Instant::now(), &fjord_proto::Timing::default())
+        Session::new(
+            &keys,
+            Instant::now(),
+            &fjord_proto::Timing::default(),
+            fjord_proto::CipherPolicy::default(),
+            false,
+        )
     }
 
     /// A batch of `count` packets of `len` bytes prepared in slots, and

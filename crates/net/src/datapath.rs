@@ -527,7 +527,7 @@ impl Inbound {
                         continue;
                     }
                     let from = Endpoint::new(meta.addr, meta.dst_ip);
-                    match pipes.node.prepare_datagram(now, from, datagram) {
+                    match pipes.node.prepare_own_datagram(now, from, datagram) {
                         Incoming::Data(data) if shared => self.jobs.push(OpenJob {
                             range,
                             from,

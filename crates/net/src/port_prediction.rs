@@ -9,6 +9,16 @@
 //!     anything else is read and dropped
 //! housekeeping ─▶ rounds older than ROUND_LIFETIME close
 //! ```
+//!
+//! Both members of a pair ask for rounds (each attempt of either side
+//! arranges a rendezvous), and a member behind a symmetric NAT asks for
+//! one toward every other member, hopeless ones (another symmetric NAT)
+//! included. So a request toward a member whose round is open punches
+//! again through that round's sockets and extends it, and with every
+//! slot busy the oldest round gives way: the newest request is the one
+//! whose member's probes are about to arrive. Refusing it instead left a
+//! symmetric member waiting, in namespaces, for rounds toward members
+//! it could never meet to expire.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -46,9 +56,6 @@ struct Round {
 pub struct PortPrediction {
     rounds: [Option<Round>; MAX_ROUNDS],
     first_token: usize,
-    /// Rounds started, and rounds whose socket heard the member.
-    pub started: u64,
-    pub hits: u64,
 }
 
 impl PortPrediction {
@@ -56,8 +63,6 @@ impl PortPrediction {
         Self {
             rounds: Default::default(),
             first_token,
-            started: 0,
-            hits: 0,
         }
     }
 
@@ -71,7 +76,8 @@ impl PortPrediction {
     }
 
     /// Opens a round's sockets and punches from each toward `toward`
-    /// with the TTL `ttl`. Returns how many sockets opened.
+    /// with the TTL `ttl`, or punches again through the open round toward
+    /// the same addresses. Returns how many sockets the round has.
     pub fn start(
         &mut self,
         now: Instant,
@@ -81,11 +87,32 @@ impl PortPrediction {
         fwmark: u32,
         registry: &Registry,
     ) -> usize {
-        let Some(slot) = self.rounds.iter().position(Option::is_none) else {
-            tracing::debug!("port prediction rounds all busy; this one waits for the next attempt");
-            return 0;
+        let mut addresses: Vec<IpAddr> = toward.iter().map(SocketAddr::ip).collect();
+        addresses.sort_unstable();
+        addresses.dedup();
+        if let Some(round) = self
+            .rounds
+            .iter_mut()
+            .flatten()
+            .find(|round| round.addresses == addresses)
+        {
+            for socket in round.sockets.iter().flatten() {
+                punch_from(socket, toward, ttl, punch);
+            }
+            round.expires = now + ROUND_LIFETIME;
+            return round.sockets.iter().flatten().count();
+        }
+        let slot = match self.rounds.iter().position(Option::is_none) {
+            Some(free) => free,
+            None => {
+                let oldest = (0..MAX_ROUNDS)
+                    .min_by_key(|&slot| self.rounds[slot].as_ref().map(|round| round.expires))
+                    .unwrap_or(0);
+                tracing::debug!("port prediction rounds all busy; the oldest gives way");
+                self.close(oldest, registry);
+                oldest
+            }
         };
-        self.started += 1;
         let mut sockets = Vec::with_capacity(PREDICTION_SOCKETS);
         for index in 0..PREDICTION_SOCKETS {
             let socket = UdpTransport::bind(0, fwmark)
@@ -115,8 +142,6 @@ impl PortPrediction {
             }
         }
         let opened = sockets.iter().flatten().count();
-        let mut addresses: Vec<IpAddr> = toward.iter().map(SocketAddr::ip).collect();
-        addresses.dedup();
         self.rounds[slot] = Some(Round {
             sockets,
             addresses,
@@ -134,11 +159,11 @@ impl PortPrediction {
         let round = self.rounds.get_mut(slot)?.as_mut()?;
         let socket = round.sockets.get(index)?.as_ref()?;
         // Bounded: each turn consumes a datagram or an error report.
-        let mut found = false;
+        let mut member = None;
         for _ in 0..64 {
             match socket.peek_source() {
                 Ok(from) if round.addresses.contains(&from.ip()) => {
-                    found = true;
+                    member = Some(from);
                     break;
                 }
                 Ok(_) => {
@@ -149,14 +174,10 @@ impl PortPrediction {
                 Err(_) => {}
             }
         }
-        if !found {
-            return None;
-        }
-        let from = socket.peek_source().ok()?;
+        let from = member?;
         let transport = round.sockets[index].take()?;
         let _ = registry.deregister(&mut SourceFd(&transport.as_raw_fd()));
         self.close(slot, registry);
-        self.hits += 1;
         Some(Hit { from, transport })
     }
 
@@ -170,15 +191,6 @@ impl PortPrediction {
                 self.close(slot, registry);
             }
         }
-    }
-
-    /// The earliest moment a round expires.
-    pub fn next_expiry(&self) -> Option<Instant> {
-        self.rounds
-            .iter()
-            .flatten()
-            .map(|round| round.expires)
-            .min()
     }
 
     fn close(&mut self, slot: usize, registry: &Registry) {
@@ -202,5 +214,71 @@ fn punch_from(socket: &UdpTransport, toward: &[SocketAddr], ttl: u8, punch: &[u8
     }
     if let Err(error) = socket.set_ttl(None) {
         tracing::debug!(%error, "cannot restore a prediction socket's TTL");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{Ipv4Addr, UdpSocket};
+
+    use mio::Poll;
+
+    use super::*;
+
+    fn member(address: Ipv4Addr) -> (UdpSocket, SocketAddr) {
+        let socket = UdpSocket::bind((address, 0)).expect("loopback socket");
+        let endpoint = socket.local_addr().expect("bound");
+        (socket, endpoint)
+    }
+
+    fn open_rounds(prediction: &PortPrediction) -> Vec<Vec<IpAddr>> {
+        prediction
+            .rounds
+            .iter()
+            .flatten()
+            .map(|round| round.addresses.clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_member_keeps_one_round_and_the_newest_request_gets_a_slot() {
+        let poll = Poll::new().expect("poll");
+        let mut prediction = PortPrediction::new(0);
+        let now = Instant::now();
+        let members: Vec<_> = [1, 2, 3]
+            .map(|last| member(Ipv4Addr::new(127, 0, 0, last)))
+            .into();
+        let start = |prediction: &mut PortPrediction, index: usize, at: Instant| {
+            prediction.start(at, &[members[index].1], 64, b"punch", 0, poll.registry())
+        };
+
+        assert_eq!(start(&mut prediction, 0, now), PREDICTION_SOCKETS);
+        let later = now + Duration::from_millis(500);
+        assert_eq!(start(&mut prediction, 0, later), PREDICTION_SOCKETS);
+        assert_eq!(open_rounds(&prediction), vec![vec![members[0].1.ip()]]);
+        assert_eq!(
+            prediction.rounds[0].as_ref().map(|round| round.expires),
+            Some(later + ROUND_LIFETIME),
+            "a second request toward the member extends its round"
+        );
+
+        start(&mut prediction, 1, later);
+        start(&mut prediction, 2, later + Duration::from_millis(10));
+        let open = open_rounds(&prediction);
+        assert_eq!(open.len(), MAX_ROUNDS);
+        assert!(open.contains(&vec![members[2].1.ip()]), "{open:?}");
+        assert!(
+            !open.contains(&vec![members[0].1.ip()]),
+            "the oldest round gave way: {open:?}"
+        );
+
+        // Each round's sockets punched at the member it was opened for.
+        let (listener, _) = &members[2];
+        listener
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .expect("timeout");
+        let mut buffer = [0u8; 16];
+        let (length, _) = listener.recv_from(&mut buffer).expect("a punch arrives");
+        assert_eq!(&buffer[..length], b"punch");
     }
 }

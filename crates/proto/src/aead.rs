@@ -1,29 +1,106 @@
-//! The transport-data AEAD: ChaCha20-Poly1305 with WireGuard's counter nonce
-//! and empty associated data, sealing and opening in place.
+//! The transport-data AEADs, with WireGuard's counter nonce and empty
+//! associated data, sealing and opening in place.
+//!
+//! ChaCha20-Poly1305 is WireGuard's, used with every peer. AES-256-GCM is
+//! fjord's, used only between two fjord nodes that both have hardware AES
+//! and agreed on it inside their session ([`crate::negotiation`]); its key
+//! for a direction is derived from that direction's ChaCha20-Poly1305 key
+//! with a fjord-specific label ([`aes_key_for`]), so no key is ever used
+//! under two ciphers.
 //!
 //! This is the hot path's only cryptography, so it sits behind one small
 //! type with two operations; the backend (ring today) can be swapped and
 //! benchmarked without touching the protocol code.
 
-use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, Tag, UnboundKey};
+use ring::aead::{AES_256_GCM, Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, Tag, UnboundKey};
 
-use crate::crypto::{AuthenticationFailed, TAG_LEN, counter_nonce};
+use crate::crypto::{AuthenticationFailed, SymmetricKey, TAG_LEN, counter_nonce, kdf1};
+
+/// The label mixed into a session key to derive its AES-256-GCM twin.
+const AES_KEY_LABEL: &[u8] = b"fjord transport data aes-256-gcm v1";
+
+/// A transport-data cipher, as its id travels in the data header's second
+/// byte (see [`crate::wire::MESSAGE_TYPE_TRANSPORT_DATA_AES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum DataCipher {
+    /// WireGuard's cipher; every session starts with it.
+    #[default]
+    ChaCha20Poly1305,
+    /// fjord to fjord, both with hardware AES, after agreeing.
+    Aes256Gcm,
+}
+
+impl DataCipher {
+    /// The name `fjord show` and the configuration use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ChaCha20Poly1305 => "chacha20-poly1305",
+            Self::Aes256Gcm => "aes-256-gcm",
+        }
+    }
+}
+
+impl std::fmt::Display for DataCipher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Whether this CPU has the instructions that make AES-256-GCM fast and
+/// constant-time (AES rounds and carry-less multiplication). Without them
+/// ring falls back to a slower bitsliced AES, and ChaCha20-Poly1305 is the
+/// better cipher. The one platform query of this crate: the protocol never
+/// calls it, the driver does and passes the answer in
+/// ([`crate::Device::set_cipher_policy`]).
+pub fn hardware_aes() -> bool {
+    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+    {
+        std::arch::is_x86_feature_detected!("aes")
+            && std::arch::is_x86_feature_detected!("pclmulqdq")
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        std::arch::is_aarch64_feature_detected!("aes")
+            && std::arch::is_aarch64_feature_detected!("pmull")
+    }
+    #[cfg(not(any(target_arch = "x86", target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
+    }
+}
+
+/// The AES-256-GCM key of the direction whose ChaCha20-Poly1305 key is
+/// `chacha_key`: a PRF of it under a fjord label (WireGuard's KDF1, i.e.
+/// HKDF-BLAKE2s), so knowing one key reveals nothing of the other.
+pub fn aes_key_for(chacha_key: &[u8; 32]) -> SymmetricKey {
+    kdf1(chacha_key, AES_KEY_LABEL)
+}
 
 /// One direction's transport key.
 pub struct TransportKey(LessSafeKey);
 
 impl TransportKey {
+    /// A ChaCha20-Poly1305 key (WireGuard's transport cipher).
     pub fn new(key: &[u8; 32]) -> Self {
-        // Invariant: ChaCha20-Poly1305 keys are exactly 32 bytes.
-        let unbound = UnboundKey::new(&CHACHA20_POLY1305, key).expect("32-byte ChaCha20 key");
+        Self::with_cipher(DataCipher::ChaCha20Poly1305, key)
+    }
+
+    pub fn with_cipher(cipher: DataCipher, key: &[u8; 32]) -> Self {
+        let algorithm = match cipher {
+            DataCipher::ChaCha20Poly1305 => &CHACHA20_POLY1305,
+            DataCipher::Aes256Gcm => &AES_256_GCM,
+        };
+        // Invariant: both algorithms take exactly 32-byte keys.
+        let unbound = UnboundKey::new(algorithm, key).expect("32-byte AEAD key");
         Self(LessSafeKey::new(unbound))
     }
 
     /// Encrypts `buf` in place and returns the tag.
     pub fn seal_in_place(&self, counter: u64, buf: &mut [u8]) -> [u8; TAG_LEN] {
         let nonce = Nonce::assume_unique_for_key(counter_nonce(counter));
-        // Invariant: ring fails only for inputs above ChaCha20's 256 GiB limit;
-        // packets are at most 64 KiB.
+        // Invariant: ring fails only for inputs above the AEAD's length
+        // limit (64 GiB for GCM, 256 GiB for ChaCha20); packets are at
+        // most 64 KiB.
         let tag = self
             .0
             .seal_in_place_separate_tag(nonce, Aad::empty(), buf)
@@ -77,9 +154,44 @@ mod tests {
 
     #[test]
     fn open_refuses_wrong_counter() {
-        let key = TransportKey::new(&[1u8; 32]);
-        let mut buf = [7u8; 40];
-        let tag = key.seal_in_place(1, &mut buf);
-        assert!(key.open_in_place(2, &mut buf, &tag).is_err());
+        for cipher in [DataCipher::ChaCha20Poly1305, DataCipher::Aes256Gcm] {
+            let key = TransportKey::with_cipher(cipher, &[1u8; 32]);
+            let mut buf = [7u8; 40];
+            let tag = key.seal_in_place(1, &mut buf);
+            assert!(key.open_in_place(2, &mut buf, &tag).is_err());
+        }
+    }
+
+    #[test]
+    fn a_packet_sealed_under_one_cipher_does_not_open_under_the_other() {
+        let chacha_key = [9u8; 32];
+        let aes_key = aes_key_for(&chacha_key);
+        assert_ne!(*aes_key, chacha_key);
+        let chacha = TransportKey::with_cipher(DataCipher::ChaCha20Poly1305, &chacha_key);
+        let aes = TransportKey::with_cipher(DataCipher::Aes256Gcm, &aes_key);
+        let mut buf = *b"a packet of data";
+        let tag = aes.seal_in_place(3, &mut buf);
+        assert!(chacha.open_in_place(3, &mut buf.clone(), &tag).is_err());
+        aes.open_in_place(3, &mut buf, &tag).unwrap();
+        assert_eq!(&buf, b"a packet of data");
+    }
+
+    #[test]
+    fn aes_256_gcm_matches_a_published_vector() {
+        // NIST GCM test case 14 (AES-256, zero key, zero IV, one zero
+        // block): the IV is 12 zero bytes, which is counter 0 here.
+        let key = TransportKey::with_cipher(DataCipher::Aes256Gcm, &[0u8; 32]);
+        let mut block = [0u8; 16];
+        let tag = key.seal_in_place(0, &mut block);
+        assert_eq!(block, hex("cea7403d4d606b6e074ec5d3baf39d18"));
+        assert_eq!(tag, hex("d0d1c8a799996bf0265b98b5d48ab919"));
+    }
+
+    fn hex(text: &str) -> [u8; 16] {
+        let mut out = [0u8; 16];
+        for (i, byte) in out.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).unwrap();
+        }
+        out
     }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::endpoint::Endpoint;
 use crate::handshake::StaticIdentity;
+use crate::negotiation::CipherPolicy;
 use crate::outcome::{DropCounters, DropReason, Event, PeerId};
 use crate::tai64n::Tai64N;
 use crate::timers::Timing;
@@ -98,6 +99,11 @@ pub(crate) struct Context {
     pub mtu: usize,
     /// The timer rules' durations (WireGuard's unless a test sped up rekeys).
     pub timing: Timing,
+    /// The ciphers new sessions offer fjord peers.
+    pub cipher_policy: CipherPolicy,
+    /// Whether we mark our initiations and negotiate with fjord peers;
+    /// off only in tests that play a plain WireGuard peer.
+    pub speaks_fjord: bool,
 }
 
 impl Context {
@@ -121,8 +127,14 @@ impl Context {
         jitter_below(self.timing.max_timer_jitter, self.jitter_state.next())
     }
 
+    /// The timestamp of an initiation sent at `now`, marked as fjord's.
     pub fn timestamp(&self, now: Instant) -> Tai64N {
-        Tai64N::from_unix(self.wall_clock.since_epoch(now))
+        let timestamp = Tai64N::from_unix(self.wall_clock.since_epoch(now));
+        if self.speaks_fjord {
+            timestamp.with_fjord_mark()
+        } else {
+            timestamp
+        }
     }
 
     pub fn drop(&mut self, reason: DropReason) {

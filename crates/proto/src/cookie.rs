@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use crate::crypto::{self, HASH_LEN, Hash, MAC_LEN, TAG_LEN, XNONCE_LEN, hash, mac};
 use crate::keys::PublicKey;
 use crate::wire::{COOKIE_REPLY_LEN, CookieReply, MESSAGE_TYPE_COOKIE_REPLY, cookie_reply};
+use zeroize::Zeroizing;
 
 const LABEL_MAC1: &[u8] = b"mac1----";
 const LABEL_COOKIE: &[u8] = b"cookie--";
@@ -85,7 +86,8 @@ fn cookie_key(public: &PublicKey) -> Hash {
 pub struct CookieChecker {
     mac1_key: Hash,
     cookie_key: Hash,
-    secret: [u8; HASH_LEN],
+    /// Wiped on drop: with it, anyone could compute valid cookies.
+    secret: Zeroizing<[u8; HASH_LEN]>,
     secret_born: Option<Instant>,
 }
 
@@ -94,7 +96,7 @@ impl CookieChecker {
         Self {
             mac1_key: mac1_key(own_public),
             cookie_key: cookie_key(own_public),
-            secret: [0u8; HASH_LEN],
+            secret: Zeroizing::new([0u8; HASH_LEN]),
             secret_born: None,
         }
     }
@@ -133,7 +135,7 @@ impl CookieChecker {
     fn cookie_for(&self, source: &SocketAddr) -> [u8; MAC_LEN] {
         let mut bytes = [0u8; 18];
         let len = source_bytes(source, &mut bytes);
-        mac(&self.secret, &[&bytes[..len]])
+        mac(self.secret.as_ref(), &[&bytes[..len]])
     }
 
     /// Writes a cookie reply to the handshake `message` from `source`.
@@ -155,7 +157,7 @@ impl CookieChecker {
             .secret_born
             .is_none_or(|born| now.saturating_duration_since(born) >= COOKIE_REFRESH_TIME);
         if expired {
-            self.secret = fresh_secret();
+            self.secret = Zeroizing::new(fresh_secret());
             self.secret_born = Some(now);
         }
         // The sender index sits right after the type in both handshake messages.

@@ -51,11 +51,13 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use crate::aead::DataCipher;
 use crate::context::{Context, JitterSource, Rng, WallClock};
 use crate::cookie::{CookieChecker, MacLayout};
 use crate::endpoint::Endpoint;
 use crate::handshake::{self, RemoteKeys, StaticIdentity};
 use crate::keys::{PresharedKey, PrivateKey, PublicKey};
+use crate::negotiation::CipherPolicy;
 use crate::outcome::{
     DropCounters, DropReason, Event, HandshakeCounters, Incoming, Opened, Outgoing, PeerId,
     Received, Sent, Transmit,
@@ -96,6 +98,10 @@ pub struct PeerStatus {
     pub endpoint: Option<SocketAddr>,
     pub persistent_keepalive: Option<Duration>,
     pub stats: PeerStats,
+    /// The cipher our data to the peer uses now (none without a session).
+    pub sending_cipher: Option<DataCipher>,
+    /// The peer showed in its current session that it is a fjord node.
+    pub speaks_fjord: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -176,6 +182,8 @@ impl Device {
                 wall_clock,
                 mtu: config.mtu,
                 timing: Timing::default(),
+                cipher_policy: CipherPolicy::default(),
+                speaks_fjord: true,
             },
             cookie_checker,
             peers: Vec::new(),
@@ -282,6 +290,8 @@ impl Device {
             endpoint: peer.endpoint.map(|endpoint| endpoint.remote),
             persistent_keepalive: peer.timers.persistent_keepalive_interval(),
             stats: peer.stats.clone(),
+            sending_cipher: peer.sending_cipher(),
+            speaks_fjord: peer.speaks_fjord(),
         })
     }
 
@@ -442,8 +452,24 @@ impl Device {
         &self.ctx.timing
     }
 
+    /// Which ciphers sessions offer fjord peers: ChaCha20-Poly1305 only
+    /// (the default, as WireGuard), or AES-256-GCM too, which the driver
+    /// should ask for only where [`crate::aead::hardware_aes`] says the CPU
+    /// has it. Takes effect for sessions from the next handshake on.
+    pub fn set_cipher_policy(&mut self, policy: CipherPolicy) {
+        self.ctx.cipher_policy = policy;
+    }
+
     pub fn handshake_counters(&self) -> HandshakeCounters {
         self.handshakes
+    }
+
+    /// Behaves as a plain WireGuard peer does: no mark in initiations, no
+    /// session offers, fjord extensions dropped as malformed inner
+    /// packets. For tests that need a plain peer in the simulator.
+    #[doc(hidden)]
+    pub fn speak_plain_wireguard_only(&mut self) {
+        self.ctx.speaks_fjord = false;
     }
 
     /// Forces the under-load behaviour (cookies for every handshake), for tests.
@@ -484,8 +510,10 @@ impl Device {
         datagram: &mut [u8],
     ) -> Incoming<'_> {
         let from = from.into();
-        let (local_index, counter) = match Message::parse(datagram) {
-            Ok(Message::TransportData(view)) => (view.receiver_index(), view.counter()),
+        let (local_index, counter, cipher) = match Message::parse(datagram) {
+            Ok(Message::TransportData(view)) => {
+                (view.receiver_index(), view.counter(), view.cipher())
+            }
             Ok(Message::HandshakeInitiation(view)) => {
                 return Incoming::Done(self.handle_initiation(now, from, &view));
             }
@@ -518,7 +546,7 @@ impl Device {
             .and_then(|id| Some((*id, self.peers.get(id.index())?.as_ref()?)));
         match peer {
             Some((id, peer)) => {
-                peer.prepare_decapsulate(id, now, local_index, counter, &mut self.ctx)
+                peer.prepare_decapsulate(id, now, local_index, counter, cipher, &mut self.ctx)
             }
             None => {
                 self.ctx.drop(DropReason::UnknownReceiverIndex);

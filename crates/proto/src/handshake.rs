@@ -22,7 +22,7 @@
 //! caller's, because they need per-peer state.
 
 use x25519_dalek::StaticSecret;
-use zeroize::Zeroizing;
+use zeroize::{Zeroize, Zeroizing};
 
 use crate::crypto::{self, HASH_LEN, Hash, SymmetricKey, TAG_LEN, aead_open, aead_seal, hash};
 use crate::keys::{PresharedKey, PrivateKey, PublicKey};
@@ -208,14 +208,15 @@ pub fn create_initiation(
     identity: &StaticIdentity,
     remote: &RemoteKeys,
     local_index: u32,
-    ephemeral_secret: [u8; 32],
+    mut ephemeral_secret: [u8; 32],
     timestamp: Tai64N,
     out: &mut [u8; HANDSHAKE_INITIATION_LEN],
 ) -> Result<InitiatorState, HandshakeError> {
+    let ephemeral = StaticSecret::from(ephemeral_secret);
+    ephemeral_secret.zeroize();
     let static_static = remote.static_static()?;
     let (chaining_key, _) = initial_chain();
     let mut h = remote.initiator_hash;
-    let ephemeral = StaticSecret::from(ephemeral_secret);
     let ephemeral_public = x25519_dalek::PublicKey::from(&ephemeral).to_bytes();
 
     out.fill(0);
@@ -287,10 +288,11 @@ pub fn create_response(
     remote: &RemoteKeys,
     received: ReceivedInitiation,
     local_index: u32,
-    ephemeral_secret: [u8; 32],
+    mut ephemeral_secret: [u8; 32],
     out: &mut [u8; HANDSHAKE_RESPONSE_LEN],
 ) -> Result<SessionKeys, HandshakeError> {
     let ephemeral = StaticSecret::from(ephemeral_secret);
+    ephemeral_secret.zeroize();
     let ephemeral_public = x25519_dalek::PublicKey::from(&ephemeral).to_bytes();
     let mut h = received.hash;
 

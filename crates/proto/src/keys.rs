@@ -93,8 +93,10 @@ impl PrivateKey {
 
     /// Builds a key from 32 bytes exactly as given (no clamping), as a key
     /// set through the configuration protocol is kept.
-    pub fn from_raw_bytes(bytes: [u8; KEY_LEN]) -> Self {
-        Self(x25519_dalek::StaticSecret::from(bytes))
+    pub fn from_raw_bytes(mut bytes: [u8; KEY_LEN]) -> Self {
+        let key = Self(x25519_dalek::StaticSecret::from(bytes));
+        bytes.zeroize();
+        key
     }
 
     /// Builds a key from text exactly as given. `wg` accepts unclamped keys
@@ -147,8 +149,10 @@ impl PresharedKey {
         Self([0u8; KEY_LEN])
     }
 
-    pub fn from_bytes(bytes: [u8; KEY_LEN]) -> Self {
-        Self(bytes)
+    pub fn from_bytes(mut bytes: [u8; KEY_LEN]) -> Self {
+        let key = Self(bytes);
+        bytes.zeroize();
+        key
     }
 
     pub fn from_base64(text: &str) -> Result<Self, KeyParseError> {

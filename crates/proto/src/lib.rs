@@ -8,8 +8,10 @@
 //!
 //! Modules follow the protocol's concerns: [`wire`] (message views),
 //! [`handshake`] (Noise IKpsk2), [`cookie`] (MAC1/MAC2 and cookie replies),
-//! [`session`] and [`replay`] (transport data), [`timers`] (rekey and
-//! keepalive rules), and the per-peer and per-device state machines.
+//! [`session`] and [`replay`] (transport data), [`negotiation`] (what two
+//! fjord nodes agree on inside a session: the data cipher), [`timers`]
+//! (rekey and keepalive rules), and the per-peer and per-device state
+//! machines.
 
 pub mod aead;
 mod context;
@@ -21,6 +23,7 @@ pub mod handshake;
 pub mod icmp;
 pub mod ip;
 pub mod keys;
+pub mod negotiation;
 mod outcome;
 mod peer;
 pub mod replay;
@@ -30,6 +33,7 @@ pub mod timer_queue;
 pub mod timers;
 pub mod wire;
 
+pub use aead::DataCipher;
 pub use context::{Rng, WallClock};
 pub use device::{
     DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, DeviceError, PeerConfig, PeerStatus,
@@ -37,6 +41,7 @@ pub use device::{
 };
 pub use endpoint::Endpoint;
 pub use keys::{KeyParseError, PresharedKey, PrivateKey, PublicKey};
+pub use negotiation::CipherPolicy;
 pub use outcome::{
     DetachedData, DropCounters, DropReason, Event, HandshakeCounters, Incoming, Opened, Outgoing,
     PeerId, PendingData, Received, Sent, Transmit,

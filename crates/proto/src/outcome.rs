@@ -4,6 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
 
+use crate::aead::DataCipher;
 use crate::session::{DetachedOpen, PendingOpen, PendingSeal};
 
 /// A peer's handle inside one [`crate::Device`]; never reused.
@@ -72,10 +73,15 @@ pub enum DropReason {
     /// Outgoing packet longer than the peer's path allows; its sender got
     /// an ICMP "fragmentation needed" / "packet too big" if it may.
     PacketTooBig,
+    /// Data sealed with AES-256-GCM in a session where we did not offer it.
+    CipherNotNegotiated,
+    /// ChaCha20-Poly1305 data from a peer that had already switched its
+    /// session to AES-256-GCM.
+    CipherDowngraded,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 25] = [
+    pub const ALL: [DropReason; 27] = [
         Self::MalformedMessage,
         Self::UnknownMessageType,
         Self::InvalidMac1,
@@ -101,6 +107,8 @@ impl DropReason {
         Self::NoPrivateKey,
         Self::UnsupportedExtension,
         Self::PacketTooBig,
+        Self::CipherNotNegotiated,
+        Self::CipherDowngraded,
     ];
 
     /// Whether the reason refuses a datagram received from the network (as
@@ -125,6 +133,8 @@ impl DropReason {
                 | Self::InvalidInnerPacket
                 | Self::SourceNotAllowed
                 | Self::UnsupportedExtension
+                | Self::CipherNotNegotiated
+                | Self::CipherDowngraded
         )
     }
 
@@ -144,6 +154,8 @@ impl DropReason {
                 | Self::AuthenticationFailed
                 | Self::InvalidInnerPacket
                 | Self::SourceNotAllowed
+                | Self::CipherNotNegotiated
+                | Self::CipherDowngraded
         )
     }
 
@@ -175,7 +187,14 @@ impl DropReason {
             Self::NoPrivateKey => "no_private_key",
             Self::UnsupportedExtension => "unsupported_extension",
             Self::PacketTooBig => "packet_too_big",
+            Self::CipherNotNegotiated => "cipher_not_negotiated",
+            Self::CipherDowngraded => "cipher_downgraded",
         }
+    }
+
+    /// The reason whose [`DropReason::name`] is `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|reason| reason.name() == name)
     }
 }
 
@@ -186,6 +205,12 @@ pub struct DropCounters([u64; DropReason::ALL.len()]);
 impl DropCounters {
     pub fn count(&mut self, reason: DropReason) {
         self.0[reason as usize] += 1;
+    }
+
+    /// Counts `count` drops for `reason` at once (counters read back from
+    /// a report).
+    pub fn count_many(&mut self, reason: DropReason, count: u64) {
+        self.0[reason as usize] += count;
     }
 
     pub fn get(&self, reason: DropReason) -> u64 {
@@ -318,11 +343,12 @@ impl PendingData<'_> {
     /// Decrypts the datagram in place, for `finish_datagram`.
     #[inline]
     pub fn open(self, datagram: &mut [u8]) -> Opened {
-        let counter = self.open.counter();
+        let (counter, cipher) = (self.open.counter(), self.open.cipher());
         Opened {
             peer: self.peer,
             local_index: self.local_index,
             counter,
+            cipher,
             authenticated: self.open.open(datagram),
         }
     }
@@ -362,6 +388,7 @@ impl DetachedData {
             peer: self.peer,
             local_index: self.local_index,
             counter: self.open.counter(),
+            cipher: self.open.cipher(),
             authenticated: self.authenticated,
         }
     }
@@ -374,6 +401,7 @@ pub struct Opened {
     pub(crate) peer: PeerId,
     pub(crate) local_index: u32,
     pub(crate) counter: u64,
+    pub(crate) cipher: DataCipher,
     pub(crate) authenticated: bool,
 }
 
@@ -456,5 +484,11 @@ mod tests {
         assert_eq!(delta.get(DropReason::AuthenticationFailed), 1);
         assert_eq!(delta.total(), 2);
         assert_eq!(snapshot.since(&counters).total(), 0);
+        let mut read_back = DropCounters::default();
+        for (reason, count) in counters.nonzero() {
+            read_back.count_many(DropReason::from_name(reason.name()).unwrap(), count);
+        }
+        assert_eq!(read_back, counters);
+        assert_eq!(DropReason::from_name("no_such_reason"), None);
     }
 }

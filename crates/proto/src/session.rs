@@ -5,8 +5,14 @@
 //!
 //! ```text
 //! 0..4    type = 4 (LE)          4..8  receiver index (the peer's)
-//! 8..16   counter (LE u64)       16..  ChaCha20-Poly1305(plaintext ‖ zero padding) ‖ tag
+//! 8..16   counter (LE u64)       16..  AEAD(plaintext ‖ zero padding) ‖ tag
 //! ```
+//!
+//! The AEAD is ChaCha20-Poly1305 (type 4), or AES-256-GCM (type 0x104)
+//! once two fjord nodes agreed on it in this session: the session carries
+//! its [`Negotiation`], builds the AES-256-GCM keys when the negotiation
+//! needs them, and checks each received message's cipher against it
+//! (`crate::negotiation` has the rules).
 //!
 //! The nonce is the counter, so a counter is never reused for sending and
 //! the session refuses to send at [`REJECT_AFTER_MESSAGES`]. Both
@@ -35,9 +41,10 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::aead::TransportKey;
-use crate::crypto::TAG_LEN;
+use crate::aead::{DataCipher, TransportKey, aes_key_for};
+use crate::crypto::{SymmetricKey, TAG_LEN};
 use crate::handshake::SessionKeys;
+use crate::negotiation::{CipherPolicy, CipherRefused, Negotiation, Offer, OfferOutcome};
 use crate::replay::{ReplayError, ReplayWindow};
 use crate::timers::{REJECT_AFTER_MESSAGES, REKEY_AFTER_MESSAGES, Timing};
 use crate::wire::{PADDING_MULTIPLE, TRANSPORT_HEADER_LEN, padded_len, write_transport_header};
@@ -63,6 +70,8 @@ pub enum OpenError {
     Replay(#[from] ReplayError),
     #[error("data message failed to authenticate")]
     AuthenticationFailed,
+    #[error(transparent)]
+    Cipher(#[from] CipherRefused),
 }
 
 pub struct Session {
@@ -71,6 +80,15 @@ pub struct Session {
     /// flight on other threads.
     sending: Arc<TransportKey>,
     receiving: Arc<TransportKey>,
+    /// The AES-256-GCM twins of the keys above, built when the
+    /// negotiation needs them: the sending one once both sides offered
+    /// AES, the receiving one once we offered it. Shared like those.
+    sending_aes: Option<Arc<TransportKey>>,
+    receiving_aes: Option<Arc<TransportKey>>,
+    /// What the twins are built from, derived at creation when our policy
+    /// offers AES; wiped once both are built.
+    aes_keys: Option<Box<AesKeys>>,
+    negotiation: Negotiation,
     local_index: u32,
     remote_index: u32,
     is_initiator: bool,
@@ -87,16 +105,40 @@ pub struct Session {
     replay: ReplayWindow,
 }
 
+/// A session's AES-256-GCM keys before they are built ([`aes_key_for`]).
+struct AesKeys {
+    sending: SymmetricKey,
+    receiving: SymmetricKey,
+}
+
 fn reached(deadline: Option<Instant>, now: Instant) -> bool {
     deadline.is_some_and(|deadline| now >= deadline)
 }
 
 impl Session {
-    /// A session derived at `now`, aging by `timing`'s rules.
-    pub fn new(keys: &SessionKeys, now: Instant, timing: &Timing) -> Self {
+    /// A session derived at `now`, aging by `timing`'s rules, negotiating
+    /// by `policy`; `peer_marked` when it came from an initiation marked
+    /// as fjord's (we are its responder).
+    pub fn new(
+        keys: &SessionKeys,
+        now: Instant,
+        timing: &Timing,
+        policy: CipherPolicy,
+        peer_marked: bool,
+    ) -> Self {
+        let aes_keys = (policy == CipherPolicy::OfferAes256Gcm).then(|| {
+            Box::new(AesKeys {
+                sending: aes_key_for(&keys.sending),
+                receiving: aes_key_for(&keys.receiving),
+            })
+        });
         Self {
             sending: Arc::new(TransportKey::new(&keys.sending)),
             receiving: Arc::new(TransportKey::new(&keys.receiving)),
+            sending_aes: None,
+            receiving_aes: None,
+            aes_keys,
+            negotiation: Negotiation::new(policy, peer_marked),
             local_index: keys.local_index,
             remote_index: keys.remote_index,
             is_initiator: keys.is_initiator,
@@ -132,6 +174,57 @@ impl Session {
     /// The counter the next sealed packet will carry.
     pub fn next_send_counter(&self) -> u64 {
         self.next_send_counter
+    }
+
+    pub fn negotiation(&self) -> &Negotiation {
+        &self.negotiation
+    }
+
+    /// The cipher the next sealed packet will use.
+    pub fn sending_cipher(&self) -> DataCipher {
+        if self.sending_aes.is_some() {
+            DataCipher::Aes256Gcm
+        } else {
+            DataCipher::ChaCha20Poly1305
+        }
+    }
+
+    /// Our offer went out at `now`: from now on the peer may seal to us
+    /// with AES-256-GCM if we offered it.
+    pub fn offer_sent(&mut self, now: Instant) {
+        self.negotiation.offer_sent(now);
+        if self.negotiation.accepts_aes()
+            && self.receiving_aes.is_none()
+            && let Some(keys) = &self.aes_keys
+        {
+            self.receiving_aes = Some(Arc::new(TransportKey::with_cipher(
+                DataCipher::Aes256Gcm,
+                &keys.receiving,
+            )));
+        }
+        self.wipe_built_aes_keys();
+    }
+
+    /// Takes the peer's offer; the cipher we seal with follows it.
+    pub fn handle_offer(&mut self, offer: Offer) -> OfferOutcome {
+        let outcome = self.negotiation.handle_offer(offer);
+        if self.negotiation.sending_cipher() == DataCipher::Aes256Gcm
+            && self.sending_aes.is_none()
+            && let Some(keys) = &self.aes_keys
+        {
+            self.sending_aes = Some(Arc::new(TransportKey::with_cipher(
+                DataCipher::Aes256Gcm,
+                &keys.sending,
+            )));
+        }
+        self.wipe_built_aes_keys();
+        outcome
+    }
+
+    fn wipe_built_aes_keys(&mut self) {
+        if self.sending_aes.is_some() && self.receiving_aes.is_some() {
+            self.aes_keys = None;
+        }
     }
 
     fn expired(&self, now: Instant) -> bool {
@@ -213,12 +306,14 @@ impl Session {
         rest[payload_len..padded].fill(0);
         // Invariant: split_at_mut(TRANSPORT_HEADER_LEN) gives exactly that many bytes.
         let header: &mut [u8; TRANSPORT_HEADER_LEN] = header.try_into().expect("header split");
-        write_transport_header(header, self.remote_index, counter);
+        let cipher = self.sending_cipher();
+        write_transport_header(header, self.remote_index, counter, cipher);
         Ok((
             total,
             SealTicket {
                 counter,
                 padded_len: padded,
+                cipher,
             },
         ))
     }
@@ -226,38 +321,61 @@ impl Session {
     /// Authenticates and decrypts the data message in `datagram` (already
     /// classified, so at least header plus tag long) in place, and returns
     /// where its padded plaintext lies: all three phases at once.
-    pub fn open(&mut self, counter: u64, datagram: &mut [u8]) -> Result<Range<usize>, OpenError> {
-        if !self.prepare_open(counter)?.open(datagram) {
+    pub fn open(
+        &mut self,
+        counter: u64,
+        cipher: DataCipher,
+        datagram: &mut [u8],
+    ) -> Result<Range<usize>, OpenError> {
+        if !self.prepare_open(counter, cipher)?.open(datagram) {
             return Err(OpenError::AuthenticationFailed);
         }
-        self.commit_open(counter, datagram.len())
+        self.commit_open(counter, cipher, datagram.len())
     }
 
     /// The first phase of [`Session::open`]: refuses a counter the replay
-    /// window has seen, and returns the decryption to run next (at once,
-    /// or [detached](PendingOpen::detach) for another thread).
-    pub fn prepare_open(&self, counter: u64) -> Result<PendingOpen<'_>, OpenError> {
+    /// window has seen and a cipher the negotiation does not allow, and
+    /// returns the decryption to run next (at once, or
+    /// [detached](PendingOpen::detach) for another thread).
+    pub fn prepare_open(
+        &self,
+        counter: u64,
+        cipher: DataCipher,
+    ) -> Result<PendingOpen<'_>, OpenError> {
         self.replay.check(counter)?;
+        self.negotiation.check_receive(cipher, counter)?;
+        let key = match cipher {
+            DataCipher::ChaCha20Poly1305 => &self.receiving,
+            DataCipher::Aes256Gcm => self
+                .receiving_aes
+                .as_ref()
+                .ok_or(CipherRefused::NotNegotiated)?,
+        };
         Ok(PendingOpen {
-            key: &self.receiving,
+            key,
             counter,
+            cipher,
         })
     }
 
     /// The last phase of [`Session::open`], after the decryption
     /// authenticated: records the counter (refusing it if an earlier
-    /// packet of the same batch carried it too) and returns where the
-    /// padded plaintext of the `datagram_len`-byte datagram lies.
+    /// packet of the same batch carried it too, or switched the peer to
+    /// another cipher) and returns where the padded plaintext of the
+    /// `datagram_len`-byte datagram lies.
     pub fn commit_open(
         &mut self,
         counter: u64,
+        cipher: DataCipher,
         datagram_len: usize,
     ) -> Result<Range<usize>, OpenError> {
         let body_end = datagram_len
             .checked_sub(TAG_LEN)
             .filter(|end| *end >= TRANSPORT_HEADER_LEN)
             .ok_or(OpenError::AuthenticationFailed)?;
+        self.negotiation.check_receive(cipher, counter)?;
         self.replay.accept(counter)?;
+        self.negotiation.record_received(cipher, counter);
         Ok(TRANSPORT_HEADER_LEN..body_end)
     }
 }
@@ -304,14 +422,22 @@ fn open_with(key: &TransportKey, counter: u64, datagram: &mut [u8]) -> bool {
 pub(crate) struct SealTicket {
     counter: u64,
     padded_len: usize,
+    /// The cipher the header announces.
+    cipher: DataCipher,
 }
 
 impl SealTicket {
     /// The encryption, with the key of `session`: the session whose
     /// counter this ticket took.
     pub(crate) fn with_key(self, session: &Session) -> PendingSeal<'_> {
+        // A ticket says AES only when the session had its key; the
+        // session never drops a built key.
+        let key = match (self.cipher, &session.sending_aes) {
+            (DataCipher::Aes256Gcm, Some(aes)) => aes,
+            _ => &session.sending,
+        };
         PendingSeal {
-            key: &session.sending,
+            key,
             counter: self.counter,
             padded_len: self.padded_len,
         }
@@ -371,6 +497,7 @@ impl DetachedSeal {
 pub struct PendingOpen<'k> {
     key: &'k Arc<TransportKey>,
     counter: u64,
+    cipher: DataCipher,
 }
 
 impl PendingOpen<'_> {
@@ -386,12 +513,18 @@ impl PendingOpen<'_> {
         self.counter
     }
 
+    /// The cipher it is opened with.
+    pub fn cipher(&self) -> DataCipher {
+        self.cipher
+    }
+
     /// The same decryption holding its own reference to the key, so that
     /// it can wait for another thread while the session changes or goes.
     pub fn detach(self) -> DetachedOpen {
         DetachedOpen {
             key: Arc::clone(self.key),
             counter: self.counter,
+            cipher: self.cipher,
         }
     }
 }
@@ -401,6 +534,7 @@ impl PendingOpen<'_> {
 pub struct DetachedOpen {
     key: Arc<TransportKey>,
     counter: u64,
+    cipher: DataCipher,
 }
 
 impl DetachedOpen {
@@ -415,6 +549,11 @@ impl DetachedOpen {
     pub fn counter(&self) -> u64 {
         self.counter
     }
+
+    /// The cipher it is opened with.
+    pub fn cipher(&self) -> DataCipher {
+        self.cipher
+    }
 }
 
 impl std::fmt::Debug for Session {
@@ -424,6 +563,7 @@ impl std::fmt::Debug for Session {
             .field("remote_index", &self.remote_index)
             .field("is_initiator", &self.is_initiator)
             .field("next_send_counter", &self.next_send_counter)
+            .field("sending_cipher", &self.sending_cipher())
             .finish_non_exhaustive()
     }
 }
@@ -436,6 +576,11 @@ mod tests {
     use zeroize::Zeroizing;
 
     fn pair(now: Instant) -> (Session, Session) {
+        pair_with(now, CipherPolicy::ChaCha20Poly1305Only)
+    }
+
+    /// An initiator's and a responder's session (the initiation was marked).
+    fn pair_with(now: Instant, policy: CipherPolicy) -> (Session, Session) {
         let a = SessionKeys {
             sending: Zeroizing::new([1; 32]),
             receiving: Zeroizing::new([2; 32]),
@@ -451,8 +596,8 @@ mod tests {
             is_initiator: false,
         };
         (
-            Session::new(&a, now, &Timing::default()),
-            Session::new(&b, now, &Timing::default()),
+            Session::new(&a, now, &Timing::default(), policy, false),
+            Session::new(&b, now, &Timing::default(), policy, true),
         )
     }
 
@@ -468,9 +613,9 @@ mod tests {
         let Ok(Message::TransportData(view)) = Message::parse(datagram) else {
             panic!()
         };
-        let counter = view.counter();
+        let (counter, cipher) = (view.counter(), view.cipher());
         session
-            .open(counter, datagram)
+            .open(counter, cipher, datagram)
             .map(|range| datagram[range].to_vec())
     }
 
@@ -553,6 +698,72 @@ mod tests {
         assert!(a.can_send(now + REJECT_AFTER_TIME - std::time::Duration::from_millis(1)));
         assert!(!a.can_send(now + REJECT_AFTER_TIME));
         assert!(!a.can_receive(now + REJECT_AFTER_TIME));
+    }
+
+    /// Runs the offer exchange between two sessions by hand.
+    fn negotiate(initiator: &mut Session, responder: &mut Session, now: Instant) {
+        let first = responder.negotiation().offer_due(now).unwrap();
+        responder.offer_sent(now);
+        initiator.handle_offer(first);
+        let answer = initiator.negotiation().offer_due(now).unwrap();
+        initiator.offer_sent(now);
+        responder.handle_offer(answer);
+    }
+
+    #[test]
+    fn negotiated_sessions_seal_and_open_with_aes() {
+        let now = Instant::now();
+        let (mut a, mut b) = pair_with(now, CipherPolicy::OfferAes256Gcm);
+        let mut before = seal_text(&mut a, b"before");
+        assert_eq!(before[0..4], [4, 0, 0, 0]);
+        negotiate(&mut a, &mut b, now);
+        assert_eq!(a.sending_cipher(), DataCipher::Aes256Gcm);
+        assert_eq!(b.sending_cipher(), DataCipher::Aes256Gcm);
+        let mut after = seal_text(&mut a, b"after");
+        assert_eq!(after[0..4], [4, 1, 0, 0]);
+        assert_eq!(&open(&mut b, &mut after).unwrap()[..5], b"after");
+        // In flight before the switch, below it: still taken.
+        assert_eq!(&open(&mut b, &mut before).unwrap()[..6], b"before");
+        let mut back = seal_text(&mut b, b"back");
+        assert_eq!(&open(&mut a, &mut back).unwrap()[..4], b"back");
+    }
+
+    #[test]
+    fn chacha_after_the_switch_and_unoffered_aes_are_refused() {
+        let now = Instant::now();
+        let (mut a, mut b) = pair_with(now, CipherPolicy::OfferAes256Gcm);
+        negotiate(&mut a, &mut b, now);
+        let mut switched = seal_text(&mut a, b"aes");
+        open(&mut b, &mut switched).unwrap();
+        // A peer that claims AES and then seals with ChaCha20-Poly1305
+        // (its header says type 4): refused, whatever the tag says.
+        let keys_a = SessionKeys {
+            sending: Zeroizing::new([1; 32]),
+            receiving: Zeroizing::new([2; 32]),
+            local_index: 10,
+            remote_index: 20,
+            is_initiator: true,
+        };
+        let mut chacha_a = Session::new(
+            &keys_a,
+            now,
+            &Timing::default(),
+            CipherPolicy::default(),
+            false,
+        );
+        chacha_a.next_send_counter = a.next_send_counter;
+        let mut downgraded = seal_text(&mut chacha_a, b"chacha");
+        assert_eq!(
+            open(&mut b, &mut downgraded),
+            Err(OpenError::Cipher(CipherRefused::Downgraded))
+        );
+        // AES toward a side that never offered it.
+        let (_, mut chacha_only) = pair(now);
+        let mut aes_datagram = seal_text(&mut a, b"aes again");
+        assert_eq!(
+            open(&mut chacha_only, &mut aes_datagram),
+            Err(OpenError::Cipher(CipherRefused::NotNegotiated))
+        );
     }
 
     #[test]

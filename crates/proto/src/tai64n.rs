@@ -6,6 +6,15 @@
 //! exact epoch matters less than monotonicity; fjord uses wireguard-go's
 //! base (2^62 + 10 seconds) and rounds nanoseconds down to 2^24 ns so the
 //! timestamp does not reveal precise time.
+//!
+//! A fjord initiator fills the whitened low bits with [`FJORD_MARK`]: the
+//! responder, which alone can decrypt the timestamp, learns that the
+//! initiator speaks fjord's session extensions ([`crate::negotiation`]).
+//! wireguard-go and kernel WireGuard always send zeros there, so they are
+//! never taken for fjord; an implementation that does not whiten matches
+//! the mark by chance once in 2^24 handshakes, and then receives one offer
+//! it drops as a malformed packet. The mark is constant, so timestamps of
+//! one sender still compare in time order.
 
 use std::time::Duration;
 
@@ -15,6 +24,8 @@ pub const TAI64N_LEN: usize = 12;
 const TAI64_BASE_SECS: u64 = 0x4000_0000_0000_000a;
 /// Nanosecond precision kept in timestamps (about 16.8 ms).
 const WHITENER_MASK: u32 = 0x0100_0000 - 1;
+/// What a fjord initiator writes into the whitened bits ("fjo").
+pub const FJORD_MARK: u32 = 0x0066_6a6f;
 
 /// A TAI64N label; compares as WireGuard compares them (bytewise, big-endian).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -29,6 +40,23 @@ impl Tai64N {
         bytes[..8].copy_from_slice(&secs.to_be_bytes());
         bytes[8..].copy_from_slice(&nanos.to_be_bytes());
         Self(bytes)
+    }
+
+    /// The same timestamp marked as sent by fjord.
+    pub fn with_fjord_mark(self) -> Self {
+        let mut bytes = self.0;
+        let nanos = (self.nanos() & !WHITENER_MASK) | FJORD_MARK;
+        bytes[8..].copy_from_slice(&nanos.to_be_bytes());
+        Self(bytes)
+    }
+
+    /// Whether the sender marked itself as fjord.
+    pub fn has_fjord_mark(&self) -> bool {
+        self.nanos() & WHITENER_MASK == FJORD_MARK
+    }
+
+    fn nanos(&self) -> u32 {
+        u32::from_be_bytes([self.0[8], self.0[9], self.0[10], self.0[11]])
     }
 
     pub fn from_bytes(bytes: [u8; TAI64N_LEN]) -> Self {
@@ -62,5 +90,16 @@ mod tests {
         assert!(a < b && b < c);
         // Within one whitening step the label does not change.
         assert_eq!(a, Tai64N::from_unix(Duration::new(100, 1_000)));
+    }
+
+    #[test]
+    fn the_fjord_mark_keeps_time_order_and_is_recognised() {
+        let a = Tai64N::from_unix(Duration::new(100, 0)).with_fjord_mark();
+        let b = Tai64N::from_unix(Duration::new(100, 20_000_000)).with_fjord_mark();
+        assert!(a < b);
+        assert!(a.has_fjord_mark() && b.has_fjord_mark());
+        // What wireguard-go and the kernel send: whitened, unmarked.
+        assert!(!Tai64N::from_unix(Duration::new(100, 20_000_000)).has_fjord_mark());
+        assert_eq!(&a.as_bytes()[..8], &0x4000_0000_0000_006eu64.to_be_bytes());
     }
 }

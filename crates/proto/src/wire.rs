@@ -3,10 +3,16 @@
 //! Every message starts with a little-endian `u32` type: 1 handshake
 //! initiation, 2 handshake response, 3 cookie reply, 4 transport data. The
 //! type's three upper bytes are reserved and must be zero, so a datagram is
-//! classified exactly as wireguard-go classifies it.
+//! classified exactly as wireguard-go classifies it. One exception is
+//! fjord's own: transport data sealed with AES-256-GCM carries the cipher
+//! in the type's second byte (type `0x104`), which every plain WireGuard
+//! peer drops as an unknown type; fjord sends it only to a fjord peer that
+//! agreed to it (see [`crate::negotiation`]).
 //!
 //! [`Message::parse`] checks the type and the length once; the view types
 //! then expose fixed-size fields and cannot panic on any input.
+
+use crate::aead::DataCipher;
 
 /// Message type of a handshake initiation.
 pub const MESSAGE_TYPE_HANDSHAKE_INITIATION: u32 = 1;
@@ -16,6 +22,9 @@ pub const MESSAGE_TYPE_HANDSHAKE_RESPONSE: u32 = 2;
 pub const MESSAGE_TYPE_COOKIE_REPLY: u32 = 3;
 /// Message type of transport data (and keepalives).
 pub const MESSAGE_TYPE_TRANSPORT_DATA: u32 = 4;
+/// Message type of fjord's transport data sealed with AES-256-GCM: type 4
+/// with the cipher id 1 in the second byte. Same layout otherwise.
+pub const MESSAGE_TYPE_TRANSPORT_DATA_AES: u32 = 0x104;
 
 /// Length of a handshake initiation.
 pub const HANDSHAKE_INITIATION_LEN: usize = 148;
@@ -120,7 +129,7 @@ impl<'a> Message<'a> {
                     .map_err(|_| wrong_length(COOKIE_REPLY_LEN))?;
                 Ok(Self::CookieReply(CookieReply(bytes)))
             }
-            MESSAGE_TYPE_TRANSPORT_DATA => {
+            MESSAGE_TYPE_TRANSPORT_DATA | MESSAGE_TYPE_TRANSPORT_DATA_AES => {
                 if datagram.len() < TRANSPORT_MIN_LEN {
                     return Err(wrong_length(TRANSPORT_MIN_LEN));
                 }
@@ -253,15 +262,29 @@ impl TransportData<'_> {
     pub fn ciphertext_len(&self) -> usize {
         self.len - TRANSPORT_HEADER_LEN
     }
+    /// The cipher the message says it was sealed with (its type).
+    pub fn cipher(&self) -> DataCipher {
+        if read_u32(self.header, 0) == MESSAGE_TYPE_TRANSPORT_DATA_AES {
+            DataCipher::Aes256Gcm
+        } else {
+            DataCipher::ChaCha20Poly1305
+        }
+    }
 }
 
-/// Writes the transport header for `receiver_index` and `counter` into `header`.
+/// Writes the transport header for `receiver_index` and `counter`, sealed
+/// with `cipher`, into `header`.
 pub fn write_transport_header(
     header: &mut [u8; TRANSPORT_HEADER_LEN],
     receiver_index: u32,
     counter: u64,
+    cipher: DataCipher,
 ) {
-    header[..4].copy_from_slice(&MESSAGE_TYPE_TRANSPORT_DATA.to_le_bytes());
+    let message_type = match cipher {
+        DataCipher::ChaCha20Poly1305 => MESSAGE_TYPE_TRANSPORT_DATA,
+        DataCipher::Aes256Gcm => MESSAGE_TYPE_TRANSPORT_DATA_AES,
+    };
+    header[..4].copy_from_slice(&message_type.to_le_bytes());
     header[4..8].copy_from_slice(&receiver_index.to_le_bytes());
     header[8..16].copy_from_slice(&counter.to_le_bytes());
 }
@@ -314,15 +337,35 @@ mod tests {
     fn reserved_bytes_make_an_unknown_type() {
         let mut data = [0u8; 40];
         data[0] = 4;
-        data[1] = 1;
+        data[1] = 2;
         assert_eq!(
             Message::parse(&data).unwrap_err(),
-            ParseError::UnknownType(0x104)
+            ParseError::UnknownType(0x204)
         );
+        data[1] = 0;
+        data[3] = 1;
+        assert!(Message::parse(&data).is_err());
         assert_eq!(
             Message::parse(&[4, 0]).unwrap_err(),
             ParseError::TruncatedHeader
         );
+    }
+
+    #[test]
+    fn the_data_type_carries_the_cipher() {
+        let mut data = [0u8; 40];
+        for cipher in [DataCipher::ChaCha20Poly1305, DataCipher::Aes256Gcm] {
+            let header = data.first_chunk_mut().unwrap();
+            write_transport_header(header, 5, 6, cipher);
+            match Message::parse(&data).unwrap() {
+                Message::TransportData(view) => {
+                    assert_eq!(view.cipher(), cipher);
+                    assert_eq!((view.receiver_index(), view.counter()), (5, 6));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(data[..4], [4, 1, 0, 0]);
     }
 
     #[test]

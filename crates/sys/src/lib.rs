@@ -10,12 +10,15 @@
 //! - [`poll`]: sleeping until descriptors are readable or writable.
 //! - [`thread`]: the calling thread's clocks, scheduling class and timer slack.
 //! - [`process`]: root check, signals, network namespaces, daemonizing.
+//! - [`privilege`]: user lookup, and switching to an unprivileged account
+//!   that keeps only the capabilities the tunnel still needs.
 //! - [`packet`]: `AF_PACKET` raw sockets, the lab's link emulator's
 //!   instrument; the tunnel never uses them.
 
 pub mod mmsg;
 pub mod packet;
 pub mod poll;
+pub mod privilege;
 pub mod process;
 pub mod socket;
 pub mod thread;

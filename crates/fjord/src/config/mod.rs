@@ -45,8 +45,8 @@ pub use endpoint::{Endpoint, EndpointError, Resolve, SystemResolver};
 pub use error::{ConfigError, Location, Problem, SectionKind, ValueError};
 pub use mesh::{BootstrapMember, FileSetting, LoadedMesh, MeshSection};
 pub use values::{
-    FallbackCarrier, InterfaceName, InterfaceNameError, KeepaliveInterval, Mtu, VerbatimValue,
-    VerbatimValueError, interface_name_from_path,
+    CipherSetting, FallbackCarrier, InterfaceName, InterfaceNameError, KeepaliveInterval, Mtu,
+    VerbatimValue, VerbatimValueError, interface_name_from_path,
 };
 
 /// The MTU of the tunnel interface when the file sets none: 1420, as
@@ -94,6 +94,8 @@ pub struct InterfaceSection {
     /// same. `None` means the default, [`FallbackCarrier::FakeTcp`] (see
     /// docs/design.md for the measurements behind the choice).
     pub fallback_carrier: Option<FallbackCarrier>,
+    /// `Cipher`, if the file sets one (fjord's key; `auto` when absent).
+    pub cipher: Option<CipherSetting>,
     /// Keys only wg-quick reads, kept as written.
     pub wg_quick: WgQuick,
 }

@@ -32,8 +32,8 @@ use super::endpoint::{Endpoint, Resolve};
 use super::error::{ConfigError, Problem, SectionKind, ValueError, quote};
 use super::mesh::MeshDraft;
 use super::values::{
-    FallbackCarrier, KeepaliveInterval, Mtu, VerbatimValue, parse_bool, parse_fallback_port,
-    parse_fwmark, parse_listen_port,
+    CipherSetting, FallbackCarrier, KeepaliveInterval, Mtu, VerbatimValue, parse_bool,
+    parse_fallback_port, parse_fwmark, parse_listen_port,
 };
 use super::{Config, InterfaceSection, PeerSection, WgQuick};
 
@@ -67,13 +67,14 @@ enum KeyName {
     /// `[Peer] FallbackPort`: where the peer listens for carriers.
     PeerFallbackPort,
     FallbackCarrier,
+    Cipher,
 }
 
 /// Number of [`KeyName`] variants, for per-key tables.
-const KEY_COUNT: usize = 25;
+const KEY_COUNT: usize = 26;
 
 // `SeenKeys` indexes by discriminant; the last variant must fit.
-const _: () = assert!(KeyName::FallbackCarrier as usize + 1 == KEY_COUNT);
+const _: () = assert!(KeyName::Cipher as usize + 1 == KEY_COUNT);
 
 const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::PrivateKey,
@@ -101,6 +102,7 @@ const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::FallbackPort,
     KeyName::PeerFallbackPort,
     KeyName::FallbackCarrier,
+    KeyName::Cipher,
 ];
 
 impl KeyName {
@@ -131,6 +133,7 @@ impl KeyName {
             KeyName::Revocations => "Revocations",
             KeyName::FallbackPort | KeyName::PeerFallbackPort => "FallbackPort",
             KeyName::FallbackCarrier => "FallbackCarrier",
+            KeyName::Cipher => "Cipher",
         }
     }
 
@@ -281,6 +284,7 @@ struct InterfaceDraft {
     mtu: Option<Mtu>,
     fallback_port: Option<std::num::NonZeroU16>,
     fallback_carrier: Option<FallbackCarrier>,
+    cipher: Option<CipherSetting>,
     wg_quick: WgQuick,
 }
 
@@ -343,11 +347,13 @@ impl Reader<'_> {
             });
         }
         // Held in a zeroizing buffer: the value may be a key.
-        let value: Zeroizing<String> = Zeroizing::new(if key.is_wg_key() {
-            raw_value.chars().filter(|c| !c.is_whitespace()).collect()
+        // Sized once: a growing String would free copies of the key.
+        let mut value = Zeroizing::new(String::with_capacity(raw_value.len()));
+        if key.is_wg_key() {
+            value.extend(raw_value.chars().filter(|c| !c.is_whitespace()));
         } else {
-            raw_value.trim().to_string()
-        });
+            value.push_str(raw_value.trim());
+        }
         let invalid = |error: ValueError| Problem::InvalidValue {
             key: key.name(),
             error,
@@ -486,6 +492,7 @@ impl Reader<'_> {
                 mtu: interface.mtu,
                 fallback_port: interface.fallback_port,
                 fallback_carrier: interface.fallback_carrier,
+                cipher: interface.cipher,
                 wg_quick: interface.wg_quick,
             },
             peers,
@@ -505,6 +512,7 @@ impl InterfaceDraft {
             mtu: None,
             fallback_port: None,
             fallback_carrier: None,
+            cipher: None,
             wg_quick: WgQuick::default(),
         }
     }
@@ -538,6 +546,7 @@ impl InterfaceDraft {
             KeyName::FallbackCarrier => {
                 self.fallback_carrier = Some(FallbackCarrier::parse(value)?);
             }
+            KeyName::Cipher => self.cipher = Some(value.parse()?),
             // Other sections' keys never reach here: `read_line` checks.
             _ => {}
         }

@@ -465,6 +465,37 @@ fn mtu_range_and_default() {
 }
 
 #[test]
+fn cipher_setting() {
+    assert_eq!(parse_ok(&with_interface("")).interface.cipher, None);
+    assert_eq!(
+        parse_ok(&with_interface("Cipher = chacha20-poly1305"))
+            .interface
+            .cipher,
+        Some(CipherSetting::ChaCha20Poly1305)
+    );
+    assert_eq!(
+        parse_ok(&with_interface("cipher = AUTO")).interface.cipher,
+        Some(CipherSetting::Auto)
+    );
+    assert_eq!(
+        error_of(&with_interface("Cipher = aes")),
+        "wg0.conf:3: Cipher: 'aes' is not 'auto' or 'chacha20-poly1305'"
+    );
+    assert_eq!(
+        CipherSetting::Auto.policy(true),
+        fjord_proto::CipherPolicy::OfferAes256Gcm
+    );
+    assert_eq!(
+        CipherSetting::Auto.policy(false),
+        fjord_proto::CipherPolicy::ChaCha20Poly1305Only
+    );
+    assert_eq!(
+        CipherSetting::ChaCha20Poly1305.policy(true),
+        fjord_proto::CipherPolicy::ChaCha20Poly1305Only
+    );
+}
+
+#[test]
 fn fwmark_forms() {
     let mark = |value: &str| parse(&with_interface(&format!("FwMark = {value}")));
     assert_eq!(mark("off").unwrap().interface.fwmark, None);
@@ -817,6 +848,10 @@ fn interface() -> impl Strategy<Value = InterfaceSection> {
         any::<Option<NonZeroU32>>(),
         prop::collection::vec(cidr(), 0..4),
         prop::option::of(Mtu::MIN..=u16::MAX),
+        prop::option::of(prop::sample::select(vec![
+            CipherSetting::Auto,
+            CipherSetting::ChaCha20Poly1305,
+        ])),
         wg_quick,
         any::<Option<NonZeroU16>>(),
         prop::option::of(prop_oneof![
@@ -825,13 +860,24 @@ fn interface() -> impl Strategy<Value = InterfaceSection> {
         ]),
     )
         .prop_map(
-            |(key, listen_port, fwmark, addresses, mtu, wg_quick, fallback_port, carrier)| {
+            |(
+                key,
+                listen_port,
+                fwmark,
+                addresses,
+                mtu,
+                cipher,
+                wg_quick,
+                fallback_port,
+                carrier,
+            )| {
                 InterfaceSection {
                     private_key: PrivateKey::from_base64(&key).expect("encoded from 32 bytes"),
                     listen_port,
                     fwmark,
                     addresses,
                     mtu: mtu.map(|bytes| Mtu::new(bytes).expect("within range")),
+                    cipher,
                     fallback_port,
                     fallback_carrier: carrier,
                     wg_quick,

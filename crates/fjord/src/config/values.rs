@@ -13,6 +13,58 @@ use super::error::{ValueError, quote};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Mtu(u16);
 
+/// `Cipher`: which transport-data ciphers fjord offers other fjord nodes.
+/// Plain WireGuard peers always get ChaCha20-Poly1305.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CipherSetting {
+    /// `auto`, the default: AES-256-GCM with a fjord peer that offers it
+    /// too, where this CPU has hardware AES (3–4× less CPU per byte than
+    /// ChaCha20-Poly1305 on such CPUs); ChaCha20-Poly1305 otherwise.
+    #[default]
+    Auto,
+    /// `chacha20-poly1305`: WireGuard's cipher with every peer.
+    ChaCha20Poly1305,
+}
+
+impl CipherSetting {
+    pub const EXPECTED: &'static str = "'auto' or 'chacha20-poly1305'";
+
+    /// The policy the protocol runs with on this machine.
+    pub fn policy(self, hardware_aes: bool) -> fjord_proto::CipherPolicy {
+        match self {
+            CipherSetting::Auto if hardware_aes => fjord_proto::CipherPolicy::OfferAes256Gcm,
+            _ => fjord_proto::CipherPolicy::ChaCha20Poly1305Only,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CipherSetting::Auto => "auto",
+            CipherSetting::ChaCha20Poly1305 => "chacha20-poly1305",
+        }
+    }
+}
+
+impl FromStr for CipherSetting {
+    type Err = ValueError;
+
+    fn from_str(text: &str) -> Result<Self, ValueError> {
+        if text.eq_ignore_ascii_case("auto") {
+            Ok(CipherSetting::Auto)
+        } else if text.eq_ignore_ascii_case("chacha20-poly1305") {
+            Ok(CipherSetting::ChaCha20Poly1305)
+        } else {
+            Err(ValueError::invalid(text, Self::EXPECTED))
+        }
+    }
+}
+
+impl fmt::Display for CipherSetting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl Mtu {
     /// The smallest accepted MTU: the datagram size every IPv4 host must
     /// accept. IPv6 needs at least 1280 on the path; fjord does not enforce

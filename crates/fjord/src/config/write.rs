@@ -41,6 +41,9 @@ pub(super) fn to_wg_format(config: &Config) -> Zeroizing<String> {
     if let Some(carrier) = interface.fallback_carrier {
         line(&mut out, "FallbackCarrier", carrier);
     }
+    if let Some(cipher) = interface.cipher {
+        line(&mut out, "Cipher", cipher);
+    }
     let wg_quick = &interface.wg_quick;
     if !wg_quick.dns.is_empty() {
         line(&mut out, "DNS", comma_list(&wg_quick.dns));

@@ -1,13 +1,15 @@
 //! The client side: `fjord show` asks any userspace implementation.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fjord_proto::PublicKey;
+use zeroize::Zeroizing;
 
+use super::lines::SecretLines;
 use super::{SOCKET_DIRECTORY, unhex32};
 
 #[derive(Debug, thiserror::Error)]
@@ -52,13 +54,18 @@ pub struct UapiPeer {
     pub tx_bytes: u64,
     pub persistent_keepalive: u16,
     pub allowed_ips: Vec<String>,
+    /// The data cipher toward the peer, when the implementation is fjord
+    /// and a session is up.
+    pub cipher: Option<String>,
 }
 
 pub fn socket_path(interface: &str) -> PathBuf {
     Path::new(SOCKET_DIRECTORY).join(format!("{interface}.sock"))
 }
 
-/// Interface names with a configuration socket, sorted.
+/// Interface names with a configuration socket, sorted. A socket nobody
+/// answers on is stale (its daemon died, or ran as another user and could
+/// not remove it) and is removed, as `wg` does.
 pub fn socket_paths() -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(SOCKET_DIRECTORY) else {
         return Vec::new();
@@ -67,14 +74,23 @@ pub fn socket_paths() -> Vec<String> {
         .flatten()
         .filter_map(|entry| {
             let name = entry.file_name().into_string().ok()?;
-            name.strip_suffix(".sock").map(str::to_string)
+            let interface = name.strip_suffix(".sock")?;
+            if let Err(error) = UnixStream::connect(entry.path())
+                && error.kind() == std::io::ErrorKind::ConnectionRefused
+            {
+                let _ = std::fs::remove_file(entry.path());
+                return None;
+            }
+            Some(interface.to_string())
         })
         .collect();
     names.sort();
     names
 }
 
-fn request(path: &Path, request: &str) -> Result<Vec<String>, UapiClientError> {
+/// Sends `request`; the reply's lines up to `errno=0`, wiped when dropped
+/// (a `get=1` reply holds the private key).
+fn request(path: &Path, request: &str) -> Result<Zeroizing<Vec<String>>, UapiClientError> {
     let io = |source| UapiClientError::Io {
         path: path.to_path_buf(),
         source,
@@ -84,9 +100,9 @@ fn request(path: &Path, request: &str) -> Result<Vec<String>, UapiClientError> {
         .set_read_timeout(Some(Duration::from_secs(5)))
         .map_err(io)?;
     stream.write_all(request.as_bytes()).map_err(io)?;
-    let mut lines = Vec::new();
-    for line in BufReader::new(stream).lines() {
-        let line = line.map_err(io)?;
+    let mut lines = Zeroizing::new(Vec::new());
+    let mut reader = SecretLines::new(&stream);
+    while let Some(mut line) = reader.next_line().map_err(io)? {
         if line.is_empty() {
             break;
         }
@@ -100,7 +116,7 @@ fn request(path: &Path, request: &str) -> Result<Vec<String>, UapiClientError> {
             }
             break;
         }
-        lines.push(line);
+        lines.push(std::mem::take(&mut *line));
     }
     Ok(lines)
 }
@@ -133,14 +149,36 @@ pub fn query(interface: &str) -> Result<UapiInterface, UapiClientError> {
             .iter()
             .filter_map(|line| crate::status::FallbackLine::parse(line.strip_prefix("fallback=")?))
             .collect();
+        for line in counter_lines.iter() {
+            let Some((key, cipher)) = line
+                .strip_prefix(super::PEER_CIPHER_PREFIX)
+                .and_then(|rest| rest.split_once(' '))
+            else {
+                continue;
+            };
+            let key = key
+                .parse::<PublicKey>()
+                .map_err(|_| UapiClientError::Malformed {
+                    path: path.clone(),
+                    line: line.clone(),
+                })?;
+            if let Some(peer) = parsed.peers.iter_mut().find(|p| p.public_key == key) {
+                peer.cipher = Some(cipher.to_string());
+            }
+        }
     }
     Ok(parsed)
 }
 
-fn parse_get(path: &Path, lines: &[String]) -> Result<UapiInterface, UapiClientError> {
+/// Parses the lines of a `get=1` reply (without `errno=`) from `path`.
+pub fn parse_get(path: &Path, lines: &[String]) -> Result<UapiInterface, UapiClientError> {
     let malformed = |line: &str| UapiClientError::Malformed {
         path: path.to_path_buf(),
-        line: line.to_string(),
+        // A key line is named, never shown: it may hold the private key.
+        line: match line.split_once('=') {
+            Some((key @ ("private_key" | "preshared_key"), _)) => format!("{key}=(hidden)"),
+            _ => line.to_string(),
+        },
     };
     let mut interface = UapiInterface::default();
     for line in lines {
@@ -156,6 +194,7 @@ fn parse_get(path: &Path, lines: &[String]) -> Result<UapiInterface, UapiClientE
                 tx_bytes: 0,
                 persistent_keepalive: 0,
                 allowed_ips: Vec::new(),
+                cipher: None,
             });
             continue;
         }

@@ -87,4 +87,13 @@ pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
     for line in &status.fallback {
         let _ = writeln!(out, "{}", line.to_line());
     }
+    for peer in &status.peers {
+        if let Some(cipher) = peer.sending_cipher {
+            let _ = writeln!(out, "{PEER_CIPHER_PREFIX}{} {cipher}", peer.public_key);
+        }
+    }
 }
+
+/// Prefix of a `get=fjord` line giving a peer's data cipher:
+/// `peer_cipher=<public key> <cipher name>`.
+pub const PEER_CIPHER_PREFIX: &str = "peer_cipher=";

@@ -10,11 +10,14 @@
 mod apply;
 mod client;
 mod format;
+pub mod lines;
 mod server;
 mod set;
 
-pub use client::{UapiClientError, UapiInterface, UapiPeer, query, socket_path, socket_paths};
-pub use format::{HANDSHAKE_PREFIX, write_fjord_counters, write_get};
+pub use client::{
+    UapiClientError, UapiInterface, UapiPeer, parse_get, query, socket_path, socket_paths,
+};
+pub use format::{HANDSHAKE_PREFIX, PEER_CIPHER_PREFIX, write_fjord_counters, write_get};
 pub use server::{SocketGuard, UapiServerError, bind, serve};
 pub use set::{PeerChange, SetError, SetRequest, parse_set};
 

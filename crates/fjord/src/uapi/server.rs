@@ -1,7 +1,7 @@
 //! The server side: one thread per interface accepts `wg`-protocol
 //! connections and answers them from snapshots taken on the worker.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
@@ -10,6 +10,7 @@ use std::time::Duration;
 use fjord_net::ControlHandle;
 use zeroize::Zeroizing;
 
+use super::lines::SecretLines;
 use super::{SOCKET_DIRECTORY, socket_path, write_fjord_counters, write_get};
 use crate::status::InterfaceStatus;
 
@@ -36,7 +37,11 @@ pub struct SocketGuard {
 
 impl Drop for SocketGuard {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        // After `--user`, the directory is no longer ours to change: the
+        // file stays, stale, until the next bind or `fjord show` removes it.
+        if let Err(error) = std::fs::remove_file(&self.path) {
+            tracing::debug!(%error, path = %self.path.display(), "configuration socket left behind");
+        }
     }
 }
 
@@ -75,14 +80,12 @@ pub fn serve(listener: UnixListener, control: ControlHandle) {
 
 fn serve_connection(stream: UnixStream, control: &ControlHandle) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut writer = stream.try_clone()?;
-    let mut reader = BufReader::new(stream);
+    let mut writer = &stream;
+    let mut reader = SecretLines::new(&stream);
     loop {
-        let mut operation = String::new();
-        if reader.read_line(&mut operation)? == 0 {
+        let Some(operation) = reader.next_line()? else {
             return Ok(());
-        }
-        let operation = operation.trim_end_matches('\n').to_string();
+        };
         if operation.is_empty() {
             continue;
         }
@@ -97,21 +100,26 @@ fn serve_connection(stream: UnixStream, control: &ControlHandle) -> std::io::Res
     }
 }
 
-/// Lines up to the empty line; `None` if the request is too long.
-fn read_body(reader: &mut impl BufRead) -> std::io::Result<Option<Vec<String>>> {
-    let mut lines = Vec::new();
+/// Lines up to the empty line (wiped when dropped: they may hold keys);
+/// `None` if the request is too long.
+fn read_body(
+    reader: &mut SecretLines<&UnixStream>,
+) -> std::io::Result<Option<Zeroizing<Vec<String>>>> {
+    let mut lines = Zeroizing::new(Vec::new());
     let mut total = 0;
     loop {
-        let mut line = String::new();
-        let read = reader.read_line(&mut line)?;
-        total += read;
-        if read == 0 || line == "\n" {
+        let Some(mut line) = reader.next_line()? else {
+            return Ok((total <= MAX_REQUEST_BYTES).then_some(lines));
+        };
+        total += line.len() + 1;
+        if line.is_empty() {
             return Ok((total <= MAX_REQUEST_BYTES).then_some(lines));
         }
         if total > MAX_REQUEST_BYTES {
             continue;
         }
-        lines.push(line.trim_end_matches('\n').to_string());
+        // Moved, not copied: the line's bytes stay in one zeroizing place.
+        lines.push(std::mem::take(&mut *line));
     }
 }
 

@@ -112,7 +112,8 @@ pub fn parse_set(lines: &[String]) -> Result<SetRequest, SetError> {
     for line in lines {
         let (key, value) = line
             .split_once('=')
-            .ok_or_else(|| SetError::protocol(format!("line without '=': {line}")))?;
+            // Not echoed: a mangled `private_key` line would put the key in the log.
+            .ok_or_else(|| SetError::protocol("a line without '='"))?;
         if key == "public_key" {
             let public_key = PublicKey::from_bytes(key_bytes(key, value)?);
             request.peers.push(PeerChange::new(public_key));

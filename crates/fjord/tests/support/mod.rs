@@ -8,7 +8,7 @@
 #![allow(dead_code)] // Each test binary uses its own part.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -16,7 +16,7 @@ use std::time::Duration;
 use fjord_lab::systems::wireguard::{self, Fjord, Implementation, Initiator, Interface, WgSide};
 use fjord_lab::systems::{self, WorkDir};
 use fjord_lab::topology::{LEFT_OVERLAY, RIGHT_OVERLAY, TwoHosts};
-use fjord_lab::traffic;
+use fjord_lab::traffic::{self, BulkReport, BulkTransfer};
 
 pub fn fjord() -> Fjord {
     Fjord::at(PathBuf::from(env!("CARGO_BIN_EXE_fjord")))
@@ -41,6 +41,7 @@ pub struct Tunnel {
     pub right: Interface,
     pub left_side: WgSide,
     pub right_side: WgSide,
+    /// How the left side was started (both sides, unless `up_pair`).
     pub fjord: Fjord,
     // Dropped after the sides: the work directory, then the namespaces.
     pub workdir: WorkDir,
@@ -55,9 +56,26 @@ impl Tunnel {
 
     /// The tunnel on hosts the caller prepared.
     pub fn up_on(test: &str, fjord: Fjord, hosts: TwoHosts) -> Self {
+        Self::up_pair(test, fjord.clone(), fjord, hosts)
+    }
+
+    /// Each side started its own way (different settings on each end).
+    pub fn up_pair(test: &str, fjord: Fjord, right_fjord: Fjord, hosts: TwoHosts) -> Self {
+        let sides = wireguard::point_to_point(Initiator::Both).expect("keys");
+        Self::up_with_sides(test, fjord, right_fjord, hosts, sides)
+    }
+
+    /// The tunnel with sides the caller prepared (from
+    /// [`wireguard::point_to_point`], changed as the test needs).
+    pub fn up_with_sides(
+        test: &str,
+        fjord: Fjord,
+        right_fjord: Fjord,
+        hosts: TwoHosts,
+        (left_side, right_side): (WgSide, WgSide),
+    ) -> Self {
         let workdir = WorkDir::create(test).expect("work directory");
-        let (left_side, right_side) = wireguard::point_to_point(Initiator::Both).expect("keys");
-        let right = fjord
+        let right = right_fjord
             .start(&hosts.right, &right_side, workdir.path())
             .unwrap_or_else(|error| panic!("start right fjord: {error}"));
         let left = fjord
@@ -81,6 +99,22 @@ impl Tunnel {
         tunnel
     }
 
+    /// `bytes` of TCP from left to right through the tunnel (to `port` on
+    /// the right overlay address), checked by digest on both ends.
+    pub fn verified_transfer(&self, bytes: u64, port: u16) -> BulkReport {
+        let report = BulkTransfer::new(bytes)
+            .timeout(Duration::from_secs(120))
+            .run(
+                &self.hosts.left,
+                &self.hosts.right,
+                SocketAddr::new(right_overlay(), port),
+            )
+            .unwrap_or_else(|error| panic!("{}", self.context(&format!("transfer: {error}"))));
+        assert!(report.verified, "{}", self.context(&format!("{report:?}")));
+        assert_eq!(report.bytes, bytes);
+        report
+    }
+
     /// `what`, followed by both sides' log tails.
     pub fn context(&self, what: &str) -> String {
         let mut text = what.to_string();
@@ -101,6 +135,8 @@ pub struct Shown {
     pub drops: BTreeMap<String, u64>,
     /// Each peer's endpoint as printed.
     pub endpoints: Vec<Option<String>>,
+    /// Each peer's data cipher as printed.
+    pub ciphers: Vec<Option<String>>,
 }
 
 impl Shown {
@@ -132,16 +168,22 @@ pub fn show_json(ifname: &str) -> Shown {
                 .collect()
         })
         .unwrap_or_default();
-    let endpoints = report["peers"]
-        .as_array()
-        .map(|peers| {
-            peers
-                .iter()
-                .map(|peer| peer["endpoint"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    Shown { drops, endpoints }
+    let peer_field = |field: &str| -> Vec<Option<String>> {
+        report["peers"]
+            .as_array()
+            .map(|peers| {
+                peers
+                    .iter()
+                    .map(|peer| peer[field].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    Shown {
+        drops,
+        endpoints: peer_field("endpoint"),
+        ciphers: peer_field("cipher"),
+    }
 }
 
 /// Runs `fjord show IFNAME` (text) as a user would.
@@ -154,6 +196,14 @@ pub fn show_text(ifname: &str) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// "handshake completed" lines in a side's log.
+pub fn handshakes_logged(side: &Interface) -> usize {
+    log_lines(side)
+        .iter()
+        .filter(|line| line.contains("handshake completed"))
+        .count()
+}
+
 /// The lines of a side's log.
 pub fn log_lines(side: &Interface) -> Vec<String> {
     std::fs::read_to_string(side.log_path())
@@ -161,4 +211,36 @@ pub fn log_lines(side: &Interface) -> Vec<String> {
         .lines()
         .map(str::to_string)
         .collect()
+}
+
+/// Sends one request (`get=1\n\n`, `set=1\n…\n\n`) to `ifname`'s
+/// configuration socket as `wg` would; the reply up to its `errno=` line.
+pub fn uapi_request(ifname: &str, request: &str) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let path = format!("/var/run/wireguard/{ifname}.sock");
+    let mut socket = std::os::unix::net::UnixStream::connect(&path).expect("configuration socket");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    socket
+        .write_all(request.as_bytes())
+        .expect("send the request");
+    let mut reply = String::new();
+    for line in BufReader::new(socket).lines() {
+        let line = line.expect("read the reply");
+        reply.push_str(&line);
+        reply.push('\n');
+        if line.starts_with("errno=") {
+            break;
+        }
+    }
+    reply
+}
+
+/// The errno a configuration reply ended with.
+pub fn reply_errno(reply: &str) -> i32 {
+    reply
+        .lines()
+        .find_map(|line| line.strip_prefix("errno=")?.parse().ok())
+        .unwrap_or_else(|| panic!("no errno in {reply:?}"))
 }

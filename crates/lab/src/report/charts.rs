@@ -60,6 +60,8 @@ pub fn section_charts(section: &Section, order: &[&str]) -> Vec<Chart> {
         | TestKind::RelayCost
         | TestKind::PathMtu
         | TestKind::Flood
+        | TestKind::SoakSummary
+        | TestKind::CounterBalance
         | TestKind::Other => Vec::new(),
     }
 }
@@ -159,7 +161,7 @@ fn sweep_chart(section: &Section, class: &dyn Fn(&str) -> usize) -> Option<LineC
         TestKind::TransferTime => format!("transfer time ({})", section.unit),
         TestKind::LatencyUnderLoad => format!("p50 latency ({})", section.unit),
         TestKind::FrameLoss => "frames lost (%)".to_string(),
-        TestKind::Memory => "resident size, both endpoints (bytes)".to_string(),
+        TestKind::Memory => "resident size (bytes)".to_string(),
         _ => section.unit.to_string(),
     };
     let y = value_axis(&y_label, series.iter().flat_map(|s| &s.points).map(|p| p.y));

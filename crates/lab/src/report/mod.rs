@@ -17,6 +17,7 @@ mod format;
 mod html;
 mod markdown;
 mod sections;
+mod soak;
 mod svg;
 mod tables;
 mod terminal;

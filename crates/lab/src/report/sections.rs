@@ -66,7 +66,7 @@ pub fn suite_title(suite: &str) -> String {
         "latency" => "Latency".to_string(),
         "loss" => "Transfers under packet loss".to_string(),
         "bdp" => "Long fat pipe (bandwidth-delay product)".to_string(),
-        "soak" => "Memory under sustained load".to_string(),
+        "soak" => "Soak: memory, transfers and counters under sustained load".to_string(),
         "mesh" => "Mesh from one bootstrap member".to_string(),
         "attack" => "Handshake flood on the responder".to_string(),
         other => {
@@ -114,6 +114,10 @@ pub enum TestKind {
     /// A figure by handshake flood: throughput against no flood, cookie
     /// replies against Diffie–Hellman work, a restarted side's return.
     Flood,
+    /// A soak's totals: transfers, restarts, rekeys.
+    SoakSummary,
+    /// A soak's counters, one side's against the other's, by direction.
+    CounterBalance,
     Other,
 }
 
@@ -135,6 +139,8 @@ impl TestKind {
             "relay_throughput" | "relay_rtt" | "relay_switch" => TestKind::RelayCost,
             "path_mtu" => TestKind::PathMtu,
             "flood_throughput" | "flood_handshakes" | "restart_recovery" => TestKind::Flood,
+            "soak_transfers" | "soak_restarts" | "soak_rekeys" => TestKind::SoakSummary,
+            "counter_balance" => TestKind::CounterBalance,
             _ => TestKind::Other,
         }
     }
@@ -153,7 +159,12 @@ impl TestKind {
             TestKind::RelayCost => Some("path"),
             TestKind::PathMtu => Some("path"),
             TestKind::Flood => Some("flood"),
-            TestKind::Imix | TestKind::TcpBulk | TestKind::MemoryGrowth | TestKind::Other => None,
+            TestKind::CounterBalance => Some("direction"),
+            TestKind::Imix
+            | TestKind::TcpBulk
+            | TestKind::MemoryGrowth
+            | TestKind::SoakSummary
+            | TestKind::Other => None,
         }
     }
 
@@ -196,6 +207,17 @@ impl TestKind {
                 other => other,
             }
             .to_string(),
+            TestKind::SoakSummary => match test {
+                "soak_transfers" => "Digest-checked transfers, back to back",
+                "soak_restarts" => "Time until a restarted side carries a ping again, under load",
+                "soak_rekeys" => "Rekeys, by the sides' own handshake counters",
+                other => other,
+            }
+            .to_string(),
+            TestKind::CounterBalance => {
+                "Counters: bytes one side sent against bytes the other received, between readings with the load held"
+                    .to_string()
+            }
             TestKind::Other => test.to_string(),
         }
     }

@@ -121,13 +121,13 @@ fn unverified(m: &Measurement) -> bool {
 }
 
 /// The measurement's own figure: its median and ratio to bare.
-fn median_figure(m: &Measurement) -> String {
+pub(super) fn median_figure(m: &Measurement) -> String {
     figure(m, m.median, m.ratio_to_bare)
 }
 
 /// A caption: the fixed parameters (unless they label the only row), then
 /// `extra` remarks.
-fn caption(section: &Section, extra: &[String]) -> String {
+pub(super) fn caption(section: &Section, extra: &[String]) -> String {
     let mut parts = if section.row_keys.is_empty() {
         Vec::new()
     } else {
@@ -184,7 +184,7 @@ type ExtraColumn<'f> = (String, &'f dyn Fn(&Row) -> String);
 
 /// A table with `per_system` columns for every system, each cell made by
 /// `cell(section, row, system index, column)`.
-fn grid(
+pub(super) fn grid(
     section: &Section,
     title: String,
     caption: String,
@@ -273,8 +273,8 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
                 Some(m) => median_figure(m),
                 None => MISSING.to_string(),
             };
-            let remark = "median resident size of both endpoints in each interval · \
-                          peak · TCP throughput carried"
+            let remark = "median resident size of the side's processes (of both ends \
+                          where the side says so) in each interval · peak · TCP throughput carried"
                 .to_string();
             vec![grid(
                 section,
@@ -302,7 +302,10 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
                 Some(m) => median_figure(m),
                 None => MISSING.to_string(),
             };
-            let remark = "from the first interval's peak to the last one's".to_string();
+            let remark = "from the peak at the start of the side's life (its first \
+                          minute, or first interval in records before issue 15's soak) to the \
+                          last interval's peak"
+                .to_string();
             vec![grid(
                 section,
                 title,
@@ -332,7 +335,14 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
                 &cell,
             )]
         }
-        TestKind::Flood => vec![flood_table(section, title)],
+        TestKind::Flood => {
+            let mut tables = vec![flood_table(section, title)];
+            tables.extend(drops_table(section));
+            tables
+        }
+        TestKind::SoakSummary | TestKind::CounterBalance => {
+            vec![super::soak::soak_table(section, title)]
+        }
         TestKind::TransferTime
         | TestKind::FrameLoss
         | TestKind::Mesh
@@ -406,6 +416,55 @@ fn flood_table(section: &Section, title: String) -> Table {
         _ => Vec::new(),
     };
     grid(section, title, caption(section, &remark), &[], &[""], &cell)
+}
+
+/// Beside the handshake work: what each responder refused during the
+/// flooded transfers, by reason, per second, by its own count (`n/a`
+/// where it keeps none); only when some system keeps one.
+fn drops_table(section: &Section) -> Option<Table> {
+    let cells = || {
+        section
+            .rows
+            .iter()
+            .flat_map(|row| row.cells.iter().flatten())
+    };
+    if section.test != "flood_handshakes" || !cells().any(|m| m.extra.drops.is_some()) {
+        return None;
+    }
+    let cell = |row: &Row, index: usize, _: usize| {
+        let Some(m) = row.cells[index] else {
+            return MISSING.to_string();
+        };
+        let (Some(drops), Some(secs)) = (&m.extra.drops, m.extra.window_secs) else {
+            return "n/a".to_string();
+        };
+        let mut counted: Vec<_> = drops.0.nonzero().collect();
+        if counted.is_empty() || secs <= 0.0 {
+            return "none".to_string();
+        }
+        counted.sort_by_key(|&(_, count)| std::cmp::Reverse(count));
+        counted
+            .iter()
+            .map(|(reason, count)| {
+                format!(
+                    "{} {}/s",
+                    reason.name(),
+                    format::thousands(*count as f64 / secs)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" · ")
+    };
+    let remark = ["by reason, as `fjord show` names them, per second of the flooded                    transfers, by the responder's own count (n/a: it keeps none)"
+        .to_string()];
+    Some(grid(
+        section,
+        "Datagrams refused by the responder during the flood".to_string(),
+        caption(section, &remark),
+        &[],
+        &[""],
+        &cell,
+    ))
 }
 
 /// Rows frame size; theoretical maximum; per system frames/s (ratio) and

@@ -511,7 +511,74 @@ fn soak_rows_show_memory_by_minute_and_growth() {
         charts::section_charts(&sections[0], &["bare", "fjord"]).len(),
         1
     );
-    assert!(markdown_report(&record).contains("## Memory under sustained load"));
+    assert!(
+        markdown_report(&record)
+            .contains("## Soak: memory, transfers and counters under sustained load")
+    );
+}
+
+#[test]
+fn soak_totals_and_counter_balance_read_as_counts() {
+    let soak_row = |test: &str, params: &[(&str, serde_json::Value)], unit: &str, median: f64| {
+        let mut m = measurement("fjord", test, params, median);
+        m.suite = "soak".into();
+        m.unit = unit.into();
+        m
+    };
+    let mut transfers = soak_row("soak_transfers", &[], "transfers", 120.0);
+    transfers.extra.transfers = Some(120);
+    transfers.extra.digest_mismatches = Some(0);
+    transfers.extra.failed_transfers = Some(1);
+    transfers.extra.bits_per_sec = Some(2.5e9);
+    let mut rekeys = soak_row("soak_rekeys", &[], "rekeys", 118.0);
+    rekeys.extra.initiations_computed = Some(123);
+    let balance = |direction: &str, sent: u64, received: u64| {
+        let mut m = soak_row(
+            "counter_balance",
+            &[("direction", serde_json::json!(direction))],
+            "bytes",
+            (sent - received) as f64,
+        );
+        m.extra.sent_bytes = Some(sent);
+        m.extra.received_bytes = Some(received);
+        m.extra.dropped_datagrams = Some(2);
+        m.extra.intervals = Some(20);
+        m.extra.unexplained_intervals = Some(0);
+        m
+    };
+    let mut record = record(
+        &["bare", "fjord"],
+        vec![
+            transfers,
+            rekeys,
+            balance("left → right", 5_000_000_000, 4_999_997_096),
+            balance("right → left", 80_000_000, 80_000_000),
+        ],
+    );
+    record.suites = vec!["soak".into()];
+    let sections = sections::sections(&record);
+    let table = |test: &str| {
+        let section = sections.iter().find(|s| s.test == test).unwrap();
+        tables::section_tables(section).remove(0)
+    };
+    let transfers = table("soak_transfers");
+    assert_eq!(transfers.title, "Digest-checked transfers, back to back");
+    assert_eq!(
+        transfers.rows[0][1],
+        "120 transfers · 0 digest mismatches · 1 failed · 2.50 Gbit/s"
+    );
+    assert_eq!(
+        table("soak_rekeys").rows[0][1],
+        "118 rekeys · 123 handshakes"
+    );
+    let counters = table("counter_balance");
+    assert_eq!(counters.header, ["direction", "fjord"]);
+    assert_eq!(counters.rows.len(), 2);
+    assert!(
+        counters.rows[0][1].ends_with("2 datagrams dropped · 20/20 intervals explained"),
+        "{:?}",
+        counters.rows[0]
+    );
 }
 
 #[test]
@@ -531,8 +598,12 @@ fn flood_rows_show_the_ratio_to_no_flood_and_the_handshake_work() {
         "replies/s",
         19_990.0,
     );
+    let mut drops = fjord_proto::DropCounters::default();
+    drops.count_many(fjord_proto::DropReason::CookieRequired, 59_970);
+    drops.count_many(fjord_proto::DropReason::InvalidMac1, 3);
     fjord_work.extra = Extra {
         initiations_computed: Some(0),
+        drops: Some(crate::results::Drops(drops)),
         socket_drops: Some(30),
         window_secs: Some(3.0),
         flood_sent_per_sec: Some(20_001.0),
@@ -586,7 +657,23 @@ fn flood_rows_show_the_ratio_to_no_flood_and_the_handshake_work() {
         ]
     );
 
-    let restart = &tables[2];
+    let refused = &tables[2];
+    assert_eq!(
+        refused.title,
+        "Datagrams refused by the responder during the flood"
+    );
+    assert_eq!(refused.header, ["flood", "fjord", "wireguard-go"]);
+    assert_eq!(
+        refused.rows[0],
+        [
+            "20000/s",
+            "cookie_required 19,990/s · invalid_mac1 1/s",
+            "n/a"
+        ]
+    );
+    assert_eq!(refused.rows[1][1], "n/a");
+
+    let restart = &tables[3];
     assert_eq!(restart.header, ["flood", "fjord", "wireguard-go"]);
     assert_eq!(restart.rows[1], ["max", "0.120 s", "> 30.00 s (limit)"]);
     assert!(markdown_report(&record).contains("## Handshake flood on the responder"));

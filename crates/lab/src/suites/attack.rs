@@ -20,8 +20,9 @@
 //!    transfers, the cookie replies that reached the attacker's namespace
 //!    per second (what any implementation can be seen to do); beside them
 //!    the initiations the responder read with Diffie–Hellman work by its
-//!    own count (fjord; the others do not report it: n/a), the datagrams
-//!    its kernel dropped unread at a full socket, and its CPU time.
+//!    own count (fjord; the others do not report it: n/a), what it
+//!    refused by reason by its own count (fjord's `fjord show` drops), the
+//!    datagrams its kernel dropped unread at a full socket, and its CPU time.
 //! 3. **Restart** (`restart_recovery`, s): under the flood, the left side
 //!    (the initiator) is stopped and started again with the same keys;
 //!    the time from starting it (its daemon's start and configuration
@@ -41,7 +42,7 @@ use std::time::Duration;
 use crate::attack::{AttackedHosts, FloodRate};
 use crate::measure::Row;
 use crate::progress::Progress;
-use crate::results::{Extra, Measurement, MeasurementStatus, median};
+use crate::results::{Drops, Extra, Measurement, MeasurementStatus, median};
 use crate::systems::System;
 use crate::traffic::BulkReport;
 pub use tunnel::{FLOOD_SETTLE, RESTART_LIMIT};
@@ -340,6 +341,7 @@ impl FloodOutcome {
         let extra = Extra {
             cookie_replies: Some(work.replies.cookie_replies),
             initiations_computed: work.counters.map(|c| c.initiations_computed),
+            drops: work.drops.map(Drops),
             socket_drops: Some(work.socket_drops),
             cpu_seconds: Some(work.cpu.as_secs_f64()),
             window_secs: Some(secs),

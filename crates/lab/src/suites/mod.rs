@@ -11,7 +11,7 @@ pub mod mesh;
 pub mod mesh_pmtu;
 mod mesh_relay;
 mod quick;
-mod soak;
+pub mod soak;
 mod tcp;
 mod throughput;
 
@@ -78,7 +78,7 @@ impl Suite {
                 "TCP efficiency on a 1 Gbit/s, 45 ms one-way long fat pipe, as in the HPN-SSH study"
             }
             Suite::Soak => {
-                "tunnel memory under 10 minutes of 4-stream TCP (2 with --quick): resident size and its growth"
+                "an hour of 4-stream TCP (5 min with --quick, or --soak-minutes) with rekeys and a restart of one side every 10 min: each side's memory and its growth, digest-checked transfers, both sides' counters against each other"
             }
             Suite::Attack => {
                 "a handshake flood (spoofed initiations with a valid mac1, none, 20,000/s, max) on the responder of each WireGuard implementation: TCP throughput against no flood, cookie replies against Diffie-Hellman work, time for a restarted initiator to get the tunnel back"
@@ -130,10 +130,11 @@ impl Suite {
     }
 
     /// Whether the suite builds its own hosts (a [`crate::topology::Lan`]
-    /// per mesh size) and starts the system itself, through
+    /// per mesh size, an attacker beside two hosts, two hosts whose
+    /// sides the soak restarts) and starts the system itself, through
     /// [`Suite::run_on_own_hosts`], instead of running on [`TwoHosts`].
     pub fn builds_own_hosts(self) -> bool {
-        matches!(self, Suite::Mesh | Suite::Attack)
+        matches!(self, Suite::Mesh | Suite::Attack | Suite::Soak)
     }
 
     /// Runs a suite that [builds its own hosts](Suite::builds_own_hosts)
@@ -148,6 +149,7 @@ impl Suite {
         match self {
             Suite::Mesh => mesh::run(system, quick, progress, workdir),
             Suite::Attack => attack::run(system, quick, progress, workdir),
+            Suite::Soak => soak::run(system, quick, progress, workdir),
             _ => Vec::new(),
         }
     }
@@ -160,9 +162,8 @@ impl Suite {
             Suite::Latency => latency::run(context),
             Suite::Loss => loss::run(context),
             Suite::Bdp => bdp::run(context),
-            Suite::Soak => soak::run(context),
             // Run through `run_on_own_hosts`.
-            Suite::Mesh | Suite::Attack => Vec::new(),
+            Suite::Mesh | Suite::Attack | Suite::Soak => Vec::new(),
         }
     }
 

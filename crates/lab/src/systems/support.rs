@@ -96,6 +96,12 @@ impl WorkDir {
 
 impl Drop for WorkDir {
     fn drop(&mut self) {
+        // A failing test names this directory for its logs: keep them
+        // (keys inside stay owner-only, in a 0700 directory).
+        if std::thread::panicking() {
+            eprintln!("kept {} for its logs", self.path.display());
+            return;
+        }
         let _ = fs::remove_dir_all(&self.path);
     }
 }

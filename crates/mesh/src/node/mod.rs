@@ -217,6 +217,10 @@ impl Node {
     }
 
     /// The first phase of receiving; see [`Device::prepare_datagram`].
+    /// Datagrams of pairs this node relays for are queued for
+    /// `poll_transmit`; a driver that forwards them itself asks
+    /// [`Node::relay_destination`] first and then calls
+    /// [`Node::prepare_own_datagram`].
     #[inline]
     pub fn prepare_datagram(
         &mut self,
@@ -228,6 +232,19 @@ impl Node {
         if self.mesh.is_some() && self.relay(from.remote, datagram) {
             return Incoming::Done(Received::Control);
         }
+        self.prepare_own_datagram(now, from, datagram)
+    }
+
+    /// [`Node::prepare_datagram`] for a datagram the caller knows is not
+    /// one to relay (it asked [`Node::relay_destination`]).
+    #[inline]
+    pub fn prepare_own_datagram(
+        &mut self,
+        now: Instant,
+        from: impl Into<Endpoint>,
+        datagram: &mut [u8],
+    ) -> Incoming<'_> {
+        let from = from.into();
         // A data message borrows the device until it is opened, so what
         // the other outcomes need is reached by field, beside that borrow.
         match self.device.prepare_datagram(now, from, datagram) {

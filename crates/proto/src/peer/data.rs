@@ -7,7 +7,7 @@
 //! inbound:   prepare_decapsulate (session, replay check)  ─
 //!            PendingData::open (at once, or detached for another thread)
 //!            ─  finish_decapsulate (replay commit, session rotation,
-//!            endpoint, timers, inner packet)
+//!            endpoint, timers, inner packet, our session offer when due)
 //! ```
 //!
 //! A driver with one thread runs the middle step at once, borrowing the
@@ -21,9 +21,11 @@ use std::ops::Range;
 use std::time::Instant;
 
 use super::{MAX_STAGED_PACKETS, Peer};
+use crate::aead::DataCipher;
 use crate::context::Context;
 use crate::endpoint::Endpoint;
 use crate::ip::IpHeader;
+use crate::negotiation::{CipherRefused, Offer, OfferOutcome};
 use crate::outcome::{DropReason, Incoming, Opened, Outgoing, PeerId, PendingData, Received, Sent};
 use crate::replay::ReplayError;
 use crate::session::{DATA_HEADROOM, DATA_TAILROOM, OpenError, SealError, SealTicket, Session};
@@ -222,6 +224,7 @@ impl Peer {
         now: Instant,
         local_index: u32,
         counter: u64,
+        cipher: DataCipher,
         ctx: &mut Context,
     ) -> Incoming<'_> {
         let matches = |session: &&Session| session.local_index() == local_index;
@@ -237,7 +240,7 @@ impl Peer {
         if !session.can_receive(now) {
             return Incoming::Done(dropped(ctx, DropReason::ExpiredSession));
         }
-        match session.prepare_open(counter) {
+        match session.prepare_open(counter, cipher) {
             Ok(open) => Incoming::Data(PendingData {
                 peer: id,
                 local_index,
@@ -267,7 +270,7 @@ impl Peer {
         let Some((session, is_next)) = self.session_by_index(opened.local_index) else {
             return dropped(ctx, DropReason::UnknownReceiverIndex);
         };
-        let plaintext = match session.commit_open(opened.counter, datagram.len()) {
+        let plaintext = match session.commit_open(opened.counter, opened.cipher, datagram.len()) {
             Ok(plaintext) => plaintext,
             Err(error) => return dropped(ctx, open_drop_reason(error)),
         };
@@ -289,7 +292,66 @@ impl Peer {
             self.sent_last_minute_handshake = true;
             self.initiate(id, now, ctx, false);
         }
-        self.inner_packet(id, now, plaintext, datagram, ctx)
+        let received = self.inner_packet(id, now, opened.local_index, plaintext, datagram, ctx);
+        self.offer_if_due(id, now, ctx);
+        received
+    }
+
+    /// Sends our session offer when the current session's negotiation
+    /// asks for it. Two flag checks for a session that is done
+    /// negotiating, or whose peer is plain WireGuard.
+    fn offer_if_due(&mut self, id: PeerId, now: Instant, ctx: &mut Context) {
+        let due = self
+            .current
+            .as_ref()
+            .and_then(|session| session.negotiation().offer_due(now));
+        if let Some(offer) = due {
+            self.send_offer(id, now, offer, ctx);
+        }
+    }
+
+    /// Seals `offer` on the current session (never staged: an offer
+    /// belongs to the session it describes).
+    fn send_offer(&mut self, id: PeerId, now: Instant, offer: Offer, ctx: &mut Context) {
+        if !self.can_send(now) {
+            return;
+        }
+        self.send_owned(id, now, &offer.encode(), ctx);
+        if let Some(current) = self.current.as_mut() {
+            current.offer_sent(now);
+        }
+    }
+
+    /// A session offer arrived on the session `local_index`.
+    fn handle_offer(
+        &mut self,
+        id: PeerId,
+        now: Instant,
+        local_index: u32,
+        plaintext: &[u8],
+        ctx: &mut Context,
+    ) -> Received {
+        let Ok(offer) = Offer::decode(plaintext) else {
+            return dropped(ctx, DropReason::InvalidInnerPacket);
+        };
+        let Some((session, _)) = self.session_by_index(local_index) else {
+            return dropped(ctx, DropReason::UnknownReceiverIndex);
+        };
+        let outcome = session.handle_offer(offer);
+        let on_current = self
+            .current
+            .as_ref()
+            .is_some_and(|current| current.local_index() == local_index);
+        if outcome == OfferOutcome::Answer && on_current {
+            let ours = self
+                .current
+                .as_ref()
+                .map(|current| current.negotiation().our_offer());
+            if let Some(ours) = ours {
+                self.send_offer(id, now, ours, ctx);
+            }
+        }
+        Received::Control
     }
 
     /// What an authenticated plaintext carries: nothing (a keepalive), a
@@ -298,12 +360,19 @@ impl Peer {
         &mut self,
         id: PeerId,
         now: Instant,
+        local_index: u32,
         plaintext: Range<usize>,
         datagram: &[u8],
         ctx: &mut Context,
     ) -> Received {
         if plaintext.is_empty() {
             return Received::Keepalive { peer: id };
+        }
+        if !ctx.speaks_fjord && datagram.get(plaintext.start) == Some(&EXTENSION_MARKER) {
+            return dropped(ctx, DropReason::InvalidInnerPacket);
+        }
+        if Offer::is_protocol_extension(&datagram[plaintext.clone()]) {
+            return self.handle_offer(id, now, local_index, &datagram[plaintext], ctx);
         }
         if datagram.get(plaintext.start) == Some(&EXTENSION_MARKER) {
             return Received::Extension {
@@ -341,5 +410,7 @@ fn open_drop_reason(error: OpenError) -> DropReason {
         OpenError::Replay(ReplayError::Replayed) => DropReason::ReplayedCounter,
         OpenError::Replay(ReplayError::TooOld) => DropReason::CounterTooOld,
         OpenError::Replay(ReplayError::LimitReached) => DropReason::CounterExhausted,
+        OpenError::Cipher(CipherRefused::NotNegotiated) => DropReason::CipherNotNegotiated,
+        OpenError::Cipher(CipherRefused::Downgraded) => DropReason::CipherDowngraded,
     }
 }

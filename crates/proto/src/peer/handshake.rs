@@ -3,6 +3,8 @@
 
 use std::time::Instant;
 
+use zeroize::Zeroizing;
+
 use super::{Peer, release};
 use crate::context::Context;
 use crate::cookie::MacLayout;
@@ -53,7 +55,7 @@ impl Peer {
             ctx.release_index(old.local_index());
         }
         let index = ctx.allocate_index(id);
-        let ephemeral = ctx.rng.bytes32();
+        let ephemeral = Zeroizing::new(ctx.rng.bytes32());
         let mut message = vec![0u8; HANDSHAKE_INITIATION_LEN];
         let Some(out) = message.first_chunk_mut::<HANDSHAKE_INITIATION_LEN>() else {
             return;
@@ -64,7 +66,7 @@ impl Peer {
                 identity,
                 &self.remote,
                 index,
-                ephemeral,
+                *ephemeral,
                 timestamp,
                 out,
             ),
@@ -133,13 +135,15 @@ impl Peer {
             return Received::Dropped(DropReason::InitiationFlood);
         }
         let timestamp = received.timestamp;
+        let peer_marked = timestamp.has_fjord_mark() && ctx.speaks_fjord;
         let index = ctx.allocate_index(id);
-        let ephemeral = ctx.rng.bytes32();
+        let ephemeral = Zeroizing::new(ctx.rng.bytes32());
         let mut message = vec![0u8; HANDSHAKE_RESPONSE_LEN];
         let Some(out) = message.first_chunk_mut::<HANDSHAKE_RESPONSE_LEN>() else {
             return Received::Control;
         };
-        let keys = match handshake::create_response(&self.remote, received, index, ephemeral, out) {
+        let keys = match handshake::create_response(&self.remote, received, index, *ephemeral, out)
+        {
             Ok(keys) => keys,
             Err(_) => {
                 ctx.release_index(index);
@@ -154,7 +158,7 @@ impl Peer {
         self.set_endpoint(id, from, ctx);
         self.cookie
             .write_macs(now, &mut message, MacLayout::RESPONSE);
-        self.install_responder_session(&keys, now, ctx);
+        self.install_responder_session(&keys, now, ctx, peer_marked);
         self.timers.session_derived(now, &ctx.timing);
         // A response counts as an initiation for rate limiting, so we do not
         // start a competing handshake while the initiator confirms ours.
@@ -284,16 +288,25 @@ impl Peer {
     /// other side's handshake, crossing ours) stays where it is until data
     /// arrives on it (see the module documentation).
     fn install_initiator_session(&mut self, keys: &SessionKeys, now: Instant, ctx: &mut Context) {
-        let session = Session::new(keys, now, &ctx.timing);
+        let session = Session::new(keys, now, &ctx.timing, ctx.cipher_policy, false);
         release(&mut self.previous, ctx);
         self.previous = self.current.take();
         self.current = Some(session);
     }
 
-    fn install_responder_session(&mut self, keys: &SessionKeys, now: Instant, ctx: &mut Context) {
+    /// `peer_marked`: the initiation said it came from fjord, so the
+    /// session will offer once confirmed (`crate::negotiation`).
+    fn install_responder_session(
+        &mut self,
+        keys: &SessionKeys,
+        now: Instant,
+        ctx: &mut Context,
+        peer_marked: bool,
+    ) {
         release(&mut self.next, ctx);
         release(&mut self.previous, ctx);
-        self.next = Some(Session::new(keys, now, &ctx.timing));
+        let session = Session::new(keys, now, &ctx.timing, ctx.cipher_policy, peer_marked);
+        self.next = Some(session);
     }
 
     pub(super) fn set_endpoint(&mut self, id: PeerId, from: Endpoint, ctx: &mut Context) {

@@ -33,6 +33,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use crate::aead::DataCipher;
 use crate::context::Context;
 use crate::cookie::CookieState;
 use crate::endpoint::Endpoint;
@@ -129,6 +130,18 @@ impl Peer {
         self.current
             .as_ref()
             .is_some_and(|session| session.can_send(now))
+    }
+
+    /// The cipher of our data to the peer, while a session can carry it.
+    pub fn sending_cipher(&self) -> Option<DataCipher> {
+        self.current.as_ref().map(Session::sending_cipher)
+    }
+
+    /// Whether the peer showed in its current session that it is fjord.
+    pub fn speaks_fjord(&self) -> bool {
+        self.current
+            .as_ref()
+            .is_some_and(|session| session.negotiation().peer_speaks_fjord())
     }
 
     pub fn has_session(&self) -> bool {

@@ -12,11 +12,13 @@
 //! - [`timers`]: keepalives, rekeying, expiry, retransmission, erasure.
 //! - [`roaming`]: endpoint changes, restarts, statistics.
 //! - [`split`]: the data path in halves, encryption in any order.
+//! - [`negotiation`]: fjord to fjord on AES-256-GCM, plain peers untouched.
 
 mod clock;
 mod data;
 mod flood;
 mod handshake;
+mod negotiation;
 mod roaming;
 mod sim;
 mod split;

@@ -169,11 +169,18 @@ fn byte_counters_and_last_handshake_move_with_traffic() {
     assert_eq!(alice.rx_bytes, bob.tx_bytes);
     // Initiation plus one data packet (20 + 9 bytes padded to 32, with
     // header and tag); response plus one data packet (20 + 11 → 32).
+    // Both are fjord, so they also exchanged session offers (6 bytes
+    // padded to 16, with header and tag): bob's first and its answer to
+    // alice's, alice's one (crate::negotiation).
+    let offer = (16 + 16 + 16) as u64;
     assert_eq!(
         alice.tx_bytes,
-        (HANDSHAKE_INITIATION_LEN + 16 + 32 + 16) as u64
+        (HANDSHAKE_INITIATION_LEN + 16 + 32 + 16) as u64 + offer
     );
-    assert_eq!(bob.tx_bytes, (HANDSHAKE_RESPONSE_LEN + 16 + 32 + 16) as u64);
+    assert_eq!(
+        bob.tx_bytes,
+        (HANDSHAKE_RESPONSE_LEN + 16 + 32 + 16) as u64 + 2 * offer
+    );
     let handshake_time = secs(START_UNIX_SECS + 3);
     assert_eq!(alice.last_handshake, Some(handshake_time));
     assert_eq!(bob.last_handshake, Some(handshake_time));

@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use fjord_proto::HandshakeCounters;
+use fjord_proto::{DropCounters, HandshakeCounters};
 
 use crate::attack::hosts::{ATTACKER_LINK, spoofed_sources};
 use crate::attack::{
@@ -15,9 +15,7 @@ use crate::attack::{
     time_to_echo, udp_socket_drops,
 };
 use crate::systems::cpu_time;
-use crate::systems::wireguard::{
-    Implementation, Initiator, Interface, LISTEN_PORT, WgSide, point_to_point,
-};
+use crate::systems::wireguard::{End, Implementation, Initiator, LISTEN_PORT, Pair};
 use crate::topology::{RIGHT_OVERLAY, RIGHT_UNDERLAY};
 use crate::traffic::{self, BulkReport, BulkTransfer};
 
@@ -38,14 +36,8 @@ const ECHO_PORT: u16 = 5499;
 /// Field order matters: daemons stop, then the echo service ends, then
 /// (in the caller) the hosts go.
 pub struct Tunnel<'a> {
-    implementation: &'a dyn Implementation,
+    pair: Pair<'a>,
     hosts: &'a AttackedHosts,
-    workdir: &'a Path,
-    left_side: WgSide,
-    right_side: WgSide,
-    /// `None` only while it restarts.
-    left: Option<Interface>,
-    right: Interface,
     replies: ReplyCounters<'a>,
     next_sink_port: u16,
     _echo: EchoService,
@@ -58,6 +50,9 @@ pub struct HandshakeWork {
     pub replies: Replies,
     /// By the implementation's own count, where it keeps one.
     pub counters: Option<HandshakeCounters>,
+    /// What the responder refused, by reason, by its own count, where it
+    /// keeps one.
+    pub drops: Option<DropCounters>,
     pub socket_drops: u64,
     pub cpu: Duration,
 }
@@ -67,6 +62,7 @@ pub struct Snapshot {
     at: Instant,
     replies: Replies,
     counters: Option<HandshakeCounters>,
+    drops: Option<DropCounters>,
     socket_drops: u64,
     cpu: Duration,
 }
@@ -85,26 +81,14 @@ impl<'a> Tunnel<'a> {
         hosts: &'a AttackedHosts,
         workdir: &'a Path,
     ) -> Result<Self, String> {
-        let (left_side, right_side) =
-            point_to_point(Initiator::Left).map_err(|error| error.to_string())?;
-        let right = implementation
-            .start(&hosts.hosts.right, &right_side, workdir)
-            .map_err(|error| error.to_string())?;
-        let left = implementation
-            .start(&hosts.hosts.left, &left_side, workdir)
-            .map_err(|error| error.to_string())?;
+        let pair = Pair::start(implementation, &hosts.hosts, Initiator::Left, workdir)?;
         let replies = ReplyCounters::install(&hosts.attacker, LISTEN_PORT)
             .map_err(|error| format!("counting replies: {error}"))?;
         let echo = EchoService::start(&hosts.hosts.right, ECHO_PORT)
             .map_err(|error| format!("starting the echo service: {error}"))?;
         let tunnel = Self {
-            implementation,
+            pair,
             hosts,
-            workdir,
-            left_side,
-            right_side,
-            left: Some(left),
-            right,
             replies,
             next_sink_port: FIRST_SINK_PORT,
             _echo: echo,
@@ -149,7 +133,7 @@ impl<'a> Tunnel<'a> {
             .map_err(|error| error.to_string())?;
         let target = FloodTarget {
             address: SocketAddrV4::new(RIGHT_UNDERLAY, LISTEN_PORT),
-            public_key: self.right_side.public_key(),
+            public_key: self.pair.side(End::Right).public_key(),
             destination_mac,
             source_mac,
             sources: spoofed_sources(),
@@ -197,9 +181,16 @@ impl<'a> Tunnel<'a> {
     }
 
     fn snapshot(&self) -> Result<Snapshot, String> {
+        let right = self.pair.interface(End::Right)?;
         let counters = self
-            .implementation
-            .handshake_counters(&self.right)
+            .pair
+            .implementation()
+            .handshake_counters(right)
+            .transpose()?;
+        let drops = self
+            .pair
+            .implementation()
+            .drop_counters(right)
             .transpose()?;
         Ok(Snapshot {
             at: Instant::now(),
@@ -208,9 +199,10 @@ impl<'a> Tunnel<'a> {
                 .read()
                 .map_err(|error| format!("reading reply counters: {error}"))?,
             counters,
+            drops,
             socket_drops: udp_socket_drops(&self.hosts.hosts.right, LISTEN_PORT)
                 .map_err(|error| format!("reading socket drops: {error}"))?,
-            cpu: cpu_time(&self.right.pids()),
+            cpu: cpu_time(&right.pids()),
         })
     }
 
@@ -219,14 +211,7 @@ impl<'a> Tunnel<'a> {
     /// echo through the tunnel, `None` past [`RESTART_LIMIT`].
     pub fn restart_left(&mut self, rate: Option<FloodRate>) -> Result<Option<Duration>, String> {
         let flood = rate.map(|rate| self.start_flood(rate)).transpose()?;
-        // Dropping stops the daemon and removes a control socket it left.
-        drop(self.left.take());
-        let started = Instant::now();
-        let left = self
-            .implementation
-            .start(&self.hosts.hosts.left, &self.left_side, self.workdir)
-            .map_err(|error| format!("restarting the left side: {error}"))?;
-        self.left = Some(left);
+        let started = self.pair.restart(End::Left)?;
         let back = time_to_echo(
             &self.hosts.hosts.left,
             SocketAddr::new(IpAddr::V4(RIGHT_OVERLAY), ECHO_PORT),
@@ -259,6 +244,11 @@ impl HandshakeWork {
             window: after.at.saturating_duration_since(before.at),
             replies: after.replies.since(&before.replies),
             counters,
+            drops: before
+                .drops
+                .as_ref()
+                .zip(after.drops.as_ref())
+                .map(|(before, after)| after.since(before)),
             socket_drops: after.socket_drops.saturating_sub(before.socket_drops),
             cpu: after.cpu.saturating_sub(before.cpu),
         }
@@ -273,6 +263,14 @@ impl HandshakeWork {
             }),
             (mine, theirs) => mine.or(theirs),
         };
+        let drops = match (&self.drops, &other.drops) {
+            (Some(mine), Some(theirs)) => {
+                let mut total = mine.clone();
+                total.add(theirs);
+                Some(total)
+            }
+            (mine, theirs) => mine.clone().or_else(|| theirs.clone()),
+        };
         HandshakeWork {
             window: self.window + other.window,
             replies: Replies {
@@ -280,6 +278,7 @@ impl HandshakeWork {
                 responses: self.replies.responses + other.replies.responses,
             },
             counters,
+            drops,
             socket_drops: self.socket_drops + other.socket_drops,
             cpu: self.cpu + other.cpu,
         }

@@ -6,12 +6,9 @@
 //! SIGTERM removes its interface and exits 0. The driver writes the file,
 //! starts the daemon and waits until the interface is up with its addresses.
 
-use std::io::{BufRead, BufReader, Write as _};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use fjord_proto::HandshakeCounters;
+use fjord_proto::{DropCounters, DropReason, HandshakeCounters};
 
 use super::{Implementation, Interface, WgSide, interface};
 use crate::netns::Namespace;
@@ -20,6 +17,9 @@ use crate::systems::{FjordMesh, RunningMesh, SystemError};
 use crate::topology::MeshHost;
 
 const NAME: &str = "fjord";
+/// fjord with its data cipher forced to WireGuard's (`--cipher
+/// chacha20-poly1305`): what fjord costs where AES-256-GCM is not agreed.
+const CHACHA_NAME: &str = "fjord-chacha";
 
 /// Environment variable naming the fjord binary explicitly.
 pub const BINARY_ENV: &str = "FJORD_BIN";
@@ -50,6 +50,12 @@ pub struct Fjord {
     threads: Option<u16>,
     /// `--test-rekey-divisor`: faster rekeys, for tests.
     rekey_divisor: Option<u32>,
+    /// `--cipher chacha20-poly1305`: no AES-256-GCM, even between fjord nodes.
+    chacha_only: bool,
+    /// `--user`: the account each side runs as once set up.
+    user: Option<String>,
+    /// `FJORD_LOG`: what each side logs; fjord's default when `None`.
+    log_filter: Option<String>,
 }
 
 impl Fjord {
@@ -72,6 +78,9 @@ impl Fjord {
             binary,
             threads: RUNNING_THREADS.get().copied(),
             rekey_divisor: None,
+            chacha_only: false,
+            user: None,
+            log_filter: None,
         }
     }
 
@@ -81,6 +90,9 @@ impl Fjord {
             binary: Some(binary),
             threads: None,
             rekey_divisor: None,
+            chacha_only: false,
+            user: None,
+            log_filter: None,
         }
     }
 
@@ -102,11 +114,39 @@ impl Fjord {
         self.rekey_divisor = Some(divisor);
         self
     }
+
+    /// Runs each side with `--cipher chacha20-poly1305`, as the system
+    /// `fjord-chacha`.
+    pub fn chacha_only(mut self) -> Self {
+        self.chacha_only = true;
+        self
+    }
+
+    /// The data cipher two sides of this fjord agree on on this machine.
+    pub fn expected_cipher(&self) -> fjord_proto::DataCipher {
+        if !self.chacha_only && fjord_proto::aead::hardware_aes() {
+            fjord_proto::DataCipher::Aes256Gcm
+        } else {
+            fjord_proto::DataCipher::ChaCha20Poly1305
+        }
+    }
+
+    /// Runs each side as `user` once its interface is set up (`--user`).
+    pub fn with_user(mut self, user: &str) -> Self {
+        self.user = Some(user.to_string());
+        self
+    }
+
+    /// Runs each side with `FJORD_LOG=filter` (`trace` logs everything).
+    pub fn with_log_filter(mut self, filter: &str) -> Self {
+        self.log_filter = Some(filter.to_string());
+        self
+    }
 }
 
 impl Implementation for Fjord {
     fn name(&self) -> &'static str {
-        NAME
+        if self.chacha_only { CHACHA_NAME } else { NAME }
     }
 
     fn settings(&self) -> String {
@@ -115,7 +155,7 @@ impl Implementation for Fjord {
             (None, Ok(threads)) => format!("{threads} (${THREADS_ENV})"),
             (None, Err(_)) => format!("{} (default)", fjord_net::default_threads()),
         };
-        format!("threads {threads}")
+        format!("threads {threads}, cipher {}", self.expected_cipher())
     }
 
     fn installed(&self) -> Result<PathBuf, String> {
@@ -143,6 +183,15 @@ impl Implementation for Fjord {
         if let Some(divisor) = self.rekey_divisor {
             command.arg("--test-rekey-divisor").arg(divisor.to_string());
         }
+        if self.chacha_only {
+            command.arg("--cipher").arg("chacha20-poly1305");
+        }
+        if let Some(user) = &self.user {
+            command.arg("--user").arg(user);
+        }
+        if let Some(filter) = &self.log_filter {
+            command.env("FJORD_LOG", filter);
+        }
         let mut interface = Interface::spawn(NAME, namespace, side, workdir, &mut command, false)?;
         interface.wait_until(&format!("{} up with its addresses", side.ifname), || {
             support::link_is_up(namespace, &side.ifname)
@@ -155,6 +204,14 @@ impl Implementation for Fjord {
         Some(get_fjord(side.ifname()).and_then(|reply| parse_handshake_counters(&reply)))
     }
 
+    fn drop_counters(&self, side: &Interface) -> Option<Result<DropCounters, String>> {
+        Some(get_fjord(side.ifname()).and_then(|reply| parse_drop_counters(&reply)))
+    }
+
+    fn with_fast_rekeys(&self, divisor: u32) -> Option<Box<dyn Implementation>> {
+        Some(Box::new(self.clone().with_rekey_divisor(divisor)))
+    }
+
     fn start_mesh(
         &self,
         hosts: &[MeshHost<'_>],
@@ -165,37 +222,17 @@ impl Implementation for Fjord {
     }
 }
 
-/// Where fjord, like wireguard-go, puts its control sockets.
-const CONTROL_SOCKET_DIRECTORY: &str = "/var/run/wireguard";
-/// A busy daemon (converging, flooded) may answer slowly, but never this
-/// slowly.
-const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Prefix of the handshake counters in a `get=fjord` reply.
 const HANDSHAKE_PREFIX: &str = "handshake_";
+/// Prefix of the drop counters (one line per reason counted) in a
+/// `get=fjord` reply.
+const DROP_PREFIX: &str = "drop_";
 
 /// fjord's own counters and members (`get=fjord`, what `fjord show`
 /// prints), asked on `ifname`'s control socket in-process: cheaper than
 /// starting `fjord show` when many daemons are polled often.
 pub(crate) fn get_fjord(ifname: &str) -> Result<String, String> {
-    let path = Path::new(CONTROL_SOCKET_DIRECTORY).join(format!("{ifname}.sock"));
-    let mut stream =
-        UnixStream::connect(&path).map_err(|e| format!("connecting to {}: {e}", path.display()))?;
-    let exchange = |stream: &mut UnixStream| -> std::io::Result<String> {
-        stream.set_read_timeout(Some(QUERY_TIMEOUT))?;
-        stream.write_all(b"get=fjord\n\n")?;
-        let mut reply = String::new();
-        for line in BufReader::new(stream).lines() {
-            let line = line?;
-            let done = line.starts_with("errno=");
-            reply.push_str(&line);
-            reply.push('\n');
-            if done {
-                break;
-            }
-        }
-        Ok(reply)
-    };
-    exchange(&mut stream).map_err(|e| format!("get=fjord: {e}"))
+    interface::query(ifname, "get=fjord")
 }
 
 /// Whether a `get=fjord` reply ended with `errno=0`.
@@ -207,26 +244,36 @@ pub(crate) fn check_reply(reply: &str) -> Result<(), String> {
     }
 }
 
+/// The counters of a `get=fjord` reply named `prefix…=N`, without the
+/// prefix, after checking that the reply succeeded.
+fn prefixed_counters<'a>(
+    reply: &'a str,
+    prefix: &'a str,
+) -> Result<impl Iterator<Item = Result<(&'a str, u64), String>> + 'a, String> {
+    check_reply(reply)?;
+    Ok(reply.lines().filter_map(move |line| {
+        let (name, value) = line.strip_prefix(prefix)?.split_once('=')?;
+        Some(
+            value
+                .parse()
+                .map(|count| (name, count))
+                .map_err(|_| format!("get=fjord: malformed counter {line:?}")),
+        )
+    }))
+}
+
 /// The `handshake_*` counters of a `get=fjord` reply.
 fn parse_handshake_counters(reply: &str) -> Result<HandshakeCounters, String> {
-    check_reply(reply)?;
     let mut counters = HandshakeCounters::default();
     let mut found = 0;
-    for line in reply.lines() {
-        let Some((name, value)) = line
-            .strip_prefix(HANDSHAKE_PREFIX)
-            .and_then(|rest| rest.split_once('='))
-        else {
-            continue;
-        };
+    for counter in prefixed_counters(reply, HANDSHAKE_PREFIX)? {
+        let (name, count) = counter?;
         let slot = match name {
             "initiations_computed" => &mut counters.initiations_computed,
             "cookie_replies" => &mut counters.cookie_replies,
             _ => continue,
         };
-        *slot = value
-            .parse()
-            .map_err(|_| format!("get=fjord: malformed counter {line:?}"))?;
+        *slot = count;
         found += 1;
     }
     if found < 2 {
@@ -235,9 +282,34 @@ fn parse_handshake_counters(reply: &str) -> Result<HandshakeCounters, String> {
     Ok(counters)
 }
 
+/// The `drop_*` counters of a `get=fjord` reply (reasons never counted
+/// have no line); reasons this build does not know are left out.
+fn parse_drop_counters(reply: &str) -> Result<DropCounters, String> {
+    let mut counters = DropCounters::default();
+    for counter in prefixed_counters(reply, DROP_PREFIX)? {
+        let (name, count) = counter?;
+        if let Some(reason) = DropReason::from_name(name) {
+            counters.count_many(reason, count);
+        }
+    }
+    Ok(counters)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_drop_counters() {
+        let reply = "datapath_mtu=1420\ndrop_invalid_mac1=7\ndrop_cookie_required=345\n\
+                     drop_of_the_future=1\nhandshake_cookie_replies=345\nerrno=0\n";
+        let counters = parse_drop_counters(reply).unwrap();
+        assert_eq!(counters.get(DropReason::InvalidMac1), 7);
+        assert_eq!(counters.get(DropReason::CookieRequired), 345);
+        assert_eq!(counters.total(), 352);
+        assert!(parse_drop_counters("drop_invalid_mac1=x\nerrno=0\n").is_err());
+        assert!(parse_drop_counters("errno=5\n").is_err());
+    }
 
     #[test]
     fn reads_handshake_counters() {

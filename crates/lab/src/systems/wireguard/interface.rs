@@ -3,7 +3,7 @@
 //! `wg` and `ip` where it speaks WireGuard's control protocol.
 
 use std::fs;
-use std::io;
+use std::io::{self, BufRead, BufReader, Write as _};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
@@ -164,7 +164,13 @@ impl Interface {
 
     /// Where wireguard-go's convention puts the control socket.
     fn uapi_socket(&self) -> PathBuf {
-        Path::new("/var/run/wireguard").join(format!("{}.sock", self.ifname))
+        uapi_socket(&self.ifname)
+    }
+
+    /// The reply to `request` (`get=1`, `get=fjord`) on this side's
+    /// control socket; see [`query`].
+    pub fn query(&self, request: &str) -> Result<String, String> {
+        query(&self.ifname, request)
     }
 
     /// A killed daemon leaves its control socket behind. The name is ours
@@ -178,6 +184,42 @@ impl Interface {
             let _ = fs::remove_file(socket);
         }
     }
+}
+
+/// Where fjord, wireguard-go and boringtun put their control sockets
+/// (every namespace shares the directory).
+fn uapi_socket(ifname: &str) -> PathBuf {
+    Path::new("/var/run/wireguard").join(format!("{ifname}.sock"))
+}
+
+/// A busy daemon (converging, flooded, under full load) may answer
+/// slowly, but never this slowly.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The reply to `request` (`get=1`, or fjord's `get=fjord`) on `ifname`'s
+/// control socket, asked in-process (cheaper than starting `wg show` or
+/// `fjord show` when daemons are polled often), up to and including its
+/// `errno=` line.
+pub(crate) fn query(ifname: &str, request: &str) -> Result<String, String> {
+    let path = uapi_socket(ifname);
+    let mut stream = std::os::unix::net::UnixStream::connect(&path)
+        .map_err(|e| format!("connecting to {}: {e}", path.display()))?;
+    let exchange = |stream: &mut std::os::unix::net::UnixStream| -> io::Result<String> {
+        stream.set_read_timeout(Some(QUERY_TIMEOUT))?;
+        stream.write_all(format!("{request}\n\n").as_bytes())?;
+        let mut reply = String::new();
+        for line in BufReader::new(stream).lines() {
+            let line = line?;
+            let done = line.starts_with("errno=");
+            reply.push_str(&line);
+            reply.push('\n');
+            if done {
+                break;
+            }
+        }
+        Ok(reply)
+    };
+    exchange(&mut stream).map_err(|e| format!("{request}: {e}"))
 }
 
 impl Drop for Interface {

@@ -5,7 +5,10 @@
 //! Each [`Implementation`] starts one side of a tunnel inside a namespace,
 //! so any two pair up (fjord↔wireguard-go, boringtun↔fjord, …): the interop
 //! tests pair them across implementations; as a lab system
-//! ([`WireGuardSystem`]) both hosts run the same one.
+//! ([`WireGuardSystem`]) both hosts run the same one, except in the mixed
+//! pair `fjord-wireguard-go` (fjord on the left, initiating and sending,
+//! wireguard-go on the right), which shows what fjord costs a plain
+//! WireGuard peer.
 //!
 //! Starting a side: the userspace daemon runs in the foreground with its
 //! stdout and stderr in a log file in the caller's work directory, the
@@ -23,18 +26,20 @@ mod boringtun;
 pub mod fallback;
 pub(crate) mod fjord;
 mod interface;
+mod pair;
 mod side;
 mod wireguard_go;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use fjord_proto::HandshakeCounters;
+use fjord_proto::{DropCounters, HandshakeCounters};
 
 pub use boringtun::Boringtun;
 pub use fallback::FjordFallback;
 pub use fjord::{Fjord, use_binary as use_fjord_binary, use_threads as use_fjord_threads};
 pub use interface::{Interface, PeerStats};
+pub use pair::{End, Pair};
 pub use side::{
     DEFAULT_MTU, Initiator, LISTEN_PORT, WgPeer, WgSide, generate_private_key, point_to_point,
     unique_ifname,
@@ -70,6 +75,19 @@ pub trait Implementation: Send + Sync {
     fn handshake_counters(&self, _side: &Interface) -> Option<Result<HandshakeCounters, String>> {
         None
     }
+    /// What the running `side` refused so far, by reason, by its own
+    /// count; `None` where the implementation does not report it.
+    fn drop_counters(&self, _side: &Interface) -> Option<Result<DropCounters, String>> {
+        None
+    }
+
+    /// The same implementation with its rekey cycle `divisor` times
+    /// faster (a rekey every 120 s ÷ `divisor`), where it has a test
+    /// switch for that (fjord's `--test-rekey-divisor`); `None` where it
+    /// rekeys on WireGuard's timers only. Both ends must run the same.
+    fn with_fast_rekeys(&self, _divisor: u32) -> Option<Box<dyn Implementation>> {
+        None
+    }
     /// Configures a mesh of this implementation across `lan`; see
     /// [`System::start_mesh`].
     fn start_mesh(
@@ -81,26 +99,56 @@ pub trait Implementation: Send + Sync {
     }
 }
 
-/// One implementation on both hosts, as a lab system.
+/// One implementation on both hosts, or a mixed pair, as a lab system.
 pub struct WireGuardSystem {
+    /// The left host's (the initiator's), and the right host's unless
+    /// `mixed` says otherwise.
     implementation: Box<dyn Implementation>,
+    /// A mixed pair: the system's name and the right host's implementation.
+    mixed: Option<(&'static str, Box<dyn Implementation>)>,
     description: &'static str,
+}
+
+impl WireGuardSystem {
+    fn same_on_both(implementation: Box<dyn Implementation>, description: &'static str) -> Self {
+        Self {
+            implementation,
+            mixed: None,
+            description,
+        }
+    }
+
+    fn right_implementation(&self) -> &dyn Implementation {
+        match &self.mixed {
+            Some((_, right)) => right.as_ref(),
+            None => self.implementation.as_ref(),
+        }
+    }
 }
 
 pub fn all() -> Vec<WireGuardSystem> {
     vec![
+        WireGuardSystem::same_on_both(
+            Box::new(Fjord::locate()),
+            "fjord: this project's WireGuard-compatible VPN",
+        ),
+        WireGuardSystem::same_on_both(
+            Box::new(Fjord::locate().chacha_only()),
+            "fjord with its data cipher forced to ChaCha20-Poly1305",
+        ),
         WireGuardSystem {
             implementation: Box::new(Fjord::locate()),
-            description: "fjord: this project's WireGuard-compatible VPN",
+            mixed: Some(("fjord-wireguard-go", Box::new(WireguardGo::locate()))),
+            description: "fjord (left, sending) to wireguard-go (right): a mixed pair, on ChaCha20-Poly1305",
         },
-        WireGuardSystem {
-            implementation: Box::new(WireguardGo::locate()),
-            description: "wireguard-go: the official userspace WireGuard (Go)",
-        },
-        WireGuardSystem {
-            implementation: Box::new(Boringtun::locate()),
-            description: "boringtun: Cloudflare's userspace WireGuard (Rust)",
-        },
+        WireGuardSystem::same_on_both(
+            Box::new(WireguardGo::locate()),
+            "wireguard-go: the official userspace WireGuard (Go)",
+        ),
+        WireGuardSystem::same_on_both(
+            Box::new(Boringtun::locate()),
+            "boringtun: Cloudflare's userspace WireGuard (Rust)",
+        ),
     ]
 }
 
@@ -112,7 +160,10 @@ struct RunningWireGuard {
 
 impl System for WireGuardSystem {
     fn name(&self) -> &str {
-        self.implementation.name()
+        match &self.mixed {
+            Some((name, _)) => name,
+            None => self.implementation.name(),
+        }
     }
 
     fn description(&self) -> &str {
@@ -120,13 +171,20 @@ impl System for WireGuardSystem {
     }
 
     fn check(&self) -> Result<String, String> {
-        let path = self.implementation.installed()?;
-        let settings = self.implementation.settings();
-        Ok(if settings.is_empty() {
-            path.display().to_string()
-        } else {
-            format!("{}, {settings}", path.display())
-        })
+        let describe = |implementation: &dyn Implementation| -> Result<String, String> {
+            let path = implementation.installed()?;
+            let settings = implementation.settings();
+            Ok(if settings.is_empty() {
+                path.display().to_string()
+            } else {
+                format!("{}, {settings}", path.display())
+            })
+        };
+        let left = describe(self.implementation.as_ref())?;
+        match &self.mixed {
+            Some((_, right)) => Ok(format!("left {left}; right {}", describe(right.as_ref())?)),
+            None => Ok(left),
+        }
     }
 
     fn start(
@@ -140,7 +198,7 @@ impl System for WireGuardSystem {
             point_to_point(Initiator::Left).map_err(|e| failed(e.to_string()))?;
         // Failures already name the implementation, which is this system.
         let right = self
-            .implementation
+            .right_implementation()
             .start(&hosts.right, &right_side, workdir)?;
         let left = self
             .implementation
@@ -159,12 +217,20 @@ impl System for WireGuardSystem {
         hosts: &[MeshHost<'_>],
         workdir: &Path,
     ) -> Result<Box<dyn RunningMesh>, SystemError> {
+        if self.mixed.is_some() {
+            return Err(super::no_mesh_mode(self.name()));
+        }
         self.check().map_err(SystemError::NotInstalled)?;
         self.implementation.start_mesh(hosts, workdir)
     }
 
+    /// `None` for a mixed pair: suites that restart or query one side
+    /// assume both run the same implementation.
     fn wireguard(&self) -> Option<&dyn Implementation> {
-        Some(self.implementation.as_ref())
+        match self.mixed {
+            Some(_) => None,
+            None => Some(self.implementation.as_ref()),
+        }
     }
 }
 

@@ -5,8 +5,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use crate::{
-    DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, DropCounters, DropReason, Event,
-    PeerConfig, PeerId, PresharedKey, PrivateKey, Received, Rng, Timing, WallClock,
+    CipherPolicy, DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, DropCounters, DropReason,
+    Event, PeerConfig, PeerId, PresharedKey, PrivateKey, Received, Rng, Timing, WallClock,
 };
 
 /// The wall-clock time the simulation starts at (Unix seconds).
@@ -68,6 +68,10 @@ pub struct NodeConfig {
     pub knows_endpoint: bool,
     /// The timer rules' durations (WireGuard's unless a test speeds up rekeys).
     pub timing: Timing,
+    /// The ciphers this node offers a fjord peer.
+    pub cipher_policy: CipherPolicy,
+    /// Plays a plain WireGuard peer (no fjord mark, no offers).
+    pub plain_wireguard: bool,
 }
 
 impl Default for NodeConfig {
@@ -77,6 +81,8 @@ impl Default for NodeConfig {
             persistent_keepalive: None,
             knows_endpoint: true,
             timing: Timing::default(),
+            cipher_policy: CipherPolicy::default(),
+            plain_wireguard: false,
         }
     }
 }
@@ -146,9 +152,17 @@ impl Node {
             config,
             observed_drops: DropCounters::default(),
         };
-        node.device.set_timing(node.config.timing);
+        node.apply_config();
         node.configure_peer(who.other(), other_addr);
         node
+    }
+
+    fn apply_config(&mut self) {
+        self.device.set_timing(self.config.timing);
+        self.device.set_cipher_policy(self.config.cipher_policy);
+        if self.config.plain_wireguard {
+            self.device.speak_plain_wireguard_only();
+        }
     }
 
     fn configure_peer(&mut self, other: Who, other_addr: SocketAddr) {
@@ -214,7 +228,7 @@ impl Node {
         self.rng_seed = self.rng_seed.wrapping_add(1);
         let wall = wall_time(since_start, clock_step_secs);
         self.device = new_device(self.key_seed, self.rng_seed, now, wall);
-        self.device.set_timing(self.config.timing);
+        self.apply_config();
         self.observed_drops = DropCounters::default();
         self.configure_peer(other, other_addr);
     }

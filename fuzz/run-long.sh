@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The long fuzzing campaign: every target for a fixed number of
+# executions, one after another. A benchmark, not a test: run it by hand
+# on a machine that can spare a core for hours.
+#
+#   fuzz/run-long.sh [EXECUTIONS_PER_TARGET] [TARGET...]
+#
+# EXECUTIONS_PER_TARGET defaults to 100,000,000; TARGETs default to every
+# target (`cargo fuzz list`). Needs the nightly toolchain and cargo-fuzz,
+# as fuzz/run-briefly.sh does, and takes FUZZ_SANITIZER the same way.
+#
+# Each target starts from a scratch corpus seeded with fuzz/seeds/<target>/
+# and grows it there, so nothing under fuzz/ changes but for crashes:
+# libFuzzer stops a target at its first crash (or timeout, or memory
+# blow-up); the input is copied to fuzz/seeds/<target>/ as a regression
+# seed (commit it with the fix), and the campaign goes on with the next
+# target. At the end one line per target gives the executions, the time,
+# the executions per second and the crashes (0 expected); the exit code is
+# 1 if any target crashed.
+set -euo pipefail
+
+runs="${1:-100000000}"
+if ! [[ "$runs" =~ ^[0-9]+$ ]] || [ "$runs" -eq 0 ]; then
+    echo "usage: $0 [EXECUTIONS_PER_TARGET] [TARGET...]" >&2
+    exit 2
+fi
+shift || true
+sanitizer="${FUZZ_SANITIZER:-none}"
+
+cd "$(dirname "$0")"
+
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+    echo "cargo-fuzz on the nightly toolchain is needed: cargo install cargo-fuzz" >&2
+    exit 1
+fi
+
+echo "== building fuzz targets (nightly, sanitizer $sanitizer)"
+cargo +nightly fuzz build --sanitizer "$sanitizer"
+
+if [ "$#" -gt 0 ]; then
+    targets=("$@")
+else
+    mapfile -t targets < <(cargo +nightly fuzz list)
+fi
+
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+
+summary=()
+crashed_targets=0
+for target in "${targets[@]}"; do
+    corpus="$scratch/corpus/$target"
+    artifacts="$scratch/artifacts/$target/"
+    log="$scratch/$target.log"
+    mkdir -p "$corpus" "$artifacts"
+    cp seeds/"$target"/* "$corpus"/
+    echo "== $target: $runs executions ($(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1-3 /proc/loadavg))"
+    started=$(date +%s)
+    status=0
+    # The last -artifact_prefix wins over the one cargo-fuzz passes.
+    cargo +nightly fuzz run --sanitizer "$sanitizer" "$target" "$corpus" -- \
+        -runs="$runs" -print_final_stats=1 -artifact_prefix="$artifacts" \
+        >"$log" 2>&1 || status=$?
+    seconds=$(( $(date +%s) - started ))
+    executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+    executions="${executions:-?}"
+    crashes=0
+    for input in "$artifacts"*; do
+        [ -f "$input" ] || continue
+        crashes=$((crashes + 1))
+        cp "$input" "seeds/$target/regression-$(basename "$input")"
+        echo "   crash input kept as fuzz/seeds/$target/regression-$(basename "$input")"
+    done
+    if [ "$status" -ne 0 ] && [ "$crashes" -eq 0 ]; then
+        # Failed without an input to blame (a build or setup problem).
+        crashes="failed (exit $status)"
+        tail -n 20 "$log" >&2
+    fi
+    if [ "$crashes" != 0 ]; then
+        crashed_targets=$((crashed_targets + 1))
+        grep -m 5 -E 'panicked|ERROR: libFuzzer|SUMMARY' "$log" || true
+    fi
+    rate="?"
+    if [[ "$executions" =~ ^[0-9]+$ ]] && [ "$seconds" -gt 0 ]; then
+        rate=$((executions / seconds))
+    fi
+    line="$(printf '%-18s %14s executions %8s s %10s exec/s  crashes: %s' \
+        "$target" "$executions" "$seconds" "$rate" "$crashes")"
+    echo "   $line"
+    summary+=("$line")
+done
+
+echo "== summary ($runs executions asked per target)"
+printf '%s\n' "${summary[@]}"
+if [ "$crashed_targets" -gt 0 ]; then
+    echo "== $crashed_targets target(s) crashed; their inputs are in fuzz/seeds/ as regression-*"
+    exit 1
+fi
+echo "== no crashes"
