@@ -6,6 +6,8 @@
 //! lossless pipes, keyed by each side's view of the far end (as the
 //! driver in `fjord-net` keys its TCP connections).
 
+mod support;
+
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -16,6 +18,7 @@ use fjord_proto::{
     DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, PeerConfig, PeerId, PresharedKey,
     PrivateKey, Received, Rng, Sent, WallClock,
 };
+use support::ipv4_packet;
 
 const FALLBACK_PORT: u16 = 443;
 /// The port the accepting side sees the connection come from.
@@ -254,22 +257,6 @@ impl Pair {
     fn left_state(&self) -> Option<PathState> {
         self.nodes[LEFT].fallback_state(self.peers[LEFT])
     }
-}
-
-fn ipv4_packet(source: IpAddr, destination: IpAddr, payload: &[u8]) -> Vec<u8> {
-    let (IpAddr::V4(source), IpAddr::V4(destination)) = (source, destination) else {
-        unreachable!("IPv4 only");
-    };
-    let total = 20 + payload.len();
-    let mut packet = vec![0u8; total];
-    packet[0] = 0x45;
-    packet[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-    packet[8] = 64;
-    packet[9] = 17;
-    packet[12..16].copy_from_slice(&source.octets());
-    packet[16..20].copy_from_slice(&destination.octets());
-    packet[20..].copy_from_slice(payload);
-    packet
 }
 
 #[test]

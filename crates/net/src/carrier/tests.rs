@@ -39,21 +39,35 @@ fn connected_pair() -> (Carriers, usize, Carriers, usize, SocketAddr) {
     (server, server_slot, client, client_slot, remote)
 }
 
-/// Everything `carriers` receives on `slot` within a second, as
-/// datagrams (GRO-shaped messages split at their stride).
-fn receive_all(carriers: &Carriers, slot: usize, expected: usize) -> Vec<Vec<u8>> {
-    let mut storage = vec![0u8; 65_536 * 4];
-    let mut meta = [RecvMeta::default(); 4];
-    let mut datagrams = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while datagrams.len() < expected && Instant::now() < deadline {
-        let mut chunks = storage.chunks_exact_mut(65_536);
+/// Room for four GRO-shaped messages of 64 KiB, as the worker receives.
+pub(super) struct ReceiveBuffers {
+    storage: Vec<u8>,
+    meta: [RecvMeta; 4],
+}
+
+impl ReceiveBuffers {
+    pub(super) fn new() -> Self {
+        Self {
+            storage: vec![0u8; 65_536 * 4],
+            meta: [RecvMeta::default(); 4],
+        }
+    }
+
+    /// One call of `recv`; the datagrams it brought (messages split at
+    /// their stride) join `datagrams`. A receive that would block sleeps
+    /// a millisecond.
+    pub(super) fn receive_once(
+        &mut self,
+        datagrams: &mut Vec<Vec<u8>>,
+        recv: impl FnOnce(&mut [IoSliceMut<'_>], &mut [RecvMeta]) -> io::Result<usize>,
+    ) {
+        let mut chunks = self.storage.chunks_exact_mut(65_536);
         let mut slices: [IoSliceMut<'_>; 4] =
             std::array::from_fn(|_| IoSliceMut::new(chunks.next().unwrap()));
-        match carriers.recv(slot, &mut slices, &mut meta) {
+        match recv(&mut slices, &mut self.meta) {
             Ok(messages) => {
-                for (index, meta) in meta[..messages].iter().enumerate() {
-                    let message = &storage[index * 65_536..][..meta.len];
+                for (index, meta) in self.meta[..messages].iter().enumerate() {
+                    let message = &self.storage[index * 65_536..][..meta.len];
                     datagrams.extend(message.chunks(meta.stride).map(<[u8]>::to_vec));
                 }
             }
@@ -62,6 +76,19 @@ fn receive_all(carriers: &Carriers, slot: usize, expected: usize) -> Vec<Vec<u8>
             }
             Err(error) => panic!("{error}"),
         }
+    }
+}
+
+/// Everything `carriers` receives on `slot` within two seconds, as
+/// datagrams (GRO-shaped messages split at their stride).
+fn receive_all(carriers: &Carriers, slot: usize, expected: usize) -> Vec<Vec<u8>> {
+    let mut buffers = ReceiveBuffers::new();
+    let mut datagrams = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while datagrams.len() < expected && Instant::now() < deadline {
+        buffers.receive_once(&mut datagrams, |slices, meta| {
+            carriers.recv(slot, slices, meta)
+        });
     }
     datagrams
 }

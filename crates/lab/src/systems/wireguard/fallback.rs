@@ -13,17 +13,17 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::fjord::get_fjord;
-use super::{DEFAULT_MTU, Fjord, Implementation, Initiator, Interface, WgSide, point_to_point};
+use super::{Fjord, Implementation, Initiator, RunningWireGuard, WgSide, point_to_point};
 use crate::firewall::UdpFirewall;
 use crate::systems::support::{self, start_failed};
 use crate::systems::{RunningSystem, System, SystemError};
-use crate::topology::{LEFT_OVERLAY, RIGHT_OVERLAY, RIGHT_UNDERLAY, TwoHosts};
+use crate::topology::{RIGHT_OVERLAY, RIGHT_UNDERLAY, TwoHosts};
 
 /// Where the right side accepts carrier connections: the port firewalls
 /// that allow only TCP most often leave open.
 pub const FALLBACK_PORT: u16 = 443;
-/// UDP handshakes go unanswered twice (about 10 s) before the carrier
-/// opens; then one more round trip.
+/// UDP handshakes go unanswered for 10 s before the carrier opens;
+/// then one more round trip.
 const FIRST_PING_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The carriers fjord falls back to, as `FallbackCarrier` names them.
@@ -88,13 +88,6 @@ pub fn carried(ifname: &str) -> Result<bool, String> {
         .any(|line| line.split_whitespace().nth(1) == Some("carrier")))
 }
 
-struct RunningFallback {
-    // Right (responder) last: it must outlive the initiator's shutdown.
-    left: Interface,
-    right: Interface,
-    _firewall: UdpFirewall,
-}
-
 impl System for FjordFallback {
     fn name(&self) -> &str {
         match self.carrier {
@@ -141,30 +134,10 @@ impl System for FjordFallback {
                 "the tunnel came up, but not over the carrier".to_string(),
             ));
         }
-        Ok(Box::new(RunningFallback {
+        Ok(Box::new(RunningWireGuard {
             left,
             right,
-            _firewall: firewall,
+            _firewall: Some(firewall),
         }))
-    }
-}
-
-impl RunningSystem for RunningFallback {
-    fn left_address(&self) -> IpAddr {
-        IpAddr::V4(LEFT_OVERLAY)
-    }
-
-    fn right_address(&self) -> IpAddr {
-        IpAddr::V4(RIGHT_OVERLAY)
-    }
-
-    fn pids(&self) -> Vec<u32> {
-        let mut pids = self.left.pids();
-        pids.extend(self.right.pids());
-        pids
-    }
-
-    fn mtu(&self) -> u16 {
-        DEFAULT_MTU
     }
 }

@@ -156,6 +156,9 @@ struct RunningWireGuard {
     // Right (responder) last: it must outlive the initiator's shutdown.
     left: Interface,
     right: Interface,
+    /// What blocks UDP between the hosts (`fjord-fallback`), removed
+    /// after both sides stopped.
+    _firewall: Option<crate::firewall::UdpFirewall>,
 }
 
 impl System for WireGuardSystem {
@@ -209,7 +212,11 @@ impl System for WireGuardSystem {
             support::FIRST_PING_TIMEOUT,
         )
         .map_err(|e| failed(format!("no ping through the tunnel: {e}")))?;
-        Ok(Box::new(RunningWireGuard { left, right }))
+        Ok(Box::new(RunningWireGuard {
+            left,
+            right,
+            _firewall: None,
+        }))
     }
 
     fn start_mesh(

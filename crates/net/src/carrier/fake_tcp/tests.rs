@@ -4,6 +4,7 @@
 //! kernel's resets, which also shows they are ignored.
 
 use super::*;
+use crate::carrier::tests::ReceiveBuffers;
 use std::time::Duration;
 
 fn root(test: &str) -> bool {
@@ -29,26 +30,13 @@ fn pump(
     fake: &mut FakeTcp,
     mut wanted: impl FnMut(&[Vec<u8>], &[FlowEvent]) -> bool,
 ) -> (Vec<Vec<u8>>, Vec<FlowEvent>) {
-    let mut storage = vec![0u8; 65_536 * 4];
-    let mut meta = [RecvMeta::default(); 4];
+    let mut buffers = ReceiveBuffers::new();
     let (mut datagrams, mut events) = (Vec::new(), Vec::new());
     let deadline = Instant::now() + Duration::from_secs(5);
     while !wanted(&datagrams, &events) && Instant::now() < deadline {
-        let mut chunks = storage.chunks_exact_mut(65_536);
-        let mut buffers: [IoSliceMut<'_>; 4] =
-            std::array::from_fn(|_| IoSliceMut::new(chunks.next().unwrap()));
-        match fake.recv(Instant::now(), &mut buffers, &mut meta) {
-            Ok(messages) => {
-                for (index, meta) in meta[..messages].iter().enumerate() {
-                    let message = &storage[index * 65_536..][..meta.len];
-                    datagrams.extend(message.chunks(meta.stride).map(<[u8]>::to_vec));
-                }
-            }
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Err(error) => panic!("{error}"),
-        }
+        buffers.receive_once(&mut datagrams, |slices, meta| {
+            fake.recv(Instant::now(), slices, meta)
+        });
         events.extend(std::iter::from_fn(|| fake.poll_event()));
     }
     (datagrams, events)
