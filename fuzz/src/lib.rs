@@ -7,6 +7,7 @@ mod mesh_targets;
 mod net_targets;
 mod node_targets;
 mod proto_targets;
+mod switch_targets;
 
 use std::str::FromStr;
 
@@ -17,6 +18,7 @@ pub use mesh_targets::{cert_parse, control_parse, mesh_membership};
 pub use net_targets::{carrier_frames, fake_tcp_segment, tun_coalesce};
 pub use node_targets::node_session;
 pub use proto_targets::{device_datagram, icmp_too_big, ip_header, wire_parse};
+pub use switch_targets::switch_frames;
 
 /// `Cidr::from_str` on arbitrary text; a success must print and parse back
 /// to itself and contain its own address.
@@ -74,5 +76,6 @@ mod tests {
         replay("config_parse", super::config_parse);
         replay("uapi_request", super::uapi_request);
         replay("node_session", super::node_session);
+        replay("switch_frames", super::switch_frames);
     }
 }

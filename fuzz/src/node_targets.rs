@@ -23,7 +23,7 @@ use fjord_proto::{
     DATA_HEADROOM, DATA_TAILROOM, Incoming, PeerConfig, PeerId, PresharedKey, Received, Sent,
 };
 
-use crate::proto_targets::{History, Input, address, device, send_bounded};
+use crate::proto_targets::{History, Input, MTU, address, device, send_bounded};
 
 const TARGET_ADDR: &str = "198.18.0.1:51820";
 const PEER_ADDR: &str = "198.18.0.2:51820";
@@ -153,7 +153,9 @@ impl World {
         // The responder confirms the session with the first data it gets.
         world.peer_sends(PEER_OVERLAY.into(), TARGET_OVERLAY.into(), 32);
         let (from, mut datagram) = world.to_target.pop().expect("the peer sealed a packet");
-        let received = world.target.handle_datagram(now, from, &mut datagram);
+        let received = world
+            .target
+            .handle_datagram(now, from, &mut datagram, &mut []);
         assert!(
             matches!(received, Received::Data { .. }),
             "the session is established before the fuzzer starts: {received:?}"
@@ -207,19 +209,26 @@ impl World {
     fn feed_target(&mut self, from: SocketAddr, mut datagram: Vec<u8>) {
         self.history.remember(&datagram);
         let len = datagram.len();
+        let mut decompressed = [0u8; MTU];
         self.split_next = !self.split_next;
         let received = if self.split_next {
             match self.target.prepare_datagram(self.now, from, &mut datagram) {
                 Incoming::Data(pending) => {
                     let mut pending = pending.detach();
                     pending.open(&mut datagram);
-                    self.target
-                        .finish_datagram(self.now, from, pending.opened(), &datagram)
+                    self.target.finish_datagram(
+                        self.now,
+                        from,
+                        pending.opened(),
+                        &datagram,
+                        &mut decompressed,
+                    )
                 }
                 Incoming::Done(received) => received,
             }
         } else {
-            self.target.handle_datagram(self.now, from, &mut datagram)
+            self.target
+                .handle_datagram(self.now, from, &mut datagram, &mut decompressed)
         };
         match received {
             Received::Data {
@@ -228,30 +237,46 @@ impl World {
                 source,
                 ..
             } => {
-                assert_eq!(peer, self.target_peer, "only the honest peer has a session");
                 assert!(packet.start <= packet.end && packet.end <= len);
-                let header = IpHeader::parse(&datagram[packet.clone()]);
-                assert!(header.is_ok_and(|h| h.total_len == packet.len() && h.source == source));
-                assert_eq!(
-                    self.target.route(&source),
-                    Some(peer),
-                    "delivered from an address the peer is not allowed"
-                );
+                self.check_delivered(peer, &datagram[packet], source);
+            }
+            Received::Decompressed {
+                peer,
+                packet,
+                source,
+                ..
+            } => {
+                assert!(packet.start <= packet.end && packet.end <= MTU);
+                self.check_delivered(peer, &decompressed[packet], source);
             }
             Received::Keepalive { peer } | Received::Extension { peer, .. } => {
                 assert_eq!(peer, self.target_peer);
             }
+            Received::Frame { .. } => panic!("a node in router mode delivered a frame"),
             Received::Control | Received::Dropped(_) => {}
         }
+    }
+
+    /// A delivered packet came from the honest peer, is one whole IP
+    /// packet and its source is among the peer's allowed IPs.
+    fn check_delivered(&self, peer: PeerId, packet: &[u8], source: IpAddr) {
+        assert_eq!(peer, self.target_peer, "only the honest peer has a session");
+        let header = IpHeader::parse(packet);
+        assert!(header.is_ok_and(|h| h.total_len == packet.len() && h.source == source));
+        assert_eq!(
+            self.target.route(&source),
+            Some(peer),
+            "delivered from an address the peer is not allowed"
+        );
     }
 
     /// Delivers what is in flight both ways; each datagram to the target
     /// may be changed at one byte (`mutation`: position and XOR mask).
     fn deliver(&mut self, mutation: Option<(usize, u8)>) {
         for mut datagram in std::mem::take(&mut self.to_peer) {
-            let _ = self
-                .peer
-                .handle_datagram(self.now, address(TARGET_ADDR), &mut datagram);
+            let _ =
+                self.peer
+                    .handle_datagram(self.now, address(TARGET_ADDR), &mut datagram, &mut []);
         }
         for (from, mut datagram) in std::mem::take(&mut self.to_target) {
             if let Some((position, flip)) = mutation

@@ -9,23 +9,39 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use fjord_proto::compression::{self, COMPRESSED_LZ4_MARKER};
 use fjord_proto::ip::IpHeader;
 use fjord_proto::negotiation::Offer;
 use fjord_proto::wire::{
     COOKIE_REPLY_LEN, HANDSHAKE_INITIATION_LEN, HANDSHAKE_RESPONSE_LEN, Message,
 };
 use fjord_proto::{
-    DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, Incoming, PeerConfig, PeerId, PresharedKey,
-    PrivateKey, Received, Rng, Sent, WallClock,
+    CompressionPolicy, DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, Incoming, PeerConfig,
+    PeerId, PresharedKey, PrivateKey, Received, Rng, Sent, WallClock,
 };
+
+/// The tunnel MTU of the fuzzed devices and of decompression.
+pub(crate) const MTU: usize = 1420;
 
 /// `Message::parse` on arbitrary bytes, reading every field of a success;
 /// and the same bytes as the plaintext of a session offer
-/// (`fjord_proto::negotiation`), whose success must survive re-encoding.
+/// (`fjord_proto::negotiation`), whose success must survive re-encoding,
+/// and as the plaintext of a compressed packet
+/// (`fjord_proto::compression`), which decompresses to exactly the length
+/// it claims and never past the limit.
 pub fn wire_parse(data: &[u8]) {
     if let Ok(offer) = Offer::decode(data) {
         assert!(Offer::is_protocol_extension(data));
         assert_eq!(Offer::decode(&offer.encode()), Ok(offer));
+    }
+    let mut out = [0u8; MTU];
+    // Also with a buffer shorter than the limit, as a careless driver's.
+    for (room, limit) in [(MTU, MTU), (MTU / 2, MTU)] {
+        if let Ok(len) = compression::decompress(data, &mut out[..room], limit) {
+            assert_eq!(data[0], COMPRESSED_LZ4_MARKER);
+            assert!(len <= room && len <= limit);
+            assert_eq!(usize::from(u16::from_be_bytes([data[1], data[2]])), len);
+        }
     }
     match Message::parse(data) {
         Ok(Message::HandshakeInitiation(m)) => {
@@ -203,7 +219,7 @@ pub(crate) fn device(key: u8, rng_seed: u64, base: Instant) -> Device {
     Device::new(
         DeviceConfig {
             private_key: Some(PrivateKey::from_bytes([key; 32])),
-            mtu: 1420,
+            mtu: MTU,
         },
         Box::new(FuzzRng(rng_seed)),
         WallClock {
@@ -214,10 +230,17 @@ pub(crate) fn device(key: u8, rng_seed: u64, base: Instant) -> Device {
 }
 
 impl World {
-    fn new(psk: bool) -> Self {
+    /// `compress`: both devices offer compression, so data between them
+    /// (the fuzzer's zero-filled packets compress well) travels
+    /// compressed and the target decompresses what arrives.
+    fn new(psk: bool, compress: bool) -> Self {
         let now = Instant::now();
         let mut target = device(1, 1, now);
         let mut peer = device(2, 2, now);
+        if compress {
+            target.set_compression_policy(CompressionPolicy::Lz4);
+            peer.set_compression_policy(CompressionPolicy::Lz4);
+        }
         let preshared_key = if psk {
             PresharedKey::from_bytes([7; 32])
         } else {
@@ -263,6 +286,7 @@ impl World {
     fn feed_target(&mut self, from: SocketAddr, mut datagram: Vec<u8>) {
         self.history.remember(&datagram);
         let len = datagram.len();
+        let mut decompressed = [0u8; MTU];
         // Every other datagram takes the detached path a multi-threaded
         // driver uses, which must end exactly like the one-call path.
         self.split_next = !self.split_next;
@@ -271,13 +295,19 @@ impl World {
                 Incoming::Data(data) => {
                     let mut data = data.detach();
                     data.open(&mut datagram);
-                    self.target
-                        .finish_datagram(self.now, from, data.opened(), &datagram)
+                    self.target.finish_datagram(
+                        self.now,
+                        from,
+                        data.opened(),
+                        &datagram,
+                        &mut decompressed,
+                    )
                 }
                 Incoming::Done(received) => received,
             }
         } else {
-            self.target.handle_datagram(self.now, from, &mut datagram)
+            self.target
+                .handle_datagram(self.now, from, &mut datagram, &mut decompressed)
         };
         match received {
             Received::Data { peer, packet, .. } => {
@@ -286,11 +316,18 @@ impl World {
                 let header = IpHeader::parse(&datagram[packet.clone()]);
                 assert!(header.is_ok_and(|h| h.total_len == packet.len()));
             }
+            Received::Decompressed { peer, packet, .. } => {
+                assert_eq!(peer, self.target_peer);
+                assert!(packet.start <= packet.end && packet.end <= MTU);
+                let header = IpHeader::parse(&decompressed[packet.clone()]);
+                assert!(header.is_ok_and(|h| h.total_len == packet.len()));
+            }
             Received::Keepalive { peer } => assert_eq!(peer, self.target_peer),
             Received::Extension { peer, payload } => {
                 assert_eq!(peer, self.target_peer);
                 assert!(payload.start < payload.end && payload.end <= len);
             }
+            Received::Frame { .. } => panic!("a device alone never returns a frame"),
             Received::Control | Received::Dropped(_) => {}
         }
     }
@@ -364,9 +401,12 @@ impl World {
     fn exchange(&mut self, input: &mut Input<'_>) {
         let (position, flip) = (usize::from(input.u8()), input.u8());
         for mut datagram in std::mem::take(&mut self.to_peer) {
-            let _ = self
-                .peer
-                .handle_datagram(self.now, address(TARGET_ADDR), &mut datagram);
+            let _ = self.peer.handle_datagram(
+                self.now,
+                address(TARGET_ADDR),
+                &mut datagram,
+                &mut [0; MTU],
+            );
         }
         for (from, mut datagram) in std::mem::take(&mut self.to_target) {
             if let Some(byte) = datagram.get_mut(position) {
@@ -401,13 +441,15 @@ impl World {
 /// | 6 | replay a remembered datagram to the target, maybe truncated or extended |
 /// | 7 | misc: initiate, toggle under-load, move the endpoint, drain into a small buffer |
 ///
-/// The first byte picks whether the two share a preshared key. Datagrams to
+/// The first byte picks whether the two share a preshared key (bit 0) and
+/// whether both offer compression (bit 1). Datagrams to
 /// the target alternate between the one-call receive path and the two-half
 /// one, detached (`prepare_datagram`, `detach`, `open`, `finish_datagram`).
 /// Must never panic.
 pub fn device_datagram(data: &[u8]) {
     let mut input = Input(data);
-    let mut world = World::new(input.u8() & 1 == 1);
+    let setup = input.u8();
+    let mut world = World::new(setup & 1 == 1, setup & 2 == 2);
     for _ in 0..MAX_OPERATIONS {
         let Some(op) = input.byte() else { break };
         match op % 8 {

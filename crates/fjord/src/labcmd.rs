@@ -29,7 +29,7 @@ pub enum LabCommand {
     },
     /// Run suites for systems.
     Run {
-        /// Suites to run (comma-separated): quick, throughput, latency, loss, bdp, soak, mesh, attack.
+        /// Suites to run (comma-separated): quick, throughput, latency, loss, bdp, soak, mesh, attack, compress.
         #[arg(long = "suite", required = true)]
         suites: String,
         /// Systems to compare (comma-separated); bare is added first if missing.
@@ -202,7 +202,7 @@ fn list() -> String {
             Err(how) => format!("not installed: {how}"),
         };
         text.push_str(&format!(
-            "  {:<13} {}\n  {:<13} {state}\n",
+            "  {:<14} {}\n  {:<14} {state}\n",
             system.name(),
             system.description(),
             ""

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use fjord::config::CipherSetting;
+use fjord::config::{CipherSetting, CompressionSetting};
 use fjord::keycmd;
-use fjord::up::{UpOptions, UsageError};
+use fjord::up::{DataOffer, UpOptions, UsageError};
 use fjord_proto::Timing;
 
 #[derive(Parser)]
@@ -39,6 +39,14 @@ struct Cli {
     /// WireGuard peers always get ChaCha20-Poly1305 [default: auto]
     #[arg(long, global = true, env = "FJORD_CIPHER", value_parser = parse_cipher)]
     cipher: Option<CipherSetting>,
+    /// Compression of data to other fjord nodes, for `up` and `fjord
+    /// IFACE` (over the config file's `Compression`): `off`, or `lz4`
+    /// (per packet, with each fjord peer that enables it too; for
+    /// low-entropy traffic on slow links). Off by default because packet
+    /// sizes then leak secrets mixed with attacker-controlled data.
+    /// WireGuard peers never get compressed data [default: off]
+    #[arg(long, global = true, env = "FJORD_COMPRESSION", value_parser = parse_compression)]
+    compression: Option<CompressionSetting>,
     /// For tests only: run the rekey cycle N times faster (sessions
     /// rekeyed every 120/N s, handshakes retried every 5/N s). A peer on
     /// the standard timers would refuse the extra initiations as a flood:
@@ -119,6 +127,7 @@ fn main() -> ExitCode {
     let protocol = Protocol {
         timing,
         cipher: cli.cipher,
+        compression: cli.compression,
     };
     match run(
         cli.command,
@@ -170,10 +179,16 @@ fn parse_cipher(text: &str) -> Result<CipherSetting, String> {
         .map_err(|_| format!("expected {}", CipherSetting::EXPECTED))
 }
 
+fn parse_compression(text: &str) -> Result<CompressionSetting, String> {
+    text.parse()
+        .map_err(|_| format!("expected {}", CompressionSetting::EXPECTED))
+}
+
 /// The protocol settings the command line gives `up` and `fjord IFACE`.
 struct Protocol {
     timing: Timing,
     cipher: Option<CipherSetting>,
+    compression: Option<CompressionSetting>,
 }
 
 fn run(
@@ -208,6 +223,7 @@ fn run(
                 threads,
                 timing: protocol.timing,
                 cipher: protocol.cipher,
+                compression: protocol.compression,
                 user,
             };
             fjord::up::up(&config, &options)
@@ -227,7 +243,10 @@ fn run(
                 foreground,
                 threads,
                 protocol.timing,
-                protocol.cipher.unwrap_or_default(),
+                DataOffer {
+                    cipher: protocol.cipher.unwrap_or_default(),
+                    compression: protocol.compression.unwrap_or_default(),
+                },
                 user.as_ref(),
             )
         }

@@ -9,6 +9,7 @@
 //! | re-read the interface's MTU (`SIOCGIFMTU`), list host addresses, resolve endpoint names | nothing |
 //! | path MTU probes (`IP_MTU_DISCOVER`), punch TTLs (`IP_TTL`), source addresses (`IP_PKTINFO`) | nothing |
 //! | new UDP sockets on ports ≥ 1024: `wg set listen-port`, port prediction's 256 sockets | nothing |
+//! | a connected socket per peer on the listen port (floods), beside the one bound as root | that socket handed to NAME first (`hand_over`) |
 //! | socket buffers past the sysctl caps on those sockets (`SO_*BUFFORCE`) | `CAP_NET_ADMIN` |
 //! | a firewall mark on any socket (`wg set fwmark`, which wg-quick sends for a default route) | `CAP_NET_ADMIN` |
 //! | shutdown: remove the policy rules of a default route (`ip rule del`) | `CAP_NET_ADMIN` (ambient, so `ip` gets it) |
@@ -21,6 +22,7 @@
 //! remove it when nobody answers. PostUp, PreDown and PostDown hooks run
 //! as NAME with `CAP_NET_ADMIN` (PreUp still runs as root).
 
+use fjord_net::UdpTransport;
 use fjord_sys::privilege::{self, Account, CAP_NET_ADMIN, Capability};
 
 use crate::up::UsageError;
@@ -38,6 +40,15 @@ pub fn resolve_user(name: &str) -> Result<Account, UsageError> {
             "--user {name}: cannot read the user database: {error}"
         ))),
     }
+}
+
+/// Gives the interface's UDP socket, bound as root, to `account`, so that
+/// the sockets of its own fjord opens for each peer after [`drop_to`] can
+/// share its port (`UdpTransport::hand_to`). Call it before
+/// [`drop_to`].
+pub fn hand_over(udp: &UdpTransport, account: &Account) -> anyhow::Result<()> {
+    udp.hand_to(account.uid, account.gid)
+        .map_err(|error| anyhow::anyhow!("giving the UDP socket to {}: {error}", account.name))
 }
 
 /// Switches to `account`, keeping [`KEPT_CAPABILITIES`]. Call it before

@@ -38,13 +38,25 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
     let handshakes = handshake_counters(interface);
     let computed = handshakes.get("initiations_computed").copied();
     let cookies = handshakes.get("cookie_replies").copied();
-    if computed.unwrap_or(0) > 0 || cookies.unwrap_or(0) > 0 {
-        let _ = writeln!(
+    let withheld = handshakes
+        .get("cookie_replies_withheld")
+        .copied()
+        .unwrap_or(0);
+    if computed.unwrap_or(0) > 0 || cookies.unwrap_or(0) > 0 || withheld > 0 {
+        let _ = write!(
             out,
             "  handshakes: {} initiations computed, {} cookie replies",
             computed.unwrap_or(0),
             cookies.unwrap_or(0)
         );
+        // Only under a flood faster than the reply budget.
+        if withheld > 0 {
+            let _ = write!(out, ", {withheld} left unanswered (reply budget spent)");
+        }
+        out.push('\n');
+    }
+    if let Some(count) = switch_mac_addresses(interface) {
+        let _ = writeln!(out, "  switch: {count} MAC addresses known");
     }
     let carriers = carrier_counters(interface);
     if carriers.values().any(|n| *n > 0) {
@@ -121,6 +133,16 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
         if let Some(cipher) = &peer.cipher {
             let _ = writeln!(out, "  cipher: {cipher}");
         }
+        if let Some(compression) = &peer.compression {
+            let _ = writeln!(
+                out,
+                "  compression: {}, {} packets compressed, {} sent raw, {} received compressed",
+                if compression.on { "lz4" } else { "off" },
+                compression.compressed_packets,
+                compression.raw_packets,
+                compression.decompressed_packets
+            );
+        }
     }
     out
 }
@@ -149,6 +171,7 @@ pub fn report(name: &str, interface: &UapiInterface) -> InterfaceReport {
                 persistent_keepalive_secs: (peer.persistent_keepalive > 0)
                     .then_some(u64::from(peer.persistent_keepalive)),
                 cipher: peer.cipher.clone(),
+                compression: peer.compression,
             })
             .collect(),
         drops: interface
@@ -160,7 +183,18 @@ pub fn report(name: &str, interface: &UapiInterface) -> InterfaceReport {
         members: interface.members.clone(),
         fallback: interface.fallback.clone(),
         carriers: carrier_counters(interface),
+        switch_mac_addresses: switch_mac_addresses(interface),
     }
+}
+
+/// How many MAC addresses a switch-mode interface knows; `None` for a
+/// router (or another implementation).
+fn switch_mac_addresses(interface: &UapiInterface) -> Option<u64> {
+    interface
+        .counters
+        .iter()
+        .find(|(key, _)| key == uapi::SWITCH_MAC_ADDRESSES)
+        .map(|(_, count)| *count)
 }
 
 /// The fallback's counters (moves between UDP and carriers, what carriers
@@ -303,8 +337,39 @@ mod tests {
         assert_eq!(json["handshakes"]["cookie_replies"], 7);
         assert_eq!(json["handshakes"]["initiations_computed"], 512);
         assert_eq!(json["drops"]["cookie_required"], 7);
+        // A flood faster than the reply budget: the handshakes left
+        // unanswered are said too.
+        interface
+            .counters
+            .push(("handshake_cookie_replies_withheld".to_string(), 90));
+        let text = render_text("fj0", &interface, UNIX_EPOCH);
+        assert!(
+            text.contains(
+                "  handshakes: 512 initiations computed, 7 cookie replies, \
+                 90 left unanswered (reply budget spent)\n"
+            ),
+            "{text}"
+        );
+        let json = serde_json::to_value(report("fj0", &interface)).unwrap();
+        assert_eq!(json["handshakes"]["cookie_replies_withheld"], 90);
         // Other implementations keep no such counters: no line.
         interface.counters.clear();
         assert!(!render_text("fj0", &interface, UNIX_EPOCH).contains("handshakes"));
+    }
+
+    #[test]
+    fn a_switch_shows_its_mac_addresses_and_a_router_nothing() {
+        let mut interface = UapiInterface {
+            counters: vec![("switch_mac_addresses".to_string(), 3)],
+            ..UapiInterface::default()
+        };
+        let text = render_text("fj0", &interface, UNIX_EPOCH);
+        assert!(text.contains("  switch: 3 MAC addresses known\n"), "{text}");
+        let json = serde_json::to_value(report("fj0", &interface)).unwrap();
+        assert_eq!(json["switch_mac_addresses"], 3);
+        interface.counters.clear();
+        assert!(!render_text("fj0", &interface, UNIX_EPOCH).contains("switch"));
+        let json = serde_json::to_value(report("fj0", &interface)).unwrap();
+        assert!(json.get("switch_mac_addresses").is_none());
     }
 }

@@ -36,6 +36,9 @@ pub struct InterfaceStatus {
     /// Counters of the fallback: moves to carriers and back, and what the
     /// carriers carried, by name.
     pub fallback_counters: Vec<(&'static str, u64)>,
+    /// In switch mode, the MAC addresses the switch knows now (its own
+    /// port's and those behind peers); `None` in router mode.
+    pub mac_addresses: Option<usize>,
 }
 
 pub use fjord_mesh::report::MemberLine;
@@ -77,6 +80,52 @@ pub struct PeerStatus {
     pub persistent_keepalive: Option<Duration>,
     /// The cipher our data to the peer uses now (none without a session).
     pub sending_cipher: Option<DataCipher>,
+    pub compression: PeerCompression,
+}
+
+/// Compression toward one peer (fjord's; see `fjord_proto::compression`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PeerCompression {
+    /// Our data to the peer is compressed now: both enabled compression.
+    pub on: bool,
+    /// IP packets sent compressed.
+    pub compressed_packets: u64,
+    /// IP packets sent raw while compression was on: too short, too
+    /// random, or no shorter compressed.
+    pub raw_packets: u64,
+    /// Compressed packets received from the peer.
+    pub decompressed_packets: u64,
+}
+
+impl PeerCompression {
+    /// `on 120 7 98`: the fields of a `get=fjord` line.
+    pub fn to_fields(&self) -> String {
+        format!(
+            "{} {} {} {}",
+            if self.on { "on" } else { "off" },
+            self.compressed_packets,
+            self.raw_packets,
+            self.decompressed_packets
+        )
+    }
+
+    /// Reads [`PeerCompression::to_fields`]' text.
+    pub fn parse(fields: &str) -> Option<Self> {
+        let mut parts = fields.split(' ');
+        let on = match parts.next()? {
+            "on" => true,
+            "off" => false,
+            _ => return None,
+        };
+        let mut number = || parts.next()?.parse::<u64>().ok();
+        let parsed = Self {
+            on,
+            compressed_packets: number()?,
+            raw_packets: number()?,
+            decompressed_packets: number()?,
+        };
+        parts.next().is_none().then_some(parsed)
+    }
 }
 
 impl InterfaceStatus {
@@ -102,6 +151,12 @@ impl InterfaceStatus {
                     tx_bytes: status.stats.tx_bytes,
                     persistent_keepalive: status.persistent_keepalive,
                     sending_cipher: status.sending_cipher,
+                    compression: PeerCompression {
+                        on: status.sending_compressed,
+                        compressed_packets: status.stats.compressed_packets,
+                        raw_packets: status.stats.uncompressed_packets,
+                        decompressed_packets: status.stats.decompressed_packets,
+                    },
                 })
             })
             .collect();
@@ -123,6 +178,9 @@ impl InterfaceStatus {
             members: member_lines(node),
             fallback: fallback_lines(node),
             fallback_counters: fallback_counters(context),
+            mac_addresses: node
+                .mac_table()
+                .map(|table| table.entries(context.now).count()),
         }
     }
 }
@@ -211,6 +269,9 @@ pub struct InterfaceReport {
     pub fallback: Vec<FallbackLine>,
     /// The fallback's counters (`carrier_datagrams_sent`, ...; fjord only).
     pub carriers: std::collections::BTreeMap<String, u64>,
+    /// MAC addresses a switch-mode interface knows; absent in router mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub switch_mac_addresses: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -225,4 +286,33 @@ pub struct PeerReport {
     pub persistent_keepalive_secs: Option<u64>,
     /// The data cipher toward the peer (fjord only; none without a session).
     pub cipher: Option<String>,
+    /// Compression toward the peer (fjord only; none without a session).
+    pub compression: Option<PeerCompression>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compression_fields_round_trip_and_refuse_junk() {
+        let compression = PeerCompression {
+            on: true,
+            compressed_packets: 120,
+            raw_packets: 7,
+            decompressed_packets: 98,
+        };
+        assert_eq!(compression.to_fields(), "on 120 7 98");
+        assert_eq!(
+            PeerCompression::parse(&compression.to_fields()),
+            Some(compression)
+        );
+        assert_eq!(
+            PeerCompression::parse("off 0 0 0"),
+            Some(PeerCompression::default())
+        );
+        for junk in ["", "on", "yes 1 2 3", "on 1 2", "on 1 2 3 4", "on -1 2 3"] {
+            assert_eq!(PeerCompression::parse(junk), None, "{junk}");
+        }
+    }
 }

@@ -4,22 +4,26 @@
 //!
 //! Order: PreUp; the configuration socket (claimed first, so that a second
 //! `fjord up` of the same interface fails before touching anything); UDP
-//! socket; TUN interface; addresses and MTU; peers; routes; with `--user`,
-//! root given up (`privilege.rs`); serving the configuration socket;
-//! PostUp. A `[Mesh]` section's files are read and checked with the config
-//! file, before anything is created. On the way down: PreDown, routes and
-//! rules, interface, PostDown (as wg-quick).
+//! socket; TUN interface (TAP in switch mode); addresses and MTU; peers;
+//! routes; with `--user`, root given up (`privilege.rs`); serving the
+//! configuration socket; PostUp. A `[Mesh]` section's files are read and
+//! checked with the config file, before anything is created. On the way
+//! down: PreDown, routes and rules, interface, PostDown (as wg-quick).
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use fjord_mesh::switch::{MacAddress, SwitchConfig};
 use fjord_mesh::{Cidr, Mesh, MeshConfig, Node};
-use fjord_net::{StopReason, TunDevice, UdpTransport, Worker};
+use fjord_net::{DeviceKind, StopReason, TunDevice, UdpTransport, Worker};
 use fjord_proto::{CipherPolicy, Device, DeviceConfig, PrivateKey, Rng, Timing, WallClock};
 use fjord_sys::privilege::Account;
 
-use crate::config::{CipherSetting, Config, FallbackCarrier, LoadedMesh, interface_name_from_path};
+use crate::config::{
+    CipherSetting, CompressionSetting, Config, FallbackCarrier, InterfaceMode, LoadedMesh,
+    interface_name_from_path,
+};
 use crate::netconf::{self, Netconf, RouteTable, run_hook};
 use crate::reresolve::{self, NamedEndpoint};
 use crate::uapi;
@@ -44,8 +48,18 @@ pub struct UpOptions {
     pub timing: Timing,
     /// `--cipher` / `FJORD_CIPHER`, which wins over the file's `Cipher`.
     pub cipher: Option<CipherSetting>,
+    /// `--compression` / `FJORD_COMPRESSION`, which wins over the file's
+    /// `Compression`.
+    pub compression: Option<CompressionSetting>,
     /// The account to run as once set up (`--user`); `None` stays root.
     pub user: Option<Account>,
+}
+
+/// What this node offers other fjord nodes for the data of each session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DataOffer {
+    pub cipher: CipherSetting,
+    pub compression: CompressionSetting,
 }
 
 /// The operating system's CSPRNG.
@@ -70,14 +84,16 @@ fn wall_clock(now: Instant) -> WallClock {
 }
 
 /// A protocol device with the system's randomness and wall clock pinned
-/// to `now`, offering fjord peers the ciphers `cipher` allows on this CPU.
+/// to `now`, offering fjord peers the ciphers `offer.cipher` allows on
+/// this CPU, and compression if `offer.compression` enables it.
 pub fn new_device(
     private_key: Option<PrivateKey>,
     mtu: u16,
     timing: Timing,
-    cipher: CipherSetting,
+    offer: DataOffer,
     now: Instant,
 ) -> Device {
+    let cipher = offer.cipher;
     let config = DeviceConfig {
         private_key,
         mtu: usize::from(mtu),
@@ -95,6 +111,12 @@ pub fn new_device(
     tracing::info!(
         "data cipher with fjord peers: {with_fjord_peers}; with WireGuard peers: ChaCha20-Poly1305"
     );
+    device.set_compression_policy(offer.compression.policy());
+    if offer.compression == CompressionSetting::Lz4 {
+        tracing::info!(
+            "compression with fjord peers: LZ4 where the peer enables it too (Compression = lz4); never with WireGuard peers"
+        );
+    }
     device
 }
 
@@ -127,12 +149,15 @@ pub fn build_node(
     mesh: Option<LoadedMesh>,
     host_addresses: Vec<SocketAddr>,
     timing: Timing,
-    cipher: CipherSetting,
+    offer: DataOffer,
     now: Instant,
 ) -> anyhow::Result<Node> {
     let private_key = Some(config.interface.private_key.clone());
     let mtu = config.interface.mtu().bytes();
-    let mut node = Node::new(new_device(private_key, mtu, timing, cipher, now));
+    let mut node = Node::new(new_device(private_key, mtu, timing, offer, now));
+    if config.interface.mode == InterfaceMode::Switch {
+        node.enable_switch(SwitchConfig::default());
+    }
     for peer in &config.peers {
         let id = node
             .add_peer(peer.to_proto(), &peer.allowed_ips)
@@ -202,9 +227,16 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
         .map_err(|error| UsageError(error.to_string()))?;
     open_carrier(&config, &mut udp, fwmark)?;
     let mtu = config.interface.mtu().bytes();
-    let tun = TunDevice::create(&interface, mtu, !options.no_offload)?;
+    let kind = match config.interface.mode {
+        InterfaceMode::Router => DeviceKind::Tun,
+        InterfaceMode::Switch => DeviceKind::Tap {
+            mac_address: MacAddress::for_node(&config.interface.private_key.public_key()).0,
+        },
+    };
+    let tun = TunDevice::create(&interface, kind, mtu, !options.no_offload)?;
     tracing::info!(
         interface,
+        mode = %config.interface.mode,
         listen_port = udp.port(),
         offload = tun.offload(),
         gso_segments = udp.max_gso_segments(),
@@ -223,13 +255,22 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
         mesh,
         host_addresses,
         options.timing,
-        options
-            .cipher
-            .or(config.interface.cipher)
-            .unwrap_or_default(),
+        DataOffer {
+            cipher: options
+                .cipher
+                .or(config.interface.cipher)
+                .unwrap_or_default(),
+            compression: options
+                .compression
+                .or(config.interface.compression)
+                .unwrap_or_default(),
+        },
         Instant::now(),
     )?;
     netconf.add_routes(&interface, &allowed, table, fwmark)?;
+    if let Some(account) = &options.user {
+        crate::privilege::hand_over(&udp, account)?;
+    }
 
     let (mut worker, control) = Worker::new(node, tun, udp, fwmark)?;
     worker = worker.with_threads(options.threads);

@@ -12,21 +12,21 @@
 use std::time::Instant;
 
 use fjord_mesh::Node;
-use fjord_net::{StopReason, TunDevice, UdpTransport, Worker};
+use fjord_net::{DeviceKind, StopReason, TunDevice, UdpTransport, Worker};
 use fjord_proto::Timing;
 use fjord_sys::privilege::Account;
 use fjord_sys::process::{Daemonized, daemonize};
 
-use crate::config::{CipherSetting, DEFAULT_MTU, InterfaceName};
+use crate::config::{DEFAULT_MTU, InterfaceName};
 use crate::uapi;
-use crate::up::{UsageError, new_device};
+use crate::up::{DataOffer, UsageError, new_device};
 
 pub fn run_interface(
     name: &str,
     foreground: bool,
     threads: usize,
     timing: Timing,
-    cipher: CipherSetting,
+    offer: DataOffer,
     user: Option<&Account>,
 ) -> anyhow::Result<()> {
     let name: InterfaceName = name
@@ -37,8 +37,8 @@ pub fn run_interface(
         uapi::bind(interface).map_err(|error| UsageError(error.to_string()))?;
     let udp = UdpTransport::bind(0, 0)?;
     let mtu = DEFAULT_MTU.bytes();
-    let tun = TunDevice::create(interface, mtu, true)?;
-    let device = new_device(None, mtu, timing, cipher, Instant::now());
+    let tun = TunDevice::create(interface, DeviceKind::Tun, mtu, true)?;
+    let device = new_device(None, mtu, timing, offer, Instant::now());
     if !foreground {
         eprintln!(
             "fjord: {interface} is up; running in the background (use -f to stay in the foreground)"
@@ -55,6 +55,7 @@ pub fn run_interface(
     // Everything that needs root is done (wg-quick configures addresses
     // and routes itself); no thread has started yet.
     if let Some(account) = user {
+        crate::privilege::hand_over(&udp, account)?;
         crate::privilege::drop_to(account)?;
     }
     let (worker, control) = Worker::new(Node::new(device), tun, udp, 0)?;

@@ -5,18 +5,23 @@
 //! digest-checked TCP transfer, the responder answers the flood with
 //! cookie replies (by its own counters, which `fjord show` prints, and on
 //! the wire), and the initiator, restarted in the middle of the flood,
-//! gets its tunnel back.
+//! gets its tunnel back. Then the flood goes as fast as the generator
+//! can (100,000s a second, more than the responder can read): the peer's
+//! datagrams reach a socket of their own, so the tunnel still carries a
+//! transfer, and the responder answers no more handshakes than its
+//! cookie reply budget allows, leaving the rest unanswered.
 //!
 //! Needs root; without it the test skips with one line (fails under CI).
 //! No figure here is a performance threshold: the suite measures those.
 
 use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fjord_lab::attack::hosts::{ATTACKER_LINK, spoofed_sources};
 use fjord_lab::attack::{
     AttackedHosts, EchoService, Flood, FloodRate, FloodTarget, ReplyCounters, time_to_echo,
+    udp_socket_drops,
 };
 use fjord_lab::netns;
 use fjord_lab::systems::wireguard::{
@@ -25,7 +30,7 @@ use fjord_lab::systems::wireguard::{
 use fjord_lab::systems::{self, WorkDir};
 use fjord_lab::topology::{RIGHT_OVERLAY, RIGHT_UNDERLAY};
 use fjord_lab::traffic::{self, BulkTransfer};
-use fjord_proto::DropReason;
+use fjord_proto::{COOKIE_REPLIES_PER_SECOND, DropReason, PEER_COOKIE_REPLIES_PER_SECOND};
 
 const TRANSFER_BYTES: u64 = 16 << 20;
 /// Above the rate at which fjord asks for cookies (512/s), and low enough
@@ -52,6 +57,18 @@ fn a_flooded_responder_answers_with_cookies_and_keeps_its_tunnel() {
     let right = fjord
         .start(&hosts.hosts.right, &right_side, workdir.path())
         .expect("responder up");
+    let counters = || {
+        fjord
+            .handshake_counters(&right)
+            .expect("fjord keeps handshake counters")
+            .expect("read the responder's counters")
+    };
+    let refusals = || {
+        fjord
+            .drop_counters(&right)
+            .expect("fjord keeps drop counters")
+            .expect("read the responder's drops")
+    };
     let mut left = Some(
         fjord
             .start(&hosts.hosts.left, &left_side, workdir.path())
@@ -62,30 +79,21 @@ fn a_flooded_responder_answers_with_cookies_and_keeps_its_tunnel() {
         .expect("the tunnel is up before the flood");
     let replies = ReplyCounters::install(&hosts.attacker, LISTEN_PORT).expect("reply counters");
     let _echo = EchoService::start(&hosts.hosts.right, ECHO_PORT).expect("echo service");
-    let before = fjord
-        .handshake_counters(&right)
-        .expect("fjord keeps handshake counters")
-        .expect("read the responder's counters");
-    let drops_before = fjord
-        .drop_counters(&right)
-        .expect("fjord keeps drop counters")
-        .expect("read the responder's drops");
+    let before = counters();
+    let refused_before = refusals();
 
     let (destination_mac, source_mac) = hosts.attack_link_macs().expect("MAC addresses");
-    let target = FloodTarget {
-        address: SocketAddrV4::new(RIGHT_UNDERLAY, LISTEN_PORT),
-        public_key: right_side.public_key(),
-        destination_mac,
-        source_mac,
-        sources: spoofed_sources(),
+    let flood_at = |rate| {
+        let target = FloodTarget {
+            address: SocketAddrV4::new(RIGHT_UNDERLAY, LISTEN_PORT),
+            public_key: right_side.public_key(),
+            destination_mac,
+            source_mac,
+            sources: spoofed_sources(),
+        };
+        Flood::start(&hosts.attacker, ATTACKER_LINK, target, rate).expect("flood started")
     };
-    let flood = Flood::start(
-        &hosts.attacker,
-        ATTACKER_LINK,
-        target,
-        FloodRate::PerSecond(FLOOD_RATE),
-    )
-    .expect("flood started");
+    let flood = flood_at(FloodRate::PerSecond(FLOOD_RATE));
     // Long enough for the responder to notice and to answer thousands.
     std::thread::sleep(Duration::from_secs(2));
 
@@ -135,15 +143,8 @@ fn a_flooded_responder_answers_with_cookies_and_keeps_its_tunnel() {
     .expect("the restarted initiator got its tunnel back during the flood");
 
     let sent = flood.stop().expect("flood ran to the end");
-    let after = fjord
-        .handshake_counters(&right)
-        .expect("fjord keeps handshake counters")
-        .expect("read the responder's counters");
-    let refused = fjord
-        .drop_counters(&right)
-        .expect("fjord keeps drop counters")
-        .expect("read the responder's drops")
-        .since(&drops_before);
+    let after = counters();
+    let refused = refusals().since(&refused_before);
     let cookie_replies = after.cookie_replies - before.cookie_replies;
     let computed = after.initiations_computed - before.initiations_computed;
     let on_the_wire = replies.read().expect("reply counters");
@@ -189,5 +190,46 @@ fn a_flooded_responder_answers_with_cookies_and_keeps_its_tunnel() {
         3,
     )
     .expect("ping back from the responder");
+
+    // Unpaced: far more than the responder reads. Its peer's datagrams
+    // wait in a socket of their own, so the transfer goes through.
+    let started = Instant::now();
+    let before = counters();
+    let drops_before = udp_socket_drops(&hosts.hosts.right, LISTEN_PORT).expect("socket drops");
+    let flood = flood_at(FloodRate::Unpaced);
+    std::thread::sleep(Duration::from_secs(1));
+    let report = BulkTransfer::new(TRANSFER_BYTES)
+        .timeout(TRANSFER_LIMIT)
+        .run(
+            &hosts.hosts.left,
+            &hosts.hosts.right,
+            SocketAddr::new(right_overlay, 5202),
+        )
+        .expect("transfer during the unpaced flood");
+    let sent = flood.stop().expect("flood ran to the end");
+    let after = counters();
+    let elapsed = started.elapsed();
+    let drops =
+        udp_socket_drops(&hosts.hosts.right, LISTEN_PORT).expect("socket drops") - drops_before;
+    assert!(report.verified, "{report}");
+    assert_eq!(report.bytes, TRANSFER_BYTES);
+    let cookie_replies = after.cookie_replies - before.cookie_replies;
+    let withheld = after.cookie_replies_withheld - before.cookie_replies_withheld;
+    eprintln!(
+        "unpaced flood: {} initiations in {:.1} s; responder: {cookie_replies} cookie replies, \
+         {withheld} left unanswered, {drops} datagrams dropped unread by its kernel; \
+         transfer {:.3} Gbit/s",
+        sent.sent,
+        sent.elapsed.as_secs_f64(),
+        report.throughput_gbit_per_sec(),
+    );
+    // The budget, whatever the flood: each second's share, and a tenth
+    // of a second more in bursts.
+    let budget = f64::from(COOKIE_REPLIES_PER_SECOND + PEER_COOKIE_REPLIES_PER_SECOND);
+    let most = (budget * (elapsed.as_secs_f64() + 0.1)) as u64;
+    assert!(
+        cookie_replies <= most,
+        "{cookie_replies} cookie replies in {elapsed:?}"
+    );
     drop(left);
 }

@@ -15,6 +15,7 @@ mod support;
 use std::process::Command;
 use std::time::Duration;
 
+use fjord_lab::attack::connected_udp_sockets;
 use fjord_lab::systems;
 use fjord_lab::traffic;
 use fjord_sys::privilege::{CAP_NET_ADMIN, lookup_user};
@@ -137,6 +138,22 @@ fn tunnel_runs_as_nobody_with_net_admin_only() {
         for (name, found) in &threads {
             assert_eq!(found, &expected, "{} thread {name}", side.ifname());
         }
+    }
+
+    // Each side gave its peer a socket of its own on the port it bound
+    // as root (what keeps a handshake flood off the tunnel), though
+    // opened after the drop.
+    for (host, side) in [
+        (&tunnel.hosts.left, &tunnel.left_side),
+        (&tunnel.hosts.right, &tunnel.right_side),
+    ] {
+        let connected = connected_udp_sockets(host, side.listen_port).expect("read /proc/net/udp");
+        assert_eq!(
+            connected,
+            1,
+            "{}",
+            tunnel.context(&format!("{}: connected sockets", side.ifname))
+        );
     }
 
     // Root still reads the state over the socket fjord made before the drop.

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod attack;
+pub mod emulated_peers;
 pub mod emulator;
 pub mod firewall;
 pub mod install;

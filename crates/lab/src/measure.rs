@@ -1,5 +1,6 @@
-//! Building [`Measurement`] rows, and charging a test's CPU time to the
-//! tunnel processes that did the work.
+//! Building [`Measurement`] rows (one from a series of verified
+//! transfers among them), and charging a test's CPU time to the tunnel
+//! processes that did the work.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use serde_json::Value;
 
 use crate::results::{Extra, Measurement, MeasurementStatus, median};
 use crate::systems::{RunningSystem, cpu_time, resident_bytes};
+use crate::traffic::BulkReport;
 
 /// One row of results, before its samples are known.
 pub struct Row {
@@ -108,5 +110,99 @@ pub fn add_cpu(extra: &mut Extra, charges: &[CpuCharge], bits: f64, has_processe
     }
     if let Some(rss) = charges.iter().map(|c| c.resident_bytes).max() {
         extra.rss_bytes = Some(rss);
+    }
+}
+
+/// Throughput of a transfer that arrived intact.
+pub fn verified(transfer: &Result<BulkReport, String>) -> Option<&BulkReport> {
+    transfer.as_ref().ok().filter(|report| report.verified)
+}
+
+/// A figure's row from the transfers that arrived intact: their
+/// throughputs, bytes and digest; failed with the first failure if none
+/// did, with a note counting the failures otherwise.
+pub fn transfers_row<'a>(
+    row: Row,
+    transfers: impl Iterator<Item = &'a Result<BulkReport, String>>,
+    mut extra: Extra,
+) -> Measurement {
+    let transfers: Vec<_> = transfers.collect();
+    let good: Vec<&BulkReport> = transfers.iter().filter_map(|t| verified(t)).collect();
+    let failures: Vec<String> = transfers
+        .iter()
+        .filter_map(|transfer| match transfer {
+            Err(why) => Some(why.clone()),
+            Ok(report) if !report.verified => Some("the data arrived corrupted".to_string()),
+            Ok(_) => None,
+        })
+        .collect();
+    let Some(first) = good.first() else {
+        return row.failed(
+            failures
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "no transfer ran".to_string()),
+        );
+    };
+    extra.bytes = Some(good.iter().map(|report| report.bytes).sum());
+    // Failed transfers are the note's; `verified` speaks of the data.
+    extra.verified = Some(
+        !transfers
+            .iter()
+            .any(|transfer| matches!(transfer, Ok(report) if !report.verified)),
+    );
+    extra.xxh3_128 = Some(first.receiver_digest.to_string());
+    let samples = good
+        .iter()
+        .map(|report| report.throughput_bits_per_sec)
+        .collect();
+    let mut measurement = row.measured(samples, MeasurementStatus::Ok, extra);
+    if let Some(why) = failures.first() {
+        measurement.note = Some(format!(
+            "{} of {} transfers failed: {why}",
+            failures.len(),
+            transfers.len()
+        ));
+    }
+    measurement
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_transfers_fail_the_row_or_leave_a_note() {
+        let failed: Result<BulkReport, String> = Err("no progress for 15s".to_string());
+        let row_of = |transfers: &[&Result<BulkReport, String>]| {
+            transfers_row(
+                Row::new("attack", "flood_throughput", "fjord", "bit/s"),
+                transfers.iter().copied(),
+                Extra::default(),
+            )
+        };
+        let all_failed = row_of(&[&failed, &failed]);
+        assert_eq!(all_failed.status, MeasurementStatus::Failed);
+        assert_eq!(all_failed.note.as_deref(), Some("no progress for 15s"));
+
+        // One that timed out beside one intact: the intact one is the
+        // figure, its data verified, the failure a note.
+        let intact: Result<BulkReport, String> = Ok(BulkReport {
+            bytes: 1 << 20,
+            elapsed: Duration::from_millis(10),
+            sender_digest: crate::traffic::ContentDigest(7),
+            receiver_digest: crate::traffic::ContentDigest(7),
+            verified: true,
+            throughput_bits_per_sec: 8e8,
+            streams: Vec::new(),
+        });
+        let partly = row_of(&[&intact, &failed]);
+        assert_eq!(partly.status, MeasurementStatus::Ok);
+        assert_eq!(partly.samples, [8e8]);
+        assert_eq!(partly.extra.verified, Some(true));
+        assert_eq!(
+            partly.note.as_deref(),
+            Some("1 of 2 transfers failed: no progress for 15s")
+        );
     }
 }

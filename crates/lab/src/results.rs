@@ -201,9 +201,28 @@ pub struct Extra {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pairs_percent: Option<f64>,
     /// Memory: resident size of the bootstrap node alone, before any other
-    /// node started.
+    /// node started (peers: of the responder with one peer).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alone_rss_bytes: Option<u64>,
+
+    // Many peers of one responder (peers suite).
+    /// The figure over the same system's with one peer, same run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub one_peer_ratio: Option<f64>,
+    /// Frames the peer emulator seals and sends per second of its own CPU
+    /// time (the same frames for the same peers, into a sink that drops
+    /// them): its ceiling on one core.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emulator_ceiling_fps: Option<f64>,
+    /// Peers whose session carried data, by the responder's own counters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peers_carrying: Option<u64>,
+    /// CPU seconds the peer emulator spent per Gbit carried (tunnel mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emulator_cpu_seconds_per_gbit: Option<f64>,
+    /// Resident size per peer: (the figure − with one peer) ÷ (peers − 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_peer_bytes: Option<f64>,
 
     // Handshake floods (attack suite).
     /// Spoofed initiations per second the flood generator sent.

@@ -8,6 +8,9 @@
 //! - `seal/raw` seals with ring; `seal/node` routes (longest-prefix match),
 //!   pads, writes the header and seals.
 //! - `lookup` is one longest-prefix match among 100,000 prefixes.
+//! - `switch` is switch mode's routing in place of it: a frame from the
+//!   local port (learn its source, look up its destination) and one from
+//!   a peer (check and learn its source), among 8,192 learned addresses.
 //!
 //! Each for both data ciphers: `chacha` (WireGuard's ChaCha20-Poly1305)
 //! and `aes` (AES-256-GCM, which two fjord nodes with hardware AES agree
@@ -122,11 +125,11 @@ fn connected_pair(cipher: DataCipher) -> (Node, Node) {
         let mut moved = false;
         let mut out = vec![0u8; 2048];
         while let Some(t) = alice.poll_transmit(&mut out) {
-            bob.handle_datagram(now, ALICE, &mut out[..t.len]);
+            bob.handle_datagram(now, ALICE, &mut out[..t.len], &mut []);
             moved = true;
         }
         while let Some(t) = bob.poll_transmit(&mut out) {
-            alice.handle_datagram(now, BOB, &mut out[..t.len]);
+            alice.handle_datagram(now, BOB, &mut out[..t.len], &mut []);
             moved = true;
         }
         if !moved {
@@ -201,7 +204,8 @@ fn bench_open_one(
                 for datagram in &batch {
                     let len = datagram.len();
                     work[..len].copy_from_slice(datagram);
-                    let outcome = bob.handle_datagram(now, ALICE, black_box(&mut work[..len]));
+                    let outcome =
+                        bob.handle_datagram(now, ALICE, black_box(&mut work[..len]), &mut []);
                     debug_assert!(matches!(outcome, Received::Data { .. }));
                     black_box(outcome);
                 }
@@ -297,5 +301,52 @@ fn bench_lookup(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_open, bench_seal, bench_lookup);
+fn bench_switch(c: &mut Criterion) {
+    use fjord_mesh::switch::{MacAddress, MacTable, SwitchConfig};
+    let config = SwitchConfig::default();
+    let mut table: MacTable<u32> = MacTable::new(config);
+    let now = Instant::now();
+    let address = |i: u32| {
+        let [_, a, b, c] = i.to_be_bytes();
+        MacAddress([0x02, 0, 0, a, b, c])
+    };
+    let frame = |destination: MacAddress, source: MacAddress| {
+        let mut frame = [0u8; 64];
+        frame[..6].copy_from_slice(&destination.0);
+        frame[6..12].copy_from_slice(&source.0);
+        frame
+    };
+    let local = address(0);
+    // The table full: the local port's address and the rest behind 16 peers.
+    for i in 1..config.capacity as u32 {
+        let _ = table.from_peer(now, i % 16, &frame(local, address(i)));
+    }
+    let frames: Vec<[u8; 64]> = (0..1024u32)
+        .map(|i| frame(address(i * 7 % 8191 + 1), local))
+        .collect();
+    // Each from the peer its source was learned behind: a refresh.
+    let replies: Vec<(u32, [u8; 64])> = (0..1024u32)
+        .map(|i| i * 7 % 8191 + 1)
+        .map(|i| (i % 16, frame(local, address(i))))
+        .collect();
+    let mut group = c.benchmark_group("switch");
+    group.throughput(Throughput::Elements(frames.len() as u64));
+    group.bench_function("from_local/8192_addresses", |b| {
+        b.iter(|| {
+            for frame in &frames {
+                black_box(table.from_local(now, black_box(frame)));
+            }
+        })
+    });
+    group.bench_function("from_peer/8192_addresses", |b| {
+        b.iter(|| {
+            for (peer, frame) in &replies {
+                black_box(table.from_peer(now, *peer, black_box(frame)).is_ok());
+            }
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_open, bench_seal, bench_lookup, bench_switch);
 criterion_main!(benches);

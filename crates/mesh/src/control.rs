@@ -21,7 +21,9 @@
 //! RelayRequest/RelayOffer (a member relays when no direct path opens),
 //! and MtuProbe/MtuAck (path MTU probing, `pmtu.rs`: a probe is padded
 //! with zeros to the size under test, the ack is small and says how many
-//! plaintext bytes arrived).
+//! plaintext bytes arrived). Kind 13 is an Ethernet frame of a
+//! switch-mode interface (`switch.rs`): data, not control, so it is never
+//! decoded as a [`Control`].
 
 use std::net::SocketAddr;
 
@@ -52,6 +54,8 @@ const KIND_RELAY_REQUEST: u8 = 9;
 const KIND_RELAY_OFFER: u8 = 10;
 const KIND_MTU_PROBE: u8 = 11;
 const KIND_MTU_ACK: u8 = 12;
+/// An Ethernet frame of a switch-mode interface (`switch.rs`).
+pub(crate) const KIND_FRAME: u8 = 13;
 
 /// One member as another member describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]

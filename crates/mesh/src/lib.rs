@@ -1,5 +1,6 @@
 //! fjord's sans-I/O node logic on top of the WireGuard core: cryptokey
-//! routing (longest-prefix match over allowed IPs), membership
+//! routing (longest-prefix match over allowed IPs) or, in switch mode,
+//! a learning Ethernet switch (MAC table), membership
 //! certificates, and gossip discovery of a full mesh from one bootstrap
 //! member. No sockets, threads or clocks: time and randomness are passed
 //! in, so a whole mesh runs deterministically in a unit test.
@@ -15,10 +16,13 @@ mod node;
 pub mod pmtu;
 pub mod relay;
 pub mod report;
+pub mod switch;
 
 pub use allowed_ips::AllowedIps;
 pub use cert::{Certificate, NetworkPublicKey, NetworkSecret, Revocation};
 pub use cidr::{Cidr, CidrParseError};
 pub use codec::DecodeError;
 pub use membership::{Bootstrap, MemberStatus, Mesh, MeshAction, MeshConfig, Trust};
-pub use node::{CarrierCommand, Node, PUNCH_DATAGRAM, PUNCH_TTL};
+pub use node::{
+    CarrierCommand, InnerLayout, ModeMismatch, Node, PUNCH_DATAGRAM, PUNCH_TTL, PeerSends,
+};

@@ -16,26 +16,13 @@ use fjord_mesh::fallback::{CarrierEvent, PROBE_INTERVAL, PathState, UNANSWERED_B
 use fjord_mesh::{CarrierCommand, Cidr, Node};
 use fjord_proto::{
     DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, PeerConfig, PeerId, PresharedKey,
-    PrivateKey, Received, Rng, Sent, WallClock,
+    PrivateKey, Received, Sent, WallClock,
 };
-use support::ipv4_packet;
+use support::{XorShift, ipv4_packet};
 
 const FALLBACK_PORT: u16 = 443;
 /// The port the accepting side sees the connection come from.
 const CARRIER_SOURCE_PORT: u16 = 40_000;
-
-struct XorShift(u64);
-
-impl Rng for XorShift {
-    fn fill_bytes(&mut self, dest: &mut [u8]) {
-        for byte in dest {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            *byte = self.0 as u8;
-        }
-    }
-}
 
 const LEFT: usize = 0;
 const RIGHT: usize = 1;
@@ -168,7 +155,7 @@ impl Pair {
             };
             *self.sent.entry(via).or_default() += 1;
             if let Received::Data { packet, .. } =
-                self.nodes[far].handle_datagram(self.now, from, &mut datagram)
+                self.nodes[far].handle_datagram(self.now, from, &mut datagram, &mut [])
             {
                 self.delivered.push((far, datagram[packet].to_vec(), via));
             }

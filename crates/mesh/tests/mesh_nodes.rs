@@ -10,25 +10,12 @@ use std::time::{Duration, Instant};
 
 use fjord_mesh::{Bootstrap, Cidr, Mesh, MeshConfig, NetworkSecret, Node};
 use fjord_proto::{
-    DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, PrivateKey, Received, Rng, Sent, WallClock,
+    DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, PrivateKey, Received, Sent, WallClock,
 };
-use support::ipv4_packet;
+use support::{XorShift, ipv4_packet};
 
 const EPOCH_SECS: u64 = 1_800_000_000;
 const MTU: usize = 1420;
-
-struct XorShift(u64);
-
-impl Rng for XorShift {
-    fn fill_bytes(&mut self, dest: &mut [u8]) {
-        for byte in dest {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            *byte = self.0 as u8;
-        }
-    }
-}
 
 struct Net {
     base: Instant,
@@ -245,7 +232,7 @@ impl Net {
             };
             if let Some(node) = self.nodes.get_mut(&to)
                 && let Received::Data { packet, .. } =
-                    node.handle_datagram(self.now, from, &mut datagram)
+                    node.handle_datagram(self.now, from, &mut datagram, &mut [])
             {
                 self.delivered.push((to, datagram[packet].to_vec()));
             }
@@ -326,7 +313,7 @@ impl Net {
         }
         let receiver = self.nodes.get_mut(&to_underlay).unwrap();
         let mut datagram = sealed.datagram;
-        match receiver.handle_datagram(self.now, source, &mut datagram) {
+        match receiver.handle_datagram(self.now, source, &mut datagram, &mut []) {
             Received::Data { packet: range, .. } => datagram[range] == sealed.packet[..],
             _ => false,
         }
@@ -430,7 +417,7 @@ fn a_member_cannot_send_from_another_members_address() {
     let mut datagram = buf[..len].to_vec();
     let receiver = net.nodes.get_mut(&underlay(1)).unwrap();
     assert_eq!(
-        receiver.handle_datagram(now, underlay(2), &mut datagram),
+        receiver.handle_datagram(now, underlay(2), &mut datagram, &mut []),
         Received::Dropped(fjord_proto::DropReason::SourceNotAllowed)
     );
 }

@@ -11,6 +11,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::time_share::TimeShare;
+
 /// How long after the last traffic the worker keeps polling: about one
 /// tunnel round trip here.
 pub const SPIN_WINDOW: Duration = Duration::from_micros(250);
@@ -26,10 +28,7 @@ const MAX_CREDIT: Duration = Duration::from_millis(1);
 pub struct BusyPoll {
     window: Duration,
     last_traffic: Option<Instant>,
-    /// Spin time still allowed, in nanoseconds; negative after a poll that
-    /// took longer than what was left, so that the debt is paid first.
-    credit_nanos: i64,
-    credit_at: Instant,
+    spin_time: TimeShare,
 }
 
 impl BusyPoll {
@@ -38,8 +37,7 @@ impl BusyPoll {
         Self {
             window,
             last_traffic: None,
-            credit_nanos: nanos(MAX_CREDIT),
-            credit_at: now,
+            spin_time: TimeShare::new(now, SPIN_SHARE, MAX_CREDIT),
         }
     }
 
@@ -50,8 +48,7 @@ impl BusyPoll {
 
     /// Whether the next wait should return at once instead of sleeping.
     pub fn should_spin(&mut self, now: Instant) -> bool {
-        self.refill(now);
-        self.credit_nanos > 0
+        self.spin_time.allows(now)
             && self
                 .last_traffic
                 .is_some_and(|last| now.saturating_duration_since(last) < self.window)
@@ -59,21 +56,8 @@ impl BusyPoll {
 
     /// A poll that returned nothing took `spent`.
     pub fn spent(&mut self, spent: Duration) {
-        self.credit_nanos = self.credit_nanos.saturating_sub(nanos(spent));
+        self.spin_time.spent(spent);
     }
-
-    fn refill(&mut self, now: Instant) {
-        let elapsed = now.saturating_duration_since(self.credit_at);
-        self.credit_at = now;
-        self.credit_nanos = self
-            .credit_nanos
-            .saturating_add(nanos(elapsed / SPIN_SHARE))
-            .min(nanos(MAX_CREDIT));
-    }
-}
-
-fn nanos(duration: Duration) -> i64 {
-    i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

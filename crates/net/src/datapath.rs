@@ -6,7 +6,8 @@
 //! ```text
 //! TUN reads (each one packet or a super-packet, several per turn) ─ split
 //! by tun-rs into slots of one contiguous area, each packet at slot[16..] ─
-//! route, counter, header (in order) ─ seal in place, halves of a large
+//! route, compress in place (fjord peers that agreed on it, where it
+//! pays), counter, header (in order) ─ seal in place, halves of a large
 //! read on other threads (crypto_stage.rs) ─ after
 //! the turn's reads, each run of equal-length datagrams to one peer is one
 //! GSO message gathered where it lies (slot stride = MTU + 32 = a full
@@ -15,6 +16,13 @@
 //! (udp_send.rs)
 //! ```
 //!
+//! In switch mode the device is a TAP and each read one Ethernet frame, at
+//! slot[20..] behind room for the frame header; the node routes it by MAC
+//! address (flood copies leave through its `poll_transmit`), and a slot
+//! holds a full datagram of a full frame (MTU + 32 + 4 + 18: frame header,
+//! Ethernet header and a VLAN tag). Received frames are written to the TAP
+//! as packets are to the TUN. Nothing else differs ([`InnerLayout`]).
+//!
 //! Inbound (UDP → TUN):
 //!
 //! ```text
@@ -22,9 +30,14 @@
 //! relay for other members leave from there (relay_forward.rs) ─ replay
 //! check (in order) ─ open in place, halves of a large batch on other threads ─
 //! replay commit, allowed-IPs check (in order) ─ queue the plaintext where
-//! it lies ─ after the batch,
+//! it lies (one that came compressed: decompressed into the area behind
+//! the receive buffers, and queued there) ─ after the batch,
 //! same-flow packets merged into one writev each (userspace GRO, no copy)
 //! ```
+//!
+//! Compression (`fjord_proto::compression`) is a step of the protocol's
+//! phases, not a pipeline of its own: off, it costs one branch per packet
+//! on each side.
 //!
 //! Both pipelines run the protocol's phases (`fjord_proto::Device`): first
 //! phase in order, the AEAD call, last phase in order. Where the AEAD
@@ -39,7 +52,7 @@ use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::AsFd;
 use std::time::Instant;
 
-use fjord_mesh::Node;
+use fjord_mesh::{InnerLayout, Node};
 use fjord_proto::{DATA_HEADROOM, Endpoint, Incoming, Opened, Outgoing, Received};
 use quinn_udp::RecvMeta;
 
@@ -62,6 +75,12 @@ const MAX_GSO_BYTES: usize = 65_535 - 20 - 8;
 const MAX_GSO_SEGMENT: usize = 1500 - 40 - 8;
 /// Room for one GRO-coalesced UDP message.
 const GRO_BUFFER: usize = 65_536;
+/// The receive buffers: one GRO message each.
+const RECEIVE_BYTES: usize = GRO_BUFFER * RECV_BATCH;
+/// The area behind them where packets that came compressed are
+/// decompressed, one after the other until a flush empties it: room for
+/// at least one packet of the largest MTU.
+const DECOMPRESSED_BYTES: usize = GRO_BUFFER;
 
 /// What a drain works with: the node, both I/O ends, the crypto stage and
 /// the counters. One value instead of five arguments, built once per turn.
@@ -105,6 +124,8 @@ pub struct Outbound {
     scratch: Vec<u8>,
     area: Vec<u8>,
     stride: usize,
+    /// Where reads land in a slot, and what a full read adds to the MTU.
+    layout: InnerLayout,
     sizes: [usize; IDEAL_BATCH_SIZE],
     /// Per slot, the datagram waiting to be sealed and sent (length zero:
     /// nothing to send).
@@ -117,12 +138,23 @@ pub struct Outbound {
     spans: Vec<std::ops::Range<usize>>,
 }
 
+/// Whether packets were flowing from TUN when the worker woke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// The last wait found nothing to read from TUN: latency counts, not
+    /// batching.
+    Idle,
+    Busy,
+}
+
 impl Outbound {
-    pub fn new(mtu: usize) -> Self {
+    /// `layout` is the node's ([`Node::inner_layout`]); it never changes.
+    pub fn new(mtu: usize, layout: InnerLayout) -> Self {
         let mut outbound = Self {
             scratch: vec![0; MAX_SUPER_PACKET],
             area: Vec::new(),
             stride: 0,
+            layout,
             sizes: [0; IDEAL_BATCH_SIZE],
             sealed: std::iter::repeat_with(|| SealSlot::EMPTY)
                 .take(OUTBOUND_SLOTS)
@@ -140,20 +172,29 @@ impl Outbound {
     /// out as one GSO send where they lie. Call with no sends pending.
     pub fn set_mtu(&mut self, mtu: usize) {
         debug_assert_eq!(self.filled, 0, "sends pending while re-cutting slots");
-        self.stride = mtu + SEAL_OVERHEAD;
+        self.stride = mtu + self.layout.overhead + SEAL_OVERHEAD;
         self.area.resize(self.stride * OUTBOUND_SLOTS, 0);
     }
 
     pub fn mtu(&self) -> usize {
-        self.stride - SEAL_OVERHEAD
+        self.stride - SEAL_OVERHEAD - self.layout.overhead
     }
 
     /// Reads and seals up to `max_batches` TUN reads. A super-packet leaves
     /// at once; single packets wait for the turn's last read (or for the
     /// next super-packet), so that small packets read one by one still
-    /// leave in few sends.
-    pub fn drain(&mut self, now: Instant, pipes: &mut Pipes<'_>, max_batches: usize) -> Drained {
-        for _ in 0..max_batches {
+    /// leave in few sends. With `Pace::Idle` (TUN was quiet at the last
+    /// wake), a lone first packet leaves at once too: it is most likely a
+    /// ping or a request, and the read that would find the device empty
+    /// is a syscall on its round trip.
+    pub fn drain(
+        &mut self,
+        now: Instant,
+        pipes: &mut Pipes<'_>,
+        max_batches: usize,
+        pace: Pace,
+    ) -> Drained {
+        for batch in 0..max_batches {
             if self.filled > OUTBOUND_SLOTS - IDEAL_BATCH_SIZE {
                 self.send_sealed(pipes.udp, pipes.stats);
             }
@@ -165,7 +206,7 @@ impl Outbound {
                 &mut self.scratch,
                 &mut slots,
                 &mut self.sizes,
-                DATA_HEADROOM,
+                self.layout.offset,
             );
             let count = match read {
                 Ok(count) => count,
@@ -201,7 +242,7 @@ impl Outbound {
             let first = self.filled;
             self.seal_read(now, pipes, first, count);
             self.filled += count;
-            if count > 1 {
+            if count > 1 || (batch == 0 && pace == Pace::Idle) {
                 // A super-packet is a GSO send by itself; sending it now
                 // lets the peer start on it while we read the next one.
                 self.send_sealed(pipes.udp, pipes.stats);
@@ -419,7 +460,12 @@ pub fn send_blocking(
 }
 
 pub struct Inbound {
+    /// The receive buffers ([`RECEIVE_BYTES`]), then the area for
+    /// decompressed packets ([`DECOMPRESSED_BYTES`]): one buffer, so that
+    /// TUN writes gather from both alike.
     storage: Vec<u8>,
+    /// Bytes of the decompression area holding packets queued for TUN.
+    decompressed_len: usize,
     meta: [RecvMeta; RECV_BATCH],
     /// A shared batch's data messages between their two halves of
     /// protocol work; emptied every batch, so it stops growing once it has
@@ -430,7 +476,7 @@ pub struct Inbound {
 }
 
 /// Which socket an inbound drain receives from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ReceiveOn {
     /// The interface's socket.
     Interface,
@@ -445,7 +491,8 @@ pub enum ReceiveOn {
 impl Inbound {
     pub fn new() -> Self {
         Self {
-            storage: vec![0; GRO_BUFFER * RECV_BATCH],
+            storage: vec![0; RECEIVE_BYTES + DECOMPRESSED_BYTES],
+            decompressed_len: 0,
             meta: [RecvMeta::default(); RECV_BATCH],
             jobs: Vec::with_capacity(RECV_BATCH * 64),
             forwards: Forwards::default(),
@@ -470,7 +517,7 @@ impl Inbound {
         };
         let max_segments = pipes.udp.max_gso_segments();
         for _ in 0..max_batches {
-            let mut chunks = self.storage.chunks_exact_mut(GRO_BUFFER);
+            let mut chunks = self.storage[..RECEIVE_BYTES].chunks_exact_mut(GRO_BUFFER);
             let mut slices: [IoSliceMut<'_>; RECV_BATCH] =
                 std::array::from_fn(|_| IoSliceMut::new(chunks.next().unwrap_or_default()));
             let received = match on {
@@ -576,7 +623,8 @@ impl Inbound {
     }
 
     /// The last phase of one opened data message, in arrival order: its
-    /// packet is queued for TUN where it lies; `false` if the device is gone.
+    /// packet is queued for TUN where it lies, or where it was
+    /// decompressed; `false` if the device is gone.
     fn deliver(
         &mut self,
         now: Instant,
@@ -585,25 +633,43 @@ impl Inbound {
         opened: Opened,
         range: std::ops::Range<usize>,
     ) -> bool {
-        let datagram = &self.storage[range.clone()];
-        if let Received::Data { packet, .. } =
-            pipes.node.finish_datagram(now, from, opened, datagram)
+        // Room for one more decompressed packet (the area is only ever
+        // used when compression is).
+        if self.decompressed_len > 0
+            && self.decompressed_len + pipes.node.device().mtu() > DECOMPRESSED_BYTES
+            && !self.flush(pipes)
         {
-            // The plaintext stays where it was opened until the flush
-            // after the batch: the storage is not reused before it.
-            let start = range.start;
-            pipes
-                .tun
-                .queue_write(&self.storage, start + packet.start..start + packet.end);
-            if !pipes.tun.has_write_room() {
-                return self.flush(pipes);
+            return false;
+        }
+        let (received, decompressed) = self.storage.split_at_mut(RECEIVE_BYTES);
+        let datagram = &received[range.clone()];
+        let area = &mut decompressed[self.decompressed_len..];
+        // The packet stays where it lies until the flush after the batch:
+        // the storage is not reused before it.
+        let queued = match pipes
+            .node
+            .finish_datagram(now, from, opened, datagram, area)
+        {
+            Received::Data { packet, .. } | Received::Frame { frame: packet, .. } => {
+                range.start + packet.start..range.start + packet.end
             }
+            Received::Decompressed { packet, .. } => {
+                let start = RECEIVE_BYTES + self.decompressed_len;
+                self.decompressed_len += packet.end;
+                start + packet.start..start + packet.end
+            }
+            _ => return true,
+        };
+        pipes.tun.queue_write(&self.storage, queued);
+        if !pipes.tun.has_write_room() {
+            return self.flush(pipes);
         }
         true
     }
 
     /// Writes pending packets to the TUN device; `false` if it is gone.
     fn flush(&mut self, pipes: &mut Pipes<'_>) -> bool {
+        self.decompressed_len = 0;
         match pipes.tun.flush_writes(&mut self.storage) {
             Ok(outcome) => {
                 pipes.stats.rx_packets += outcome.written as u64;

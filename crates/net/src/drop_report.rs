@@ -8,11 +8,33 @@
 //! reason a healthy peer never causes (junk, forgeries, replayed
 //! handshakes, misconfiguration) is among them, and a debug line when only
 //! everyday ones are (a restarted peer's old session, reordering).
+//!
+//! One refusal has a line of its own, once per peer: a peer in the other
+//! mode ([`log_mode_mismatch`]), since its every packet is refused for a
+//! reason the counters alone do not explain.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use fjord_proto::DropCounters;
+use fjord_mesh::PeerSends;
+use fjord_proto::{DropCounters, PublicKey};
+
+/// Says why a peer's traffic is refused (and counted as `mode_mismatch`):
+/// it runs in the other mode than this interface. The node reports each
+/// peer once.
+pub fn log_mode_mismatch(peer: Option<&PublicKey>, sends: PeerSends) {
+    let peer = peer.map(PublicKey::to_base64).unwrap_or_default();
+    match sends {
+        PeerSends::IpPackets => tracing::warn!(
+            %peer,
+            "peer sends IP packets, but this interface is a switch (Mode = switch): every peer of a switch must be fjord in switch mode, not plain WireGuard or fjord in router mode; dropping its packets and leaving it out of floods"
+        ),
+        PeerSends::Frames => tracing::warn!(
+            %peer,
+            "peer sends Ethernet frames (it is fjord in switch mode), but this interface is a router: set the same Mode on both ends; dropping its frames"
+        ),
+    }
+}
 
 /// Shortest time between two lines.
 pub const REPORT_INTERVAL: Duration = Duration::from_secs(60);

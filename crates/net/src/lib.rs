@@ -15,6 +15,7 @@ pub mod port_prediction;
 mod relay_forward;
 pub mod stats;
 pub mod steering;
+mod time_share;
 pub mod tun;
 pub mod udp;
 mod udp_send;
@@ -22,6 +23,6 @@ pub mod worker;
 
 pub use control::{ControlContext, ControlHandle, WorkerStopped};
 pub use stats::DataStats;
-pub use tun::TunDevice;
+pub use tun::{DeviceKind, TunDevice};
 pub use udp::UdpTransport;
 pub use worker::{StopReason, Worker, WorkerError, default_threads};

@@ -1,32 +1,56 @@
 //! Steering: what goes to one remote endpoint leaves through a socket of
-//! its own instead of the interface's socket.
+//! its own instead of the interface's socket, and what arrives on that
+//! socket is received like what arrives on the interface's socket.
 //!
-//! Port prediction (`port_prediction.rs`) finds, behind a symmetric NAT,
-//! the one extra socket whose NAT mapping the other side's probe hit; only
-//! datagrams from that socket pass the other side's NAT, which filters by
-//! address and port. So every datagram to that endpoint — handshakes,
-//! data, control, probes — must leave through it, and what arrives on it
-//! is received like what arrives on the interface's socket. With nothing
-//! steered (the common case) a send costs one `is_empty` check.
+//! Two kinds of socket are steered:
+//!
+//! - **Connected sockets**, one per peer endpoint a handshake proved
+//!   (`UdpTransport::connected`): on the interface's port, connected to
+//!   the endpoint, so the kernel queues that endpoint's datagrams apart.
+//!   A flood of handshake initiations from spoofed addresses then fills
+//!   the interface's socket only, and the kernel drops its excess there,
+//!   never the tunnels' data (before, the flood crowded the data out of
+//!   the one shared queue, and the tunnel failed). The worker opens one
+//!   when a handshake completes or an endpoint moves.
+//! - **Port prediction sockets** (`port_prediction.rs`): behind a
+//!   symmetric NAT, the one extra socket whose NAT mapping the other
+//!   side's probe hit; only datagrams from that socket pass the other
+//!   side's NAT, which filters by address and port.
+//!
+//! Either way every datagram to that endpoint — handshakes, data,
+//! control, probes — leaves through its socket. A socket whose endpoint no
+//! peer uses any more is closed (the worker's housekeeping). Lookups by
+//! endpoint are one hash lookup per send call.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use crate::udp::UdpTransport;
 
-/// Most endpoints steered at once: each is a member behind a symmetric
-/// NAT met by port prediction.
-pub const MAX_STEERED: usize = 64;
+/// Most endpoints steered at once; past it, peers share the interface's
+/// socket as before (a file descriptor and an 8 MiB receive buffer limit
+/// each).
+pub const MAX_STEERED: usize = 256;
 
 /// Steered endpoints in stable slots (a slot is the socket's poll token).
 #[derive(Default)]
 pub struct Steering {
     slots: Vec<Option<(SocketAddr, UdpTransport)>>,
-    len: usize,
+    /// Endpoint → slot of every slot in use.
+    by_endpoint: HashMap<SocketAddr, usize>,
 }
 
 impl Steering {
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.by_endpoint.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_endpoint.len()
+    }
+
+    pub fn contains(&self, remote: SocketAddr) -> bool {
+        self.by_endpoint.contains_key(&remote)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (SocketAddr, &UdpTransport)> {
@@ -52,44 +76,37 @@ impl Steering {
     }
 
     fn find(&self, remote: SocketAddr) -> Option<&UdpTransport> {
-        self.slots
-            .iter()
-            .flatten()
-            .find(|(steered, _)| *steered == remote)
-            .map(|(_, transport)| transport)
+        self.get(*self.by_endpoint.get(&remote)?)
     }
 
     /// Sends to `remote` through `transport` from now on; the slot, or
     /// `None` when [`MAX_STEERED`] are in use (the transport is dropped).
     /// A socket already steering `remote` is replaced.
     pub fn insert(&mut self, remote: SocketAddr, transport: UdpTransport) -> Option<usize> {
-        if let Some(slot) = self.slots.iter().position(|entry| {
-            entry
-                .as_ref()
-                .is_some_and(|(steered, _)| *steered == remote)
-        }) {
+        if let Some(&slot) = self.by_endpoint.get(&remote) {
             self.slots[slot] = Some((remote, transport));
             return Some(slot);
         }
-        if self.len >= MAX_STEERED {
+        if self.len() >= MAX_STEERED {
             return None;
         }
-        self.len += 1;
-        if let Some(slot) = self.slots.iter().position(Option::is_none) {
-            self.slots[slot] = Some((remote, transport));
-            return Some(slot);
-        }
-        self.slots.push(Some((remote, transport)));
-        Some(self.slots.len() - 1)
+        let slot = match self.slots.iter().position(Option::is_none) {
+            Some(slot) => slot,
+            None => {
+                self.slots.push(None);
+                self.slots.len() - 1
+            }
+        };
+        self.slots[slot] = Some((remote, transport));
+        self.by_endpoint.insert(remote, slot);
+        Some(slot)
     }
 
     /// Closes the slot's socket; sends to its endpoint go through the
     /// interface's socket again.
     pub fn remove(&mut self, slot: usize) {
-        if let Some(entry) = self.slots.get_mut(slot)
-            && entry.take().is_some()
-        {
-            self.len -= 1;
+        if let Some((remote, _)) = self.slots.get_mut(slot).and_then(Option::take) {
+            self.by_endpoint.remove(&remote);
         }
     }
 }

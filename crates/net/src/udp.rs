@@ -50,26 +50,68 @@ impl UdpTransport {
     /// Binds `[::]:port` (0 = any free port), accepting IPv4 and IPv6.
     /// `fwmark` marks outgoing packets for policy routing (0 = none).
     pub fn bind(port: u16, fwmark: u32) -> Result<Self, UdpError> {
+        let socket = open(port, fwmark)?;
+        // Bound first without SO_REUSEPORT, so that a port another socket
+        // holds is refused as in use, whatever that socket allows.
+        socket
+            .bind(&SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)).into())
+            .map_err(|source| bind_error(port, source))?;
+        // Then open to our own connected sockets ([`UdpTransport::connected`]);
+        // a later socket without the option (another fjord) is still refused.
+        socket
+            .set_reuse_port(true)
+            .map_err(|source| UdpError::Setup {
+                port,
+                what: "port reuse",
+                source,
+            })?;
+        Self::from_bound(socket, port)
+    }
+
+    /// Makes `uid`'s the socket, for a process that gives up root after
+    /// binding: the kernel lets a socket join a port's `SO_REUSEPORT`
+    /// group only if its owner created the sockets already there, so
+    /// without this the connected sockets opened after the drop
+    /// ([`UdpTransport::connected`]) are refused and a flood reaches the
+    /// peers' datagrams again. Other users are still refused the port.
+    pub fn hand_to(&self, uid: u32, gid: u32) -> io::Result<()> {
+        std::os::unix::fs::fchown(&self.socket, Some(uid), Some(gid))
+    }
+
+    /// A socket on our `port` connected to `remote`: the kernel delivers
+    /// every datagram from `remote` to it (a connected socket matches
+    /// before the unconnected one), so whatever fills the interface's
+    /// socket, `remote`'s datagrams wait in a queue of their own. `local`
+    /// is our address that `remote` sends to (`None`: the route's choice
+    /// of source). Needs the interface's socket bound by
+    /// [`UdpTransport::bind`] to `port`.
+    pub fn connected(
+        port: u16,
+        remote: SocketAddr,
+        local: Option<IpAddr>,
+        fwmark: u32,
+    ) -> Result<Self, UdpError> {
         let setup =
             |what: &'static str| move |source: io::Error| UdpError::Setup { port, what, source };
-        let socket =
-            Socket::new(Domain::IPV6, Type::DGRAM, Some(Protocol::UDP)).map_err(setup("socket"))?;
-        socket.set_only_v6(false).map_err(setup("dual stack"))?;
-        if fwmark != 0 {
-            socket.set_mark(fwmark).map_err(setup("fwmark"))?;
-        }
-        let address = SocketAddr::from((Ipv6Addr::UNSPECIFIED, port));
-        socket.bind(&address.into()).map_err(|source| {
-            if source.kind() == io::ErrorKind::AddrInUse {
-                UdpError::PortInUse { port }
-            } else {
-                UdpError::Setup {
-                    port,
-                    what: "bind",
-                    source,
-                }
-            }
-        })?;
+        let socket = open(port, fwmark)?;
+        socket.set_reuse_port(true).map_err(setup("port reuse"))?;
+        let local = local.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
+        socket
+            .bind(&mapped(SocketAddr::new(local, port)).into())
+            .map_err(|source| bind_error(port, source))?;
+        // Until this connect, the socket shares the port's datagrams with
+        // the interface's socket; what it got meanwhile is received from
+        // it like anything else.
+        socket
+            .connect(&mapped(remote).into())
+            .map_err(setup("connect"))?;
+        Self::from_bound(socket, port)
+    }
+
+    /// Offloads, buffers and fragmentation of a bound socket.
+    fn from_bound(socket: Socket, port: u16) -> Result<Self, UdpError> {
+        let setup =
+            |what: &'static str| move |source: io::Error| UdpError::Setup { port, what, source };
         let socket: UdpSocket = socket.into();
         let state =
             UdpSocketState::new(UdpSockRef::from(&socket)).map_err(setup("offload probe"))?;
@@ -261,6 +303,31 @@ impl AsFd for UdpTransport {
     }
 }
 
+/// A dual-stack UDP socket, marked with `fwmark` (0 = none), not bound.
+fn open(port: u16, fwmark: u32) -> Result<Socket, UdpError> {
+    let setup =
+        |what: &'static str| move |source: io::Error| UdpError::Setup { port, what, source };
+    let socket =
+        Socket::new(Domain::IPV6, Type::DGRAM, Some(Protocol::UDP)).map_err(setup("socket"))?;
+    socket.set_only_v6(false).map_err(setup("dual stack"))?;
+    if fwmark != 0 {
+        socket.set_mark(fwmark).map_err(setup("fwmark"))?;
+    }
+    Ok(socket)
+}
+
+fn bind_error(port: u16, source: io::Error) -> UdpError {
+    if source.kind() == io::ErrorKind::AddrInUse {
+        UdpError::PortInUse { port }
+    } else {
+        UdpError::Setup {
+            port,
+            what: "bind",
+            source,
+        }
+    }
+}
+
 /// As root, SO_*BUFFORCE lifts the sysctl cap so bursts of 64 GSO segments
 /// from a fast TUN are not dropped by a small default buffer.
 fn force_buffer_sizes(socket: &UdpSocket) {
@@ -399,6 +466,98 @@ mod tests {
         }
         assert_eq!(meta[0].dst_ip, Some(IpAddr::from([127, 0, 0, 5])));
         assert_eq!(meta[0].addr, SocketAddr::from(([127, 0, 0, 6], a.port())));
+    }
+
+    /// Everything waiting on `socket` within a short while: (source, bytes).
+    fn receive_waiting(socket: &UdpTransport) -> Vec<(SocketAddr, Vec<u8>)> {
+        let mut storage = vec![0u8; 65536];
+        let mut meta = [RecvMeta::default(); 1];
+        let mut received = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(300);
+        while std::time::Instant::now() < deadline {
+            let mut slices = [IoSliceMut::new(&mut storage)];
+            match socket.recv(&mut slices, &mut meta) {
+                Ok(_) => {
+                    let m = meta[0];
+                    let stride = if m.stride == 0 { m.len } else { m.stride };
+                    for datagram in storage[..m.len].chunks(stride) {
+                        received.push((m.addr, datagram.to_vec()));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        received
+    }
+
+    /// A socket connected to one peer on the interface's port gets all of
+    /// that peer's datagrams and nothing else; the interface's socket
+    /// keeps the rest; the connected socket's replies leave from the
+    /// interface's port; and another socket on the port is still refused.
+    #[test]
+    fn a_connected_socket_takes_exactly_its_peers_datagrams() {
+        let interface = UdpTransport::bind(0, 0).unwrap();
+        let port = interface.port();
+        let peer = UdpTransport::bind(0, 0).unwrap();
+        let stranger = UdpTransport::bind(0, 0).unwrap();
+        let peer_address = SocketAddr::from(([127, 0, 0, 1], peer.port()));
+        let connected = UdpTransport::connected(port, peer_address, None, 0).unwrap();
+        assert_eq!(connected.port(), port);
+        assert!(matches!(
+            UdpTransport::bind(port, 0),
+            Err(UdpError::PortInUse { .. })
+        ));
+
+        let to = SocketAddr::from(([127, 0, 0, 1], port));
+        for _ in 0..50 {
+            peer.send(to, None, b"peer").unwrap();
+            stranger.send(to, None, b"stranger").unwrap();
+        }
+        let on_connected = receive_waiting(&connected);
+        let on_interface = receive_waiting(&interface);
+        assert_eq!(on_connected.len(), 50);
+        assert!(
+            on_connected
+                .iter()
+                .all(|(from, bytes)| *from == peer_address && bytes == b"peer")
+        );
+        assert_eq!(on_interface.len(), 50);
+        assert!(on_interface.iter().all(|(_, bytes)| bytes == b"stranger"));
+
+        connected.send(peer_address, None, b"back").unwrap();
+        let back = receive_waiting(&peer);
+        assert_eq!(back, [(to, b"back".to_vec())]);
+    }
+
+    /// Bound to the address the peer sends to, a connected socket takes
+    /// only what arrives there: a host with several addresses keeps
+    /// answering each peer from the one it uses.
+    #[test]
+    fn a_connected_socket_takes_what_arrives_at_its_local_address() {
+        let interface = UdpTransport::bind(0, 0).unwrap();
+        let port = interface.port();
+        let peer = UdpTransport::bind(0, 0).unwrap();
+        let peer_address = SocketAddr::from(([127, 0, 0, 1], peer.port()));
+        let second = IpAddr::from([127, 0, 0, 5]);
+        let connected = UdpTransport::connected(port, peer_address, Some(second), 0).unwrap();
+        peer.send(SocketAddr::new(second, port), None, b"to the second")
+            .unwrap();
+        peer.send(
+            SocketAddr::from(([127, 0, 0, 1], port)),
+            None,
+            b"to the first",
+        )
+        .unwrap();
+        let on_connected = receive_waiting(&connected);
+        let on_interface = receive_waiting(&interface);
+        assert_eq!(on_connected, [(peer_address, b"to the second".to_vec())]);
+        assert_eq!(on_interface, [(peer_address, b"to the first".to_vec())]);
+        connected.send(peer_address, None, b"back").unwrap();
+        assert_eq!(
+            receive_waiting(&peer),
+            [(SocketAddr::new(second, port), b"back".to_vec())]
+        );
     }
 
     #[test]

@@ -3,12 +3,19 @@
 //!
 //! ```text
 //! loop {
-//!     epoll wait (TUN readable | UDP readable | control waker | signal | next timer),
-//!         or just poll while a reply to recent traffic may be coming (busy_poll.rs)
-//!     alternate bounded batches of outbound and inbound work until both are
-//!     empty, with timers, queued control datagrams, events and control calls
-//!     after each turn (a flood may never let the socket run dry)
-//!     once a second: follow the MTU, log refused datagrams (drop_report.rs)
+//!     epoll wait (TUN readable | UDP readable | a peer's socket readable |
+//!         control waker | signal | next timer), or just poll while a reply
+//!         to recent traffic may be coming (busy_poll.rs)
+//!     one turn over the ready sources (worker/turn.rs): bounded batches
+//!     from the TUN, then from each peer's own socket, then from the
+//!     interface's socket (one batch only while the others have work, and
+//!     under a handshake flood within an eighth of a core); then timers,
+//!     queued control datagrams, events and control calls; sources left
+//!     ready make the next wait a poll that returns at once
+//!     a handshake completed or an endpoint moved: that endpoint gets a
+//!         connected socket of its own (steering.rs)
+//!     once a second: follow the MTU, log refused datagrams (drop_report.rs),
+//!         close sockets of endpoints no peer uses
 //! }
 //! ```
 //!
@@ -19,6 +26,8 @@
 //! bounding each turn keeps one busy direction from starving the other.
 
 mod carriers;
+mod steer;
+mod turn;
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -34,12 +43,14 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use crate::busy_poll::{BusyPoll, SPIN_WINDOW};
 use crate::control::{ControlCall, ControlContext, ControlHandle};
 use crate::crypto_stage::CryptoStage;
-use crate::datapath::{Drained, Inbound, Outbound, Pipes, ReceiveOn, send_blocking};
+use crate::datapath::{Inbound, Outbound, Pace, ReceiveOn, send_blocking};
 use crate::drop_report::DropReport;
 use crate::port_prediction::PortPrediction;
 use crate::stats::DataStats;
+use crate::time_share::TimeShare;
 use crate::tun::TunDevice;
 use crate::udp::UdpTransport;
+use turn::{FLOODED_SOCKET_CREDIT, FLOODED_SOCKET_SHARE, Ready};
 
 const TUN: Token = Token(0);
 const UDP: Token = Token(1);
@@ -55,7 +66,7 @@ const STEERED: usize = 16;
 /// Port prediction sockets poll from here on (port_prediction.rs).
 const PREDICTION: usize = STEERED + crate::steering::MAX_STEERED;
 
-/// Batches per direction before yielding to the other one.
+/// Batches per source before yielding to the others.
 const BATCHES_PER_TURN: usize = 8;
 /// How often the worker looks for changes made behind its back (the MTU)
 /// and at refused datagrams.
@@ -113,6 +124,10 @@ pub struct Worker {
     prediction: PortPrediction,
     /// Poll tokens of carrier connections, one per slot.
     carrier_tokens: std::ops::Range<usize>,
+    /// The interface's socket's share of time under a flood, and when it
+    /// may be read again after using it up (unwatched until then).
+    flooded_socket: TimeShare,
+    udp_paused_until: Option<Instant>,
 }
 
 impl Worker {
@@ -164,6 +179,7 @@ impl Worker {
         let carrier_tokens =
             prediction.token_end()..prediction.token_end() + crate::carrier::MAX_CARRIERS;
         let mtu = node.device().mtu();
+        let layout = node.inner_layout();
         let drop_report = DropReport::new(Instant::now(), &node.drops());
         let worker = Self {
             node,
@@ -173,7 +189,7 @@ impl Worker {
             poll,
             control,
             _signal_pipe: shutdown,
-            outbound: Outbound::new(mtu),
+            outbound: Outbound::new(mtu, layout),
             inbound: Inbound::new(),
             control_buffer: vec![0; 65_536],
             stats: DataStats::default(),
@@ -183,6 +199,12 @@ impl Worker {
             threads: 1,
             prediction,
             carrier_tokens,
+            flooded_socket: TimeShare::new(
+                Instant::now(),
+                FLOODED_SOCKET_SHARE,
+                FLOODED_SOCKET_CREDIT,
+            ),
+            udp_paused_until: None,
         };
         Ok((worker, handle))
     }
@@ -216,6 +238,8 @@ impl Worker {
         // Send initiations and persistent keepalives that are due at start.
         self.after_io(Instant::now());
         let mut busy_poll = BusyPoll::with_window(Instant::now(), self.busy_poll_window);
+        let mut ready = Ready::default();
+        let mut tun_at_last_wake = false;
         loop {
             let deadline = self
                 .node
@@ -224,8 +248,23 @@ impl Worker {
                     next.min(self.next_housekeeping)
                 });
             let before_poll = Instant::now();
-            let spinning = busy_poll.should_spin(before_poll);
-            let timeout = if spinning {
+            let deadline = match self.udp_paused_until {
+                Some(until) if until <= before_poll => {
+                    self.watch_udp();
+                    deadline
+                }
+                Some(until) => deadline.min(until),
+                None => deadline,
+            };
+            // With work left from the last turn, only look for more: new
+            // readiness (a peer's socket, the control waker) shows up here
+            // and nowhere else, also while a flood never lets a source run
+            // dry.
+            let busy = ready.any(self.udp_paused_until.is_some());
+            let spinning = !busy && busy_poll.should_spin(before_poll);
+            let timeout = if busy {
+                Duration::ZERO
+            } else if spinning {
                 std::thread::yield_now();
                 Duration::ZERO
             } else {
@@ -240,21 +279,16 @@ impl Worker {
             if spinning && events.is_empty() {
                 busy_poll.spent(before_poll.elapsed());
             }
-            let mut tun_ready = false;
-            let mut udp_ready = false;
-            let mut control_ready = false;
-            let mut steered_ready = Vec::new();
             let mut listener_ready = false;
             let mut carriers_writable = Vec::new();
             for event in &events {
                 match event.token() {
-                    TUN => tun_ready = true,
-                    UDP => udp_ready = true,
-                    CONTROL => control_ready = true,
+                    TUN => ready.tun = true,
+                    UDP => ready.udp = true,
                     CARRIER_LISTENER => listener_ready = true,
-                    FAKE_TCP => steered_ready.push(ReceiveOn::FakeTcp),
+                    FAKE_TCP => ready.steered.push(ReceiveOn::FakeTcp),
                     Token(token) if (STEERED..PREDICTION).contains(&token) => {
-                        steered_ready.push(ReceiveOn::Steered(token - STEERED));
+                        ready.steered.push(ReceiveOn::Steered(token - STEERED));
                     }
                     Token(token) if self.carrier_tokens.contains(&token) => {
                         let slot = token - self.carrier_tokens.start;
@@ -262,12 +296,12 @@ impl Worker {
                             carriers_writable.push(slot);
                         }
                         if event.is_readable() || event.is_read_closed() || event.is_error() {
-                            steered_ready.push(ReceiveOn::Carrier(slot));
+                            ready.steered.push(ReceiveOn::Carrier(slot));
                         }
                     }
                     token if self.prediction.owns(token) => {
                         if let Some(slot) = self.prediction_hit(token) {
-                            steered_ready.push(ReceiveOn::Steered(slot));
+                            ready.steered.push(ReceiveOn::Steered(slot));
                         }
                     }
                     SHUTDOWN => {
@@ -278,159 +312,49 @@ impl Worker {
                         self.after_io(now);
                         return Ok(StopReason::Signal);
                     }
+                    // CONTROL: the calls run after every turn anyway.
                     _ => {}
                 }
             }
-            if tun_ready || udp_ready || !steered_ready.is_empty() {
-                busy_poll.traffic(Instant::now());
-            }
-            while tun_ready || udp_ready {
-                let now = Instant::now();
-                let mut pipes = Pipes {
-                    node: &mut self.node,
-                    tun: &mut self.tun,
-                    udp: &self.udp,
-                    stage: &stage,
-                    stats: &mut self.stats,
-                };
-                if tun_ready {
-                    match self.outbound.drain(now, &mut pipes, BATCHES_PER_TURN) {
-                        Drained::Empty => tun_ready = false,
-                        Drained::MoreWaiting => {}
-                        Drained::DeviceGone => return Ok(StopReason::InterfaceDeleted),
-                    }
-                }
-                if udp_ready {
-                    match self.inbound.drain(
-                        now,
-                        &mut pipes,
-                        ReceiveOn::Interface,
-                        BATCHES_PER_TURN,
-                    ) {
-                        Drained::Empty => udp_ready = false,
-                        Drained::MoreWaiting => {}
-                        Drained::DeviceGone => return Ok(StopReason::InterfaceDeleted),
-                    }
-                }
-                self.after_io(now);
-                // A flood can keep the socket from ever running dry:
-                // `fjord show` and `wg set` must not wait for that.
-                if self.run_control_calls(now) {
-                    self.after_io(Instant::now());
-                }
-            }
             if listener_ready {
-                steered_ready.extend(self.accept_carriers().into_iter().map(ReceiveOn::Carrier));
+                let accepted = self.accept_carriers();
+                ready
+                    .steered
+                    .extend(accepted.into_iter().map(ReceiveOn::Carrier));
             }
             for slot in carriers_writable {
                 self.carrier_writable(slot);
             }
-            for on in steered_ready {
-                if self.drain_from(on, &stage) == Drained::DeviceGone {
-                    return Ok(StopReason::InterfaceDeleted);
-                }
-                if let ReceiveOn::Carrier(slot) = on
-                    && self.udp.carriers().is_closed(slot)
-                {
-                    self.close_carrier(slot, true);
-                }
-                if on == ReceiveOn::FakeTcp {
-                    self.report_flows();
-                }
-            }
+            ready.steered.sort_unstable();
+            ready.steered.dedup();
+            // A ping's reply is read in the wake after its request came
+            // in, so what counts is whether TUN was ready last time.
+            let pace = if tun_at_last_wake {
+                Pace::Busy
+            } else {
+                Pace::Idle
+            };
+            tun_at_last_wake = ready.tun;
             let now = Instant::now();
+            if ready.any(self.udp_paused_until.is_some()) {
+                busy_poll.traffic(now);
+                let carriers: Vec<ReceiveOn> = ready
+                    .steered
+                    .iter()
+                    .copied()
+                    .filter(|on| matches!(on, ReceiveOn::Carrier(_) | ReceiveOn::FakeTcp))
+                    .collect();
+                if let Some(stop) = self.turn(now, &mut ready, &stage, pace) {
+                    return Ok(stop);
+                }
+                self.after_carriers_read(&carriers);
+            }
             self.after_io(now);
-            if control_ready && self.run_control_calls(now) {
+            // A flood can keep a socket from ever running dry: `fjord
+            // show` and `wg set` must not wait for that.
+            if self.run_control_calls(now) {
                 self.after_io(Instant::now());
             }
-        }
-    }
-
-    /// Receives what waits on a steered socket or a carrier, through the
-    /// same pipeline as the interface's socket.
-    fn drain_from(&mut self, on: ReceiveOn, stage: &CryptoStage) -> Drained {
-        loop {
-            let now = Instant::now();
-            let mut pipes = Pipes {
-                node: &mut self.node,
-                tun: &mut self.tun,
-                udp: &self.udp,
-                stage,
-                stats: &mut self.stats,
-            };
-            let drained = self.inbound.drain(now, &mut pipes, on, BATCHES_PER_TURN);
-            self.after_io(now);
-            if drained != Drained::MoreWaiting {
-                return drained;
-            }
-        }
-    }
-
-    /// A port prediction socket is readable: if the member it aimed at
-    /// answered, it carries that member's traffic from now on. Returns
-    /// its steering slot.
-    fn prediction_hit(&mut self, token: Token) -> Option<usize> {
-        let hit = self.prediction.readable(token, self.poll.registry())?;
-        tracing::info!(endpoint = %hit.from, port = hit.transport.port(), "port prediction met a member; its traffic leaves from this port");
-        let fd = hit.transport.as_raw_fd();
-        let Some(slot) = self.udp.steering_mut().insert(hit.from, hit.transport) else {
-            tracing::warn!("too many members met by port prediction; this one stays relayed");
-            return None;
-        };
-        if let Err(error) = self.poll.registry().register(
-            &mut SourceFd(&fd),
-            Token(STEERED + slot),
-            Interest::READABLE,
-        ) {
-            tracing::warn!(%error, "could not watch a port prediction socket");
-        }
-        Some(slot)
-    }
-
-    /// Opens the port prediction rounds the mesh asked for.
-    fn start_predictions(&mut self, now: Instant) {
-        while let Some(toward) = self.node.poll_port_prediction() {
-            let opened = self.prediction.start(
-                now,
-                &toward,
-                fjord_mesh::PUNCH_TTL,
-                &fjord_mesh::PUNCH_DATAGRAM,
-                self.fwmark,
-                self.poll.registry(),
-            );
-            tracing::debug!(opened, ?toward, "port prediction round");
-        }
-    }
-
-    /// Closes steered sockets whose endpoint no peer uses any more (the
-    /// member left, or moved), and prediction rounds that had their time.
-    fn tidy_port_prediction(&mut self, now: Instant) {
-        self.prediction.expire(now, self.poll.registry());
-        if self.udp.steering().is_empty() {
-            return;
-        }
-        let device = self.node.device();
-        let unused: Vec<usize> = self
-            .udp
-            .steering()
-            .slots()
-            .filter(|(_, remote)| {
-                !device.peer_ids().any(|id| {
-                    device
-                        .peer_status(id)
-                        .is_some_and(|status| status.endpoint == Some(*remote))
-                })
-            })
-            .map(|(slot, _)| slot)
-            .collect();
-        for slot in unused {
-            if let Some(socket) = self.udp.steering().get(slot) {
-                let _ = self
-                    .poll
-                    .registry()
-                    .deregister(&mut SourceFd(&socket.as_raw_fd()));
-            }
-            self.udp.steering_mut().remove(slot);
         }
     }
 
@@ -438,7 +362,7 @@ impl Worker {
     /// datagrams (rate-limited).
     fn housekeeping(&mut self, now: Instant) {
         self.next_housekeeping = now + HOUSEKEEPING_INTERVAL;
-        self.tidy_port_prediction(now);
+        self.tidy_steering(now);
         for slot in self.udp.carriers_mut().expired(now) {
             self.close_carrier(slot, true);
         }
@@ -491,6 +415,13 @@ impl Worker {
         }
         while let Some(event) = self.node.poll_event() {
             self.log_event(&event);
+            if let Some(endpoint) = self.proven_endpoint(&event) {
+                self.connect_endpoint(endpoint);
+            }
+        }
+        while let Some(mismatch) = self.node.poll_mode_mismatch() {
+            let key = self.node.device().peer_public_key(mismatch.peer);
+            crate::drop_report::log_mode_mismatch(key, mismatch.sends);
         }
         self.send_punches();
         self.start_predictions(now);
@@ -623,14 +554,8 @@ impl Worker {
             };
             call(&mut context);
             if context.rebound {
-                let fd = self.udp.as_raw_fd();
-                if let Err(error) =
-                    self.poll
-                        .registry()
-                        .register(&mut SourceFd(&fd), UDP, Interest::READABLE)
-                {
-                    tracing::error!(%error, "could not watch the new UDP socket");
-                }
+                self.watch_udp();
+                self.connect_sessions();
             }
         }
         ran

@@ -94,11 +94,11 @@ fn alice_with(peers: u32, now: Instant) -> (Device, PeerId) {
     for _ in 0..4 {
         while let Some(transmit) = alice.poll_transmit(&mut wire) {
             if transmit.destination == address(2) {
-                let _ = bob.handle_datagram(now, address(1), &mut wire[..transmit.len]);
+                let _ = bob.handle_datagram(now, address(1), &mut wire[..transmit.len], &mut []);
             }
         }
         while let Some(transmit) = bob.poll_transmit(&mut wire) {
-            let _ = alice.handle_datagram(now, address(2), &mut wire[..transmit.len]);
+            let _ = alice.handle_datagram(now, address(2), &mut wire[..transmit.len], &mut []);
         }
     }
     assert!(alice.peer_has_session(to_bob), "no session with Bob");

@@ -6,6 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::{Duration, Instant};
 
+use crate::compression::{CompressionPolicy, Compressor};
 use crate::endpoint::Endpoint;
 use crate::handshake::StaticIdentity;
 use crate::negotiation::CipherPolicy;
@@ -101,6 +102,11 @@ pub(crate) struct Context {
     pub timing: Timing,
     /// The ciphers new sessions offer fjord peers.
     pub cipher_policy: CipherPolicy,
+    /// Whether new sessions offer fjord peers compression.
+    pub compression_policy: CompressionPolicy,
+    /// Compresses outgoing packets in sessions that agreed on it; built
+    /// when a policy turns compression on.
+    pub compressor: Option<Box<Compressor>>,
     /// Whether we mark our initiations and negotiate with fjord peers;
     /// off only in tests that play a plain WireGuard peer.
     pub speaks_fjord: bool,

@@ -9,9 +9,10 @@
 //!     datagram   -> prepare_datagram(now, from, &mut buf) -> Incoming
 //!                   Data(pending): pending.open(&mut buf) -> Opened (or
 //!                   pending.detach() to open on another thread), then
-//!                   finish_datagram(now, from, opened, &buf) -> Received
-//!                   (Data: write buf[packet] to the TUN device, after the
-//!                    caller's allowed-IPs check of its source)
+//!                   finish_datagram(now, from, opened, &buf, &mut out)
+//!                   -> Received (Data: write buf[packet] to the TUN
+//!                   device; Decompressed: out[packet]; either after the
+//!                   caller's allowed-IPs check of its source)
 //!     TUN packet -> prepare_encapsulate(now, peer, &mut buf, len) -> Outgoing
 //!                   Ready: seal.seal(&mut buf) (or seal.detach() to seal
 //!                   on another thread), then send buf[..len] to destination
@@ -40,7 +41,10 @@
 //!
 //! Buffers belong to the caller. A TUN packet sits at
 //! `buf[DATA_HEADROOM..]` with [`DATA_TAILROOM`] spare bytes behind it, and
-//! is sealed in place; a data datagram is opened in place.
+//! is sealed in place (compressed in place first, where a fjord peer
+//! agreed: `crate::compression`); a data datagram is opened in place, and
+//! a packet that came compressed is decompressed into a second buffer of
+//! the caller's, at least the MTU long.
 //!
 //! Handshake messages are checked in the order that costs an attacker the
 //! most: length, mac1 (cheap, proves knowledge of our public key), then —
@@ -48,10 +52,11 @@
 //! the Diffie–Hellman work.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use crate::aead::DataCipher;
+use crate::compression::CompressionPolicy;
 use crate::context::{Context, JitterSource, Rng, WallClock};
 use crate::cookie::{CookieChecker, MacLayout};
 use crate::endpoint::Endpoint;
@@ -65,12 +70,10 @@ use crate::outcome::{
 use crate::peer::{Peer, PeerStats};
 use crate::timer_queue::TimerQueue;
 use crate::timers::Timing;
+use crate::under_load::{CookieReplyBudget, LoadMeter};
 use crate::wire::{COOKIE_REPLY_LEN, HandshakeInitiation, HandshakeResponse, Message, ParseError};
 
 pub use crate::session::{DATA_HEADROOM, DATA_TAILROOM};
-
-/// Handshake messages per second above which mac2 (a cookie) is required.
-pub const UNDER_LOAD_HANDSHAKES_PER_SECOND: u32 = 512;
 
 /// Settings of one interface.
 pub struct DeviceConfig {
@@ -96,12 +99,17 @@ pub struct PeerStatus {
     pub public_key: PublicKey,
     pub has_preshared_key: bool,
     pub endpoint: Option<SocketAddr>,
+    /// Our address the peer's datagrams arrive at, which ours to it leave
+    /// from; `None` until one arrived.
+    pub local_address: Option<IpAddr>,
     pub persistent_keepalive: Option<Duration>,
     pub stats: PeerStats,
     /// The cipher our data to the peer uses now (none without a session).
     pub sending_cipher: Option<DataCipher>,
     /// The peer showed in its current session that it is a fjord node.
     pub speaks_fjord: bool,
+    /// Our data to the peer is compressed (both offered compression).
+    pub sending_compressed: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -110,35 +118,6 @@ pub enum DeviceError {
     DuplicatePeer(PublicKey),
     #[error("a peer cannot have the interface's own public key")]
     OwnKey,
-}
-
-/// Counts handshake messages per second to decide when to demand cookies.
-#[derive(Debug, Default)]
-struct LoadMeter {
-    window_start: Option<Instant>,
-    in_window: u32,
-    previous_window: u32,
-    forced: bool,
-}
-
-impl LoadMeter {
-    fn record(&mut self, now: Instant) -> bool {
-        match self.window_start {
-            Some(start) if now.saturating_duration_since(start) < Duration::from_secs(1) => {}
-            start => {
-                // Only the window that just ended speaks for the current
-                // load: a burst from long ago must not demand cookies now.
-                let just_ended = start.is_some_and(|start| {
-                    now.saturating_duration_since(start) < Duration::from_secs(2)
-                });
-                self.previous_window = if just_ended { self.in_window } else { 0 };
-                self.in_window = 0;
-                self.window_start = Some(now);
-            }
-        }
-        self.in_window = self.in_window.saturating_add(1);
-        self.forced || self.in_window.max(self.previous_window) > UNDER_LOAD_HANDSHAKES_PER_SECOND
-    }
 }
 
 pub struct Device {
@@ -153,6 +132,8 @@ pub struct Device {
     /// Reused by `handle_timeout` for the peers found due.
     due_scratch: Vec<usize>,
     load: LoadMeter,
+    /// Which handshakes needing a cookie get a reply (under_load.rs).
+    cookie_replies: CookieReplyBudget,
     handshakes: HandshakeCounters,
     /// How many unconfigured initiators may be admitted at once.
     unknown_peer_limit: Option<usize>,
@@ -183,6 +164,8 @@ impl Device {
                 mtu: config.mtu,
                 timing: Timing::default(),
                 cipher_policy: CipherPolicy::default(),
+                compression_policy: CompressionPolicy::default(),
+                compressor: None,
                 speaks_fjord: true,
             },
             cookie_checker,
@@ -191,6 +174,7 @@ impl Device {
             deadlines: TimerQueue::new(),
             due_scratch: Vec::new(),
             load: LoadMeter::default(),
+            cookie_replies: CookieReplyBudget::default(),
             handshakes: HandshakeCounters::default(),
             unknown_peer_limit: None,
             provisional: HashSet::new(),
@@ -288,10 +272,12 @@ impl Device {
             public_key: *peer.remote.public_key(),
             has_preshared_key: !peer.remote.preshared_key().is_zero(),
             endpoint: peer.endpoint.map(|endpoint| endpoint.remote),
+            local_address: peer.endpoint.and_then(|endpoint| endpoint.local),
             persistent_keepalive: peer.timers.persistent_keepalive_interval(),
             stats: peer.stats.clone(),
             sending_cipher: peer.sending_cipher(),
             speaks_fjord: peer.speaks_fjord(),
+            sending_compressed: peer.sending_compressed(),
         })
     }
 
@@ -341,6 +327,14 @@ impl Device {
     /// allocates.
     pub fn send_extension(&mut self, id: PeerId, now: Instant, payload: &[u8]) {
         self.with_peer(id, |peer, ctx| peer.send_extension(id, now, payload, ctx));
+    }
+
+    /// Arms the timers a received data packet arms (a keepalive goes back
+    /// if nothing else does within 10 s) for an extension payload that
+    /// the caller treats as data: a switch-mode frame. Extension payloads
+    /// are otherwise taken for control, which asks for no answer.
+    pub fn note_data_received(&mut self, id: PeerId, now: Instant) {
+        self.with_peer(id, |peer, ctx| peer.timers.data_received(now, &ctx.timing));
     }
 
     /// Sends one handshake initiation now, a copy to each of
@@ -460,8 +454,26 @@ impl Device {
         self.ctx.cipher_policy = policy;
     }
 
+    /// Whether sessions offer fjord peers compression: off (the default)
+    /// or LZ4, used toward each peer that offers it too. Takes effect for
+    /// sessions from the next handshake on.
+    pub fn set_compression_policy(&mut self, policy: CompressionPolicy) {
+        self.ctx.compression_policy = policy;
+        if policy != CompressionPolicy::Off && self.ctx.compressor.is_none() {
+            self.ctx.compressor = Some(Box::default());
+        }
+    }
+
     pub fn handshake_counters(&self) -> HandshakeCounters {
         self.handshakes
+    }
+
+    /// Whether handshake messages arrive faster than
+    /// [`crate::UNDER_LOAD_HANDSHAKES_PER_SECOND`] (in this second or the
+    /// last), so that cookies are required: a handshake flood. A driver
+    /// may then spend less on the socket that the flood fills.
+    pub fn under_load(&self, now: Instant) -> bool {
+        self.load.is_loaded(now)
     }
 
     /// Behaves as a plain WireGuard peer does: no mark in initiations, no
@@ -487,12 +499,13 @@ impl Device {
         now: Instant,
         from: impl Into<Endpoint>,
         datagram: &mut [u8],
+        decompressed: &mut [u8],
     ) -> Received {
         let from = from.into();
         match self.prepare_datagram(now, from, datagram) {
             Incoming::Data(pending) => {
                 let opened = pending.open(datagram);
-                self.finish_datagram(now, from, opened, datagram)
+                self.finish_datagram(now, from, opened, datagram, decompressed)
             }
             Incoming::Done(received) => received,
         }
@@ -556,7 +569,10 @@ impl Device {
     }
 
     /// The last phase of receiving a data message whose decryption ran
-    /// (see [`Opened`]). Call it in the order the datagrams arrived.
+    /// (see [`Opened`]). Call it in the order the datagrams arrived. A
+    /// packet that came compressed is decompressed into `decompressed`
+    /// ([`Received::Decompressed`]), which must hold the MTU; a driver
+    /// whose device never enables compression may pass an empty slice.
     #[inline]
     pub fn finish_datagram(
         &mut self,
@@ -564,10 +580,11 @@ impl Device {
         from: impl Into<Endpoint>,
         opened: Opened,
         datagram: &[u8],
+        decompressed: &mut [u8],
     ) -> Received {
         let from = from.into();
         let finished = self.with_peer(opened.peer, |peer, ctx| {
-            peer.finish_decapsulate(opened, now, from, datagram, ctx)
+            peer.finish_decapsulate(opened, now, from, datagram, decompressed, ctx)
         });
         finished.unwrap_or_else(|| self.dropped(DropReason::UnknownReceiverIndex))
     }
@@ -684,7 +701,8 @@ impl Device {
     }
 
     /// Checks mac1 and, under load, mac2; answers with a cookie reply when
-    /// mac2 is missing. `true` when the message may be processed.
+    /// mac2 is missing and the reply budget allows (under_load.rs).
+    /// `Ok` when the message may be processed.
     fn admit_handshake(
         &mut self,
         now: Instant,
@@ -699,27 +717,38 @@ impl Device {
             return Err(DropReason::InvalidMac1);
         }
         let under_load = self.load.record(now);
-        if under_load && !cookie_checker.check_mac2(now, message, layout, &from.remote) {
-            let mut reply = vec![0u8; COOKIE_REPLY_LEN];
-            let mut nonce = [0u8; 24];
-            self.ctx.rng.fill_bytes(&mut nonce);
-            let rng = &mut self.ctx.rng;
-            if let Some(out) = reply.first_chunk_mut::<COOKIE_REPLY_LEN>() {
-                cookie_checker.create_reply(
-                    now,
-                    || rng.bytes32(),
-                    nonce,
-                    message,
-                    layout,
-                    &from.remote,
-                    out,
-                );
-                self.ctx.send(from, reply);
-                self.handshakes.cookie_replies += 1;
-            }
+        if !under_load || cookie_checker.check_mac2(now, message, layout, &from.remote) {
+            return Ok(());
+        }
+        let peers = &self.peers;
+        let answer = self.cookie_replies.allow(now, from.remote.ip(), || {
+            peers
+                .iter()
+                .flatten()
+                .filter_map(|peer| Some(peer.endpoint?.remote.ip()))
+        });
+        if !answer {
+            self.handshakes.cookie_replies_withheld += 1;
             return Err(DropReason::CookieRequired);
         }
-        Ok(())
+        let mut reply = vec![0u8; COOKIE_REPLY_LEN];
+        let mut nonce = [0u8; 24];
+        self.ctx.rng.fill_bytes(&mut nonce);
+        let rng = &mut self.ctx.rng;
+        if let Some(out) = reply.first_chunk_mut::<COOKIE_REPLY_LEN>() {
+            cookie_checker.create_reply(
+                now,
+                || rng.bytes32(),
+                nonce,
+                message,
+                layout,
+                &from.remote,
+                out,
+            );
+            self.ctx.send(from, reply);
+            self.handshakes.cookie_replies += 1;
+        }
+        Err(DropReason::CookieRequired)
     }
 
     fn handle_initiation(

@@ -9,11 +9,13 @@
 //! Modules follow the protocol's concerns: [`wire`] (message views),
 //! [`handshake`] (Noise IKpsk2), [`cookie`] (MAC1/MAC2 and cookie replies),
 //! [`session`] and [`replay`] (transport data), [`negotiation`] (what two
-//! fjord nodes agree on inside a session: the data cipher), [`timers`]
+//! fjord nodes agree on inside a session: the data cipher, compression),
+//! [`compression`] (LZ4 per packet, fjord to fjord), [`timers`]
 //! (rekey and keepalive rules), and the per-peer and per-device state
 //! machines.
 
 pub mod aead;
+pub mod compression;
 mod context;
 pub mod cookie;
 pub mod crypto;
@@ -31,13 +33,14 @@ pub mod session;
 pub mod tai64n;
 pub mod timer_queue;
 pub mod timers;
+mod under_load;
 pub mod wire;
 
 pub use aead::DataCipher;
+pub use compression::CompressionPolicy;
 pub use context::{Rng, WallClock};
 pub use device::{
     DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, DeviceError, PeerConfig, PeerStatus,
-    UNDER_LOAD_HANDSHAKES_PER_SECOND,
 };
 pub use endpoint::Endpoint;
 pub use keys::{KeyParseError, PresharedKey, PrivateKey, PublicKey};
@@ -49,6 +52,9 @@ pub use outcome::{
 pub use peer::{MAX_STAGED_PACKETS, PeerStats};
 pub use session::{DetachedOpen, DetachedSeal, PendingOpen, PendingSeal};
 pub use timers::Timing;
+pub use under_load::{
+    COOKIE_REPLIES_PER_SECOND, PEER_COOKIE_REPLIES_PER_SECOND, UNDER_LOAD_HANDSHAKES_PER_SECOND,
+};
 
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,8 @@
 //! Session negotiation between two fjord nodes: inside each authenticated
 //! WireGuard session they agree on what its data may use beyond WireGuard.
-//! Today that is the data cipher: AES-256-GCM where both have hardware
-//! AES, ChaCha20-Poly1305 otherwise.
+//! Today that is the data cipher (AES-256-GCM where both have hardware
+//! AES, ChaCha20-Poly1305 otherwise) and whether data is compressed (LZ4
+//! where both enabled it; see [`crate::compression`]).
 //!
 //! # Who speaks first
 //!
@@ -31,13 +32,15 @@
 //! range this crate owns ([`PROTOCOL_KINDS`]):
 //!
 //! ```text
-//! 0x1f | kind 0x40 | body length u16 BE | ciphers u8 | flags u8 | (more, ignored)
-//! ciphers: bit 0 ChaCha20-Poly1305 (always), bit 1 AES-256-GCM
-//! flags:   bit 0 "I have your offer"
+//! 0x1f | kind 0x40 | body length u16 BE | ciphers u8 | flags u8 | compression u8 | (more, ignored)
+//! ciphers:     bit 0 ChaCha20-Poly1305 (always), bit 1 AES-256-GCM
+//! flags:       bit 0 "I have your offer"
+//! compression: bit 0 LZ4 block
 //! ```
 //!
 //! Unknown bits and trailing body bytes are ignored, so a later version
-//! can add fields that this one skips.
+//! can add fields that this one skips; a body without the compression
+//! byte (from a fjord that predates it) offers no compression.
 //!
 //! # Delivery
 //!
@@ -57,6 +60,17 @@
 //! ChaCha20-Poly1305. The message type says which ([`crate::wire`]); the
 //! counter, nonce, replay window and timers are the session's, shared by
 //! both ciphers, so no counter is ever sealed twice.
+//!
+//! # Compression, per direction
+//!
+//! The same rule: a side compresses once it offers LZ4 itself and holds
+//! the peer's offer of it, and accepts compressed packets only in a
+//! session where it sent its own offer of LZ4
+//! ([`crate::DropReason::CompressionNotNegotiated`] otherwise). Each
+//! packet says by its first byte whether it is compressed, so the two
+//! directions need no switch-over point.
+//!
+//! # Receiving the cipher
 //!
 //! Receiving fails closed:
 //! - AES-256-GCM is opened only in a session where we sent our offer of
@@ -83,6 +97,7 @@
 use std::time::{Duration, Instant};
 
 use crate::aead::DataCipher;
+use crate::compression::CompressionPolicy;
 use crate::wire::EXTENSION_MARKER;
 
 /// Extension kinds handled by the protocol core itself, never passed on
@@ -92,11 +107,15 @@ pub const PROTOCOL_KINDS: std::ops::RangeInclusive<u8> = 0x40..=0x7f;
 pub const KIND_SESSION_OFFER: u8 = 0x40;
 /// Marker, kind and body length.
 const HEADER_LEN: usize = 4;
-/// Ciphers and flags.
-const OFFER_BODY_LEN: usize = 2;
+/// Ciphers, flags and compression.
+const OFFER_BODY_LEN: usize = 3;
+/// Ciphers and flags: what the first fjord with offers sent, and the
+/// least a body must hold.
+const OFFER_BODY_MIN_LEN: usize = 2;
 const CIPHER_CHACHA: u8 = 1 << 0;
 const CIPHER_AES: u8 = 1 << 1;
 const FLAG_HAS_YOUR_OFFER: u8 = 1 << 0;
+const COMPRESSION_LZ4: u8 = 1 << 0;
 
 /// Least time between two sends of the same session's offer.
 pub const OFFER_RESEND_INTERVAL: Duration = Duration::from_secs(1);
@@ -124,6 +143,9 @@ impl CipherPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Offer {
     pub aes_256_gcm: bool,
+    /// The sender compresses with LZ4 toward a peer that offers it too,
+    /// and accepts LZ4-compressed packets.
+    pub lz4: bool,
     /// The sender holds the receiver's offer for this session.
     pub has_your_offer: bool,
 }
@@ -159,6 +181,7 @@ impl Offer {
         } else {
             0
         };
+        let compression = if self.lz4 { COMPRESSION_LZ4 } else { 0 };
         [
             EXTENSION_MARKER,
             KIND_SESSION_OFFER,
@@ -166,6 +189,7 @@ impl Offer {
             length[1],
             ciphers,
             flags,
+            compression,
         ]
     }
 
@@ -183,14 +207,16 @@ impl Offer {
         let body = plaintext
             .get(HEADER_LEN..HEADER_LEN + body_len)
             .ok_or(OfferError::Truncated)?;
-        let Some(&[ciphers, flags]) = body.first_chunk::<OFFER_BODY_LEN>() else {
+        let Some(&[ciphers, flags]) = body.first_chunk::<OFFER_BODY_MIN_LEN>() else {
             return Err(OfferError::Truncated);
         };
         if ciphers & CIPHER_CHACHA == 0 {
             return Err(OfferError::NoBaseCipher);
         }
+        let compression = body.get(OFFER_BODY_MIN_LEN).copied().unwrap_or(0);
         Ok(Self {
             aes_256_gcm: ciphers & CIPHER_AES != 0,
+            lz4: compression & COMPRESSION_LZ4 != 0,
             has_your_offer: flags & FLAG_HAS_YOUR_OFFER != 0,
         })
     }
@@ -212,6 +238,7 @@ pub enum OfferOutcome {
 #[derive(Debug, Clone)]
 pub struct Negotiation {
     policy: CipherPolicy,
+    compression: CompressionPolicy,
     /// The peer marked its initiation, or sent an offer.
     peer_speaks_fjord: bool,
     /// When our offer last went, and how many times it went.
@@ -231,6 +258,7 @@ impl Negotiation {
     pub fn new(policy: CipherPolicy, peer_marked: bool) -> Self {
         Self {
             policy,
+            compression: CompressionPolicy::Off,
             peer_speaks_fjord: peer_marked,
             last_sent: None,
             sends: 0,
@@ -238,6 +266,12 @@ impl Negotiation {
             peer_offer: None,
             peer_switched_at: None,
         }
+    }
+
+    /// The same negotiation offering `compression` too.
+    pub fn with_compression(mut self, compression: CompressionPolicy) -> Self {
+        self.compression = compression;
+        self
     }
 
     /// Our offer, if it is due at `now`: the peer speaks fjord, has not
@@ -257,6 +291,7 @@ impl Negotiation {
     pub fn our_offer(&self) -> Offer {
         Offer {
             aes_256_gcm: self.policy.offers_aes(),
+            lz4: self.compression.offers_lz4(),
             has_your_offer: self.peer_offer.is_some(),
         }
     }
@@ -277,7 +312,7 @@ impl Negotiation {
                 self.peer_offer = Some(offer);
                 true
             }
-            Some(first) if first.aes_256_gcm != offer.aes_256_gcm => {
+            Some(first) if first.aes_256_gcm != offer.aes_256_gcm || first.lz4 != offer.lz4 => {
                 return OfferOutcome::Changed;
             }
             Some(_) => false,
@@ -297,6 +332,16 @@ impl Negotiation {
         } else {
             DataCipher::ChaCha20Poly1305
         }
+    }
+
+    /// Whether our data to the peer is compressed: both offered LZ4.
+    pub fn sending_compressed(&self) -> bool {
+        self.compression.offers_lz4() && self.peer_offer.is_some_and(|offer| offer.lz4)
+    }
+
+    /// Whether the peer may send us compressed packets: we offered LZ4.
+    pub fn accepts_compressed(&self) -> bool {
+        self.compression.offers_lz4() && self.sends > 0
     }
 
     /// Whether the peer may seal to us with AES-256-GCM: we offered it.
@@ -350,25 +395,50 @@ mod tests {
     #[test]
     fn offers_round_trip_and_ignore_what_later_versions_add() {
         for aes_256_gcm in [false, true] {
-            for has_your_offer in [false, true] {
-                let offer = Offer {
-                    aes_256_gcm,
-                    has_your_offer,
-                };
-                let mut bytes = offer.encode().to_vec();
-                assert!(Offer::is_protocol_extension(&bytes));
-                assert_eq!(Offer::decode(&bytes), Ok(offer));
-                // WireGuard's padding behind the body.
-                bytes.extend_from_slice(&[0; 10]);
-                assert_eq!(Offer::decode(&bytes), Ok(offer));
+            for lz4 in [false, true] {
+                for has_your_offer in [false, true] {
+                    let offer = Offer {
+                        aes_256_gcm,
+                        lz4,
+                        has_your_offer,
+                    };
+                    let mut bytes = offer.encode().to_vec();
+                    assert!(Offer::is_protocol_extension(&bytes));
+                    assert_eq!(Offer::decode(&bytes), Ok(offer));
+                    // WireGuard's padding behind the body.
+                    bytes.extend_from_slice(&[0; 10]);
+                    assert_eq!(Offer::decode(&bytes), Ok(offer));
+                }
             }
         }
         // A longer body (a later version) with unknown bits set.
-        let longer = [0x1f, 0x40, 0, 4, 0b1111_0011, 0b1111_0001, 9, 9];
+        let longer = [
+            0x1f,
+            0x40,
+            0,
+            5,
+            0b1111_0011,
+            0b1111_0001,
+            0b1111_1001,
+            9,
+            9,
+        ];
         assert_eq!(
             Offer::decode(&longer),
             Ok(Offer {
                 aes_256_gcm: true,
+                lz4: true,
+                has_your_offer: true
+            })
+        );
+        // The two-byte body of a fjord from before compression, with
+        // WireGuard's padding behind it: no compression offered.
+        let older = [0x1f, 0x40, 0, 2, 0b0000_0011, 0b0000_0001, 0, 0xff, 0xff];
+        assert_eq!(
+            Offer::decode(&older),
+            Ok(Offer {
+                aes_256_gcm: true,
+                lz4: false,
                 has_your_offer: true
             })
         );
@@ -481,6 +551,7 @@ mod tests {
         let mut i = Negotiation::new(CipherPolicy::OfferAes256Gcm, false);
         let aes = Offer {
             aes_256_gcm: true,
+            lz4: false,
             has_your_offer: false,
         };
         i.handle_offer(aes);
@@ -490,6 +561,45 @@ mod tests {
         };
         assert_eq!(i.handle_offer(chacha_only), OfferOutcome::Changed);
         assert_eq!(i.sending_cipher(), DataCipher::Aes256Gcm);
+        let compressing = Offer { lz4: true, ..aes };
+        assert_eq!(i.handle_offer(compressing), OfferOutcome::Changed);
+    }
+
+    /// Two sides' negotiations with compression policies, passing offers
+    /// by hand.
+    fn agree_compression(
+        responder: CompressionPolicy,
+        initiator: CompressionPolicy,
+    ) -> (Negotiation, Negotiation) {
+        let at = now();
+        let policy = CipherPolicy::default();
+        let mut r = Negotiation::new(policy, true).with_compression(responder);
+        let mut i = Negotiation::new(policy, false).with_compression(initiator);
+        assert!(!r.accepts_compressed() && !i.accepts_compressed());
+        let first = r.offer_due(at).unwrap();
+        r.offer_sent(at);
+        i.handle_offer(first);
+        let answer = i.offer_due(at).unwrap();
+        i.offer_sent(at);
+        r.handle_offer(answer);
+        (r, i)
+    }
+
+    #[test]
+    fn compression_needs_both_offers_and_is_accepted_only_where_offered() {
+        use CompressionPolicy::{Lz4, Off};
+        let (r, i) = agree_compression(Lz4, Lz4);
+        assert!(r.sending_compressed() && i.sending_compressed());
+        assert!(r.accepts_compressed() && i.accepts_compressed());
+        for (r_policy, i_policy) in [(Lz4, Off), (Off, Lz4), (Off, Off)] {
+            let (r, i) = agree_compression(r_policy, i_policy);
+            assert!(!r.sending_compressed() && !i.sending_compressed());
+            assert_eq!(r.accepts_compressed(), r_policy == Lz4);
+            assert_eq!(i.accepts_compressed(), i_policy == Lz4);
+        }
+        // A plain peer: nothing offered, nothing compressed either way.
+        let plain = Negotiation::new(CipherPolicy::default(), false).with_compression(Lz4);
+        assert!(!plain.sending_compressed() && !plain.accepts_compressed());
     }
 
     #[test]

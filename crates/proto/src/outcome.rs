@@ -49,7 +49,8 @@ pub enum DropReason {
     CounterTooOld,
     /// Data whose tag did not authenticate.
     AuthenticationFailed,
-    /// Decrypted payload that is not a well-formed IP packet.
+    /// Decrypted payload that is not a well-formed IP packet (or, on a
+    /// switch-mode interface, Ethernet frame).
     InvalidInnerPacket,
     /// Packet for a peer whose endpoint is unknown.
     NoEndpoint,
@@ -63,7 +64,9 @@ pub enum DropReason {
     HandshakeTimedOut,
     /// Outgoing packet whose destination no peer's allowed IPs cover.
     NoRoute,
-    /// Decrypted packet whose source is not in the sending peer's allowed IPs.
+    /// Decrypted packet whose source is not in the sending peer's allowed
+    /// IPs (on a switch-mode interface: a frame whose source MAC address
+    /// the peer may not use).
     SourceNotAllowed,
     /// Handshake impossible: the interface has no private key yet.
     NoPrivateKey,
@@ -78,10 +81,20 @@ pub enum DropReason {
     /// ChaCha20-Poly1305 data from a peer that had already switched its
     /// session to AES-256-GCM.
     CipherDowngraded,
+    /// The peer and this interface disagree on the mode: an Ethernet frame
+    /// from a fjord peer in switch mode on an interface in router mode, or
+    /// an IP packet (from a plain WireGuard peer or a fjord peer in router
+    /// mode) on an interface in switch mode.
+    ModeMismatch,
+    /// A compressed packet in a session where we did not offer compression.
+    CompressionNotNegotiated,
+    /// A compressed packet that is malformed, decompresses to another
+    /// length than it claims, or to more than the MTU.
+    DecompressionFailed,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 27] = [
+    pub const ALL: [DropReason; 30] = [
         Self::MalformedMessage,
         Self::UnknownMessageType,
         Self::InvalidMac1,
@@ -109,6 +122,9 @@ impl DropReason {
         Self::PacketTooBig,
         Self::CipherNotNegotiated,
         Self::CipherDowngraded,
+        Self::ModeMismatch,
+        Self::CompressionNotNegotiated,
+        Self::DecompressionFailed,
     ];
 
     /// Whether the reason refuses a datagram received from the network (as
@@ -135,6 +151,9 @@ impl DropReason {
                 | Self::UnsupportedExtension
                 | Self::CipherNotNegotiated
                 | Self::CipherDowngraded
+                | Self::ModeMismatch
+                | Self::CompressionNotNegotiated
+                | Self::DecompressionFailed
         )
     }
 
@@ -156,6 +175,9 @@ impl DropReason {
                 | Self::SourceNotAllowed
                 | Self::CipherNotNegotiated
                 | Self::CipherDowngraded
+                | Self::ModeMismatch
+                | Self::CompressionNotNegotiated
+                | Self::DecompressionFailed
         )
     }
 
@@ -189,6 +211,9 @@ impl DropReason {
             Self::PacketTooBig => "packet_too_big",
             Self::CipherNotNegotiated => "cipher_not_negotiated",
             Self::CipherDowngraded => "cipher_downgraded",
+            Self::ModeMismatch => "mode_mismatch",
+            Self::CompressionNotNegotiated => "compression_not_negotiated",
+            Self::DecompressionFailed => "decompression_failed",
         }
     }
 
@@ -256,6 +281,10 @@ pub struct HandshakeCounters {
     /// Handshake messages answered with a cookie reply instead, under
     /// load (each also counted as [`DropReason::CookieRequired`]).
     pub cookie_replies: u64,
+    /// Handshake messages that needed a cookie but got no reply: the
+    /// flood had spent the reply budget (each also counted as
+    /// [`DropReason::CookieRequired`]).
+    pub cookie_replies_withheld: u64,
 }
 
 /// The outcome of [`crate::Device::handle_datagram`].
@@ -263,6 +292,24 @@ pub struct HandshakeCounters {
 pub enum Received {
     /// An authenticated IP packet lies at `datagram[packet]`.
     Data {
+        peer: PeerId,
+        packet: Range<usize>,
+        source: IpAddr,
+        destination: IpAddr,
+    },
+    /// An authenticated Ethernet frame at `datagram[frame]`, from a fjord
+    /// peer of a switch-mode interface. The device never returns it: it
+    /// hands fjord's extension payloads over as `Extension`, and
+    /// `fjord_mesh::Node` in switch mode makes this of the frames among
+    /// them.
+    Frame {
+        peer: PeerId,
+        frame: Range<usize>,
+    },
+    /// An authenticated IP packet that arrived compressed, decompressed
+    /// into the caller's buffer at `decompressed[packet]`
+    /// (`crate::compression`).
+    Decompressed {
         peer: PeerId,
         packet: Range<usize>,
         source: IpAddr,

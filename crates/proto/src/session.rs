@@ -12,7 +12,9 @@
 //! once two fjord nodes agreed on it in this session: the session carries
 //! its [`Negotiation`], builds the AES-256-GCM keys when the negotiation
 //! needs them, and checks each received message's cipher against it
-//! (`crate::negotiation` has the rules).
+//! (`crate::negotiation` has the rules). The negotiation also says
+//! whether the session's data may be compressed; the peer compresses and
+//! decompresses (`crate::compression`), the session only seals and opens.
 //!
 //! The nonce is the counter, so a counter is never reused for sending and
 //! the session refuses to send at [`REJECT_AFTER_MESSAGES`]. Both
@@ -42,6 +44,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::aead::{DataCipher, TransportKey, aes_key_for};
+use crate::compression::CompressionPolicy;
 use crate::crypto::{SymmetricKey, TAG_LEN};
 use crate::handshake::SessionKeys;
 use crate::negotiation::{CipherPolicy, CipherRefused, Negotiation, Offer, OfferOutcome};
@@ -153,6 +156,13 @@ impl Session {
             next_send_counter: 0,
             replay: ReplayWindow::new(REJECT_AFTER_MESSAGES),
         }
+    }
+
+    /// The same session offering fjord peers `compression` too
+    /// (`crate::compression`).
+    pub fn with_compression(mut self, compression: CompressionPolicy) -> Self {
+        self.negotiation = self.negotiation.with_compression(compression);
+        self
     }
 
     pub fn local_index(&self) -> u32 {

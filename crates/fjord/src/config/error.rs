@@ -146,6 +146,8 @@ pub enum Problem {
     },
     #[error("[Peer] starting at line {line} has the interface's own public key")]
     PeerIsSelf { line: usize },
+    #[error("{key}: {problem}")]
+    SwitchMode { key: &'static str, problem: String },
 }
 
 /// Why one value was refused.

@@ -25,6 +25,7 @@
 mod endpoint;
 mod error;
 mod mesh;
+mod mode;
 mod parse;
 mod values;
 mod write;
@@ -44,9 +45,10 @@ use zeroize::Zeroizing;
 pub use endpoint::{Endpoint, EndpointError, Resolve, SystemResolver};
 pub use error::{ConfigError, Location, Problem, SectionKind, ValueError};
 pub use mesh::{BootstrapMember, FileSetting, LoadedMesh, MeshSection};
+pub use mode::InterfaceMode;
 pub use values::{
-    CipherSetting, FallbackCarrier, InterfaceName, InterfaceNameError, KeepaliveInterval, Mtu,
-    VerbatimValue, VerbatimValueError, interface_name_from_path,
+    CipherSetting, CompressionSetting, FallbackCarrier, InterfaceName, InterfaceNameError,
+    KeepaliveInterval, Mtu, VerbatimValue, VerbatimValueError, interface_name_from_path,
 };
 
 /// The MTU of the tunnel interface when the file sets none: 1420, as
@@ -55,6 +57,15 @@ pub use values::{
 /// packets are not fragmented on ordinary Ethernet paths; the trade-off is
 /// 60 bytes per packet lost on IPv4-only paths, which could use 1440.
 pub const DEFAULT_MTU: Mtu = Mtu::WG_QUICK_DEFAULT;
+
+/// The MTU of a switch-mode (TAP) interface when the file sets none: 1402,
+/// so that a full frame's datagram is as large as a full packet's in
+/// router mode. The MTU of an Ethernet interface counts the IP packet, not
+/// the frame: a full frame adds its Ethernet header (14 bytes) and fjord
+/// its frame header (4), so 1402 + 18 + 32 = 1452 bytes of UDP payload,
+/// 1500 behind IPv6 and UDP headers. A VLAN-tagged frame adds 4 more and
+/// is fragmented on such a path.
+pub const DEFAULT_SWITCH_MTU: Mtu = Mtu::SWITCH_DEFAULT;
 
 /// A whole configuration file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,6 +107,10 @@ pub struct InterfaceSection {
     pub fallback_carrier: Option<FallbackCarrier>,
     /// `Cipher`, if the file sets one (fjord's key; `auto` when absent).
     pub cipher: Option<CipherSetting>,
+    /// `Mode`: router (the default) or switch.
+    pub mode: InterfaceMode,
+    /// `Compression`, if the file sets one (fjord's key; `off` when absent).
+    pub compression: Option<CompressionSetting>,
     /// Keys only wg-quick reads, kept as written.
     pub wg_quick: WgQuick,
 }
@@ -217,9 +232,13 @@ impl Config {
 }
 
 impl InterfaceSection {
-    /// The MTU to use: the file's, or [`DEFAULT_MTU`].
+    /// The MTU to use: the file's, or [`DEFAULT_MTU`] ([`DEFAULT_SWITCH_MTU`]
+    /// in switch mode).
     pub fn mtu(&self) -> Mtu {
-        self.mtu.unwrap_or(DEFAULT_MTU)
+        self.mtu.unwrap_or(match self.mode {
+            InterfaceMode::Router => DEFAULT_MTU,
+            InterfaceMode::Switch => DEFAULT_SWITCH_MTU,
+        })
     }
 }
 
@@ -234,6 +253,9 @@ impl PartialEq for InterfaceSection {
             && self.mtu == other.mtu
             && self.fallback_port == other.fallback_port
             && self.fallback_carrier == other.fallback_carrier
+            && self.cipher == other.cipher
+            && self.mode == other.mode
+            && self.compression == other.compression
             && self.wg_quick == other.wg_quick
     }
 }

@@ -31,9 +31,10 @@ use zeroize::Zeroizing;
 use super::endpoint::{Endpoint, Resolve};
 use super::error::{ConfigError, Problem, SectionKind, ValueError, quote};
 use super::mesh::MeshDraft;
+use super::mode::{InterfaceMode, SwitchConflicts};
 use super::values::{
-    CipherSetting, FallbackCarrier, KeepaliveInterval, Mtu, VerbatimValue, parse_bool,
-    parse_fallback_port, parse_fwmark, parse_listen_port,
+    CipherSetting, CompressionSetting, FallbackCarrier, KeepaliveInterval, Mtu, VerbatimValue,
+    parse_bool, parse_fallback_port, parse_fwmark, parse_listen_port,
 };
 use super::{Config, InterfaceSection, PeerSection, WgQuick};
 
@@ -52,6 +53,7 @@ enum KeyName {
     PreDown,
     PostDown,
     SaveConfig,
+    Mode,
     PublicKey,
     PresharedKey,
     Endpoint,
@@ -68,13 +70,14 @@ enum KeyName {
     PeerFallbackPort,
     FallbackCarrier,
     Cipher,
+    Compression,
 }
 
 /// Number of [`KeyName`] variants, for per-key tables.
-const KEY_COUNT: usize = 26;
+const KEY_COUNT: usize = 28;
 
 // `SeenKeys` indexes by discriminant; the last variant must fit.
-const _: () = assert!(KeyName::Cipher as usize + 1 == KEY_COUNT);
+const _: () = assert!(KeyName::Compression as usize + 1 == KEY_COUNT);
 
 const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::PrivateKey,
@@ -89,6 +92,7 @@ const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::PreDown,
     KeyName::PostDown,
     KeyName::SaveConfig,
+    KeyName::Mode,
     KeyName::PublicKey,
     KeyName::PresharedKey,
     KeyName::Endpoint,
@@ -103,6 +107,7 @@ const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::PeerFallbackPort,
     KeyName::FallbackCarrier,
     KeyName::Cipher,
+    KeyName::Compression,
 ];
 
 impl KeyName {
@@ -121,6 +126,7 @@ impl KeyName {
             KeyName::PreDown => "PreDown",
             KeyName::PostDown => "PostDown",
             KeyName::SaveConfig => "SaveConfig",
+            KeyName::Mode => "Mode",
             KeyName::PublicKey => "PublicKey",
             KeyName::PresharedKey => "PresharedKey",
             KeyName::Endpoint => "Endpoint",
@@ -134,6 +140,7 @@ impl KeyName {
             KeyName::FallbackPort | KeyName::PeerFallbackPort => "FallbackPort",
             KeyName::FallbackCarrier => "FallbackCarrier",
             KeyName::Cipher => "Cipher",
+            KeyName::Compression => "Compression",
         }
     }
 
@@ -272,6 +279,11 @@ impl SeenKeys {
         *slot = Some(line);
         Ok(())
     }
+
+    /// The line `key` was set on, if it was (single-valued keys only).
+    fn line(&self, key: KeyName) -> Option<usize> {
+        self.0[key as usize]
+    }
 }
 
 struct InterfaceDraft {
@@ -285,6 +297,8 @@ struct InterfaceDraft {
     fallback_port: Option<std::num::NonZeroU16>,
     fallback_carrier: Option<FallbackCarrier>,
     cipher: Option<CipherSetting>,
+    mode: InterfaceMode,
+    compression: Option<CompressionSetting>,
     wg_quick: WgQuick,
 }
 
@@ -295,6 +309,8 @@ struct PeerDraft {
     preshared_key: Option<PresharedKey>,
     endpoint: Option<Endpoint>,
     allowed_ips: Vec<Cidr>,
+    /// The first line with a non-empty `AllowedIPs`, for switch mode.
+    allowed_ips_line: Option<usize>,
     persistent_keepalive: Option<KeepaliveInterval>,
     fallback_port: Option<std::num::NonZeroU16>,
 }
@@ -374,6 +390,9 @@ impl Reader<'_> {
                     return Ok(());
                 };
                 peer.seen.record(key, section, line_number)?;
+                if key == KeyName::AllowedIps && !value.is_empty() {
+                    peer.allowed_ips_line.get_or_insert(line_number);
+                }
                 peer.set(key, &value, resolver).map_err(invalid)
             }
             Current::Mesh => {
@@ -447,6 +466,7 @@ impl Reader<'_> {
         let source_name = self.source_name;
         let file_error = |problem| ConfigError::invalid(source_name, None, problem);
         self.close_peer()?;
+        self.check_mode()?;
         let interface = self
             .interface
             .ok_or_else(|| file_error(Problem::NoInterface))?;
@@ -493,10 +513,27 @@ impl Reader<'_> {
                 fallback_port: interface.fallback_port,
                 fallback_carrier: interface.fallback_carrier,
                 cipher: interface.cipher,
+                mode: interface.mode,
+                compression: interface.compression,
                 wg_quick: interface.wg_quick,
             },
             peers,
         })
+    }
+}
+
+impl Reader<'_> {
+    /// What switch mode cannot work with, found in the file itself.
+    fn check_mode(&self) -> Result<(), ConfigError> {
+        let Some(interface) = &self.interface else {
+            return Ok(());
+        };
+        let conflicts = SwitchConflicts {
+            mode_line: interface.seen.line(KeyName::Mode),
+            mesh_line: self.mesh.as_ref().map(|mesh| mesh.header_line),
+            allowed_ips_line: self.peers.iter().find_map(|peer| peer.allowed_ips_line),
+        };
+        conflicts.check(self.source_name, interface.mode)
     }
 }
 
@@ -513,6 +550,8 @@ impl InterfaceDraft {
             fallback_port: None,
             fallback_carrier: None,
             cipher: None,
+            mode: InterfaceMode::default(),
+            compression: None,
             wg_quick: WgQuick::default(),
         }
     }
@@ -547,6 +586,8 @@ impl InterfaceDraft {
                 self.fallback_carrier = Some(FallbackCarrier::parse(value)?);
             }
             KeyName::Cipher => self.cipher = Some(value.parse()?),
+            KeyName::Mode => self.mode = InterfaceMode::parse(value)?,
+            KeyName::Compression => self.compression = Some(value.parse()?),
             // Other sections' keys never reach here: `read_line` checks.
             _ => {}
         }
@@ -563,6 +604,7 @@ impl PeerDraft {
             preshared_key: None,
             endpoint: None,
             allowed_ips: Vec::new(),
+            allowed_ips_line: None,
             persistent_keepalive: None,
             fallback_port: None,
         }

@@ -496,6 +496,86 @@ fn cipher_setting() {
 }
 
 #[test]
+fn mode_is_router_unless_switch_and_sets_the_default_mtu() {
+    let router = parse_ok(&with_interface(""));
+    assert_eq!(router.interface.mode, InterfaceMode::Router);
+    assert_eq!(router.interface.mtu(), DEFAULT_MTU);
+    let switch = parse_ok(&with_interface("mode = Switch"));
+    assert_eq!(switch.interface.mode, InterfaceMode::Switch);
+    assert_eq!(switch.interface.mtu(), DEFAULT_SWITCH_MTU);
+    assert_eq!(DEFAULT_SWITCH_MTU.bytes() + 14 + 4, DEFAULT_MTU.bytes());
+    let set = parse_ok(&with_interface("Mode = switch\nMTU = 9000"));
+    assert_eq!(set.interface.mtu().bytes(), 9000);
+    assert_eq!(
+        parse_ok(&with_interface("Mode = router")).interface.mode,
+        InterfaceMode::Router
+    );
+    assert_eq!(
+        error_of(&with_interface("Mode = bridge")),
+        "wg0.conf:3: Mode: 'bridge' is not router or switch"
+    );
+    assert!(
+        switch.to_wg_format().contains("\nMode = switch\n"),
+        "written back"
+    );
+    assert!(!router.to_wg_format().contains("Mode"));
+}
+
+#[test]
+fn switch_mode_refuses_what_it_cannot_carry() {
+    let peers = format!(
+        "[Interface]\nPrivateKey = {PRIVATE}\nMode = switch\n\
+         [Peer]\nPublicKey = {PEER_A}\nAllowedIPs =\n\
+         [Peer]\nPublicKey = {PEER_B}\nEndpoint = 198.18.0.2:51820\nAllowedIPs = 198.19.0.2/32\n"
+    );
+    assert_eq!(
+        error_of(&peers),
+        "wg0.conf:10: AllowedIPs: not used in switch mode (Mode = switch routes frames by MAC address); remove it, or set Mode = router"
+    );
+    let mesh = format!(
+        "[Interface]\nPrivateKey = {PRIVATE}\nMode = switch\n\n[Mesh]\n\
+         Member = {OWN_PUBLIC} alpha 198.19.0.1/32\n"
+    );
+    assert_eq!(
+        error_of(&mesh),
+        "wg0.conf:3: Mode: switch mode works with [Peer] sections only, not with the [Mesh] at line 5"
+    );
+}
+
+#[test]
+fn compression_setting() {
+    assert_eq!(parse_ok(&with_interface("")).interface.compression, None);
+    assert_eq!(
+        parse_ok(&with_interface("Compression = lz4"))
+            .interface
+            .compression,
+        Some(CompressionSetting::Lz4)
+    );
+    assert_eq!(
+        parse_ok(&with_interface("compression = OFF"))
+            .interface
+            .compression,
+        Some(CompressionSetting::Off)
+    );
+    assert_eq!(
+        error_of(&with_interface("Compression = zstd")),
+        "wg0.conf:3: Compression: 'zstd' is not 'off' or 'lz4'"
+    );
+    assert_eq!(
+        error_of(&with_interface("Compression = lz4\nCompression = off")),
+        "wg0.conf:4: Compression given twice in this [Interface] (first on line 3)"
+    );
+    assert_eq!(
+        CompressionSetting::default().policy(),
+        fjord_proto::CompressionPolicy::Off
+    );
+    assert_eq!(
+        CompressionSetting::Lz4.policy(),
+        fjord_proto::CompressionPolicy::Lz4
+    );
+}
+
+#[test]
 fn fwmark_forms() {
     let mark = |value: &str| parse(&with_interface(&format!("FwMark = {value}")));
     assert_eq!(mark("off").unwrap().interface.fwmark, None);
@@ -848,10 +928,17 @@ fn interface() -> impl Strategy<Value = InterfaceSection> {
         any::<Option<NonZeroU32>>(),
         prop::collection::vec(cidr(), 0..4),
         prop::option::of(Mtu::MIN..=u16::MAX),
-        prop::option::of(prop::sample::select(vec![
-            CipherSetting::Auto,
-            CipherSetting::ChaCha20Poly1305,
-        ])),
+        (
+            prop::option::of(prop::sample::select(vec![
+                CipherSetting::Auto,
+                CipherSetting::ChaCha20Poly1305,
+            ])),
+            prop::option::of(prop::sample::select(vec![
+                CompressionSetting::Off,
+                CompressionSetting::Lz4,
+            ])),
+        ),
+        prop::sample::select(vec![InterfaceMode::Router, InterfaceMode::Switch]),
         wg_quick,
         any::<Option<NonZeroU16>>(),
         prop::option::of(prop_oneof![
@@ -866,7 +953,8 @@ fn interface() -> impl Strategy<Value = InterfaceSection> {
                 fwmark,
                 addresses,
                 mtu,
-                cipher,
+                (cipher, compression),
+                mode,
                 wg_quick,
                 fallback_port,
                 carrier,
@@ -878,6 +966,8 @@ fn interface() -> impl Strategy<Value = InterfaceSection> {
                     addresses,
                     mtu: mtu.map(|bytes| Mtu::new(bytes).expect("within range")),
                     cipher,
+                    compression,
+                    mode,
                     fallback_port,
                     fallback_carrier: carrier,
                     wg_quick,
@@ -914,7 +1004,13 @@ fn peer() -> impl Strategy<Value = PeerSection> {
 fn config() -> impl Strategy<Value = Config> {
     (interface(), prop::collection::vec(peer(), 0..4)).prop_filter_map(
         "peer keys must be distinct from each other and the interface",
-        |(interface, peers)| {
+        |(interface, mut peers)| {
+            if interface.mode == InterfaceMode::Switch {
+                // Switch mode refuses AllowedIPs.
+                for peer in &mut peers {
+                    peer.allowed_ips.clear();
+                }
+            }
             let own = interface.private_key.public_key();
             let mut keys: Vec<_> = peers.iter().map(|peer| peer.public_key).collect();
             keys.push(own);

@@ -65,6 +65,59 @@ impl fmt::Display for CipherSetting {
     }
 }
 
+/// `Compression`: whether fjord compresses its data to other fjord
+/// nodes. Plain WireGuard peers never get compressed data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CompressionSetting {
+    /// `off`, the default: compression makes packet sizes depend on
+    /// content, which leaks secrets that share packets with
+    /// attacker-controlled data (CRIME, BREACH, VORACLE).
+    #[default]
+    Off,
+    /// `lz4`: LZ4 per packet with each fjord peer that enabled it too,
+    /// for low-entropy traffic (text, JSON, logs) on slow links.
+    Lz4,
+}
+
+impl CompressionSetting {
+    pub const EXPECTED: &'static str = "'off' or 'lz4'";
+
+    /// The policy the protocol runs with.
+    pub fn policy(self) -> fjord_proto::CompressionPolicy {
+        match self {
+            CompressionSetting::Off => fjord_proto::CompressionPolicy::Off,
+            CompressionSetting::Lz4 => fjord_proto::CompressionPolicy::Lz4,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CompressionSetting::Off => "off",
+            CompressionSetting::Lz4 => "lz4",
+        }
+    }
+}
+
+impl FromStr for CompressionSetting {
+    type Err = ValueError;
+
+    fn from_str(text: &str) -> Result<Self, ValueError> {
+        if text.eq_ignore_ascii_case("off") {
+            Ok(CompressionSetting::Off)
+        } else if text.eq_ignore_ascii_case("lz4") {
+            Ok(CompressionSetting::Lz4)
+        } else {
+            Err(ValueError::invalid(text, Self::EXPECTED))
+        }
+    }
+}
+
+impl fmt::Display for CompressionSetting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl Mtu {
     /// The smallest accepted MTU: the datagram size every IPv4 host must
     /// accept. IPv6 needs at least 1280 on the path; fjord does not enforce
@@ -73,6 +126,9 @@ impl Mtu {
 
     /// wg-quick's fallback MTU; see [`super::DEFAULT_MTU`].
     pub(super) const WG_QUICK_DEFAULT: Mtu = Mtu(1420);
+
+    /// The switch-mode default; see [`super::DEFAULT_SWITCH_MTU`].
+    pub(super) const SWITCH_DEFAULT: Mtu = Mtu(1402);
 
     pub fn new(bytes: u16) -> Result<Mtu, ValueError> {
         if bytes < Self::MIN {

@@ -44,6 +44,12 @@ pub(super) fn to_wg_format(config: &Config) -> Zeroizing<String> {
     if let Some(cipher) = interface.cipher {
         line(&mut out, "Cipher", cipher);
     }
+    if interface.mode != super::InterfaceMode::Router {
+        line(&mut out, "Mode", interface.mode);
+    }
+    if let Some(compression) = interface.compression {
+        line(&mut out, "Compression", compression);
+    }
     let wg_quick = &interface.wg_quick;
     if !wg_quick.dns.is_empty() {
         line(&mut out, "DNS", comma_list(&wg_quick.dns));

@@ -57,6 +57,8 @@ pub struct UapiPeer {
     /// The data cipher toward the peer, when the implementation is fjord
     /// and a session is up.
     pub cipher: Option<String>,
+    /// Compression toward the peer, likewise.
+    pub compression: Option<crate::status::PeerCompression>,
 }
 
 pub fn socket_path(interface: &str) -> PathBuf {
@@ -149,25 +151,53 @@ pub fn query(interface: &str) -> Result<UapiInterface, UapiClientError> {
             .iter()
             .filter_map(|line| crate::status::FallbackLine::parse(line.strip_prefix("fallback=")?))
             .collect();
-        for line in counter_lines.iter() {
-            let Some((key, cipher)) = line
-                .strip_prefix(super::PEER_CIPHER_PREFIX)
-                .and_then(|rest| rest.split_once(' '))
-            else {
-                continue;
-            };
-            let key = key
-                .parse::<PublicKey>()
-                .map_err(|_| UapiClientError::Malformed {
+        for (line, key, cipher) in peer_lines(&counter_lines, super::PEER_CIPHER_PREFIX) {
+            let peer = find_peer(&mut parsed.peers, &path, line, key)?;
+            if let Some(peer) = peer {
+                peer.cipher = Some(cipher.to_string());
+            }
+        }
+        for (line, key, fields) in peer_lines(&counter_lines, super::PEER_COMPRESSION_PREFIX) {
+            let compression = crate::status::PeerCompression::parse(fields).ok_or_else(|| {
+                UapiClientError::Malformed {
                     path: path.clone(),
                     line: line.clone(),
-                })?;
-            if let Some(peer) = parsed.peers.iter_mut().find(|p| p.public_key == key) {
-                peer.cipher = Some(cipher.to_string());
+                }
+            })?;
+            if let Some(peer) = find_peer(&mut parsed.peers, &path, line, key)? {
+                peer.compression = Some(compression);
             }
         }
     }
     Ok(parsed)
+}
+
+/// The `prefix<public key> <value>` lines among `lines`, as (line, key
+/// text, value).
+fn peer_lines<'a>(
+    lines: &'a [String],
+    prefix: &'a str,
+) -> impl Iterator<Item = (&'a String, &'a str, &'a str)> {
+    lines.iter().filter_map(move |line| {
+        let (key, value) = line.strip_prefix(prefix)?.split_once(' ')?;
+        Some((line, key, value))
+    })
+}
+
+/// The peer whose base64 public key is `key` (from `line`), if listed.
+fn find_peer<'a>(
+    peers: &'a mut [UapiPeer],
+    path: &Path,
+    line: &str,
+    key: &str,
+) -> Result<Option<&'a mut UapiPeer>, UapiClientError> {
+    let key = key
+        .parse::<PublicKey>()
+        .map_err(|_| UapiClientError::Malformed {
+            path: path.to_path_buf(),
+            line: line.to_string(),
+        })?;
+    Ok(peers.iter_mut().find(|peer| peer.public_key == key))
 }
 
 /// Parses the lines of a `get=1` reply (without `errno=`) from `path`.
@@ -195,6 +225,7 @@ pub fn parse_get(path: &Path, lines: &[String]) -> Result<UapiInterface, UapiCli
                 persistent_keepalive: 0,
                 allowed_ips: Vec::new(),
                 cipher: None,
+                compression: None,
             });
             continue;
         }

@@ -41,10 +41,19 @@ pub fn write_get(status: &InterfaceStatus, out: &mut String) {
 /// Prefix of the handshake counters in a `get=fjord` reply.
 pub const HANDSHAKE_PREFIX: &str = "handshake_";
 
+/// Prefix of a `get=fjord` reply's line that counts the MAC addresses a
+/// switch-mode interface knows (absent in router mode).
+pub const SWITCH_MAC_ADDRESSES: &str = "switch_mac_addresses";
+
 /// The body of a `get=fjord` reply: fjord's own counters, the MTU its
-/// data path has taken up (`datapath_mtu`), and mesh members (`member=`).
+/// data path has taken up (`datapath_mtu`), the switch's MAC addresses
+/// (`switch_mac_addresses`, switch mode only), and mesh members
+/// (`member=`).
 pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
     let _ = writeln!(out, "datapath_mtu={}", status.datapath_mtu);
+    if let Some(count) = status.mac_addresses {
+        let _ = writeln!(out, "{SWITCH_MAC_ADDRESSES}={count}");
+    }
     for (reason, count) in &status.drops {
         let _ = writeln!(out, "drop_{reason}={count}");
     }
@@ -58,6 +67,11 @@ pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
         out,
         "{HANDSHAKE_PREFIX}cookie_replies={}",
         handshakes.cookie_replies
+    );
+    let _ = writeln!(
+        out,
+        "{HANDSHAKE_PREFIX}cookie_replies_withheld={}",
+        handshakes.cookie_replies_withheld
     );
     let data = &status.data;
     for (name, value) in [
@@ -90,6 +104,12 @@ pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
     for peer in &status.peers {
         if let Some(cipher) = peer.sending_cipher {
             let _ = writeln!(out, "{PEER_CIPHER_PREFIX}{} {cipher}", peer.public_key);
+            let _ = writeln!(
+                out,
+                "{PEER_COMPRESSION_PREFIX}{} {}",
+                peer.public_key,
+                peer.compression.to_fields()
+            );
         }
     }
 }
@@ -97,3 +117,8 @@ pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
 /// Prefix of a `get=fjord` line giving a peer's data cipher:
 /// `peer_cipher=<public key> <cipher name>`.
 pub const PEER_CIPHER_PREFIX: &str = "peer_cipher=";
+
+/// Prefix of a `get=fjord` line giving a peer's compression:
+/// `peer_compression=<public key> <on|off> <compressed> <raw>
+/// <decompressed>` (see `crate::status::PeerCompression`).
+pub const PEER_COMPRESSION_PREFIX: &str = "peer_compression=";

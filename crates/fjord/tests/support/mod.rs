@@ -137,6 +137,19 @@ pub struct Shown {
     pub endpoints: Vec<Option<String>>,
     /// Each peer's data cipher as printed.
     pub ciphers: Vec<Option<String>>,
+    /// MAC addresses a switch-mode interface knows (`None`: a router).
+    pub switch_mac_addresses: Option<u64>,
+    /// Each peer's compression as printed.
+    pub compression: Vec<Option<ShownCompression>>,
+}
+
+/// A peer's `compression` in `fjord show --json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShownCompression {
+    pub on: bool,
+    pub compressed_packets: u64,
+    pub raw_packets: u64,
+    pub decompressed_packets: u64,
 }
 
 impl Shown {
@@ -179,10 +192,30 @@ pub fn show_json(ifname: &str) -> Shown {
             })
             .unwrap_or_default()
     };
+    let compression = report["peers"]
+        .as_array()
+        .map(|peers| {
+            peers
+                .iter()
+                .map(|peer| {
+                    let shown = &peer["compression"];
+                    let count = |field: &str| shown[field].as_u64();
+                    Some(ShownCompression {
+                        on: shown["on"].as_bool()?,
+                        compressed_packets: count("compressed_packets")?,
+                        raw_packets: count("raw_packets")?,
+                        decompressed_packets: count("decompressed_packets")?,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     Shown {
         drops,
         endpoints: peer_field("endpoint"),
         ciphers: peer_field("cipher"),
+        switch_mac_addresses: report["switch_mac_addresses"].as_u64(),
+        compression,
     }
 }
 

@@ -27,17 +27,13 @@ use fjord_proto::cookie::{CookieState, MacLayout};
 use fjord_proto::wire::{HANDSHAKE_INITIATION_LEN, MESSAGE_TYPE_HANDSHAKE_INITIATION};
 
 use crate::emulator::rng::Rng;
+use crate::traffic::packet::{IPV4_UDP_HEADERS_LEN, sum_words, write_ipv4_udp_headers};
 
 const ETHERNET_HEADER_LEN: usize = 14;
-const IPV4_HEADER_LEN: usize = 20;
-const UDP_HEADER_LEN: usize = 8;
 const ETHERTYPE_IPV4: u16 = 0x0800;
-const PROTOCOL_UDP: u8 = 17;
-const TTL: u8 = 64;
-const UDP_LEN: usize = UDP_HEADER_LEN + HANDSHAKE_INITIATION_LEN;
-const IPV4_TOTAL_LEN: usize = IPV4_HEADER_LEN + UDP_LEN;
 /// Bytes of one spoofed initiation on the wire, Ethernet header included.
-pub const INITIATION_FRAME_LEN: usize = ETHERNET_HEADER_LEN + IPV4_TOTAL_LEN;
+pub const INITIATION_FRAME_LEN: usize =
+    ETHERNET_HEADER_LEN + IPV4_UDP_HEADERS_LEN + HANDSHAKE_INITIATION_LEN;
 /// Distinct initiations in the pool.
 const POOL_SIZE: usize = 4096;
 /// Lowest source port drawn (below it: well-known ports).
@@ -48,8 +44,9 @@ const MESSAGE_TYPE_LEN: usize = 4;
 const MAC1: usize = MacLayout::INITIATION.mac1;
 
 const IP: usize = ETHERNET_HEADER_LEN;
-const UDP: usize = IP + IPV4_HEADER_LEN;
-const MESSAGE: usize = UDP + UDP_HEADER_LEN;
+#[cfg(test)]
+const UDP: usize = IP + crate::traffic::packet::IPV4_HEADER_LEN;
+const MESSAGE: usize = IP + IPV4_UDP_HEADERS_LEN;
 
 /// An IPv4 prefix the spoofed sources are drawn from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,28 +105,6 @@ pub struct FloodTarget {
     pub sources: SourcePrefix,
 }
 
-/// One's-complement sum of big-endian 16-bit words (an odd last byte is
-/// the high half of a word), not yet folded.
-fn sum_words(bytes: &[u8]) -> u32 {
-    let mut chunks = bytes.chunks_exact(2);
-    let mut sum: u32 = chunks
-        .by_ref()
-        .map(|pair| u32::from(u16::from_be_bytes([pair[0], pair[1]])))
-        .sum();
-    if let [last] = chunks.remainder() {
-        sum += u32::from(*last) << 8;
-    }
-    sum
-}
-
-/// The Internet checksum of words summed into `sum`.
-fn fold(mut sum: u32) -> u16 {
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 /// An endless supply of spoofed initiation frames for one target.
 pub struct SpoofedInitiations {
     target: FloodTarget,
@@ -176,46 +151,18 @@ impl SpoofedInitiations {
         let source = self.target.sources.host(random as u32);
         let source_port = LOWEST_SOURCE_PORT + ((random >> 32) as u16 % (u16::MAX - 1023));
         let identification = (random >> 48) as u16;
-        let destination = *self.target.address.ip();
-        let destination_port = self.target.address.port();
 
         frame[..6].copy_from_slice(&self.target.destination_mac);
         frame[6..12].copy_from_slice(&self.target.source_mac);
         frame[12..14].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
-
-        let ip = &mut frame[IP..UDP];
-        ip[0] = 0x45;
-        ip[1] = 0;
-        ip[2..4].copy_from_slice(&(IPV4_TOTAL_LEN as u16).to_be_bytes());
-        ip[4..6].copy_from_slice(&identification.to_be_bytes());
-        // Don't fragment, no offset.
-        ip[6..8].copy_from_slice(&0x4000u16.to_be_bytes());
-        ip[8] = TTL;
-        ip[9] = PROTOCOL_UDP;
-        ip[10..12].fill(0);
-        ip[12..16].copy_from_slice(&source.octets());
-        ip[16..20].copy_from_slice(&destination.octets());
-        let ip_checksum = fold(sum_words(ip));
-        ip[10..12].copy_from_slice(&ip_checksum.to_be_bytes());
-
-        let udp = &mut frame[UDP..MESSAGE];
-        udp[0..2].copy_from_slice(&source_port.to_be_bytes());
-        udp[2..4].copy_from_slice(&destination_port.to_be_bytes());
-        udp[4..6].copy_from_slice(&(UDP_LEN as u16).to_be_bytes());
-        // Pseudo-header (addresses, protocol, length), header and message.
-        let sum = sum_words(&source.octets())
-            + sum_words(&destination.octets())
-            + u32::from(PROTOCOL_UDP)
-            + 2 * UDP_LEN as u32
-            + u32::from(source_port)
-            + u32::from(destination_port)
-            + message_sum;
-        // A computed zero goes on the wire as all ones (zero means "none").
-        let udp_checksum = match fold(sum) {
-            0 => 0xffff,
-            checksum => checksum,
-        };
-        udp[6..8].copy_from_slice(&udp_checksum.to_be_bytes());
+        write_ipv4_udp_headers(
+            &mut frame[IP..MESSAGE],
+            SocketAddrV4::new(source, source_port),
+            self.target.address,
+            identification,
+            HANDSHAKE_INITIATION_LEN,
+            *message_sum,
+        );
         frame[MESSAGE..].copy_from_slice(message);
     }
 }
@@ -247,18 +194,11 @@ mod tests {
             initiations.write_next(&mut frame);
             assert_eq!(&frame[..6], &target.destination_mac);
             assert_eq!(&frame[12..14], &[0x08, 0x00]);
+            crate::traffic::packet::assert_valid_ipv4_udp(&frame[IP..]);
             let ip = &frame[IP..UDP];
-            assert_eq!(fold(sum_words(ip)), 0, "IPv4 header checksum");
             let source = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
             assert!(target.sources.contains(source), "{source}");
             assert_eq!(&ip[16..20], &[198, 18, 0, 2]);
-            // The UDP checksum over pseudo-header, header and payload.
-            let mut pseudo = Vec::new();
-            pseudo.extend_from_slice(&ip[12..20]);
-            pseudo.extend_from_slice(&[0, PROTOCOL_UDP]);
-            pseudo.extend_from_slice(&(UDP_LEN as u16).to_be_bytes());
-            let sum = sum_words(&pseudo) + sum_words(&frame[UDP..]);
-            assert_eq!(fold(sum), 0, "UDP checksum");
             assert_eq!(u16::from_be_bytes([frame[UDP + 2], frame[UDP + 3]]), 51820);
             let message = &frame[MESSAGE..];
             assert_eq!(message[0], 1);

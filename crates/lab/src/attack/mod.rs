@@ -27,4 +27,4 @@ pub use flood::{Flood, FloodRate, FloodReport};
 pub use frames::{FloodTarget, SourcePrefix, SpoofedInitiations};
 pub use hosts::AttackedHosts;
 pub use recovery::{EchoService, time_to_echo};
-pub use replies::{Replies, ReplyCounters, udp_socket_drops};
+pub use replies::{Replies, ReplyCounters, connected_udp_sockets, udp_socket_drops};

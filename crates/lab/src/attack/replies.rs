@@ -105,21 +105,41 @@ pub fn udp_socket_drops(namespace: &Namespace, port: u16) -> Result<u64, NetnsEr
     Ok(sum_drops(&tables, port))
 }
 
-/// Sums the last column (`drops`) of the socket lines of `/proc/net/udp`
-/// text whose local port is `port`.
-fn sum_drops(tables: &str, port: u16) -> u64 {
+/// UDP sockets bound to `port` in `namespace` and connected to one remote
+/// endpoint (fjord's socket per peer, beside the listening socket).
+pub fn connected_udp_sockets(namespace: &Namespace, port: u16) -> Result<usize, NetnsError> {
+    let tables = namespace.exec("cat", &["/proc/net/udp", "/proc/net/udp6"])?;
+    Ok(count_connected(&tables, port))
+}
+
+/// The fields of the socket lines of `/proc/net/udp` text whose local
+/// port is `port`.
+fn sockets_on_port(tables: &str, port: u16) -> impl Iterator<Item = Vec<&str>> {
     let local_port = format!(":{port:04X}");
     tables
         .lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let local = fields.get(1)?;
-            if !local.ends_with(&local_port) {
-                return None;
-            }
-            fields.last()?.parse::<u64>().ok()
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .filter(move |fields| {
+            fields
+                .get(1)
+                .is_some_and(|local| local.ends_with(&local_port))
         })
+}
+
+/// Sums the last column (`drops`) of the socket lines of `/proc/net/udp`
+/// text whose local port is `port`.
+fn sum_drops(tables: &str, port: u16) -> u64 {
+    sockets_on_port(tables, port)
+        .filter_map(|fields| fields.last()?.parse::<u64>().ok())
         .sum()
+}
+
+/// Counts the socket lines on `port` in state `01` (established: a
+/// connected UDP socket; an unconnected one is `07`).
+fn count_connected(tables: &str, port: u16) -> usize {
+    sockets_on_port(tables, port)
+        .filter(|fields| fields.get(3) == Some(&"01"))
+        .count()
 }
 
 #[cfg(test)]
@@ -144,5 +164,16 @@ mod tests {
         assert_eq!(sum_drops(tables, 51820), 42);
         assert_eq!(sum_drops(tables, 53), 5);
         assert_eq!(sum_drops(tables, 1), 0);
+    }
+
+    #[test]
+    fn counts_connected_sockets_of_the_port_only() {
+        let tables = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
+            1: 00000000:CA6C 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 1 2 0000000000000000 0\n\
+            2: 0212C6C6:CA6C 0112C6C6:CA6C 01 00000000:00000000 00:00000000 00000000 65534        0 1 2 0000000000000000 0\n\
+            3: 0212C6C6:0035 0112C6C6:CA6C 01 00000000:00000000 00:00000000 00000000     0        0 1 2 0000000000000000 0\n";
+        assert_eq!(count_connected(tables, 51820), 1);
+        assert_eq!(count_connected(tables, 53), 1);
+        assert_eq!(count_connected(tables, 1), 0);
     }
 }

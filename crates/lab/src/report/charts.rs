@@ -8,7 +8,8 @@
 //! - transfer time against drop rate, one line per system, timed-out
 //!   trials drawn as "at least" triangles; likewise latency and frame loss
 //!   against offered load;
-//! - TCP bulk and IMIX: one bar per system and row.
+//! - TCP bulk, IMIX and figures by number of peers: one bar per system
+//!   and row.
 //!
 //! Colours follow the system (its place in the report order), so fjord
 //! has the same colour in every chart.
@@ -53,7 +54,9 @@ pub fn section_charts(section: &Section, order: &[&str]) -> Vec<Chart> {
             .into_iter()
             .collect(),
         TestKind::Rtt => latency_charts(section, &class),
-        TestKind::TcpBulk | TestKind::Imix => vec![Chart::Bars(bars_per_row(section, &class))],
+        TestKind::TcpBulk | TestKind::Imix | TestKind::Peers => {
+            vec![Chart::Bars(bars_per_row(section, &class))]
+        }
         TestKind::MemoryGrowth
         | TestKind::Mesh
         | TestKind::NatMatrix

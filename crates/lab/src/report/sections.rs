@@ -69,6 +69,8 @@ pub fn suite_title(suite: &str) -> String {
         "soak" => "Soak: memory, transfers and counters under sustained load".to_string(),
         "mesh" => "Mesh from one bootstrap member".to_string(),
         "attack" => "Handshake flood on the responder".to_string(),
+        "peers" => "Many peers of one responder".to_string(),
+        "compress" => "Compression on a 100 Mbit/s link".to_string(),
         other => {
             let mut chars = other.chars();
             match chars.next() {
@@ -114,6 +116,9 @@ pub enum TestKind {
     /// A figure by handshake flood: throughput against no flood, cookie
     /// replies against Diffie–Hellman work, a restarted side's return.
     Flood,
+    /// A figure by number of peers of one responder, against one peer:
+    /// zero-loss frame rate, memory, TCP.
+    Peers,
     /// A soak's totals: transfers, restarts, rekeys.
     SoakSummary,
     /// A soak's counters, one side's against the other's, by direction.
@@ -139,6 +144,7 @@ impl TestKind {
             "relay_throughput" | "relay_rtt" | "relay_switch" => TestKind::RelayCost,
             "path_mtu" => TestKind::PathMtu,
             "flood_throughput" | "flood_handshakes" | "restart_recovery" => TestKind::Flood,
+            "peers_zero_loss" | "peers_memory" | "peers_tcp" => TestKind::Peers,
             "soak_transfers" | "soak_restarts" | "soak_rekeys" => TestKind::SoakSummary,
             "counter_balance" => TestKind::CounterBalance,
             _ => TestKind::Other,
@@ -159,6 +165,7 @@ impl TestKind {
             TestKind::RelayCost => Some("path"),
             TestKind::PathMtu => Some("path"),
             TestKind::Flood => Some("flood"),
+            TestKind::Peers => Some("peers"),
             TestKind::CounterBalance => Some("direction"),
             TestKind::Imix
             | TestKind::TcpBulk
@@ -204,6 +211,13 @@ impl TestKind {
                 "flood_throughput" => "Verified TCP transfer through the tunnel during the flood (ratio to no flood)",
                 "flood_handshakes" => "Handshakes answered during those transfers: cookie replies seen on the wire, initiations computed (Diffie-Hellman) by the responder's own count",
                 "restart_recovery" => "Time until a restarted initiator carries traffic again during the flood",
+                other => other,
+            }
+            .to_string(),
+            TestKind::Peers => match test {
+                "peers_zero_loss" => "RFC 2544 zero-loss rate with the load spread over N peers (ratio to one peer; the peer emulator alone)",
+                "peers_memory" => "Resident memory of the responder with N peers (and per peer: (RSS − RSS with one) ÷ (N − 1))",
+                "peers_tcp" => "TCP throughput over parallel flows spread over N peers (verified transfers; ratio to one peer)",
                 other => other,
             }
             .to_string(),

@@ -340,6 +340,7 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
             tables.extend(drops_table(section));
             tables
         }
+        TestKind::Peers => vec![peers_table(section, title)],
         TestKind::SoakSummary | TestKind::CounterBalance => {
             vec![super::soak::soak_table(section, title)]
         }
@@ -416,6 +417,122 @@ fn flood_table(section: &Section, title: String) -> Table {
         _ => Vec::new(),
     };
     grid(section, title, caption(section, &remark), &[], &[""], &cell)
+}
+
+/// Rows by number of peers. Each figure carries its ratio to the same
+/// system's figure with one peer (the goal is 0.9 or better at 1,000);
+/// frame rates also the peer emulator's own ceiling, memory the cost per
+/// peer.
+fn peers_table(section: &Section, title: String) -> Table {
+    let zero_loss = section.test == "peers_zero_loss";
+    let one_peer = |m: &Measurement| match m.extra.one_peer_ratio {
+        Some(ratio) if m.status == MeasurementStatus::Ok => {
+            format!("{} ({} 1 peer)", median_figure(m), format::ratio(ratio))
+        }
+        _ => median_figure(m),
+    };
+    // The one-peer row, for ratios the record does not hold.
+    let one_peer_row = section.rows.iter().find(|row| row.x() == Some(1.0));
+    let cell = |row: &Row, index: usize, column: usize| {
+        let Some(m) = row.cells[index] else {
+            return MISSING.to_string();
+        };
+        match (section.test, column) {
+            ("peers_zero_loss", 1) => match cpu_micros_per_frame(m) {
+                Some(micros) => {
+                    let reference = one_peer_row
+                        .and_then(|one| one.cells[index])
+                        .and_then(cpu_micros_per_frame)
+                        .filter(|reference| *reference > 0.0);
+                    match reference {
+                        Some(reference) => format!(
+                            "{} µs ({})",
+                            format::plain(micros),
+                            format::ratio(micros / reference)
+                        ),
+                        None => format!("{} µs", format::plain(micros)),
+                    }
+                }
+                None => MISSING.to_string(),
+            },
+            ("peers_zero_loss", 2) => m.extra.emulator_ceiling_fps.map_or_else(
+                || MISSING.to_string(),
+                |fps| format!("{} fps", format::thousands(fps)),
+            ),
+            ("peers_memory", _) => match m.extra.per_peer_bytes {
+                Some(bytes) if m.status == MeasurementStatus::Ok => format!(
+                    "{} · {}/peer",
+                    median_figure(m),
+                    format::quantity(bytes, "bytes")
+                ),
+                _ => median_figure(m),
+            },
+            ("peers_tcp", _) => {
+                let mut text = one_peer(m);
+                if let Some(responder) = m.extra.cpu_seconds_per_gbit {
+                    text.push_str(&format!(" · {} s/Gbit", format::plain(responder)));
+                    let reference = one_peer_row
+                        .and_then(|one| one.cells[index])
+                        .and_then(|one| one.extra.cpu_seconds_per_gbit)
+                        .filter(|reference| *reference > 0.0);
+                    if let Some(reference) = reference {
+                        text.push_str(&format!(" ({})", format::ratio(responder / reference)));
+                    }
+                }
+                if let Some(emulator) = m.extra.emulator_cpu_seconds_per_gbit {
+                    text.push_str(&format!(" (emulator {})", format::plain(emulator)));
+                }
+                text
+            }
+            _ => one_peer(m),
+        }
+    };
+    let remark = match section.test {
+        "peers_zero_loss" => vec![
+            "(× 1 peer) = the figure over the same system's with one peer, same run; goal: \
+             0.9× or better at 1,000 peers · the frames form the same 1,000 flows at every \
+             peer count · CPU/frame = the responder's CPU time over the whole search per \
+             frame received in its trials (which a busy machine moves far less than a rate; \
+             in brackets against one peer) · emulator alone = frames the peer emulator seals \
+             and sends per second of its own CPU time (same frames, same peers, into a \
+             sink): the generator's ceiling on one core"
+                .to_string(),
+        ],
+        "peers_memory" => vec![
+            "the responder's resident size after the frame-rate searches · per peer: \
+             (that − with one peer) ÷ (peers − 1)"
+                .to_string(),
+        ],
+        _ => vec![
+            "the responder has 100 peers; each pair of transfers sends the same flows through \
+             one of them (peers: 1), then spread over all, back to back · (× 1 peer) = the \
+             median of the pairs' ratios · s/Gbit = the responder's CPU time per Gbit carried, \
+             in brackets against one peer (which a busy machine moves far less than a rate; \
+             emulator: the peer emulator's, no figure of the system)"
+                .to_string(),
+        ],
+    };
+    let columns: &[&str] = if zero_loss {
+        &["frames/s", "CPU/frame", "emulator alone"]
+    } else {
+        &[""]
+    };
+    grid(
+        section,
+        title,
+        caption(section, &remark),
+        &[],
+        columns,
+        &cell,
+    )
+}
+
+/// A search's CPU time (of the system's processes) per frame received
+/// in its trials, in µs.
+fn cpu_micros_per_frame(m: &Measurement) -> Option<f64> {
+    let cpu = m.extra.cpu_seconds?;
+    let received: u64 = m.extra.trials.as_ref()?.iter().map(|t| t.received).sum();
+    (received > 0 && m.status == MeasurementStatus::Ok).then(|| cpu / received as f64 * 1e6)
 }
 
 /// Beside the handshake work: what each responder refused during the

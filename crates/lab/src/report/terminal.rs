@@ -1,7 +1,9 @@
 //! The plain-text summary printed at the end of a run: one compact table
 //! per section, no line longer than [`WIDTH`] columns. Bare's cells hold
 //! its median; every other cell holds the median and its ratio to bare,
-//! which is the figure that matters on a shared machine. When systems do
+//! which is the figure that matters on a shared machine. Where a test has
+//! a theoretical goodput (long fat pipes, the compression link), it gets
+//! a column of its own and each cell the share of it. When systems do
 //! not fit side by side, the table continues below with the rest of them.
 //! Control characters from the record are replaced, so a name cannot
 //! drive the terminal.
@@ -58,8 +60,22 @@ fn cell(m: Option<&Measurement>) -> String {
         (MeasurementStatus::Ok, Some(r)) => {
             format!("{} {}", format::terse(m.median, &m.unit), format::ratio(r))
         }
-        (MeasurementStatus::Ok, None) => format::terse(m.median, &m.unit),
+        (MeasurementStatus::Ok, None) => match m.extra.one_peer_ratio {
+            Some(r) => format!(
+                "{} {}1p",
+                format::terse(m.median, &m.unit),
+                format::ratio(r)
+            ),
+            None => format::terse(m.median, &m.unit),
+        },
     };
+    if let Some(efficiency) = m
+        .extra
+        .efficiency
+        .filter(|_| m.status == MeasurementStatus::Ok)
+    {
+        let _ = write!(text, " {:.0}%", efficiency * 100.0);
+    }
     if m.extra.verified == Some(false) {
         text.push('!');
     }
@@ -112,6 +128,20 @@ fn write_section(out: &mut String, section: &Section) {
     if !fixed.is_empty() {
         let _ = write!(heading, " {}", fixed.join(", "));
     }
+    let goodputs: Vec<Option<f64>> = section
+        .rows
+        .iter()
+        .map(|row| {
+            row.cells
+                .iter()
+                .flatten()
+                .find_map(|m| m.extra.theoretical_goodput_bits_per_sec)
+        })
+        .collect();
+    let has_goodput = goodputs.iter().any(Option::is_some);
+    if has_goodput {
+        heading.push_str("; %: of the theoretical goodput");
+    }
     let _ = writeln!(out, "{}", fit(&heading, WIDTH));
 
     let label_header = fit(
@@ -135,18 +165,25 @@ fn write_section(out: &mut String, section: &Section) {
         .max()
         .unwrap_or(0);
 
-    let columns: Vec<(String, Vec<String>)> = section
-        .systems
-        .iter()
-        .enumerate()
-        .map(|(index, system)| {
+    let theoretical = has_goodput.then(|| {
+        let cells = goodputs
+            .iter()
+            .map(|goodput| {
+                goodput.map_or_else(|| MISSING.to_string(), |g| format::terse(g, section.unit))
+            })
+            .collect();
+        ("theoretical".to_string(), cells)
+    });
+    let columns: Vec<(String, Vec<String>)> = theoretical
+        .into_iter()
+        .chain(section.systems.iter().enumerate().map(|(index, system)| {
             let cells = section
                 .rows
                 .iter()
                 .map(|row| fit(&cell(row.cells[index]), MAX_COLUMN))
                 .collect();
             (fit(system, MAX_COLUMN), cells)
-        })
+        }))
         .collect();
     let column_width = |(name, cells): &(String, Vec<String>)| {
         cells

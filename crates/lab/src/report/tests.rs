@@ -678,3 +678,136 @@ fn flood_rows_show_the_ratio_to_no_flood_and_the_handshake_work() {
     assert_eq!(restart.rows[1], ["max", "0.120 s", "> 30.00 s (limit)"]);
     assert!(markdown_report(&record).contains("## Handshake flood on the responder"));
 }
+
+#[test]
+fn peers_rows_show_the_ratio_to_one_peer_the_ceiling_and_memory_per_peer() {
+    let row = |test: &str, peers: u64, unit: &str, median: f64| {
+        let mut params = vec![("peers", serde_json::json!(peers))];
+        if test == "peers_zero_loss" {
+            params.push(("frame_size", serde_json::json!(64)));
+        }
+        let mut m = measurement("fjord", test, &params, median);
+        m.suite = "peers".into();
+        m.unit = unit.into();
+        m
+    };
+    let trial = |received: u64| crate::results::TrialRecord {
+        run: 0,
+        offered_fps: 1.0,
+        sent_fps: 1.0,
+        offered: received,
+        received,
+        lost: 0,
+        sender_max_lag_ms: 0.0,
+        passed: true,
+        discarded: false,
+    };
+    let mut one = row("peers_zero_loss", 1, "frames/s", 100_000.0);
+    one.extra.one_peer_ratio = Some(1.0);
+    one.extra.emulator_ceiling_fps = Some(400_000.0);
+    one.extra.cpu_seconds = Some(2.0);
+    one.extra.trials = Some(vec![trial(200_000), trial(200_000)]);
+    let mut thousand = row("peers_zero_loss", 1000, "frames/s", 93_000.0);
+    thousand.extra.one_peer_ratio = Some(0.93);
+    thousand.extra.emulator_ceiling_fps = Some(380_000.0);
+    thousand.extra.cpu_seconds = Some(2.2);
+    thousand.extra.trials = Some(vec![trial(400_000)]);
+    let mut memory = row("peers_memory", 1000, "bytes", 12.0 * 1048576.0);
+    memory.extra.per_peer_bytes = Some(2048.0);
+    let mut tcp_one = row("peers_tcp", 1, "bit/s", 2.0e9);
+    tcp_one.extra.cpu_seconds_per_gbit = Some(0.5);
+    let mut tcp = row("peers_tcp", 100, "bit/s", 1.5e9);
+    tcp.extra.one_peer_ratio = Some(0.75);
+    tcp.extra.cpu_seconds_per_gbit = Some(0.8);
+    tcp.extra.emulator_cpu_seconds_per_gbit = Some(1.1);
+    let mut record = record(
+        &["fjord"],
+        vec![
+            one,
+            thousand,
+            row("peers_memory", 1, "bytes", 10.0 * 1048576.0),
+            memory,
+            tcp_one,
+            tcp,
+        ],
+    );
+    record.suites = vec!["peers".into()];
+    let sections = sections::sections(&record);
+    assert!(sections.iter().all(|s| s.kind == TestKind::Peers));
+    let tables: Vec<tables::Table> = sections.iter().flat_map(tables::section_tables).collect();
+
+    let rates = &tables[0];
+    assert!(
+        rates.caption.starts_with("frame size: 64 · "),
+        "{}",
+        rates.caption
+    );
+    assert_eq!(
+        rates.header,
+        [
+            "peers",
+            "fjord frames/s",
+            "fjord CPU/frame",
+            "fjord emulator alone"
+        ]
+    );
+    assert_eq!(
+        rates.rows[1],
+        [
+            "1000",
+            "93.00 kfps (0.93× 1 peer)",
+            "5.50 µs (1.10×)",
+            "380,000 fps"
+        ]
+    );
+    assert_eq!(rates.rows[0][2], "5.00 µs (1.00×)");
+    assert_eq!(tables[1].rows[1][1], "12.58 MB · 2.05 kB/peer");
+    assert_eq!(tables[2].rows[0][1], "2.00 Gbit/s · 0.500 s/Gbit (1.00×)");
+    assert_eq!(
+        tables[2].rows[1][1],
+        "1.50 Gbit/s (0.75× 1 peer) · 0.800 s/Gbit (1.60×) (emulator 1.10)"
+    );
+    assert!(markdown_report(&record).contains("## Many peers of one responder"));
+    let summary = terminal_summary(&record);
+    assert!(summary.contains("0.93×1p"), "{summary}");
+}
+
+#[test]
+fn terminal_shows_the_theoretical_goodput_and_each_share_of_it() {
+    let goodput = |system: &str, content: &str, median: f64| {
+        let mut m = measurement(
+            system,
+            "compressible_transfer",
+            &[("content", serde_json::json!(content))],
+            median,
+        );
+        m.extra.theoretical_goodput_bits_per_sec = Some(94.15e6);
+        m.extra.efficiency = Some(median / 94.15e6);
+        m
+    };
+    let record = record(
+        &["bare", "fjord-compress"],
+        vec![
+            goodput("bare", "text", 90e6),
+            goodput("fjord-compress", "text", 300e6),
+            goodput("bare", "random", 90e6),
+            goodput("fjord-compress", "random", 85e6),
+        ],
+    );
+    let summary = terminal_summary(&record);
+    assert!(
+        summary.contains("%: of the theoretical goodput"),
+        "{summary}"
+    );
+    let header = summary
+        .lines()
+        .find(|line| line.contains("theoretical") && line.contains("fjord-compress"))
+        .unwrap_or_else(|| panic!("no header with the theoretical column:\n{summary}"));
+    assert!(header.find("theoretical") < header.find("bare"), "{header}");
+    let row = summary
+        .lines()
+        .find(|line| line.trim_start().starts_with("text"))
+        .unwrap_or_else(|| panic!("no text row:\n{summary}"));
+    assert!(row.contains("96%"), "bare's share: {row}");
+    assert!(row.contains("319%"), "fjord-compress's share: {row}");
+}

@@ -39,8 +39,9 @@ mod tunnel;
 use std::path::Path;
 use std::time::Duration;
 
+use super::Suite;
 use crate::attack::{AttackedHosts, FloodRate};
-use crate::measure::Row;
+use crate::measure::{Row, transfers_row, verified};
 use crate::progress::Progress;
 use crate::results::{Drops, Extra, Measurement, MeasurementStatus, median};
 use crate::systems::System;
@@ -91,14 +92,13 @@ pub fn run(
     progress: &Progress,
     workdir: &Path,
 ) -> Vec<Measurement> {
-    let name = system.name();
-    let Some(implementation) = system.wireguard() else {
-        progress.line(&format!(
-            "{name}: attack: speaks no WireGuard, so there is no handshake to flood"
-        ));
-        progress.skip(steps(quick));
+    let why = "speaks no WireGuard, so there is no handshake to flood";
+    let Some(implementation) =
+        super::wireguard_or_skip(system, Suite::Attack, why, quick, progress)
+    else {
         return Vec::new();
     };
+    let name = system.name();
     let failed_all = |why: String| {
         progress.line(&format!("{name}: attack: {why}"));
         progress.skip(steps(quick));
@@ -178,60 +178,6 @@ fn measure_flood(tunnel: &mut Tunnel<'_>, rate: FloodRate, quick: bool) -> Flood
         pairs,
         recovery,
     }
-}
-
-/// Throughput of a transfer that arrived intact.
-fn verified(transfer: &Result<BulkReport, String>) -> Option<&BulkReport> {
-    transfer.as_ref().ok().filter(|report| report.verified)
-}
-
-/// A figure's row from the transfers that arrived intact: their
-/// throughputs, bytes and digest; failed with the first failure if none
-/// did, with a note counting the failures otherwise.
-fn transfers_row<'a>(
-    row: Row,
-    transfers: impl Iterator<Item = &'a Result<BulkReport, String>>,
-    mut extra: Extra,
-) -> Measurement {
-    let transfers: Vec<_> = transfers.collect();
-    let good: Vec<&BulkReport> = transfers.iter().filter_map(|t| verified(t)).collect();
-    let failures: Vec<String> = transfers
-        .iter()
-        .filter_map(|transfer| match transfer {
-            Err(why) => Some(why.clone()),
-            Ok(report) if !report.verified => Some("the data arrived corrupted".to_string()),
-            Ok(_) => None,
-        })
-        .collect();
-    let Some(first) = good.first() else {
-        return row.failed(
-            failures
-                .first()
-                .cloned()
-                .unwrap_or_else(|| "no transfer ran".to_string()),
-        );
-    };
-    extra.bytes = Some(good.iter().map(|report| report.bytes).sum());
-    // Failed transfers are the note's; `verified` speaks of the data.
-    extra.verified = Some(
-        !transfers
-            .iter()
-            .any(|transfer| matches!(transfer, Ok(report) if !report.verified)),
-    );
-    extra.xxh3_128 = Some(first.receiver_digest.to_string());
-    let samples = good
-        .iter()
-        .map(|report| report.throughput_bits_per_sec)
-        .collect();
-    let mut measurement = row.measured(samples, MeasurementStatus::Ok, extra);
-    if let Some(why) = failures.first() {
-        measurement.note = Some(format!(
-            "{} of {} transfers failed: {why}",
-            failures.len(),
-            transfers.len()
-        ));
-    }
-    measurement
 }
 
 /// Every transfer without a flood, across the floods' pairs.
@@ -392,8 +338,9 @@ impl FloodOutcome {
             );
             if let Some(counters) = work.counters {
                 text.push_str(&format!(
-                    ", {:.0} initiations computed/s",
-                    counters.initiations_computed as f64 / secs
+                    ", {:.0} initiations computed/s, {:.0} left unanswered/s",
+                    counters.initiations_computed as f64 / secs,
+                    counters.cookie_replies_withheld as f64 / secs
                 ));
             }
             text.push_str(&format!(
@@ -419,40 +366,5 @@ mod tests {
             .collect();
         assert_eq!(labels, ["none", "20000/s", "max"]);
         assert_eq!(steps(true), 3);
-    }
-
-    #[test]
-    fn failed_transfers_fail_the_row_or_leave_a_note() {
-        let failed: Result<BulkReport, String> = Err("no progress for 15s".to_string());
-        let row_of = |transfers: &[&Result<BulkReport, String>]| {
-            transfers_row(
-                row("flood_throughput", "fjord", "bit/s", None),
-                transfers.iter().copied(),
-                Extra::default(),
-            )
-        };
-        let all_failed = row_of(&[&failed, &failed]);
-        assert_eq!(all_failed.status, MeasurementStatus::Failed);
-        assert_eq!(all_failed.note.as_deref(), Some("no progress for 15s"));
-
-        // One that timed out beside one intact: the intact one is the
-        // figure, its data verified, the failure a note.
-        let intact: Result<BulkReport, String> = Ok(BulkReport {
-            bytes: 1 << 20,
-            elapsed: Duration::from_millis(10),
-            sender_digest: crate::traffic::ContentDigest(7),
-            receiver_digest: crate::traffic::ContentDigest(7),
-            verified: true,
-            throughput_bits_per_sec: 8e8,
-            streams: Vec::new(),
-        });
-        let partly = row_of(&[&intact, &failed]);
-        assert_eq!(partly.status, MeasurementStatus::Ok);
-        assert_eq!(partly.samples, [8e8]);
-        assert_eq!(partly.extra.verified, Some(true));
-        assert_eq!(
-            partly.note.as_deref(),
-            Some("1 of 2 transfers failed: no progress for 15s")
-        );
     }
 }

@@ -5,11 +5,13 @@
 
 pub mod attack;
 mod bdp;
+mod compress;
 mod latency;
 mod loss;
 pub mod mesh;
 pub mod mesh_pmtu;
 mod mesh_relay;
+pub mod peers;
 mod quick;
 pub mod soak;
 mod tcp;
@@ -33,10 +35,12 @@ pub enum Suite {
     Soak,
     Mesh,
     Attack,
+    Peers,
+    Compress,
 }
 
 impl Suite {
-    pub const ALL: [Suite; 8] = [
+    pub const ALL: [Suite; 10] = [
         Suite::Quick,
         Suite::Throughput,
         Suite::Latency,
@@ -45,6 +49,8 @@ impl Suite {
         Suite::Soak,
         Suite::Mesh,
         Suite::Attack,
+        Suite::Peers,
+        Suite::Compress,
     ];
 
     pub fn name(self) -> &'static str {
@@ -57,6 +63,8 @@ impl Suite {
             Suite::Soak => "soak",
             Suite::Mesh => "mesh",
             Suite::Attack => "attack",
+            Suite::Peers => "peers",
+            Suite::Compress => "compress",
         }
     }
 
@@ -83,6 +91,12 @@ impl Suite {
             Suite::Attack => {
                 "a handshake flood (spoofed initiations with a valid mac1, none, 20,000/s, max) on the responder of each WireGuard implementation: TCP throughput against no flood, cookie replies against Diffie-Hellman work, time for a restarted initiator to get the tunnel back"
             }
+            Suite::Peers => {
+                "the same load spread over 1, 10, 100 and 1,000 peers of one responder (the peer emulator plays them): zero-loss frame rate at 64 and 1,420 bytes with its ratio to one peer, memory per peer, TCP over 100 flows to 1 and 100 peers"
+            }
+            Suite::Compress => {
+                "32 MiB of text (generated access logs) and of already-compressed data (random bytes) over a 100 Mbit/s link, beside its theoretical TCP goodput, as in the PPP-over-SSH study"
+            }
             Suite::Mesh => {
                 "a mesh of 20 and 100 nodes (5 and 20 with --quick) from one bootstrap member: convergence time, memory per node and per peer, first packet; NAT, relays and path MTU are not measured yet"
             }
@@ -91,7 +105,7 @@ impl Suite {
 
     /// Whether the suite needs the middle namespace with the link emulator.
     pub fn needs_emulator(self) -> bool {
-        matches!(self, Suite::Loss | Suite::Bdp)
+        matches!(self, Suite::Loss | Suite::Bdp | Suite::Compress)
     }
 
     /// Parses `quick,loss`; an unknown name lists the valid ones.
@@ -126,15 +140,21 @@ impl Suite {
             Suite::Soak => u64::from(soak::CHECKPOINTS),
             Suite::Mesh => mesh::steps(quick),
             Suite::Attack => attack::steps(quick),
+            Suite::Peers => peers::steps(quick),
+            Suite::Compress => compress::steps(),
         }
     }
 
     /// Whether the suite builds its own hosts (a [`crate::topology::Lan`]
-    /// per mesh size, an attacker beside two hosts, two hosts whose
-    /// sides the soak restarts) and starts the system itself, through
+    /// per mesh size, an attacker beside two hosts, a responder beside
+    /// the peer emulator, two hosts whose sides the soak restarts) and
+    /// starts the system itself, through
     /// [`Suite::run_on_own_hosts`], instead of running on [`TwoHosts`].
     pub fn builds_own_hosts(self) -> bool {
-        matches!(self, Suite::Mesh | Suite::Attack | Suite::Soak)
+        matches!(
+            self,
+            Suite::Mesh | Suite::Attack | Suite::Peers | Suite::Soak
+        )
     }
 
     /// Runs a suite that [builds its own hosts](Suite::builds_own_hosts)
@@ -149,6 +169,7 @@ impl Suite {
         match self {
             Suite::Mesh => mesh::run(system, quick, progress, workdir),
             Suite::Attack => attack::run(system, quick, progress, workdir),
+            Suite::Peers => peers::run(system, quick, progress, workdir),
             Suite::Soak => soak::run(system, quick, progress, workdir),
             _ => Vec::new(),
         }
@@ -162,8 +183,9 @@ impl Suite {
             Suite::Latency => latency::run(context),
             Suite::Loss => loss::run(context),
             Suite::Bdp => bdp::run(context),
+            Suite::Compress => compress::run(context),
             // Run through `run_on_own_hosts`.
-            Suite::Mesh | Suite::Attack | Suite::Soak => Vec::new(),
+            Suite::Mesh | Suite::Attack | Suite::Peers | Suite::Soak => Vec::new(),
         }
     }
 
@@ -172,9 +194,28 @@ impl Suite {
     pub fn idle_link(self) -> LinkConfig {
         match self {
             Suite::Bdp => bdp::link(),
+            Suite::Compress => compress::link(),
             _ => loss::link(0.0),
         }
     }
+}
+
+/// The WireGuard implementation behind `system`, for a suite that drives
+/// one; for any other system, one progress line saying why the suite has
+/// nothing to measure there (`why`), and the suite's `steps` skipped.
+fn wireguard_or_skip<'s>(
+    system: &'s dyn System,
+    suite: Suite,
+    why: &str,
+    quick: bool,
+    progress: &Progress,
+) -> Option<&'s dyn crate::systems::wireguard::Implementation> {
+    let implementation = system.wireguard();
+    if implementation.is_none() {
+        progress.line(&format!("{}: {}: {why}", system.name(), suite.name()));
+        progress.skip(suite.steps(quick));
+    }
+    implementation
 }
 
 /// What a suite works with.

@@ -67,6 +67,21 @@ pub fn series(
     limit: Duration,
     port: u16,
 ) -> Series {
+    let transfer = BulkTransfer::new(bytes)
+        .streams(streams)
+        .timeout(limit)
+        .stall_timeout(limit);
+    series_of(context, &transfer, samples, port)
+}
+
+/// Runs `samples` of `transfer` from left to right, on consecutive ports
+/// from `port`.
+pub fn series_of(
+    context: &Context<'_>,
+    transfer: &BulkTransfer,
+    samples: usize,
+    port: u16,
+) -> Series {
     let mut series = Series {
         reports: Vec::new(),
         charges: Vec::new(),
@@ -75,10 +90,6 @@ pub fn series(
     };
     for sample in 0..samples {
         let sink = SocketAddr::new(context.system.right_address(), port + sample as u16);
-        let transfer = BulkTransfer::new(bytes)
-            .streams(streams)
-            .timeout(limit)
-            .stall_timeout(limit);
         let (result, charge) = charged(context.system, || {
             transfer.run(&context.hosts.left, &context.hosts.right, sink)
         });

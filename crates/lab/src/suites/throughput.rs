@@ -57,7 +57,7 @@ fn path<'a>(context: &'a Context<'_>, direction: Direction) -> UdpPath<'a> {
 
 /// Trades precision for time: 1 s trials, 2 % resolution, at most 12
 /// trials (quick runs).
-fn overview(search: &mut ThroughputSearch) {
+pub(super) fn overview(search: &mut ThroughputSearch) {
     search.trial_duration = Duration::from_secs(1);
     search.resolution = 0.02;
     search.max_iterations = 12;

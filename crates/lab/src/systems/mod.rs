@@ -126,6 +126,7 @@ pub fn all() -> Vec<Box<dyn System>> {
     systems.push(Box::new(OpenVpn::locate()));
     systems.push(Box::new(Ipsec::locate()));
     systems.push(Box::new(SshTunnel::locate()));
+    systems.push(Box::new(SshTunnel::locate().compressed()));
     systems
 }
 

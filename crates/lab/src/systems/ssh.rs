@@ -20,6 +20,11 @@
 //! The cipher is OpenSSH's default preference — the first of the client's
 //! `ciphers` list that the server also allows, `chacha20-poly1305@openssh.com`
 //! on stock OpenSSH — as `check()` reports and `start()` logs.
+//!
+//! `ssh-compress` is the same tunnel with `-o Compression=yes` (and
+//! `Compression yes` in sshd's configuration): zlib over the whole SSH
+//! stream, as in the PPP-over-SSH study's compressed runs. `start()`
+//! checks in `ssh -v`'s log that zlib was negotiated both ways.
 
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -32,12 +37,15 @@ use crate::netns::{self, Namespace};
 use crate::topology::{LEFT_OVERLAY, OVERLAY_PREFIX_LEN, RIGHT_OVERLAY, RIGHT_UNDERLAY, TwoHosts};
 
 const NAME: &str = "ssh";
+const COMPRESS_NAME: &str = "ssh-compress";
 /// MTU of both tun devices (ssh's own default).
 const TUNNEL_MTU: u16 = 1500;
 /// Where sshd insists on its privilege separation directory (compiled in).
 const PRIVSEP_DIR: &str = "/run/sshd";
 /// What `ssh -v` logs for each direction's negotiated algorithms.
 const CIPHER_LOG: &str = "kex: client->server cipher: ";
+/// What the same lines end with once compression is agreed.
+const COMPRESSION_LOG: &str = "compression: zlib@openssh.com";
 
 /// First tun unit number handed out; later runs count up from it.
 const FIRST_TUN_UNIT: u32 = 100;
@@ -48,6 +56,8 @@ pub struct SshTunnel {
     ssh: Option<PathBuf>,
     sshd: Option<PathBuf>,
     keygen: Option<PathBuf>,
+    /// zlib compression of the SSH stream (`ssh-compress`).
+    compress: bool,
 }
 
 impl SshTunnel {
@@ -57,7 +67,14 @@ impl SshTunnel {
             ssh: support::find_program("ssh", &[]),
             sshd: support::find_program("sshd", &[PathBuf::from("/usr/sbin/sshd")]),
             keygen: support::find_program("ssh-keygen", &[]),
+            compress: false,
         }
+    }
+
+    /// The same tunnel with zlib compression, as the system `ssh-compress`.
+    pub fn compressed(mut self) -> Self {
+        self.compress = true;
+        self
     }
 
     fn programs(&self) -> Result<Programs<'_>, String> {
@@ -91,11 +108,15 @@ struct Programs<'a> {
 
 impl System for SshTunnel {
     fn name(&self) -> &str {
-        NAME
+        if self.compress { COMPRESS_NAME } else { NAME }
     }
 
     fn description(&self) -> &str {
-        "OpenSSH `ssh -w`: point-to-point tun over one TCP connection (TCP in TCP), default cipher"
+        if self.compress {
+            "OpenSSH `ssh -w` with zlib compression of the SSH stream (`-o Compression=yes`)"
+        } else {
+            "OpenSSH `ssh -w`: point-to-point tun over one TCP connection (TCP in TCP), default cipher"
+        }
     }
 
     fn check(&self) -> Result<String, String> {
@@ -115,9 +136,10 @@ impl System for SshTunnel {
         workdir: &Path,
     ) -> Result<Box<dyn RunningSystem>, SystemError> {
         let programs = self.programs().map_err(SystemError::NotInstalled)?;
-        let failed = |detail: String| start_failed(NAME, detail);
+        let name = self.name();
+        let failed = |detail: String| start_failed(name, detail);
         ensure_privsep_dir().map_err(failed)?;
-        let dir = WorkDir::create_in(workdir, NAME).map_err(|e| failed(e.to_string()))?;
+        let dir = WorkDir::create_in(workdir, name).map_err(|e| failed(e.to_string()))?;
         for key in ["host_key", "client_key"] {
             keygen(programs.keygen, &dir, key).map_err(failed)?;
         }
@@ -128,7 +150,7 @@ impl System for SshTunnel {
             .map_err(|e| failed(e.to_string()))?;
         let port = free_port(&hosts.right).map_err(failed)?;
         let config = dir
-            .write("sshd_config", &sshd_config(&dir, port))
+            .write("sshd_config", &sshd_config(&dir, port, self.compress))
             .map_err(|e| failed(e.to_string()))?;
 
         let mut sshd_command = hosts.right.command(programs.sshd);
@@ -159,6 +181,14 @@ impl System for SshTunnel {
                 "GlobalKnownHostsFile=/dev/null",
             ])
             .args(["-o", "ConnectTimeout=10"])
+            .args([
+                "-o",
+                if self.compress {
+                    "Compression=yes"
+                } else {
+                    "Compression=no"
+                },
+            ])
             .arg("-i")
             .arg(dir.file("client_key"))
             .args(["-p", &port.to_string(), &format!("root@{RIGHT_UNDERLAY}")]);
@@ -202,8 +232,15 @@ impl System for SshTunnel {
             .pid()
             .map(support::descendants)
             .unwrap_or_default();
-        let cipher = negotiated_cipher(&running.client.log()).unwrap_or_else(|| "unknown".into());
-        tracing::info!(%cipher, %left_tun, %right_tun, "ssh tunnel up");
+        let log = running.client.log();
+        let cipher = negotiated_cipher(&log).unwrap_or_else(|| "unknown".into());
+        let compressed = log.matches(COMPRESSION_LOG).count() >= 2;
+        if self.compress && !compressed {
+            return Err(failed(
+                "ssh -v logs no zlib compression in both directions".to_string(),
+            ));
+        }
+        tracing::info!(%cipher, compressed, %left_tun, %right_tun, "ssh tunnel up");
         Ok(Box::new(running))
     }
 }
@@ -274,7 +311,7 @@ fn free_port(namespace: &Namespace) -> Result<u16, String> {
         .map_err(|e| format!("find a free port in {}: {e}", namespace.name()))
 }
 
-fn sshd_config(dir: &WorkDir, port: u16) -> String {
+fn sshd_config(dir: &WorkDir, port: u16, compress: bool) -> String {
     format!(
         "Port {port}\n\
          ListenAddress {RIGHT_UNDERLAY}\n\
@@ -294,9 +331,11 @@ fn sshd_config(dir: &WorkDir, port: u16) -> String {
          PermitTTY no\n\
          UseDNS no\n\
          PrintMotd no\n\
-         LogLevel VERBOSE\n",
+         LogLevel VERBOSE\n\
+         Compression {compression}\n",
         host_key = dir.file("host_key").display(),
         authorized_keys = dir.file("authorized_keys").display(),
+        compression = if compress { "yes" } else { "no" },
     )
 }
 

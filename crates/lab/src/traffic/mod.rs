@@ -4,6 +4,7 @@
 pub mod frame;
 pub mod imix;
 pub mod latency;
+pub mod packet;
 pub mod rfc2544;
 pub mod tcp_bulk;
 pub mod udp;
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::netns::Namespace;
 
-pub use tcp_bulk::{BulkReport, BulkTransfer, ContentDigest, StreamReport};
+pub use tcp_bulk::{BulkReport, BulkTransfer, Content, ContentDigest, StreamReport};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TrafficError {

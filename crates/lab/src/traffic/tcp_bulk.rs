@@ -2,9 +2,11 @@
 //! every byte crossed intact and measures how fast.
 //!
 //! Flow: the sink binds in its namespace and says it is listening; then
-//! each of N source threads (in the source namespace) connects, sends a
+//! each of N source threads (in the source namespace) connects (to the
+//! sink's address, or spread over [`BulkTransfer::destinations`]), sends a
 //! 16-byte header (`FJTB`, stream index, payload length, big-endian) and
-//! the payload — a seeded xorshift64* keystream, generated 64 KiB at a
+//! the payload — a seeded xorshift64* keystream, or seeded log lines
+//! when the transfer is of text ([`Content`]), generated 64 KiB at a
 //! time — and closes its sending half. The sink reads each connection to
 //! EOF, hashing as it reads. Elapsed time runs from just before the first
 //! connect to the last EOF at the sink. The source then hashes its content
@@ -21,11 +23,12 @@
 //! deadline, and a failure on either end sets a shared abort flag so the
 //! other end gives up at once instead of waiting for its own timeout.
 
+mod content;
 mod keystream;
 mod report;
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -36,7 +39,9 @@ use xxhash_rust::xxh3::Xxh3;
 
 use super::TrafficError;
 use crate::netns::Namespace;
-use keystream::{Keystream, chunk_len, content_digest, stream_seed};
+pub use content::Content;
+use content::{Generator, content_digest};
+use keystream::{chunk_len, stream_seed};
 pub use report::{BulkReport, ContentDigest, StreamReport};
 use report::{ReceivedStream, SentStream, report};
 
@@ -56,10 +61,16 @@ pub struct BulkTransfer {
     pub streams: usize,
     /// Seeds the content; stream `i` uses a keystream derived from `(seed, i)`.
     pub seed: u64,
+    /// Random bytes (the default) or text.
+    pub content: Content,
     /// The whole run, connects included.
     pub timeout: Duration,
     /// Longest time a socket may make no progress.
     pub stall_timeout: Duration,
+    /// Addresses the streams connect to in turn (stream `i` to entry
+    /// `i mod len`, at the sink's port), for a sink listening on all of
+    /// them (an unspecified address); empty: the sink's own address.
+    pub destinations: Vec<IpAddr>,
 }
 
 impl BulkTransfer {
@@ -69,13 +80,26 @@ impl BulkTransfer {
             bytes,
             streams: 1,
             seed: 1,
+            content: Content::Random,
             timeout: Duration::from_secs(120),
             stall_timeout: Duration::from_secs(10),
+            destinations: Vec::new(),
         }
+    }
+
+    /// Spreads the streams over `addresses` (see [`Self::destinations`]).
+    pub fn destinations(mut self, addresses: Vec<IpAddr>) -> Self {
+        self.destinations = addresses;
+        self
     }
 
     pub fn streams(mut self, streams: usize) -> Self {
         self.streams = streams.max(1);
+        self
+    }
+
+    pub fn content(mut self, content: Content) -> Self {
+        self.content = content;
         self
     }
 
@@ -129,8 +153,13 @@ impl BulkTransfer {
         for (index, length) in split(self.bytes, streams).into_iter().enumerate() {
             let seed = stream_seed(self.seed, index);
             let source_limits = limits.clone();
+            let address = match self.destinations.as_slice() {
+                [] => sink_address,
+                spread => SocketAddr::new(spread[index % spread.len()], sink_address.port()),
+            };
+            let content = self.content;
             let spawned = source_namespace.spawn_thread(move || {
-                send_stream(sink_address, index, length, seed, &source_limits)
+                send_stream(address, index, length, content, seed, &source_limits)
             });
             match spawned {
                 Ok(handle) => sources.push(handle),
@@ -388,11 +417,13 @@ fn receive_stream(mut stream: TcpStream, limits: &Limits) -> io::Result<Received
     })
 }
 
-/// One source connection: connect, header, `length` keystream bytes, close.
+/// One source connection: connect, header, `length` bytes of `content`
+/// from `seed`, close.
 fn send_stream(
     address: SocketAddr,
     index: usize,
     length: u64,
+    content: Content,
     seed: u64,
     limits: &Limits,
 ) -> io::Result<SentStream> {
@@ -412,13 +443,13 @@ fn send_stream(
         let mut last_progress = Instant::now();
         write_fully(&mut stream, &header, limits, &mut last_progress, index)?;
 
-        let mut keystream = Keystream::new(seed);
+        let mut generator = Generator::new(content, seed);
         let mut chunk = vec![0u8; CHUNK_BYTES];
         let mut sent = 0u64;
         while sent < length {
             let take = chunk_len(length - sent);
             let chunk = &mut chunk[..take];
-            keystream.fill(chunk);
+            generator.fill(chunk);
             write_fully(&mut stream, chunk, limits, &mut last_progress, index)?;
             sent += take as u64;
         }
@@ -427,7 +458,7 @@ fn send_stream(
         Ok(SentStream {
             index,
             bytes: sent,
-            digest: content_digest(seed, sent),
+            digest: content_digest(content, seed, sent),
         })
     })
 }

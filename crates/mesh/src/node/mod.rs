@@ -2,17 +2,20 @@
 //! enabled, the fjord mesh. Outgoing packets go to the peer whose allowed
 //! IPs hold the destination (longest prefix); incoming packets are
 //! delivered only if their source lies in the allowed IPs of the peer
-//! that sent them. Still sans-I/O: same call order as
+//! that sent them. In switch mode (`switching.rs`) Ethernet frames go by
+//! MAC address instead. Still sans-I/O: same call order as
 //! [`fjord_proto::Device`], which it wraps; the mesh's control messages
 //! and peer changes ride on those same calls (see `membership.rs`).
 
 mod fallback;
 mod membership;
 mod pmtu;
+mod switching;
 mod too_big;
 
 pub use fallback::CarrierCommand;
 pub use membership::{PUNCH_DATAGRAM, PUNCH_TTL};
+pub use switching::{InnerLayout, ModeMismatch, PeerSends};
 
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -41,6 +44,9 @@ pub struct Node {
     too_big_replies: too_big::TooBigReplies,
     /// The UDP fallback, once a peer has a fallback port (`fallback.rs`).
     fallback: Option<Box<fallback::FallbackDriver>>,
+    /// Switch mode's MAC table, when the interface is a switch.
+    switch: Option<switching::Switch>,
+    mismatches: switching::Mismatches,
 }
 
 impl Node {
@@ -54,6 +60,8 @@ impl Node {
             path_limits: Vec::new(),
             too_big_replies: too_big::TooBigReplies::default(),
             fallback: None,
+            switch: None,
+            mismatches: switching::Mismatches::default(),
         }
     }
 
@@ -82,6 +90,7 @@ impl Node {
     pub fn remove_peer(&mut self, id: PeerId) {
         self.forget_path(id);
         self.fallback_forget(id);
+        self.forget_switch_peer(id);
         self.clear_allowed_ips(id);
         self.owned.remove(&id);
         self.device.remove_peer(id);
@@ -95,6 +104,7 @@ impl Node {
         for id in ids {
             self.forget_path(id);
             self.fallback_forget(id);
+            self.forget_switch_peer(id);
             self.device.remove_peer(id);
         }
     }
@@ -166,10 +176,14 @@ impl Node {
         }
     }
 
-    /// The first phase of sending a TUN packet: routes it and does the
+    /// The first phase of sending a TUN packet (in switch mode, a TAP
+    /// frame at `buf[inner_layout().offset..]`): routes it and does the
     /// protocol work; the caller runs the seal (see [`Outgoing`]).
     #[inline]
     pub fn prepare_tun_packet(&mut self, now: Instant, buf: &mut [u8], len: usize) -> Outgoing<'_> {
+        if self.switch.is_some() {
+            return self.prepare_frame(now, buf, len);
+        }
         match self.route_packet(buf, len) {
             Some(peer) => {
                 if len > self.path_limit(peer)
@@ -198,19 +212,21 @@ impl Node {
     }
 
     /// Opens a datagram in place and applies the allowed-IPs source check:
-    /// the three phases back to back.
+    /// the three phases back to back. A packet that came compressed lands
+    /// in `decompressed` (see [`Device::finish_datagram`]).
     #[inline]
     pub fn handle_datagram(
         &mut self,
         now: Instant,
         from: impl Into<Endpoint>,
         datagram: &mut [u8],
+        decompressed: &mut [u8],
     ) -> Received {
         let from = from.into();
         match self.prepare_datagram(now, from, datagram) {
             Incoming::Data(pending) => {
                 let opened = pending.open(datagram);
-                self.finish_datagram(now, from, opened, datagram)
+                self.finish_datagram(now, from, opened, datagram, decompressed)
             }
             Incoming::Done(received) => received,
         }
@@ -250,14 +266,22 @@ impl Node {
         match self.device.prepare_datagram(now, from, datagram) {
             Incoming::Done(received) => {
                 membership::note_time(&mut self.mesh, now);
-                Incoming::Done(check_source(&self.routes, &mut self.drops, received))
+                Incoming::Done(check_source(
+                    &self.routes,
+                    self.switch.as_mut(),
+                    &mut self.mismatches,
+                    &mut self.drops,
+                    received,
+                ))
             }
             data => data,
         }
     }
 
     /// The last phase of receiving, with the allowed-IPs source check; call
-    /// in arrival order.
+    /// in arrival order. A packet that came compressed is decompressed
+    /// into `decompressed`, at least the MTU long
+    /// ([`Received::Decompressed`]).
     #[inline]
     pub fn finish_datagram(
         &mut self,
@@ -265,13 +289,25 @@ impl Node {
         from: impl Into<Endpoint>,
         opened: Opened,
         datagram: &[u8],
+        decompressed: &mut [u8],
     ) -> Received {
         let from = from.into();
-        let received = self.device.finish_datagram(now, from, opened, datagram);
+        let received = self
+            .device
+            .finish_datagram(now, from, opened, datagram, decompressed);
         if let Received::Extension { peer, payload } = received {
+            if crate::switch::is_frame_message(&datagram[payload.clone()]) {
+                return self.receive_frame(now, peer, payload, datagram);
+            }
             return self.handle_extension(now, from.remote, peer, &datagram[payload]);
         }
-        check_source(&self.routes, &mut self.drops, received)
+        check_source(
+            &self.routes,
+            self.switch.as_mut(),
+            &mut self.mismatches,
+            &mut self.drops,
+            received,
+        )
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -321,22 +357,34 @@ impl Node {
     }
 }
 
-/// The allowed-IPs check of a received packet's source. A function of
-/// the fields it reads, so the receive path can call it while a data
-/// message still borrows the device.
+/// The allowed-IPs check of a received packet's source; on a switch,
+/// every IP packet is refused (it comes from a peer in another mode). A
+/// function of the fields it reads, so the receive path can call it while
+/// a data message still borrows the device.
 #[inline]
 fn check_source(
     routes: &AllowedIps<PeerId>,
+    switch: Option<&mut switching::Switch>,
+    mismatches: &mut switching::Mismatches,
     drops: &mut DropCounters,
     received: Received,
 ) -> Received {
-    if let Received::Data { peer, source, .. } = &received
-        && routes.lookup(source) != Some(*peer)
-    {
-        drops.count(DropReason::SourceNotAllowed);
-        return Received::Dropped(DropReason::SourceNotAllowed);
+    let (Received::Data { peer, source, .. } | Received::Decompressed { peer, source, .. }) =
+        &received
+    else {
+        return received;
+    };
+    let refused = match switch {
+        Some(switch) => Some(switching::ip_packet_on_switch(switch, mismatches, *peer)),
+        None => (routes.lookup(source) != Some(*peer)).then_some(DropReason::SourceNotAllowed),
+    };
+    match refused {
+        Some(reason) => {
+            drops.count(reason);
+            Received::Dropped(reason)
+        }
+        None => received,
     }
-    received
 }
 
 #[cfg(test)]

@@ -37,10 +37,10 @@ pub mod fake_tcp;
 pub mod framing;
 mod packing;
 
-use std::cell::{Cell, RefCell};
 use std::io::{self, IoSliceMut};
 use std::net::{Ipv6Addr, SocketAddr};
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use quinn_udp::RecvMeta;
@@ -92,15 +92,16 @@ pub enum Writable {
 #[derive(Default)]
 pub struct Carriers {
     listener: Option<mio::net::TcpListener>,
-    /// Each connection is borrowed by one send or receive at a time, all
-    /// on the worker thread; the cells let sends go through the shared
-    /// `&UdpTransport` as UDP sends do.
-    slots: Vec<Option<RefCell<Connection>>>,
+    /// Each connection is locked by one send or receive at a time, all on
+    /// the worker thread (never contended); the locks let sends go through
+    /// the shared `&UdpTransport` as UDP sends do, and keep the transport
+    /// `Sync` for the lab's peer emulator, which shares one across threads.
+    slots: Vec<Option<Mutex<Connection>>>,
     len: usize,
-    stats: Cell<CarrierStats>,
+    stats: Mutex<CarrierStats>,
     /// The fake-TCP carrier, when the interface uses it instead of TCP
     /// connections (`fake_tcp/`).
-    fake: Option<RefCell<FakeTcp>>,
+    fake: Option<Mutex<FakeTcp>>,
 }
 
 /// What [`Carriers::connect`] started.
@@ -115,24 +116,20 @@ pub enum Opening {
 
 impl Carriers {
     pub fn is_empty(&self) -> bool {
-        self.len == 0
-            && self
-                .fake
-                .as_ref()
-                .is_none_or(|fake| fake.borrow().is_empty())
+        self.len == 0 && self.fake.as_ref().is_none_or(|fake| fake.held().is_empty())
     }
 
     /// Carries with fake TCP (raw sockets) instead of TCP connections,
     /// listening on `listen_port` if given. Call before any connect.
     pub fn use_fake_tcp(&mut self, listen_port: Option<u16>, fwmark: u32) -> io::Result<()> {
-        self.fake = Some(RefCell::new(FakeTcp::open(listen_port, fwmark)?));
+        self.fake = Some(Mutex::new(FakeTcp::open(listen_port, fwmark)?));
         Ok(())
     }
 
     /// The fake-TCP carrier's raw socket (polled by the worker) and its
     /// ports (whose outgoing resets must be dropped), if it is in use.
     pub fn fake_tcp(&self) -> Option<(RawFd, Vec<u16>)> {
-        let fake = self.fake.as_ref()?.borrow();
+        let fake = self.fake.as_ref()?.held();
         Some((fake.fd(), fake.ports()))
     }
 
@@ -146,7 +143,7 @@ impl Carriers {
         let Some(fake) = self.fake.as_ref() else {
             return Err(io::ErrorKind::WouldBlock.into());
         };
-        let received = fake.borrow_mut().recv(now, buffers, meta);
+        let received = fake.held().recv(now, buffers, meta);
         if let Ok(messages) = received {
             self.count_received(&meta[..messages]);
         }
@@ -155,14 +152,14 @@ impl Carriers {
 
     /// What became of a fake-TCP flow since the last call.
     pub fn poll_fake_event(&self) -> Option<FlowEvent> {
-        self.fake.as_ref()?.borrow_mut().poll_event()
+        self.fake.as_ref()?.held().poll_event()
     }
 
     /// Timers of the fake-TCP flows (SYNs again, silent flows closed);
     /// about once a second.
     pub fn tick(&self, now: Instant) {
         if let Some(fake) = &self.fake {
-            fake.borrow_mut().tick(now);
+            fake.held().tick(now);
         }
     }
 
@@ -171,7 +168,7 @@ impl Carriers {
     /// flow (closed here) or nothing there.
     pub fn close(&mut self, remote: SocketAddr) -> Option<usize> {
         if let Some(fake) = &self.fake
-            && fake.borrow_mut().close(remote)
+            && fake.held().close(remote)
         {
             return None;
         }
@@ -205,13 +202,13 @@ impl Carriers {
     }
 
     pub fn stats(&self) -> CarrierStats {
-        self.stats.get()
+        *self.stats.held()
     }
 
     fn count(&self, change: impl FnOnce(&mut CarrierStats)) {
-        let mut stats = self.stats.get();
+        let mut stats = *self.stats.held();
         change(&mut stats);
-        self.stats.set(stats);
+        *self.stats.held() = stats;
     }
 
     /// Slots in use, with their far ends.
@@ -219,16 +216,16 @@ impl Carriers {
         self.slots.iter().enumerate().filter_map(|(slot, entry)| {
             entry
                 .as_ref()
-                .map(|connection| (slot, connection.borrow().remote()))
+                .map(|connection| (slot, connection.held().remote()))
         })
     }
 
     pub fn fd(&self, slot: usize) -> Option<RawFd> {
         self.get(slot)
-            .map(|connection| connection.borrow().as_raw_fd())
+            .map(|connection| connection.held().as_raw_fd())
     }
 
-    fn get(&self, slot: usize) -> Option<&RefCell<Connection>> {
+    fn get(&self, slot: usize) -> Option<&Mutex<Connection>> {
         self.slots.get(slot)?.as_ref()
     }
 
@@ -237,7 +234,7 @@ impl Carriers {
         self.slots.iter().position(|entry| {
             entry
                 .as_ref()
-                .is_some_and(|connection| connection.borrow().remote() == remote)
+                .is_some_and(|connection| connection.held().remote() == remote)
         })
     }
 
@@ -246,7 +243,7 @@ impl Carriers {
             return None;
         }
         self.len += 1;
-        let entry = Some(RefCell::new(connection));
+        let entry = Some(Mutex::new(connection));
         if let Some(slot) = self.slots.iter().position(Option::is_none) {
             self.slots[slot] = entry;
             return Some(slot);
@@ -264,7 +261,7 @@ impl Carriers {
         fwmark: u32,
     ) -> io::Result<Opening> {
         if let Some(fake) = &self.fake {
-            fake.borrow_mut().connect(now, remote, fwmark)?;
+            fake.held().connect(now, remote, fwmark)?;
             self.count(|stats| stats.connections_opened += 1);
             return Ok(Opening::Fake);
         }
@@ -308,7 +305,12 @@ impl Carriers {
     pub fn remove(&mut self, slot: usize) -> Option<SocketAddr> {
         let connection = self.slots.get_mut(slot)?.take()?;
         self.len -= 1;
-        Some(connection.into_inner().remote())
+        Some(
+            connection
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remote(),
+        )
     }
 
     /// The connection in `slot` can take writes: finish connecting, or
@@ -317,7 +319,7 @@ impl Carriers {
         let Some(cell) = self.get(slot) else {
             return Writable::Nothing;
         };
-        let mut connection = cell.borrow_mut();
+        let mut connection = cell.held();
         if connection.state() == LinkState::Connecting {
             let remote = connection.remote();
             return match connection.finish_connect() {
@@ -344,7 +346,7 @@ impl Carriers {
         let Some(cell) = self.get(slot) else {
             return Err(io::ErrorKind::WouldBlock.into());
         };
-        let received = cell.borrow_mut().recv(buffers, meta);
+        let received = cell.held().recv(buffers, meta);
         if let Ok(messages) = received {
             self.count_received(&meta[..messages]);
         }
@@ -366,12 +368,12 @@ impl Carriers {
                 || self
                     .fake
                     .as_ref()
-                    .is_some_and(|fake| fake.borrow().carries(destination)))
+                    .is_some_and(|fake| fake.held().carries(destination)))
     }
 
-    fn route(&self, destination: SocketAddr) -> Option<&RefCell<Connection>> {
+    fn route(&self, destination: SocketAddr) -> Option<&Mutex<Connection>> {
         self.slots.iter().flatten().find(|connection| {
-            let connection = connection.borrow();
+            let connection = connection.held();
             connection.remote() == destination && connection.state() != LinkState::Closed
         })
     }
@@ -413,14 +415,14 @@ impl Carriers {
         datagrams: impl Iterator<Item = &'a [u8]>,
     ) -> bool {
         if let Some(cell) = self.route(destination) {
-            let outcome = cell.borrow_mut().send(datagrams);
+            let outcome = cell.held().send(datagrams);
             self.record(outcome);
             return true;
         }
         let Some(fake) = &self.fake else {
             return false;
         };
-        let Some((sent, dropped)) = fake.borrow_mut().send(destination, datagrams) else {
+        let Some((sent, dropped)) = fake.held().send(destination, datagrams) else {
             return false;
         };
         self.record(SendOutcome { sent, dropped });
@@ -440,16 +442,16 @@ impl Carriers {
         let mut expired = Vec::new();
         for (slot, entry) in self.slots.iter().enumerate() {
             let Some(cell) = entry else { continue };
-            let mut connection = cell.borrow_mut();
+            let mut connection = cell.held();
             let silent = now.saturating_duration_since(connection.silent_since(now));
             let refused = connection.is_accepted()
                 && ((!connection.introduced()
                     && now.saturating_duration_since(connection.opened()) >= INTRODUCTION_LIMIT)
                     || silent >= ACCEPTED_SILENCE_LIMIT);
             if refused {
-                let mut stats = self.stats.get();
+                let mut stats = *self.stats.held();
                 stats.connections_refused += 1;
-                self.stats.set(stats);
+                *self.stats.held() = stats;
             }
             if refused || connection.state() == LinkState::Closed {
                 expired.push(slot);
@@ -464,7 +466,7 @@ impl Carriers {
             socket2::SockRef::from(listener).set_mark(fwmark)?;
         }
         for connection in self.slots.iter().flatten() {
-            socket2::SockRef::from(&*connection.borrow()).set_mark(fwmark)?;
+            socket2::SockRef::from(&*connection.held()).set_mark(fwmark)?;
         }
         Ok(())
     }
@@ -473,9 +475,21 @@ impl Carriers {
     /// or it broke the framing).
     pub fn is_closed(&self, slot: usize) -> bool {
         self.get(slot)
-            .is_some_and(|connection| connection.borrow().state() == LinkState::Closed)
+            .is_some_and(|connection| connection.held().state() == LinkState::Closed)
     }
 }
 
 #[cfg(test)]
 mod tests;
+
+/// Locks a carrier's state; a lock poisoned by a panic elsewhere is still
+/// usable (the state is counters and sockets, valid at every step).
+trait Held<T> {
+    fn held(&self) -> MutexGuard<'_, T>;
+}
+
+impl<T> Held<T> for Mutex<T> {
+    fn held(&self) -> MutexGuard<'_, T> {
+        self.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}

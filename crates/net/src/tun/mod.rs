@@ -1,4 +1,6 @@
-//! The TUN device, with virtio-net offload when the kernel allows it.
+//! The TUN device, with virtio-net offload when the kernel allows it; or,
+//! for an interface in switch mode, a TAP device, which reads and writes
+//! Ethernet frames through the same calls.
 //!
 //! With offload on (`IFF_VNET_HDR` + `TUNSETOFFLOAD`), one read returns a
 //! TCP (or UDP) super-packet of up to 64 KiB that tun-rs splits into
@@ -6,17 +8,20 @@
 //! kernel several same-flow packets merged into one ([`coalesce`], a
 //! `writev` straight from the receive buffer). Without offload, each read
 //! and write carries one packet. The choice is made once at start: if the
-//! kernel refuses offload, fjord logs it and runs without.
+//! kernel refuses offload, fjord logs it and runs without. A TAP device
+//! runs without offload: the kernel would hand over Ethernet super-frames,
+//! which tun-rs's splitting (made for IP packets at the start of the
+//! buffer) cannot cut, so every read and write carries one frame.
 
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 pub mod coalesce;
 
 use std::io::IoSlice;
 use std::ops::Range;
 
-use tun_rs::{DeviceBuilder, SyncDevice, VirtioNetHdr};
+use tun_rs::{DeviceBuilder, Layer, SyncDevice, VirtioNetHdr};
 
 use coalesce::{Coalescer, MAX_SEGMENTS};
 
@@ -60,6 +65,16 @@ pub enum TunReadError {
     Io(#[from] io::Error),
 }
 
+/// What the device carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceKind {
+    /// IP packets (layer 3): a TUN device.
+    Tun,
+    /// Ethernet frames (layer 2): a TAP device, for switch mode, with
+    /// this MAC address.
+    Tap { mac_address: [u8; 6] },
+}
+
 pub struct TunDevice {
     device: SyncDevice,
     name: String,
@@ -68,11 +83,22 @@ pub struct TunDevice {
 }
 
 impl TunDevice {
-    /// Creates interface `name` with `mtu`, trying offload first when asked.
-    pub fn create(name: &str, mtu: u16, want_offload: bool) -> Result<Self, TunError> {
+    /// Creates interface `name` of `kind` with `mtu`, trying offload first
+    /// when asked (never for a TAP device; see the module documentation).
+    pub fn create(
+        name: &str,
+        kind: DeviceKind,
+        mtu: u16,
+        want_offload: bool,
+    ) -> Result<Self, TunError> {
+        let want_offload = want_offload && kind == DeviceKind::Tun;
         let build = |offload: bool| {
-            DeviceBuilder::new()
-                .name(name)
+            let builder = DeviceBuilder::new().name(name);
+            let builder = match kind {
+                DeviceKind::Tun => builder.layer(Layer::L3),
+                DeviceKind::Tap { mac_address } => builder.layer(Layer::L2).mac_addr(mac_address),
+            };
+            builder
                 .mtu(mtu)
                 .offload(offload)
                 .tx_queue_len(1000)
@@ -279,6 +305,14 @@ pub fn is_device_gone(error: &io::Error) -> bool {
 impl AsRawFd for TunDevice {
     fn as_raw_fd(&self) -> RawFd {
         self.device.as_raw_fd()
+    }
+}
+
+/// For waiting on the device with `fjord_sys::poll` (the lab's peer
+/// emulator does).
+impl AsFd for TunDevice {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.device.as_fd()
     }
 }
 

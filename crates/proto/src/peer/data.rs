@@ -1,13 +1,16 @@
 //! The data half of a peer: transport data in two phases.
 //!
 //! ```text
-//! outbound:  prepare_encapsulate (session, counter, header, padding,
-//!            timers)  ─  with_sending_key  ─  PendingSeal::seal (at once,
-//!            or detached for another thread)  ─  send
+//! outbound:  prepare_encapsulate (session, compression in place where
+//!            the session agreed on it, counter, header, padding, timers)
+//!            ─  with_sending_key  ─  PendingSeal::seal (at once, or
+//!            detached for another thread)  ─  send
 //! inbound:   prepare_decapsulate (session, replay check)  ─
 //!            PendingData::open (at once, or detached for another thread)
 //!            ─  finish_decapsulate (replay commit, session rotation,
-//!            endpoint, timers, inner packet, our session offer when due)
+//!            endpoint, timers, inner packet — decompressed into the
+//!            caller's buffer if it came compressed —, our session offer
+//!            when due)
 //! ```
 //!
 //! A driver with one thread runs the middle step at once, borrowing the
@@ -17,11 +20,11 @@
 //! same code.
 
 use std::net::{IpAddr, SocketAddr};
-use std::ops::Range;
 use std::time::Instant;
 
-use super::{MAX_STAGED_PACKETS, Peer};
+use super::{MAX_STAGED_PACKETS, Peer, PeerStats};
 use crate::aead::DataCipher;
+use crate::compression::{self, Compressed, Compressor, DecompressError};
 use crate::context::Context;
 use crate::endpoint::Endpoint;
 use crate::ip::IpHeader;
@@ -75,6 +78,18 @@ impl Peer {
                 self.initiate(id, now, ctx, false);
                 return Encapsulated::Done(Sent::Staged);
             }
+        };
+        // One branch for a session that does not compress.
+        let payload_len = if session.negotiation().sending_compressed() {
+            compress(
+                ctx.compressor.as_deref_mut(),
+                &mut self.stats,
+                buf,
+                payload_len,
+                mtu,
+            )
+        } else {
+            payload_len
         };
         let (len, ticket) = match session.take_counter(buf, payload_len, mtu) {
             Ok(prepared) => prepared,
@@ -252,13 +267,15 @@ impl Peer {
 
     /// The last phase, once the decryption ran: records the counter,
     /// rotates sessions, updates endpoint, counters and timers, and checks
-    /// the inner packet.
+    /// the inner packet (decompressing it into `decompressed` if it came
+    /// compressed).
     pub fn finish_decapsulate(
         &mut self,
         opened: Opened,
         now: Instant,
         from: Endpoint,
         datagram: &[u8],
+        decompressed: &mut [u8],
         ctx: &mut Context,
     ) -> Received {
         if !opened.authenticated {
@@ -292,7 +309,15 @@ impl Peer {
             self.sent_last_minute_handshake = true;
             self.initiate(id, now, ctx, false);
         }
-        let received = self.inner_packet(id, now, opened.local_index, plaintext, datagram, ctx);
+        let received = self.inner_packet(
+            id,
+            now,
+            opened.local_index,
+            &datagram[plaintext.clone()],
+            plaintext.start,
+            decompressed,
+            ctx,
+        );
         self.offer_if_due(id, now, ctx);
         received
     }
@@ -354,43 +379,119 @@ impl Peer {
         Received::Control
     }
 
-    /// What an authenticated plaintext carries: nothing (a keepalive), a
-    /// fjord extension payload, or one IP packet, trimmed of its padding.
+    /// What an authenticated (padded) plaintext, which lies at `offset`
+    /// in its datagram, carries: nothing (a keepalive), a fjord extension
+    /// payload, or one IP packet, trimmed of its padding — decompressed
+    /// into `decompressed` if it came compressed.
+    #[allow(clippy::too_many_arguments)]
     fn inner_packet(
         &mut self,
         id: PeerId,
         now: Instant,
         local_index: u32,
-        plaintext: Range<usize>,
-        datagram: &[u8],
+        plaintext: &[u8],
+        offset: usize,
+        decompressed: &mut [u8],
         ctx: &mut Context,
     ) -> Received {
-        if plaintext.is_empty() {
+        let Some(&first) = plaintext.first() else {
             return Received::Keepalive { peer: id };
-        }
-        if !ctx.speaks_fjord && datagram.get(plaintext.start) == Some(&EXTENSION_MARKER) {
+        };
+        if !ctx.speaks_fjord && first == EXTENSION_MARKER {
             return dropped(ctx, DropReason::InvalidInnerPacket);
         }
-        if Offer::is_protocol_extension(&datagram[plaintext.clone()]) {
-            return self.handle_offer(id, now, local_index, &datagram[plaintext], ctx);
+        if Offer::is_protocol_extension(plaintext) {
+            return self.handle_offer(id, now, local_index, plaintext, ctx);
         }
-        if datagram.get(plaintext.start) == Some(&EXTENSION_MARKER) {
+        if first == EXTENSION_MARKER {
             return Received::Extension {
                 peer: id,
-                payload: plaintext,
+                payload: offset..offset + plaintext.len(),
             };
         }
-        let header = match IpHeader::parse(&datagram[plaintext.clone()]) {
+        if compression::is_compressed(plaintext) {
+            return self.decompress(id, now, local_index, plaintext, decompressed, ctx);
+        }
+        let header = match IpHeader::parse(plaintext) {
             Ok(header) => header,
             Err(_) => return dropped(ctx, DropReason::InvalidInnerPacket),
         };
         self.timers.data_received(now, &ctx.timing);
         Received::Data {
             peer: id,
-            packet: plaintext.start..plaintext.start + header.total_len,
+            packet: offset..offset + header.total_len,
             source: header.source,
             destination: header.destination,
         }
+    }
+
+    /// A compressed packet, authenticated, on the session `local_index`:
+    /// decompressed into `out` (at most the MTU) if we offered
+    /// compression in that session.
+    fn decompress(
+        &mut self,
+        id: PeerId,
+        now: Instant,
+        local_index: u32,
+        plaintext: &[u8],
+        out: &mut [u8],
+        ctx: &mut Context,
+    ) -> Received {
+        let accepted = self
+            .session_by_index(local_index)
+            .is_some_and(|(session, _)| session.negotiation().accepts_compressed());
+        if !accepted {
+            return dropped(ctx, DropReason::CompressionNotNegotiated);
+        }
+        let len = match compression::decompress(plaintext, out, ctx.mtu) {
+            Ok(len) => len,
+            // Within the MTU but not the caller's buffer: the driver's
+            // mistake, not the peer's.
+            Err(DecompressError::TooLong { original, .. }) if original <= ctx.mtu => {
+                return dropped(ctx, DropReason::BufferTooSmall);
+            }
+            Err(_) => return dropped(ctx, DropReason::DecompressionFailed),
+        };
+        let header = match IpHeader::parse(&out[..len]) {
+            Ok(header) => header,
+            Err(_) => return dropped(ctx, DropReason::InvalidInnerPacket),
+        };
+        self.stats.decompressed_packets += 1;
+        self.timers.data_received(now, &ctx.timing);
+        Received::Decompressed {
+            peer: id,
+            packet: 0..header.total_len,
+            source: header.source,
+            destination: header.destination,
+        }
+    }
+}
+
+/// The length of the payload at `buf[DATA_HEADROOM..]` after compressing
+/// it in place where that pays, counting IP packets sent compressed and
+/// raw.
+fn compress(
+    compressor: Option<&mut Compressor>,
+    stats: &mut PeerStats,
+    buf: &mut [u8],
+    payload_len: usize,
+    mtu: usize,
+) -> usize {
+    // The compressor exists whenever the policy offers compression, which
+    // a session that compresses was made under.
+    let Some(compressor) = compressor else {
+        return payload_len;
+    };
+    match compressor.compress_in_place(&mut buf[DATA_HEADROOM..], payload_len, mtu) {
+        Compressed::Yes(len) => {
+            stats.compressed_packets += 1;
+            len
+        }
+        Compressed::Raw => {
+            stats.uncompressed_packets += 1;
+            payload_len
+        }
+        Compressed::NotData => payload_len,
     }
 }
 

@@ -288,7 +288,8 @@ impl Peer {
     /// other side's handshake, crossing ours) stays where it is until data
     /// arrives on it (see the module documentation).
     fn install_initiator_session(&mut self, keys: &SessionKeys, now: Instant, ctx: &mut Context) {
-        let session = Session::new(keys, now, &ctx.timing, ctx.cipher_policy, false);
+        let session = Session::new(keys, now, &ctx.timing, ctx.cipher_policy, false)
+            .with_compression(ctx.compression_policy);
         release(&mut self.previous, ctx);
         self.previous = self.current.take();
         self.current = Some(session);
@@ -305,7 +306,8 @@ impl Peer {
     ) {
         release(&mut self.next, ctx);
         release(&mut self.previous, ctx);
-        let session = Session::new(keys, now, &ctx.timing, ctx.cipher_policy, peer_marked);
+        let session = Session::new(keys, now, &ctx.timing, ctx.cipher_policy, peer_marked)
+            .with_compression(ctx.compression_policy);
         self.next = Some(session);
     }
 

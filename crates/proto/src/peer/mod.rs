@@ -53,6 +53,13 @@ pub struct PeerStats {
     pub tx_bytes: u64,
     /// Wall-clock time of the latest completed handshake, since the Unix epoch.
     pub last_handshake: Option<Duration>,
+    /// IP packets sent compressed, in sessions that agreed on compression.
+    pub compressed_packets: u64,
+    /// IP packets sent raw in such sessions: too short, too random, or no
+    /// shorter compressed.
+    pub uncompressed_packets: u64,
+    /// Compressed packets received and decompressed.
+    pub decompressed_packets: u64,
 }
 
 pub(crate) struct Peer {
@@ -135,6 +142,13 @@ impl Peer {
     /// The cipher of our data to the peer, while a session can carry it.
     pub fn sending_cipher(&self) -> Option<DataCipher> {
         self.current.as_ref().map(Session::sending_cipher)
+    }
+
+    /// Whether our data to the peer is compressed (both offered it).
+    pub fn sending_compressed(&self) -> bool {
+        self.current
+            .as_ref()
+            .is_some_and(|session| session.negotiation().sending_compressed())
     }
 
     /// Whether the peer showed in its current session that it is fjord.

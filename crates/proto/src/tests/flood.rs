@@ -1,9 +1,9 @@
 //! Handshake floods: spoofed initiations that carry a valid mac1 (anyone
 //! who knows Bob's public key can make them) from many addresses. Bob
-//! answers them with cookie replies instead of Diffie–Hellman work, his
-//! tunnel keeps carrying data, and Alice, restarted in the middle of the
-//! flood, is back after one cookie round trip instead of a five-second
-//! retransmission timeout.
+//! answers them with cookie replies instead of Diffie–Hellman work, up to
+//! his reply budget, his tunnel keeps carrying data, and Alice, restarted
+//! in the middle of the flood, is back after one cookie round trip instead
+//! of a five-second retransmission timeout, however fast the flood.
 
 use std::net::{Ipv4Addr, SocketAddr};
 
@@ -11,10 +11,14 @@ use super::sim::*;
 use crate::cookie::{CookieChecker, CookieState, MacLayout};
 use crate::timers::{MAX_TIMER_JITTER, REKEY_TIMEOUT};
 use crate::wire::{COOKIE_REPLY_LEN, HANDSHAKE_INITIATION_LEN, initiation};
-use crate::{DropReason, Received, Rng, UNDER_LOAD_HANDSHAKES_PER_SECOND};
+use crate::{
+    COOKIE_REPLIES_PER_SECOND, DropReason, Received, Rng, UNDER_LOAD_HANDSHAKES_PER_SECOND,
+};
 
 /// Spoofed initiations to Bob per second: the rate issue 15 was tried at.
 const FLOOD_PER_SECOND: u64 = 20_000;
+/// What an unpaced generator sends in the lab (100,000–300,000 a second).
+const UNPACED_PER_SECOND: u64 = 300_000;
 
 /// An attacker: random initiations with a valid mac1 for Bob, each from
 /// a different address of 198.18.128.0/17.
@@ -22,16 +26,23 @@ struct Flood {
     rng: SeededRng,
     macs: CookieState,
     sent: u64,
+    per_second: u64,
 }
 
 impl Flood {
+    /// A flood of [`FLOOD_PER_SECOND`] initiations a second at Bob.
     fn at(pair: &Pair) -> Self {
+        Self::at_rate(pair, FLOOD_PER_SECOND)
+    }
+
+    fn at_rate(pair: &Pair, per_second: u64) -> Self {
         let bob_public = private_key(2).public_key();
         assert_eq!(pair.bob.device.public_key(), Some(&bob_public));
         Self {
             rng: SeededRng::new(0xf100d),
             macs: CookieState::new(&bob_public),
             sent: 0,
+            per_second,
         }
     }
 
@@ -52,7 +63,7 @@ impl Flood {
     }
 
     /// Moves time on by `duration` in steps of `step`, flooding Bob at
-    /// [`FLOOD_PER_SECOND`] all along, until `done` holds; returns the
+    /// the flood's rate all along, until `done` holds; returns the
     /// simulated time it took.
     fn advance_until(
         &mut self,
@@ -61,7 +72,7 @@ impl Flood {
         limit: std::time::Duration,
         mut done: impl FnMut(&mut Pair) -> bool,
     ) -> Option<std::time::Duration> {
-        let per_step = FLOOD_PER_SECOND * step.as_micros() as u64 / 1_000_000;
+        let per_step = self.per_second * step.as_micros() as u64 / 1_000_000;
         pair.advance_until(step, limit, |pair| {
             self.send(pair, per_step);
             done(pair)
@@ -75,6 +86,17 @@ fn cookie_replies(pair: &Pair) -> u64 {
 
 fn initiations_computed(pair: &Pair) -> u64 {
     pair.bob.device.handshake_counters().initiations_computed
+}
+
+fn cookie_replies_withheld(pair: &Pair) -> u64 {
+    pair.bob.device.handshake_counters().cookie_replies_withheld
+}
+
+/// The most cookie replies Bob may send to spoofed sources during a
+/// flood of `duration`: his budget for that time, and its burst.
+fn reply_budget(duration: std::time::Duration) -> u64 {
+    let per_second = u64::from(COOKIE_REPLIES_PER_SECOND);
+    per_second * duration.as_millis() as u64 / 1_000 + per_second / 10 + 1
 }
 
 #[test]
@@ -94,17 +116,23 @@ fn a_flood_costs_bob_cookie_replies_not_diffie_hellman() {
 
     // Only the initiations before Bob noticed the load cost him
     // Diffie–Hellman work (and failed: they prove no key); every later
-    // one got a cookie reply, sent to its spoofed source.
+    // one needed a cookie: a reply went to its spoofed source while the
+    // reply budget lasted, the others got none.
     let computed = initiations_computed(&pair) - computed_before;
     assert!(
         computed <= u64::from(UNDER_LOAD_HANDSHAKES_PER_SECOND),
         "{computed} initiations computed"
     );
-    assert_eq!(computed + cookie_replies(&pair), flood.sent);
+    assert_eq!(
+        computed + cookie_replies(&pair) + cookie_replies_withheld(&pair),
+        flood.sent
+    );
+    assert!(cookie_replies(&pair) <= reply_budget(secs(2) + millis(10)));
+    assert!(cookie_replies(&pair) >= 2 * u64::from(COOKIE_REPLIES_PER_SECOND));
     assert_eq!(pair.bob.drops(DropReason::HandshakeFailed), computed);
     assert_eq!(
         pair.bob.drops(DropReason::CookieRequired),
-        cookie_replies(&pair)
+        cookie_replies(&pair) + cookie_replies_withheld(&pair)
     );
     assert!(pair.undeliverable as u64 >= cookie_replies(&pair));
     // The tunnel carried every packet meanwhile, without a new handshake.
@@ -149,6 +177,55 @@ fn restarted_initiator_is_back_one_cookie_round_trip_into_a_flood() {
         Some(&&b"back again"[..])
     );
     assert!(pair.alice.has_session());
+}
+
+/// An unpaced flood spends Bob's reply budget as fast as it refills;
+/// Alice, restarted, reaches Bob right behind a burst of it from the
+/// address Bob knows her by, still gets her cookie reply, and is back as
+/// fast as at a paced flood, while the spoofed sources get no more
+/// replies than the budget.
+#[test]
+fn restarted_initiator_is_back_as_fast_during_an_unpaced_flood() {
+    let mut pair = Pair::connected();
+    pair.latency = millis(10);
+    let mut flood = Flood::at_rate(&pair, UNPACED_PER_SECOND);
+    flood.advance_until(&mut pair, millis(10), millis(500), |_| false);
+    assert!(cookie_replies(&pair) <= reply_budget(millis(510)));
+    assert!(
+        cookie_replies_withheld(&pair) > 0,
+        "the flood spent the budget"
+    );
+
+    pair.restart(Alice);
+    pair.drop_all(Alice, Kind::Initiation);
+    pair.send(Alice, b"back again");
+    let initiation = pair.last_sent(Alice, Kind::Initiation);
+    pair.clear_link();
+    flood.send(&mut pair, 3_000);
+    let replies_before = cookie_replies(&pair);
+    flood.send(&mut pair, 1);
+    assert_eq!(cookie_replies(&pair), replies_before, "the budget is spent");
+    assert_eq!(
+        pair.inject(Bob, alice_addr(), &initiation.bytes),
+        Received::Dropped(DropReason::CookieRequired)
+    );
+    assert_eq!(cookie_replies(&pair), replies_before + 1);
+    let reply = pair.last_sent(Bob, Kind::CookieReply);
+    assert_eq!(reply.to, alice_addr());
+
+    let delivered_before = pair.bob.delivered.len();
+    let took = flood
+        .advance_until(&mut pair, millis(10), secs(30), |pair| {
+            pair.bob.delivered.len() > delivered_before
+        })
+        .expect("the tunnel came back");
+    // The reply's way back, Alice's initiation with mac2, the response
+    // and her staged packet: 40 ms.
+    assert!(took <= millis(40), "{took:?}");
+    assert_eq!(
+        pair.bob.delivered_bodies().last(),
+        Some(&&b"back again"[..])
+    );
 }
 
 #[test]

@@ -13,8 +13,11 @@
 //! - [`roaming`]: endpoint changes, restarts, statistics.
 //! - [`split`]: the data path in halves, encryption in any order.
 //! - [`negotiation`]: fjord to fjord on AES-256-GCM, plain peers untouched.
+//! - [`compression`]: fjord to fjord compressed where both agreed, never
+//!   otherwise; bad compressed packets dropped and counted.
 
 mod clock;
+mod compression;
 mod data;
 mod flood;
 mod handshake;

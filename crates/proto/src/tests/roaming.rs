@@ -213,10 +213,12 @@ fn replies_leave_from_the_local_address_the_peer_sent_to() {
 
     let now = pair.now;
     let mut bytes = initiation.bytes.clone();
-    let received =
-        pair.bob
-            .device
-            .handle_datagram(now, Endpoint::new(alice_addr(), Some(second)), &mut bytes);
+    let received = pair.bob.device.handle_datagram(
+        now,
+        Endpoint::new(alice_addr(), Some(second)),
+        &mut bytes,
+        &mut [],
+    );
     assert_eq!(received, Received::Control);
     let mut buf = vec![0; 2048];
     let response = pair.bob.device.poll_transmit(&mut buf).expect("a response");
@@ -241,7 +243,7 @@ fn replies_leave_from_the_local_address_the_peer_sent_to() {
     let mut response_bytes = buf[..response.len].to_vec();
     pair.alice
         .device
-        .handle_datagram(now, bob_addr(), &mut response_bytes);
+        .handle_datagram(now, bob_addr(), &mut response_bytes, &mut []);
     let mut confirmation = vec![0; 2048];
     let sent = pair
         .alice
@@ -253,6 +255,7 @@ fn replies_leave_from_the_local_address_the_peer_sent_to() {
         now,
         Endpoint::new(alice_addr(), Some(first)),
         &mut confirmation,
+        &mut [],
     );
     let staged = pair
         .bob

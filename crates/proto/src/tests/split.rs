@@ -121,7 +121,7 @@ fn a_batch_opened_out_of_order_is_finished_like_one_packet_at_a_time() {
         outcomes.push(
             pair.bob
                 .device
-                .finish_datagram(now, from, data.opened(), datagram),
+                .finish_datagram(now, from, data.opened(), datagram, &mut []),
         );
     }
     for outcome in &outcomes {

@@ -239,6 +239,9 @@ impl HandshakeWork {
                         .initiations_computed
                         .saturating_sub(before.initiations_computed),
                     cookie_replies: after.cookie_replies.saturating_sub(before.cookie_replies),
+                    cookie_replies_withheld: after
+                        .cookie_replies_withheld
+                        .saturating_sub(before.cookie_replies_withheld),
                 });
         Self {
             window: after.at.saturating_duration_since(before.at),
@@ -260,6 +263,8 @@ impl HandshakeWork {
             (Some(mine), Some(theirs)) => Some(HandshakeCounters {
                 initiations_computed: mine.initiations_computed + theirs.initiations_computed,
                 cookie_replies: mine.cookie_replies + theirs.cookie_replies,
+                cookie_replies_withheld: mine.cookie_replies_withheld
+                    + theirs.cookie_replies_withheld,
             }),
             (mine, theirs) => mine.or(theirs),
         };

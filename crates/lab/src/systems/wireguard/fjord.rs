@@ -5,10 +5,16 @@
 //! assigns the addresses and routes itself, logs to stderr, and on SIGINT or
 //! SIGTERM removes its interface and exits 0. The driver writes the file,
 //! starts the daemon and waits until the interface is up with its addresses.
+//!
+//! In switch mode ([`Fjord::in_switch_mode`], the lab system `fjord-tap`)
+//! the file says `Mode = switch` and has no `AllowedIPs`: the interface is
+//! a TAP carrying Ethernet frames, with the same addresses and MTU, so the
+//! same suites compare it with the TUN interface.
 
 use std::path::{Path, PathBuf};
 
 use fjord_proto::{DropCounters, DropReason, HandshakeCounters};
+use zeroize::Zeroizing;
 
 use super::{Implementation, Interface, WgSide, interface};
 use crate::netns::Namespace;
@@ -20,6 +26,18 @@ const NAME: &str = "fjord";
 /// fjord with its data cipher forced to WireGuard's (`--cipher
 /// chacha20-poly1305`): what fjord costs where AES-256-GCM is not agreed.
 const CHACHA_NAME: &str = "fjord-chacha";
+/// The name of fjord in switch mode, as a lab system.
+const SWITCH_NAME: &str = "fjord-tap";
+/// Both: switch mode with WireGuard's data cipher.
+const SWITCH_CHACHA_NAME: &str = "fjord-tap-chacha";
+/// fjord with compression on both sides (`--compression lz4`).
+const COMPRESS_NAME: &str = "fjord-compress";
+/// Compression with WireGuard's data cipher.
+const CHACHA_COMPRESS_NAME: &str = "fjord-chacha-compress";
+/// Switch mode with compression: frames are not compressed, so only the
+/// IP packets of a mixed pair would be; named for completeness.
+const SWITCH_COMPRESS_NAME: &str = "fjord-tap-compress";
+const SWITCH_CHACHA_COMPRESS_NAME: &str = "fjord-tap-chacha-compress";
 
 /// Environment variable naming the fjord binary explicitly.
 pub const BINARY_ENV: &str = "FJORD_BIN";
@@ -52,10 +70,15 @@ pub struct Fjord {
     rekey_divisor: Option<u32>,
     /// `--cipher chacha20-poly1305`: no AES-256-GCM, even between fjord nodes.
     chacha_only: bool,
+    /// `--compression lz4`: compress what pays, toward fjord peers that
+    /// compress too.
+    compress: bool,
     /// `--user`: the account each side runs as once set up.
     user: Option<String>,
     /// `FJORD_LOG`: what each side logs; fjord's default when `None`.
     log_filter: Option<String>,
+    /// `Mode = switch`: a TAP interface instead of TUN.
+    switch: bool,
 }
 
 impl Fjord {
@@ -79,8 +102,10 @@ impl Fjord {
             threads: RUNNING_THREADS.get().copied(),
             rekey_divisor: None,
             chacha_only: false,
+            compress: false,
             user: None,
             log_filter: None,
+            switch: false,
         }
     }
 
@@ -91,8 +116,10 @@ impl Fjord {
             threads: None,
             rekey_divisor: None,
             chacha_only: false,
+            compress: false,
             user: None,
             log_filter: None,
+            switch: false,
         }
     }
 
@@ -105,6 +132,30 @@ impl Fjord {
     pub fn with_threads(mut self, threads: u16) -> Self {
         self.threads = Some(threads);
         self
+    }
+
+    /// Runs each side in switch mode: a TAP interface, frames switched by
+    /// MAC address (named `fjord-tap` as a lab system).
+    pub fn in_switch_mode(mut self) -> Self {
+        self.switch = true;
+        self
+    }
+
+    /// The `fjord up` file for `side`: in switch mode with `Mode = switch`
+    /// and without allowed IPs, which switch mode refuses.
+    pub fn config_text(&self, side: &WgSide) -> Zeroizing<String> {
+        if !self.switch {
+            return side.wg_quick_text();
+        }
+        let mut side = side.clone();
+        for peer in &mut side.peers {
+            peer.allowed_ips.clear();
+        }
+        let mut text = side.wg_quick_text();
+        let interface = "[Interface]\n";
+        let at = text.find(interface).map_or(0, |at| at + interface.len());
+        text.insert_str(at, "Mode = switch\n");
+        text
     }
 
     /// Runs each side with its rekey cycle `divisor` times faster
@@ -120,6 +171,18 @@ impl Fjord {
     pub fn chacha_only(mut self) -> Self {
         self.chacha_only = true;
         self
+    }
+
+    /// Runs each side with `--compression lz4`, as the system
+    /// `fjord-compress`.
+    pub fn compressed(mut self) -> Self {
+        self.compress = true;
+        self
+    }
+
+    /// Whether each side runs with compression.
+    pub fn compresses(&self) -> bool {
+        self.compress
     }
 
     /// The data cipher two sides of this fjord agree on on this machine.
@@ -146,7 +209,16 @@ impl Fjord {
 
 impl Implementation for Fjord {
     fn name(&self) -> &'static str {
-        if self.chacha_only { CHACHA_NAME } else { NAME }
+        match (self.switch, self.chacha_only, self.compress) {
+            (false, false, false) => NAME,
+            (false, true, false) => CHACHA_NAME,
+            (true, false, false) => SWITCH_NAME,
+            (true, true, false) => SWITCH_CHACHA_NAME,
+            (false, false, true) => COMPRESS_NAME,
+            (false, true, true) => CHACHA_COMPRESS_NAME,
+            (true, false, true) => SWITCH_COMPRESS_NAME,
+            (true, true, true) => SWITCH_CHACHA_COMPRESS_NAME,
+        }
     }
 
     fn settings(&self) -> String {
@@ -155,7 +227,11 @@ impl Implementation for Fjord {
             (None, Ok(threads)) => format!("{threads} (${THREADS_ENV})"),
             (None, Err(_)) => format!("{} (default)", fjord_net::default_threads()),
         };
-        format!("threads {threads}, cipher {}", self.expected_cipher())
+        let compression = if self.compress { "lz4" } else { "off" };
+        format!(
+            "threads {threads}, cipher {}, compression {compression}",
+            self.expected_cipher()
+        )
     }
 
     fn installed(&self) -> Result<PathBuf, String> {
@@ -174,7 +250,7 @@ impl Implementation for Fjord {
     ) -> Result<Interface, SystemError> {
         let binary = self.installed().map_err(SystemError::NotInstalled)?;
         let config_path = workdir.join(format!("{}.conf", side.ifname));
-        support::write_secret_file(&config_path, &side.wg_quick_text())?;
+        support::write_secret_file(&config_path, &self.config_text(side))?;
         let mut command = namespace.command(&binary);
         command.arg("up").arg(&config_path);
         if let Some(threads) = self.threads {
@@ -186,13 +262,17 @@ impl Implementation for Fjord {
         if self.chacha_only {
             command.arg("--cipher").arg("chacha20-poly1305");
         }
+        if self.compress {
+            command.arg("--compression").arg("lz4");
+        }
         if let Some(user) = &self.user {
             command.arg("--user").arg(user);
         }
         if let Some(filter) = &self.log_filter {
             command.env("FJORD_LOG", filter);
         }
-        let mut interface = Interface::spawn(NAME, namespace, side, workdir, &mut command, false)?;
+        let mut interface =
+            Interface::spawn(self.name(), namespace, side, workdir, &mut command, false)?;
         interface.wait_until(&format!("{} up with its addresses", side.ifname), || {
             support::link_is_up(namespace, &side.ifname)
                 && interface::addresses_assigned(namespace, side)
@@ -217,6 +297,10 @@ impl Implementation for Fjord {
         hosts: &[MeshHost<'_>],
         workdir: &Path,
     ) -> Result<Box<dyn RunningMesh>, SystemError> {
+        if self.switch {
+            // A [Mesh] section refuses switch mode.
+            return Err(crate::systems::no_mesh_mode(self.name()));
+        }
         let mesh = FjordMesh::new(self.clone()).configure(hosts, workdir)?;
         Ok(Box::new(mesh))
     }
@@ -271,6 +355,7 @@ fn parse_handshake_counters(reply: &str) -> Result<HandshakeCounters, String> {
         let slot = match name {
             "initiations_computed" => &mut counters.initiations_computed,
             "cookie_replies" => &mut counters.cookie_replies,
+            "cookie_replies_withheld" => &mut counters.cookie_replies_withheld,
             _ => continue,
         };
         *slot = count;

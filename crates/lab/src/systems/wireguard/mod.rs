@@ -41,8 +41,8 @@ pub use fjord::{Fjord, use_binary as use_fjord_binary, use_threads as use_fjord_
 pub use interface::{Interface, PeerStats};
 pub use pair::{End, Pair};
 pub use side::{
-    DEFAULT_MTU, Initiator, LISTEN_PORT, WgPeer, WgSide, generate_private_key, point_to_point,
-    unique_ifname,
+    DEFAULT_MTU, Initiator, LISTEN_PORT, WgPeer, WgSide, full_mesh, generate_private_key,
+    point_to_point, unique_ifname,
 };
 pub use wireguard_go::WireguardGo;
 
@@ -135,6 +135,14 @@ pub fn all() -> Vec<WireGuardSystem> {
         WireGuardSystem::same_on_both(
             Box::new(Fjord::locate().chacha_only()),
             "fjord with its data cipher forced to ChaCha20-Poly1305",
+        ),
+        WireGuardSystem::same_on_both(
+            Box::new(Fjord::locate().in_switch_mode()),
+            "fjord in switch mode: a TAP interface, Ethernet frames switched by MAC address",
+        ),
+        WireGuardSystem::same_on_both(
+            Box::new(Fjord::locate().compressed()),
+            "fjord with LZ4 compression on both sides (Compression = lz4)",
         ),
         WireGuardSystem {
             implementation: Box::new(Fjord::locate()),

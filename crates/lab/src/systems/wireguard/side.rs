@@ -1,10 +1,11 @@
 //! The implementation-neutral description of one tunnel side ([`WgSide`]),
 //! rendered for `wg setconf` or as a wg-quick style file, and a matching
-//! pair for the two-host topology ([`point_to_point`]).
+//! pair for the two-host topology ([`point_to_point`]) or a set for a LAN
+//! of hosts that all peer with each other ([`full_mesh`]).
 
 use std::fmt::Write as _;
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use fjord_mesh::Cidr;
@@ -13,7 +14,8 @@ use zeroize::Zeroizing;
 
 use crate::systems::SystemError;
 use crate::topology::{
-    LEFT_OVERLAY, LEFT_UNDERLAY, OVERLAY_PREFIX_LEN, RIGHT_OVERLAY, RIGHT_UNDERLAY,
+    LEFT_OVERLAY, LEFT_UNDERLAY, MeshHost, OVERLAY_PREFIX_LEN, RIGHT_OVERLAY, RIGHT_UNDERLAY,
+    lan_overlay, lan_overlay_prefix_len,
 };
 
 /// UDP port every side listens on in [`point_to_point`].
@@ -215,6 +217,51 @@ pub fn point_to_point(initiator: Initiator) -> Result<(WgSide, WgSide), SystemEr
         fallback_port: None,
     });
     Ok((left, right))
+}
+
+/// One side per host of `hosts` (a [`crate::topology::Lan`]'s), each a
+/// peer of every other with its endpoint (so any side may start first):
+/// overlay [`lan_overlay`] and `fd00::<index + 1>` on one /24 and /64,
+/// each peer allowed the other's two host addresses.
+pub fn full_mesh(hosts: &[MeshHost<'_>]) -> Result<Vec<WgSide>, SystemError> {
+    let prefix_len = lan_overlay_prefix_len(hosts.len());
+    let overlay_v6 =
+        |index: usize| IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, index as u16 + 1));
+    let mut sides = Vec::with_capacity(hosts.len());
+    for index in 0..hosts.len() {
+        let overlay = vec![
+            // Valid for any IPv4 address and any of these lengths.
+            Cidr::new(IpAddr::V4(lan_overlay(index)), prefix_len).expect("IPv4 prefix"),
+            Cidr::new(overlay_v6(index), 64).expect("/64 fits IPv6"),
+        ];
+        sides.push(WgSide::new(
+            unique_ifname(),
+            generate_private_key()?,
+            LISTEN_PORT,
+            overlay,
+        ));
+    }
+    let keys: Vec<PublicKey> = sides.iter().map(WgSide::public_key).collect();
+    for (index, side) in sides.iter_mut().enumerate() {
+        for (other, host) in hosts
+            .iter()
+            .enumerate()
+            .filter(|(other, _)| *other != index)
+        {
+            side.peers.push(WgPeer {
+                public_key: keys[other],
+                preshared_key: None,
+                endpoint: Some(SocketAddr::new(IpAddr::V4(host.underlay), LISTEN_PORT)),
+                allowed_ips: vec![
+                    Cidr::host(IpAddr::V4(lan_overlay(other))),
+                    Cidr::host(overlay_v6(other)),
+                ],
+                persistent_keepalive_secs: None,
+                fallback_port: None,
+            });
+        }
+    }
+    Ok(sides)
 }
 
 /// A fresh private key, clamped as `wg genkey` clamps.

@@ -1,30 +1,10 @@
-//! The payload: per-stream keystreams, fast to generate, and the digest
-//! of what a source sent.
-
-use xxhash_rust::xxh3::Xxh3;
+//! Random content: per-stream keystreams, fast to generate.
 
 use super::CHUNK_BYTES;
 
 /// Bytes of the next chunk when `left` remain.
 pub(super) fn chunk_len(left: u64) -> usize {
     usize::try_from(left).map_or(CHUNK_BYTES, |left| left.min(CHUNK_BYTES))
-}
-
-/// XXH3-128 of the first `length` bytes of `seed`'s keystream, generated in
-/// the same chunks as they were sent. Run after the transfer, so the
-/// source's hashing never slows the sender (the sink hashes as it reads).
-pub(super) fn content_digest(seed: u64, length: u64) -> u128 {
-    let mut keystream = Keystream::new(seed);
-    let mut hasher = Xxh3::new();
-    let mut chunk = vec![0u8; CHUNK_BYTES];
-    let mut done = 0u64;
-    while done < length {
-        let take = chunk_len(length - done);
-        keystream.fill(&mut chunk[..take]);
-        hasher.update(&chunk[..take]);
-        done += take as u64;
-    }
-    hasher.digest128()
 }
 
 /// Stream `index`'s seed: splitmix64 over the run seed and the index.
@@ -97,19 +77,5 @@ mod tests {
         assert_eq!(whole, pieces);
         assert_ne!(stream_seed(1, 0), stream_seed(1, 1));
         assert!(whole.iter().any(|&byte| byte != 0));
-    }
-
-    #[test]
-    fn content_digest_hashes_the_sent_chunks() {
-        let length = 2 * CHUNK_BYTES + 5;
-        let mut keystream = Keystream::new(9);
-        let mut content = Vec::new();
-        for take in [CHUNK_BYTES, CHUNK_BYTES, 5] {
-            let mut chunk = vec![0u8; take];
-            keystream.fill(&mut chunk);
-            content.extend_from_slice(&chunk);
-        }
-        let expected = xxhash_rust::xxh3::xxh3_128(&content);
-        assert_eq!(content_digest(9, length as u64), expected);
     }
 }

@@ -44,6 +44,15 @@
 //! and a paced thread that has worked [`MAX_REALTIME_BUSY`] without a pause
 //! (it cannot keep up) returns to the normal class for the rest of the trial.
 //!
+//! Carriers: a path may name a [`Carrier`] that takes the sender's
+//! datagrams instead of the sender's own socket — the peer emulator seals
+//! each into one of its WireGuard sessions. The sender opens the carrier
+//! in its thread before the warm-up (when the carrier readies the path),
+//! and hands it each batch as it would hand its socket; pacing, warm-up
+//! and accounting stay as they are, so a carried trial is measured like
+//! any other. [`Trial::run_sender_only`] offers frames with nobody
+//! counting them, for a generator's own ceiling.
+//!
 //! Receiver accounting: a frame counts once (a bitmap by sequence catches
 //! duplicates); a frame below the highest sequence seen so far is
 //! reordered; a frame more than one above it opens a gap. Lost frames are
@@ -112,6 +121,9 @@ pub struct UdpPath<'a> {
     /// An address of the receiver's namespace (bare underlay or a tunnel's
     /// overlay address) and the port to receive on.
     pub destination: SocketAddr,
+    /// Takes the sender's datagrams instead of its own socket (`None`:
+    /// the sender sends them itself).
+    pub carrier: Option<&'a Arc<dyn Carrier>>,
 }
 
 impl<'a> UdpPath<'a> {
@@ -120,8 +132,36 @@ impl<'a> UdpPath<'a> {
             sender,
             receiver,
             destination,
+            carrier: None,
         }
     }
+
+    /// The same path with the sender's datagrams taken by `carrier`.
+    pub fn carried_by(mut self, carrier: &'a Arc<dyn Carrier>) -> Self {
+        self.carrier = Some(carrier);
+        self
+    }
+}
+
+/// Carries a trial's datagrams some other way than the sender's own UDP
+/// socket (see the module comment).
+pub trait Carrier: Send + Sync + std::fmt::Debug {
+    /// Called on the sender's thread, inside the sender's namespace,
+    /// before the warm-up (so before the clock starts): readies the path
+    /// and returns the sending end for one trial of datagrams to
+    /// `destination`.
+    fn open(&self, destination: SocketAddr) -> io::Result<Box<dyn CarrierSender>>;
+}
+
+/// The sending end of a [`Carrier`] for one trial.
+pub trait CarrierSender: Send {
+    /// Takes `datagrams` (UDP payloads for the trial's destination) in
+    /// order, as `sendmmsg` would: how many it took; an error is the
+    /// first one's, and [`fjord_sys::mmsg::send_refusal`] tells a full
+    /// buffer or a dropped datagram from a broken path.
+    fn send(&mut self, datagrams: &[&[u8]]) -> io::Result<usize>;
+    /// Waits up to `timeout` for room to send more.
+    fn wait_writable(&self, timeout: Duration);
 }
 
 /// One trial's settings.
@@ -249,27 +289,7 @@ impl Trial {
             }));
         }
 
-        let sender = {
-            let shared = shared.clone();
-            let trial = self.clone();
-            path.sender.spawn_thread(move || {
-                let result = sender::send(destination, &trial, stream, &shared);
-                if result.is_err() {
-                    shared.abort.store(true, Ordering::Relaxed);
-                }
-                shared
-                    .sender_done_ns
-                    .store(monotonic_nanos().max(1), Ordering::Release);
-                result
-            })
-        };
-        let sender = match sender {
-            Ok(handle) => join("UDP sender", handle),
-            Err(source) => {
-                shared.abort.store(true, Ordering::Relaxed);
-                Err(io_error("start the UDP sender thread", source))
-            }
-        };
+        let sender = self.spawn_sender(path, stream, &shared);
         let receiver = join("UDP receiver", receiver);
         // The side that failed first explains the other's abort.
         let sender = sender?;
@@ -284,6 +304,63 @@ impl Trial {
             sender,
             receiver,
         })
+    }
+}
+
+impl Trial {
+    /// Runs only the sender of a [flood](Offer::Flood) on `path`, with no
+    /// warm-up and nobody counting what arrives: how fast the generator
+    /// (with its carrier, if the path has one) offers frames when nothing
+    /// answers, as into a sink that drops everything.
+    pub fn run_sender_only(&self, path: &UdpPath<'_>) -> Result<SenderReport, TrafficError> {
+        let ip = IpVersion::of(&path.destination);
+        self.validate(ip)?;
+        if !matches!(self.offer, Offer::Flood { .. }) {
+            return Err(io_error(
+                "run a sender alone",
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "only a flood runs without a receiver",
+                ),
+            ));
+        }
+        let shared = Arc::new(Shared::default());
+        // Nobody answers the warm-up: take it as done.
+        shared.warmed_up.store(true, Ordering::Release);
+        self.spawn_sender(path, next_stream(), &shared)
+    }
+
+    /// The sender thread on `path.sender`, joined: its report, or why it
+    /// failed (after telling the receiver, if any, to give up).
+    fn spawn_sender(
+        &self,
+        path: &UdpPath<'_>,
+        stream: u16,
+        shared: &Arc<Shared>,
+    ) -> Result<SenderReport, TrafficError> {
+        let destination = path.destination;
+        let carrier = path.carrier.cloned();
+        let thread = {
+            let shared = shared.clone();
+            let trial = self.clone();
+            path.sender.spawn_thread(move || {
+                let result = sender::send(destination, carrier.as_deref(), &trial, stream, &shared);
+                if result.is_err() {
+                    shared.abort.store(true, Ordering::Relaxed);
+                }
+                shared
+                    .sender_done_ns
+                    .store(monotonic_nanos().max(1), Ordering::Release);
+                result
+            })
+        };
+        match thread {
+            Ok(handle) => join("UDP sender", handle),
+            Err(source) => {
+                shared.abort.store(true, Ordering::Relaxed);
+                Err(io_error("start the UDP sender thread", source))
+            }
+        }
     }
 }
 

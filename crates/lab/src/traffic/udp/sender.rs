@@ -12,7 +12,8 @@ use fjord_sys::socket::{SocketBuffer, force_buffer_size};
 use fjord_sys::thread::{monotonic_nanos, set_thread_timer_slack, thread_cpu_time};
 
 use super::{
-    Offer, Realtime, SEND_BATCH, SenderReport, Shared, Trial, aborted, check_abort, context, nanos,
+    Carrier, CarrierSender, Offer, Realtime, SEND_BATCH, SenderReport, Shared, Trial, aborted,
+    check_abort, context, nanos,
 };
 use crate::traffic::frame::{
     FrameSizes, IpVersion, PayloadHeader, WARMUP_STREAM, udp_payload_bytes,
@@ -30,8 +31,49 @@ struct Batch {
     lengths: [usize; SEND_BATCH],
 }
 
+/// Where the sender's datagrams go: its own connected socket, or the
+/// sending end of the path's carrier.
+enum Output {
+    Socket(UdpSocket),
+    Carried(Box<dyn CarrierSender>),
+}
+
+impl Output {
+    /// As `sendmmsg`: how many of `datagrams` (at most [`SEND_BATCH`])
+    /// were taken; an error is the first one's.
+    fn send_batch<'a>(&mut self, datagrams: impl Iterator<Item = &'a [u8]>) -> io::Result<usize> {
+        match self {
+            Output::Socket(socket) => mmsg::send_batch(socket.as_fd(), datagrams),
+            Output::Carried(carrier) => {
+                let mut batch: [&[u8]; SEND_BATCH] = [&[]; SEND_BATCH];
+                let mut count = 0;
+                for (slot, datagram) in batch.iter_mut().zip(datagrams) {
+                    *slot = datagram;
+                    count += 1;
+                }
+                carrier.send(&batch[..count])
+            }
+        }
+    }
+
+    /// Sends one datagram (a warm-up frame).
+    fn send_one(&mut self, datagram: &[u8]) -> io::Result<()> {
+        match self {
+            Output::Socket(socket) => socket.send(datagram).map(drop),
+            Output::Carried(carrier) => carrier.send(&[datagram]).map(drop),
+        }
+    }
+
+    fn wait_writable(&self, timeout: Duration) {
+        match self {
+            Output::Socket(socket) => fjord_sys::poll::wait_writable(socket.as_fd(), timeout),
+            Output::Carried(carrier) => carrier.wait_writable(timeout),
+        }
+    }
+}
+
 struct Sender<'a> {
-    socket: UdpSocket,
+    output: Output,
     frames: &'a FrameSizes,
     ip: IpVersion,
     stream: u16,
@@ -75,7 +117,7 @@ impl Sender<'_> {
                 .iter()
                 .zip(&self.batch.lengths[done..count])
                 .map(|(buffer, &length)| &buffer[..length]);
-            match mmsg::send_batch(self.socket.as_fd(), datagrams) {
+            match self.output.send_batch(datagrams) {
                 Ok(0) => return Err(io::Error::other("sendmmsg sent nothing")),
                 Ok(sent) => {
                     self.report.sent += sent as u64;
@@ -86,10 +128,7 @@ impl Sender<'_> {
                         if abort.load(Ordering::Relaxed) {
                             return Err(aborted());
                         }
-                        fjord_sys::poll::wait_writable(
-                            self.socket.as_fd(),
-                            Duration::from_millis(10),
-                        );
+                        self.output.wait_writable(Duration::from_millis(10));
                     }
                     Some(SendRefusal::BufferFull) => {
                         self.report.refused += (count - done) as u64;
@@ -114,27 +153,41 @@ fn unspecified(ip: IpVersion) -> SocketAddr {
     }
 }
 
-/// The sender thread: connect, warm up, offer.
-pub(super) fn send(
-    destination: SocketAddr,
-    trial: &Trial,
-    stream: u16,
-    shared: &Shared,
-) -> io::Result<SenderReport> {
-    let ip = IpVersion::of(&destination);
-    let socket =
-        UdpSocket::bind(unspecified(ip)).map_err(|e| context(e, "bind the sender socket"))?;
+/// The sender's own socket, connected to `destination`, non-blocking.
+fn connected_socket(destination: SocketAddr) -> io::Result<UdpSocket> {
+    let socket = UdpSocket::bind(unspecified(IpVersion::of(&destination)))
+        .map_err(|e| context(e, "bind the sender socket"))?;
     socket
         .connect(destination)
         .map_err(|e| context(e, &format!("connect to {destination}")))?;
     force_buffer_size(socket.as_fd(), SocketBuffer::Send, SEND_BUFFER_BYTES)
         .map_err(|e| context(e, "raise the send buffer"))?;
     socket.set_nonblocking(true)?;
+    Ok(socket)
+}
+
+/// The sender thread: connect (or open the carrier), warm up, offer.
+pub(super) fn send(
+    destination: SocketAddr,
+    carrier: Option<&dyn Carrier>,
+    trial: &Trial,
+    stream: u16,
+    shared: &Shared,
+) -> io::Result<SenderReport> {
+    let ip = IpVersion::of(&destination);
+    let output = match carrier {
+        Some(carrier) => Output::Carried(
+            carrier
+                .open(destination)
+                .map_err(|e| context(e, "open the carrier"))?,
+        ),
+        None => Output::Socket(connected_socket(destination)?),
+    };
     set_thread_timer_slack(Duration::from_micros(1))?;
 
     let max_payload = udp_payload_bytes(trial.frames.max_bytes(), ip).unwrap_or(0);
     let mut sender = Sender {
-        socket,
+        output,
         frames: &trial.frames,
         ip,
         stream,
@@ -155,7 +208,7 @@ pub(super) fn send(
         },
     };
     let cpu_at_start = thread_cpu_time();
-    warm_up(&sender.socket, ip, trial.warmup_timeout, shared)?;
+    warm_up(&mut sender.output, ip, trial.warmup_timeout, shared)?;
 
     match trial.offer {
         Offer::Rate {
@@ -199,7 +252,7 @@ pub(super) fn send(
 
 /// Sends a warm-up frame every [`WARMUP_INTERVAL`] until the receiver saw one.
 fn warm_up(
-    socket: &UdpSocket,
+    output: &mut Output,
     ip: IpVersion,
     timeout: Duration,
     shared: &Shared,
@@ -225,7 +278,7 @@ fn warm_up(
         }
         .write(&mut frame);
         sequence += 1;
-        if let Err(error) = socket.send(&frame)
+        if let Err(error) = output.send_one(&frame)
             && mmsg::send_refusal(&error).is_none()
         {
             return Err(context(error, "send a warm-up frame"));

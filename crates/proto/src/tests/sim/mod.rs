@@ -443,11 +443,18 @@ impl Pair {
     fn deliver_to(&mut self, who: Who, from: SocketAddr, mut bytes: Vec<u8>) -> Received {
         let now = self.now;
         let node = self.node_mut(who);
-        let outcome = node.device.handle_datagram(now, from, &mut bytes);
-        if let Received::Data { peer, .. } | Received::Keepalive { peer } = outcome {
+        let mut decompressed = std::mem::take(&mut node.decompressed);
+        let outcome = node
+            .device
+            .handle_datagram(now, from, &mut bytes, &mut decompressed);
+        if let Received::Data { peer, .. }
+        | Received::Decompressed { peer, .. }
+        | Received::Keepalive { peer } = outcome
+        {
             assert_eq!(peer, node.peer, "data attributed to the wrong peer");
         }
-        node.record(&outcome, &bytes);
+        node.record(&outcome, &bytes, &decompressed);
+        node.decompressed = decompressed;
         self.flush(who);
         outcome
     }

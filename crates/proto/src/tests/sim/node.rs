@@ -5,8 +5,9 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use crate::{
-    CipherPolicy, DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, DropCounters, DropReason,
-    Event, PeerConfig, PeerId, PresharedKey, PrivateKey, Received, Rng, Timing, WallClock,
+    CipherPolicy, CompressionPolicy, DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig,
+    DropCounters, DropReason, Event, PeerConfig, PeerId, PresharedKey, PrivateKey, Received, Rng,
+    Timing, WallClock,
 };
 
 /// The wall-clock time the simulation starts at (Unix seconds).
@@ -70,6 +71,8 @@ pub struct NodeConfig {
     pub timing: Timing,
     /// The ciphers this node offers a fjord peer.
     pub cipher_policy: CipherPolicy,
+    /// Whether this node offers a fjord peer compression.
+    pub compression_policy: CompressionPolicy,
     /// Plays a plain WireGuard peer (no fjord mark, no offers).
     pub plain_wireguard: bool,
 }
@@ -82,6 +85,7 @@ impl Default for NodeConfig {
             knows_endpoint: true,
             timing: Timing::default(),
             cipher_policy: CipherPolicy::default(),
+            compression_policy: CompressionPolicy::default(),
             plain_wireguard: false,
         }
     }
@@ -116,6 +120,9 @@ pub struct Node {
     pub tunnel_ip: Ipv4Addr,
     /// IP packets the device handed to the TUN side, in order.
     pub delivered: Vec<Vec<u8>>,
+    /// Where the device decompresses packets that came compressed (the
+    /// driver's buffer, MTU long).
+    pub decompressed: Vec<u8>,
     pub keepalives_received: usize,
     /// Every `Received` outcome, in order.
     pub outcomes: Vec<Received>,
@@ -144,6 +151,7 @@ impl Node {
             addr,
             tunnel_ip,
             delivered: Vec::new(),
+            decompressed: vec![0; MTU],
             keepalives_received: 0,
             outcomes: Vec::new(),
             events: Vec::new(),
@@ -160,6 +168,8 @@ impl Node {
     fn apply_config(&mut self) {
         self.device.set_timing(self.config.timing);
         self.device.set_cipher_policy(self.config.cipher_policy);
+        self.device
+            .set_compression_policy(self.config.compression_policy);
         if self.config.plain_wireguard {
             self.device.speak_plain_wireguard_only();
         }
@@ -233,12 +243,16 @@ impl Node {
         self.configure_peer(other, other_addr);
     }
 
-    pub(super) fn record(&mut self, outcome: &Received, datagram: &[u8]) {
+    pub(super) fn record(&mut self, outcome: &Received, datagram: &[u8], decompressed: &[u8]) {
         match outcome {
             Received::Data { packet, .. } => self.delivered.push(datagram[packet.clone()].to_vec()),
+            Received::Decompressed { packet, .. } => {
+                self.delivered.push(decompressed[packet.clone()].to_vec());
+            }
             Received::Keepalive { .. } => self.keepalives_received += 1,
             Received::Dropped(reason) => self.observed_drops.count(*reason),
-            Received::Control | Received::Extension { .. } => {}
+            // A device alone never returns a frame (see `Received::Frame`).
+            Received::Control | Received::Extension { .. } | Received::Frame { .. } => {}
         }
         self.outcomes.push(outcome.clone());
     }
