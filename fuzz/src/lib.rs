@@ -15,7 +15,7 @@ use fjord_mesh::Cidr;
 
 pub use fjord_targets::{config_parse, uapi_request};
 pub use mesh_targets::{cert_parse, control_parse, mesh_membership};
-pub use net_targets::tun_coalesce;
+pub use net_targets::{carrier_frames, fake_tcp_segment, tun_coalesce};
 pub use node_targets::node_session;
 pub use proto_targets::{device_datagram, icmp_too_big, ip_header, wire_parse};
 pub use switch_targets::switch_frames;
@@ -71,6 +71,8 @@ mod tests {
         replay("control_parse", super::control_parse);
         replay("cert_parse", super::cert_parse);
         replay("mesh_membership", super::mesh_membership);
+        replay("carrier_frames", super::carrier_frames);
+        replay("fake_tcp_segment", super::fake_tcp_segment);
         replay("config_parse", super::config_parse);
         replay("uapi_request", super::uapi_request);
         replay("node_session", super::node_session);

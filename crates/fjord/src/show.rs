@@ -58,6 +58,19 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
     if let Some(count) = switch_mac_addresses(interface) {
         let _ = writeln!(out, "  switch: {count} MAC addresses known");
     }
+    let carriers = carrier_counters(interface);
+    if carriers.values().any(|n| *n > 0) {
+        let count = |name: &str| carriers.get(name).copied().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "  fallback: {} to a carrier, {} back to UDP; carriers: {} datagrams sent, {} dropped, {} received",
+            count("fallback_to_carrier"),
+            count("fallback_back_to_udp"),
+            count("carrier_datagrams_sent"),
+            count("carrier_datagrams_dropped"),
+            count("carrier_datagrams_received"),
+        );
+    }
     if !interface.members.is_empty() {
         let _ = writeln!(out, "  mesh members: {}", interface.members.len());
     }
@@ -85,6 +98,9 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
         }
         if let Some(endpoint) = peer.endpoint {
             let _ = writeln!(out, "  endpoint: {endpoint}");
+        }
+        if let Some(path) = fallback_path(interface, &peer.public_key) {
+            let _ = writeln!(out, "  path: {path}");
         }
         let allowed = if peer.allowed_ips.is_empty() {
             "(none)".to_string()
@@ -165,6 +181,8 @@ pub fn report(name: &str, interface: &UapiInterface) -> InterfaceReport {
             .collect(),
         handshakes: handshake_counters(interface),
         members: interface.members.clone(),
+        fallback: interface.fallback.clone(),
+        carriers: carrier_counters(interface),
         switch_mac_addresses: switch_mac_addresses(interface),
     }
 }
@@ -177,6 +195,31 @@ fn switch_mac_addresses(interface: &UapiInterface) -> Option<u64> {
         .iter()
         .find(|(key, _)| key == uapi::SWITCH_MAC_ADDRESSES)
         .map(|(_, count)| *count)
+}
+
+/// The fallback's counters (moves between UDP and carriers, what carriers
+/// carried); empty for other implementations.
+fn carrier_counters(interface: &UapiInterface) -> std::collections::BTreeMap<String, u64> {
+    interface
+        .counters
+        .iter()
+        .filter(|(key, _)| key.starts_with("fallback_") || key.starts_with("carrier_"))
+        .map(|(key, n)| (key.clone(), *n))
+        .collect()
+}
+
+/// Where a peer that falls back sends now: `udp`, `connecting <address>`
+/// or `carrier <address>` (a TCP connection).
+fn fallback_path<'a>(
+    interface: &'a UapiInterface,
+    key: &fjord_proto::PublicKey,
+) -> Option<&'a str> {
+    let key = key.to_base64();
+    interface
+        .fallback
+        .iter()
+        .find(|line| line.public_key == key)
+        .map(|line| line.path.as_str())
 }
 
 /// fjord's handshake counters by name (`initiations_computed`,

@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use fjord_mesh::fallback::PathState;
 use fjord_mesh::{Cidr, Node};
 use fjord_net::{ControlContext, DataStats};
 use fjord_proto::{DataCipher, HandshakeCounters, PresharedKey, PrivateKey, PublicKey};
@@ -30,12 +31,40 @@ pub struct InterfaceStatus {
     pub data: DataStats,
     /// Members of the fjord mesh, if the interface is in one.
     pub members: Vec<MemberLine>,
+    /// Peers that fall back to a carrier when UDP fails, with their path.
+    pub fallback: Vec<FallbackLine>,
+    /// Counters of the fallback: moves to carriers and back, and what the
+    /// carriers carried, by name.
+    pub fallback_counters: Vec<(&'static str, u64)>,
     /// In switch mode, the MAC addresses the switch knows now (its own
     /// port's and those behind peers); `None` in router mode.
     pub mac_addresses: Option<usize>,
 }
 
 pub use fjord_mesh::report::MemberLine;
+
+/// One peer's fallback path, as `get=fjord` reports it:
+/// `fallback=<public key> udp|connecting <address>|carrier <address>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FallbackLine {
+    pub public_key: String,
+    pub path: String,
+}
+
+impl FallbackLine {
+    pub fn to_line(&self) -> String {
+        format!("fallback={} {}", self.public_key, self.path)
+    }
+
+    /// Reads what follows `fallback=`.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (public_key, path) = text.split_once(' ')?;
+        Some(Self {
+            public_key: public_key.to_string(),
+            path: path.to_string(),
+        })
+    }
+}
 
 /// One peer of an interface.
 #[derive(Debug, Clone)]
@@ -147,11 +176,51 @@ impl InterfaceStatus {
             handshakes: device.handshake_counters(),
             data: context.stats.clone(),
             members: member_lines(node),
+            fallback: fallback_lines(node),
+            fallback_counters: fallback_counters(context),
             mac_addresses: node
                 .mac_table()
                 .map(|table| table.entries(context.now).count()),
         }
     }
+}
+
+/// Each peer that falls back, with where its datagrams go now.
+fn fallback_lines(node: &Node) -> Vec<FallbackLine> {
+    let device = node.device();
+    device
+        .peer_ids()
+        .filter_map(|id| {
+            let path = match node.fallback_state(id)? {
+                PathState::Udp => "udp".to_string(),
+                PathState::Connecting { carrier, .. } => format!("connecting {carrier}"),
+                PathState::Carried { carrier, .. } => format!("carrier {carrier}"),
+            };
+            Some(FallbackLine {
+                public_key: device.peer_public_key(id)?.to_base64(),
+                path,
+            })
+        })
+        .collect()
+}
+
+fn fallback_counters(context: &ControlContext<'_>) -> Vec<(&'static str, u64)> {
+    let moves = context.node.fallback_counters();
+    let carriers = context.carrier_stats();
+    vec![
+        ("fallback_to_carrier", moves.fallbacks),
+        ("fallback_back_to_udp", moves.returns),
+        ("fallback_failed_connects", moves.failed_connects),
+        ("carrier_datagrams_sent", carriers.datagrams_sent),
+        ("carrier_datagrams_dropped", carriers.datagrams_dropped),
+        ("carrier_datagrams_received", carriers.datagrams_received),
+        ("carrier_connections_opened", carriers.connections_opened),
+        (
+            "carrier_connections_accepted",
+            carriers.connections_accepted,
+        ),
+        ("carrier_connections_refused", carriers.connections_refused),
+    ]
 }
 
 /// Members with their path: `direct`, `relay <name>` (a session through
@@ -196,6 +265,10 @@ pub struct InterfaceReport {
     pub handshakes: std::collections::BTreeMap<String, u64>,
     /// Mesh members (empty outside a mesh).
     pub members: Vec<MemberLine>,
+    /// Peers that fall back to a carrier, with their path (fjord only).
+    pub fallback: Vec<FallbackLine>,
+    /// The fallback's counters (`carrier_datagrams_sent`, ...; fjord only).
+    pub carriers: std::collections::BTreeMap<String, u64>,
     /// MAC addresses a switch-mode interface knows; absent in router mode.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub switch_mac_addresses: Option<u64>,

@@ -21,7 +21,8 @@ use fjord_proto::{CipherPolicy, Device, DeviceConfig, PrivateKey, Rng, Timing, W
 use fjord_sys::privilege::Account;
 
 use crate::config::{
-    CipherSetting, CompressionSetting, Config, InterfaceMode, LoadedMesh, interface_name_from_path,
+    CipherSetting, CompressionSetting, Config, FallbackCarrier, InterfaceMode, LoadedMesh,
+    interface_name_from_path,
 };
 use crate::netconf::{self, Netconf, RouteTable, run_hook};
 use crate::reresolve::{self, NamedEndpoint};
@@ -161,6 +162,9 @@ pub fn build_node(
         let id = node
             .add_peer(peer.to_proto(), &peer.allowed_ips)
             .map_err(|error| UsageError(error.to_string()))?;
+        if let Some(port) = peer.fallback_port {
+            node.set_peer_fallback(now, id, Some(port.get()));
+        }
         // Every peer whose endpoint we know hears from us at once (as
         // wireguard-go does only for a persistent keepalive): after a
         // restart, the peer still sends on a session we forgot, and would
@@ -171,6 +175,11 @@ pub fn build_node(
         }
     }
     if let Some(loaded) = mesh {
+        // Members run fjord; one that listens for carriers is assumed to
+        // do so where this node does.
+        if let Some(port) = config.interface.fallback_port {
+            node.set_member_fallback_port(now, Some(port.get()));
+        }
         let mut mesh_config = MeshConfig::new(loaded.trust, loaded.certificate, usize::from(mtu));
         mesh_config.bootstrap = loaded.bootstrap;
         mesh_config.host_addresses = host_addresses;
@@ -214,8 +223,9 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
     };
     let (listener, _socket_guard) =
         uapi::bind(&interface).map_err(|error| UsageError(error.to_string()))?;
-    let udp = UdpTransport::bind(config.interface.listen_port.unwrap_or(0), fwmark)
+    let mut udp = UdpTransport::bind(config.interface.listen_port.unwrap_or(0), fwmark)
         .map_err(|error| UsageError(error.to_string()))?;
+    open_carrier(&config, &mut udp, fwmark)?;
     let mtu = config.interface.mtu().bytes();
     let kind = match config.interface.mode {
         InterfaceMode::Router => DeviceKind::Tun,
@@ -298,6 +308,43 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
             tracing::warn!(%error, "PostDown hook failed");
         }
     }
+    Ok(())
+}
+
+/// Prepares the fallback carrier if any peer may need it (a peer with a
+/// fallback port) or peers may use it to reach us (our `FallbackPort`):
+/// fake TCP's raw socket, or the TCP listener.
+fn open_carrier(config: &Config, udp: &mut UdpTransport, fwmark: u32) -> anyhow::Result<()> {
+    let port = config.interface.fallback_port.map(|port| port.get());
+    let falls_back = port.is_some() || config.peers.iter().any(|peer| peer.fallback_port.is_some());
+    if !falls_back {
+        return Ok(());
+    }
+    let carrier = config.interface.fallback_carrier.unwrap_or_default();
+    let in_use = |error: std::io::Error| -> anyhow::Error {
+        match (error.kind(), port) {
+            (std::io::ErrorKind::AddrInUse, Some(port)) => {
+                UsageError(format!("FallbackPort: TCP port {port} is already in use")).into()
+            }
+            (std::io::ErrorKind::PermissionDenied, _) => UsageError(format!(
+                "FallbackCarrier = {carrier} needs CAP_NET_RAW ({error}); FallbackCarrier = tcp does not"
+            ))
+            .into(),
+            _ => anyhow::anyhow!("opening the {carrier} fallback carrier: {error}"),
+        }
+    };
+    match carrier {
+        FallbackCarrier::FakeTcp => udp
+            .carriers_mut()
+            .use_fake_tcp(port, fwmark)
+            .map_err(in_use)?,
+        FallbackCarrier::Tcp => {
+            if let Some(port) = port {
+                udp.carriers_mut().listen(port, fwmark).map_err(in_use)?;
+            }
+        }
+    }
+    tracing::info!(%carrier, listen_port = port, "fallback carrier ready");
     Ok(())
 }
 

@@ -10,6 +10,7 @@ pub mod cert;
 pub mod cidr;
 mod codec;
 pub mod control;
+pub mod fallback;
 pub mod membership;
 mod node;
 pub mod pmtu;
@@ -22,4 +23,6 @@ pub use cert::{Certificate, NetworkPublicKey, NetworkSecret, Revocation};
 pub use cidr::{Cidr, CidrParseError};
 pub use codec::DecodeError;
 pub use membership::{Bootstrap, MemberStatus, Mesh, MeshAction, MeshConfig, Trust};
-pub use node::{InnerLayout, ModeMismatch, Node, PUNCH_DATAGRAM, PUNCH_TTL, PeerSends};
+pub use node::{
+    CarrierCommand, InnerLayout, ModeMismatch, Node, PUNCH_DATAGRAM, PUNCH_TTL, PeerSends,
+};

@@ -2,6 +2,8 @@
 //! network: real handshakes and real encryption, simulated time. Each
 //! node is configured with one bootstrap member and nothing else.
 
+mod support;
+
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -10,9 +12,7 @@ use fjord_mesh::{Bootstrap, Cidr, Mesh, MeshConfig, NetworkSecret, Node};
 use fjord_proto::{
     DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, PrivateKey, Received, Sent, WallClock,
 };
-
-mod support;
-use support::XorShift;
+use support::{XorShift, ipv4_packet};
 
 const EPOCH_SECS: u64 = 1_800_000_000;
 const MTU: usize = 1420;
@@ -365,22 +365,6 @@ struct SealedPing {
     destination: SocketAddr,
     datagram: Vec<u8>,
     packet: Vec<u8>,
-}
-
-fn ipv4_packet(source: IpAddr, destination: IpAddr, payload: &[u8]) -> Vec<u8> {
-    let (IpAddr::V4(source), IpAddr::V4(destination)) = (source, destination) else {
-        unreachable!("IPv4 only");
-    };
-    let total = 20 + payload.len();
-    let mut packet = vec![0u8; total];
-    packet[0] = 0x45;
-    packet[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-    packet[8] = 64;
-    packet[9] = 17;
-    packet[12..16].copy_from_slice(&source.octets());
-    packet[16..20].copy_from_slice(&destination.octets());
-    packet[20..].copy_from_slice(payload);
-    packet
 }
 
 #[test]

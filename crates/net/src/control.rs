@@ -26,6 +26,11 @@ impl ControlContext<'_> {
         self.udp.port()
     }
 
+    /// Counters of the fallback carriers.
+    pub fn carrier_stats(&self) -> crate::carrier::CarrierStats {
+        self.udp.carriers.stats()
+    }
+
     pub fn fwmark(&self) -> u32 {
         *self.fwmark
     }
@@ -36,7 +41,9 @@ impl ControlContext<'_> {
         if port != 0 && port == self.udp.port() {
             return Ok(());
         }
-        let socket = UdpTransport::bind(port, *self.fwmark)?;
+        let mut socket = UdpTransport::bind(port, *self.fwmark)?;
+        // The carriers are TCP: a new UDP port leaves them as they are.
+        socket.carriers = std::mem::take(&mut self.udp.carriers);
         *self.udp = socket;
         self.rebound = true;
         Ok(())

@@ -476,12 +476,16 @@ pub struct Inbound {
 }
 
 /// Which socket an inbound drain receives from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ReceiveOn {
     /// The interface's socket.
     Interface,
     /// A steered socket, by slot (steering.rs).
     Steered(usize),
+    /// A fallback carrier, by slot (carrier/).
+    Carrier(usize),
+    /// The fake-TCP carrier's raw socket (carrier/fake_tcp/).
+    FakeTcp,
 }
 
 impl Inbound {
@@ -505,7 +509,7 @@ impl Inbound {
         max_batches: usize,
     ) -> Drained {
         let socket = match on {
-            ReceiveOn::Interface => pipes.udp,
+            ReceiveOn::Interface | ReceiveOn::Carrier(_) | ReceiveOn::FakeTcp => pipes.udp,
             ReceiveOn::Steered(slot) => match pipes.udp.steering().get(slot) {
                 Some(socket) => socket,
                 None => return Drained::Empty,
@@ -516,7 +520,19 @@ impl Inbound {
             let mut chunks = self.storage[..RECEIVE_BYTES].chunks_exact_mut(GRO_BUFFER);
             let mut slices: [IoSliceMut<'_>; RECV_BATCH] =
                 std::array::from_fn(|_| IoSliceMut::new(chunks.next().unwrap_or_default()));
-            let messages = match socket.recv(&mut slices, &mut self.meta) {
+            let received = match on {
+                ReceiveOn::Carrier(slot) => {
+                    pipes.udp.carriers().recv(slot, &mut slices, &mut self.meta)
+                }
+                ReceiveOn::FakeTcp => {
+                    pipes
+                        .udp
+                        .carriers()
+                        .recv_fake(now, &mut slices, &mut self.meta)
+                }
+                _ => socket.recv(&mut slices, &mut self.meta),
+            };
+            let messages = match received {
                 Ok(count) => count,
                 Err(error) => match error.kind() {
                     io::ErrorKind::WouldBlock => {

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod busy_poll;
+pub mod carrier;
 pub mod control;
 pub mod crypto_stage;
 mod datapath;

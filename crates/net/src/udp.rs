@@ -41,6 +41,9 @@ pub struct UdpTransport {
     gso_refused: AtomicBool,
     /// Sockets that carry what goes to one remote endpoint (steering.rs).
     pub(crate) steered: crate::steering::Steering,
+    /// TCP connections that carry what goes to one remote endpoint when
+    /// UDP is blocked (carrier/).
+    pub(crate) carriers: crate::carrier::Carriers,
 }
 
 impl UdpTransport {
@@ -135,6 +138,7 @@ impl UdpTransport {
             port,
             gso_refused: AtomicBool::new(false),
             steered: crate::steering::Steering::default(),
+            carriers: crate::carrier::Carriers::default(),
         })
     }
 
@@ -147,6 +151,7 @@ impl UdpTransport {
         for (_, steered) in self.steered.iter() {
             steered.set_mark(fwmark)?;
         }
+        self.carriers.set_mark(fwmark)?;
         socket2::SockRef::from(&self.socket).set_mark(fwmark)
     }
 
@@ -196,6 +201,9 @@ impl UdpTransport {
         source: Option<IpAddr>,
         datagram: &[u8],
     ) -> io::Result<()> {
+        if !self.carriers.is_empty() && self.carriers.send(destination, datagram) {
+            return Ok(());
+        }
         let route = self.route(destination);
         let transmit = Transmit {
             destination: mapped(destination),
@@ -222,6 +230,17 @@ impl UdpTransport {
     pub(crate) fn discard(&self) -> io::Result<()> {
         let mut first = [0u8; 1];
         self.socket.recv_from(&mut first).map(drop)
+    }
+}
+
+impl UdpTransport {
+    /// The fallback carriers (carrier/).
+    pub fn carriers(&self) -> &crate::carrier::Carriers {
+        &self.carriers
+    }
+
+    pub fn carriers_mut(&mut self) -> &mut crate::carrier::Carriers {
+        &mut self.carriers
     }
 }
 

@@ -26,15 +26,24 @@ pub fn send_messages(udp: &UdpTransport, messages: &[GsoMessage<'_>]) -> io::Res
     let Some(first) = messages.first() else {
         return Ok(0);
     };
-    if udp.steered.is_empty() {
+    if udp.steered.is_empty() && udp.carriers.is_empty() {
         return fjord_sys::mmsg::send_gso_messages(udp.as_fd(), messages);
+    }
+    // A run to a carrier is framed into its stream (what it cannot take
+    // is dropped, never an error).
+    let carried = udp.carriers.send_messages(messages);
+    if carried > 0 {
+        return Ok(carried);
     }
     // One call per socket: the run of messages that leave through the
     // first one's; the caller comes back for the rest.
     let route = udp.route(first.destination);
     let same = messages
         .iter()
-        .take_while(|message| std::ptr::eq(udp.route(message.destination), route))
+        .take_while(|message| {
+            std::ptr::eq(udp.route(message.destination), route)
+                && !udp.carriers.carries(message.destination)
+        })
         .count();
     fjord_sys::mmsg::send_gso_messages(route.as_fd(), &messages[..same])
 }

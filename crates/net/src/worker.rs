@@ -25,6 +25,7 @@
 //! Sources are edge-triggered, so each is drained until it would block;
 //! bounding each turn keeps one busy direction from starving the other.
 
+mod carriers;
 mod steer;
 mod turn;
 
@@ -42,7 +43,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use crate::busy_poll::{BusyPoll, SPIN_WINDOW};
 use crate::control::{ControlCall, ControlContext, ControlHandle};
 use crate::crypto_stage::CryptoStage;
-use crate::datapath::{Inbound, Outbound, Pace, send_blocking};
+use crate::datapath::{Inbound, Outbound, Pace, ReceiveOn, send_blocking};
 use crate::drop_report::DropReport;
 use crate::port_prediction::PortPrediction;
 use crate::stats::DataStats;
@@ -55,6 +56,11 @@ const TUN: Token = Token(0);
 const UDP: Token = Token(1);
 const CONTROL: Token = Token(2);
 const SHUTDOWN: Token = Token(3);
+/// The fallback carriers' listener; their connections poll as
+/// `carrier_tokens.start + slot` (carrier/).
+const CARRIER_LISTENER: Token = Token(4);
+/// The fake-TCP carrier's raw socket (carrier/fake_tcp/).
+const FAKE_TCP: Token = Token(5);
 /// Steered sockets (steering.rs) poll as `STEERED + slot`.
 const STEERED: usize = 16;
 /// Port prediction sockets poll from here on (port_prediction.rs).
@@ -116,6 +122,8 @@ pub struct Worker {
     /// Threads sharing the crypto (`--threads`), this one included.
     threads: usize,
     prediction: PortPrediction,
+    /// Poll tokens of carrier connections, one per slot.
+    carrier_tokens: std::ops::Range<usize>,
     /// The interface's socket's share of time under a flood, and when it
     /// may be read again after using it up (unwatched until then).
     flooded_socket: TimeShare,
@@ -157,6 +165,19 @@ impl Worker {
         poll.registry()
             .register(&mut shutdown, SHUTDOWN, Interest::READABLE)
             .map_err(setup("register signal pipe"))?;
+        if let Some(fd) = udp.carriers().listener_fd() {
+            poll.registry()
+                .register(&mut SourceFd(&fd), CARRIER_LISTENER, Interest::READABLE)
+                .map_err(setup("register the carrier listener"))?;
+        }
+        if let Some((fd, _)) = udp.carriers().fake_tcp() {
+            poll.registry()
+                .register(&mut SourceFd(&fd), FAKE_TCP, Interest::READABLE)
+                .map_err(setup("register the fake-TCP socket"))?;
+        }
+        let prediction = PortPrediction::new(PREDICTION);
+        let carrier_tokens =
+            prediction.token_end()..prediction.token_end() + crate::carrier::MAX_CARRIERS;
         let mtu = node.device().mtu();
         let layout = node.inner_layout();
         let drop_report = DropReport::new(Instant::now(), &node.drops());
@@ -176,7 +197,8 @@ impl Worker {
             drop_report,
             busy_poll_window: SPIN_WINDOW,
             threads: 1,
-            prediction: PortPrediction::new(PREDICTION),
+            prediction,
+            carrier_tokens,
             flooded_socket: TimeShare::new(
                 Instant::now(),
                 FLOODED_SOCKET_SHARE,
@@ -257,16 +279,29 @@ impl Worker {
             if spinning && events.is_empty() {
                 busy_poll.spent(before_poll.elapsed());
             }
+            let mut listener_ready = false;
+            let mut carriers_writable = Vec::new();
             for event in &events {
                 match event.token() {
                     TUN => ready.tun = true,
                     UDP => ready.udp = true,
+                    CARRIER_LISTENER => listener_ready = true,
+                    FAKE_TCP => ready.steered.push(ReceiveOn::FakeTcp),
                     Token(token) if (STEERED..PREDICTION).contains(&token) => {
-                        ready.steered.push(token - STEERED);
+                        ready.steered.push(ReceiveOn::Steered(token - STEERED));
+                    }
+                    Token(token) if self.carrier_tokens.contains(&token) => {
+                        let slot = token - self.carrier_tokens.start;
+                        if event.is_writable() {
+                            carriers_writable.push(slot);
+                        }
+                        if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            ready.steered.push(ReceiveOn::Carrier(slot));
+                        }
                     }
                     token if self.prediction.owns(token) => {
                         if let Some(slot) = self.prediction_hit(token) {
-                            ready.steered.push(slot);
+                            ready.steered.push(ReceiveOn::Steered(slot));
                         }
                     }
                     SHUTDOWN => {
@@ -281,6 +316,15 @@ impl Worker {
                     _ => {}
                 }
             }
+            if listener_ready {
+                let accepted = self.accept_carriers();
+                ready
+                    .steered
+                    .extend(accepted.into_iter().map(ReceiveOn::Carrier));
+            }
+            for slot in carriers_writable {
+                self.carrier_writable(slot);
+            }
             ready.steered.sort_unstable();
             ready.steered.dedup();
             // A ping's reply is read in the wake after its request came
@@ -294,9 +338,16 @@ impl Worker {
             let now = Instant::now();
             if ready.any(self.udp_paused_until.is_some()) {
                 busy_poll.traffic(now);
+                let carriers: Vec<ReceiveOn> = ready
+                    .steered
+                    .iter()
+                    .copied()
+                    .filter(|on| matches!(on, ReceiveOn::Carrier(_) | ReceiveOn::FakeTcp))
+                    .collect();
                 if let Some(stop) = self.turn(now, &mut ready, &stage, pace) {
                     return Ok(stop);
                 }
+                self.after_carriers_read(&carriers);
             }
             self.after_io(now);
             // A flood can keep a socket from ever running dry: `fjord
@@ -312,6 +363,11 @@ impl Worker {
     fn housekeeping(&mut self, now: Instant) {
         self.next_housekeeping = now + HOUSEKEEPING_INTERVAL;
         self.tidy_steering(now);
+        for slot in self.udp.carriers_mut().expired(now) {
+            self.close_carrier(slot, true);
+        }
+        self.udp.carriers().tick(now);
+        self.report_flows();
         if let Some(refusals) = self.drop_report.due(now, &self.node.drops()) {
             if refusals.suspicious {
                 tracing::warn!(
@@ -369,6 +425,7 @@ impl Worker {
         }
         self.send_punches();
         self.start_predictions(now);
+        self.run_carrier_commands(now);
         self.send_probes();
         self.write_too_big_replies();
     }
@@ -464,6 +521,9 @@ impl Worker {
             }
             Event::HandshakeAbandoned { peer } => {
                 tracing::warn!(peer = %key(*peer), "no handshake response for 90 s; dropped queued packets");
+            }
+            Event::HandshakeInitiated { peer, endpoint, .. } => {
+                tracing::trace!(peer = %key(*peer), ?endpoint, "handshake initiation sent");
             }
             Event::EndpointChanged { peer, endpoint } => {
                 tracing::info!(peer = %key(*peer), %endpoint, "peer endpoint changed");

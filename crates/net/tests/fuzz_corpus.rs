@@ -1,19 +1,38 @@
-//! Replays the committed `tun_coalesce` fuzz seeds through the function
-//! the cargo-fuzz target runs, so stable CI exercises it without nightly.
+//! Replays the committed `tun_coalesce`, `carrier_frames` and
+//! `fake_tcp_segment` fuzz seeds
+//! through the functions the cargo-fuzz targets run, so stable CI
+//! exercises them without nightly.
 
 #[path = "../../../fuzz/src/net_targets.rs"]
 mod net_targets;
 
 use std::path::Path;
 
-#[test]
-fn tun_coalesce_seeds() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/tun_coalesce");
+/// Runs `target` over every seed in `fuzz/seeds/<name>/`.
+fn replay(name: &str, target: fn(&[u8])) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/seeds")
+        .join(name);
     let mut count = 0;
     for entry in std::fs::read_dir(&dir).expect("seed directory") {
         let path = entry.expect("directory entry").path();
-        net_targets::tun_coalesce(&std::fs::read(&path).expect("seed file"));
+        target(&std::fs::read(&path).expect("seed file"));
         count += 1;
     }
     assert!(count > 0, "no seeds in {}", dir.display());
+}
+
+#[test]
+fn tun_coalesce_seeds() {
+    replay("tun_coalesce", net_targets::tun_coalesce);
+}
+
+#[test]
+fn carrier_frames_seeds() {
+    replay("carrier_frames", net_targets::carrier_frames);
+}
+
+#[test]
+fn fake_tcp_segment_seeds() {
+    replay("fake_tcp_segment", net_targets::fake_tcp_segment);
 }

@@ -462,6 +462,20 @@ pub enum Event {
     HandshakeAbandoned {
         peer: PeerId,
     },
+    /// A handshake initiation left for the peer's endpoint (at most one
+    /// per REKEY_TIMEOUT, but for [`crate::Device::initiate_toward`]).
+    /// Initiations that keep leaving with no [`Event::HandshakeCompleted`]
+    /// between them are a path that drops everything, long before
+    /// [`Event::HandshakeAbandoned`] (which steady traffic postpones for
+    /// good: every new packet restarts the attempts, as in WireGuard).
+    HandshakeInitiated {
+        peer: PeerId,
+        /// The peer's endpoint when it left.
+        endpoint: Option<SocketAddr>,
+        /// When it left (a packet's arrival may have sent it, between the
+        /// driver's timer calls).
+        at: std::time::Instant,
+    },
     EndpointChanged {
         peer: PeerId,
         endpoint: SocketAddr,

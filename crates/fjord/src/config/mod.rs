@@ -47,8 +47,8 @@ pub use error::{ConfigError, Location, Problem, SectionKind, ValueError};
 pub use mesh::{BootstrapMember, FileSetting, LoadedMesh, MeshSection};
 pub use mode::InterfaceMode;
 pub use values::{
-    CipherSetting, CompressionSetting, InterfaceName, InterfaceNameError, KeepaliveInterval, Mtu,
-    VerbatimValue, VerbatimValueError, interface_name_from_path,
+    CipherSetting, CompressionSetting, FallbackCarrier, InterfaceName, InterfaceNameError,
+    KeepaliveInterval, Mtu, VerbatimValue, VerbatimValueError, interface_name_from_path,
 };
 
 /// The MTU of the tunnel interface when the file sets none: 1420, as
@@ -95,6 +95,16 @@ pub struct InterfaceSection {
     pub addresses: Vec<Cidr>,
     /// `MTU`, if the file sets one; see [`InterfaceSection::mtu`].
     pub mtu: Option<Mtu>,
+    /// `FallbackPort` (fjord only): the TCP port this node accepts
+    /// carrier connections on, from fjord peers whose UDP is blocked.
+    /// `None` (the default) accepts none; 443 passes most firewalls that
+    /// allow only TCP, at the cost of the port (no HTTPS server beside).
+    pub fallback_port: Option<std::num::NonZeroU16>,
+    /// `FallbackCarrier` (fjord only): how datagrams travel when UDP to a
+    /// fjord peer is blocked, `fake-tcp` or `tcp`; peers must use the
+    /// same. `None` means the default, [`FallbackCarrier::FakeTcp`] (see
+    /// docs/design.md for the measurements behind the choice).
+    pub fallback_carrier: Option<FallbackCarrier>,
     /// `Cipher`, if the file sets one (fjord's key; `auto` when absent).
     pub cipher: Option<CipherSetting>,
     /// `Mode`: router (the default) or switch.
@@ -141,6 +151,11 @@ pub struct PeerSection {
     /// `PersistentKeepalive`; `None` (the default, also written `off` or
     /// `0`) sends keepalives only when data needs acknowledging.
     pub persistent_keepalive: Option<KeepaliveInterval>,
+    /// `FallbackPort` (fjord only): the peer runs fjord and accepts carrier
+    /// connections on this TCP port at its endpoint's address, used when
+    /// UDP to it goes unanswered. `None` (the default) keeps it on UDP
+    /// only, as a plain WireGuard peer must be.
+    pub fallback_port: Option<std::num::NonZeroU16>,
 }
 
 impl Config {
@@ -236,6 +251,8 @@ impl PartialEq for InterfaceSection {
             && self.fwmark == other.fwmark
             && self.addresses == other.addresses
             && self.mtu == other.mtu
+            && self.fallback_port == other.fallback_port
+            && self.fallback_carrier == other.fallback_carrier
             && self.cipher == other.cipher
             && self.mode == other.mode
             && self.compression == other.compression

@@ -33,8 +33,8 @@ use super::error::{ConfigError, Problem, SectionKind, ValueError, quote};
 use super::mesh::MeshDraft;
 use super::mode::{InterfaceMode, SwitchConflicts};
 use super::values::{
-    CipherSetting, CompressionSetting, KeepaliveInterval, Mtu, VerbatimValue, parse_bool,
-    parse_fwmark, parse_listen_port,
+    CipherSetting, CompressionSetting, FallbackCarrier, KeepaliveInterval, Mtu, VerbatimValue,
+    parse_bool, parse_fallback_port, parse_fwmark, parse_listen_port,
 };
 use super::{Config, InterfaceSection, PeerSection, WgQuick};
 
@@ -64,12 +64,17 @@ enum KeyName {
     Member,
     Bootstrap,
     Revocations,
+    /// `[Interface] FallbackPort`: where this node listens for carriers.
+    FallbackPort,
+    /// `[Peer] FallbackPort`: where the peer listens for carriers.
+    PeerFallbackPort,
+    FallbackCarrier,
     Cipher,
     Compression,
 }
 
 /// Number of [`KeyName`] variants, for per-key tables.
-const KEY_COUNT: usize = 25;
+const KEY_COUNT: usize = 28;
 
 // `SeenKeys` indexes by discriminant; the last variant must fit.
 const _: () = assert!(KeyName::Compression as usize + 1 == KEY_COUNT);
@@ -98,6 +103,9 @@ const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::Member,
     KeyName::Bootstrap,
     KeyName::Revocations,
+    KeyName::FallbackPort,
+    KeyName::PeerFallbackPort,
+    KeyName::FallbackCarrier,
     KeyName::Cipher,
     KeyName::Compression,
 ];
@@ -129,6 +137,8 @@ impl KeyName {
             KeyName::Member => "Member",
             KeyName::Bootstrap => "Bootstrap",
             KeyName::Revocations => "Revocations",
+            KeyName::FallbackPort | KeyName::PeerFallbackPort => "FallbackPort",
+            KeyName::FallbackCarrier => "FallbackCarrier",
             KeyName::Cipher => "Cipher",
             KeyName::Compression => "Compression",
         }
@@ -140,7 +150,8 @@ impl KeyName {
             | KeyName::PresharedKey
             | KeyName::Endpoint
             | KeyName::AllowedIps
-            | KeyName::PersistentKeepalive => SectionKind::Peer,
+            | KeyName::PersistentKeepalive
+            | KeyName::PeerFallbackPort => SectionKind::Peer,
             KeyName::Network
             | KeyName::Certificate
             | KeyName::Member
@@ -181,19 +192,28 @@ impl KeyName {
         )
     }
 
-    /// Finds the key a line names: `wg` keys with all whitespace removed,
-    /// wg-quick keys with surrounding whitespace trimmed, both ignoring
-    /// ASCII case.
-    fn lookup(trimmed_key: &str) -> Option<KeyName> {
+    /// Finds the key a line in `section` names: `wg` keys with all
+    /// whitespace removed, wg-quick keys with surrounding whitespace
+    /// trimmed, both ignoring ASCII case. A name used in several sections
+    /// (`FallbackPort`) is the key of this section, else of another.
+    fn lookup(trimmed_key: &str, section: SectionKind) -> Option<KeyName> {
         let squeezed: String = trimmed_key.chars().filter(|c| !c.is_whitespace()).collect();
-        ALL_KEYS.into_iter().find(|key| {
+        let named = |key: &KeyName| {
             let candidate = if key.is_wg_key() {
                 squeezed.as_str()
             } else {
                 trimmed_key
             };
             candidate.eq_ignore_ascii_case(key.name())
-        })
+        };
+        let mut candidates = ALL_KEYS.into_iter().filter(named);
+        let first = candidates.next()?;
+        Some(
+            std::iter::once(first)
+                .chain(candidates)
+                .find(|key| key.section() == section)
+                .unwrap_or(first),
+        )
     }
 }
 
@@ -274,6 +294,8 @@ struct InterfaceDraft {
     fwmark: Option<std::num::NonZeroU32>,
     addresses: Vec<Cidr>,
     mtu: Option<Mtu>,
+    fallback_port: Option<std::num::NonZeroU16>,
+    fallback_carrier: Option<FallbackCarrier>,
     cipher: Option<CipherSetting>,
     mode: InterfaceMode,
     compression: Option<CompressionSetting>,
@@ -290,6 +312,7 @@ struct PeerDraft {
     /// The first line with a non-empty `AllowedIPs`, for switch mode.
     allowed_ips_line: Option<usize>,
     persistent_keepalive: Option<KeepaliveInterval>,
+    fallback_port: Option<std::num::NonZeroU16>,
 }
 
 impl Reader<'_> {
@@ -328,7 +351,7 @@ impl Reader<'_> {
             Current::Peer(_) => SectionKind::Peer,
             Current::Mesh => SectionKind::Mesh,
         };
-        let key = KeyName::lookup(raw_key).ok_or_else(|| Problem::UnknownKey {
+        let key = KeyName::lookup(raw_key, section).ok_or_else(|| Problem::UnknownKey {
             key: quote(raw_key),
             section,
         })?;
@@ -471,6 +494,7 @@ impl Reader<'_> {
                 endpoint: draft.endpoint,
                 allowed_ips: draft.allowed_ips,
                 persistent_keepalive: draft.persistent_keepalive,
+                fallback_port: draft.fallback_port,
             });
         }
         let mesh = self
@@ -486,6 +510,8 @@ impl Reader<'_> {
                 fwmark: interface.fwmark,
                 addresses: interface.addresses,
                 mtu: interface.mtu,
+                fallback_port: interface.fallback_port,
+                fallback_carrier: interface.fallback_carrier,
                 cipher: interface.cipher,
                 mode: interface.mode,
                 compression: interface.compression,
@@ -521,6 +547,8 @@ impl InterfaceDraft {
             fwmark: None,
             addresses: Vec::new(),
             mtu: None,
+            fallback_port: None,
+            fallback_carrier: None,
             cipher: None,
             mode: InterfaceMode::default(),
             compression: None,
@@ -553,6 +581,10 @@ impl InterfaceDraft {
             KeyName::PreDown => push_hook(&mut self.wg_quick.pre_down, value)?,
             KeyName::PostDown => push_hook(&mut self.wg_quick.post_down, value)?,
             KeyName::SaveConfig => self.wg_quick.save_config = parse_bool(value)?,
+            KeyName::FallbackPort => self.fallback_port = Some(parse_fallback_port(value)?),
+            KeyName::FallbackCarrier => {
+                self.fallback_carrier = Some(FallbackCarrier::parse(value)?);
+            }
             KeyName::Cipher => self.cipher = Some(value.parse()?),
             KeyName::Mode => self.mode = InterfaceMode::parse(value)?,
             KeyName::Compression => self.compression = Some(value.parse()?),
@@ -574,6 +606,7 @@ impl PeerDraft {
             allowed_ips: Vec::new(),
             allowed_ips_line: None,
             persistent_keepalive: None,
+            fallback_port: None,
         }
     }
 
@@ -596,6 +629,7 @@ impl PeerDraft {
             KeyName::PersistentKeepalive => {
                 self.persistent_keepalive = KeepaliveInterval::parse_optional(value)?;
             }
+            KeyName::PeerFallbackPort => self.fallback_port = Some(parse_fallback_port(value)?),
             // Interface keys never reach here: `read_line` checks the section.
             _ => {}
         }

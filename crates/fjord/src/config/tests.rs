@@ -399,6 +399,39 @@ fn listen_port_range() {
 }
 
 #[test]
+fn fallback_ports_in_interface_and_peer() {
+    let config = parse_ok(&format!(
+        "[Interface]\nPrivateKey = {PRIVATE}\nFallbackPort = 443\n\
+         [Peer]\nPublicKey = {PEER_A}\nfallbackport = 8443\n"
+    ));
+    assert_eq!(config.interface.fallback_port.map(|p| p.get()), Some(443));
+    assert_eq!(config.peers[0].fallback_port.map(|p| p.get()), Some(8443));
+    assert_eq!(parse_ok(&with_interface("")).interface.fallback_port, None);
+    assert_eq!(
+        parse_ok(&with_interface("FallbackCarrier = tcp"))
+            .interface
+            .fallback_carrier,
+        Some(FallbackCarrier::Tcp)
+    );
+    assert_eq!(
+        error_of(&with_interface("FallbackCarrier = udp")),
+        "wg0.conf:3: FallbackCarrier: 'udp' is not fake-tcp or tcp"
+    );
+    assert_eq!(
+        error_of(&with_interface("FallbackPort = 0")),
+        "wg0.conf:3: FallbackPort: 0 is out of range (1 to 65535)"
+    );
+    assert_eq!(
+        error_of(&with_peer("FallbackPort = https")),
+        "wg0.conf:5: FallbackPort: 'https' is not a port number"
+    );
+    assert_eq!(
+        error_of(&with_peer("FallbackPort = 443\nFallbackPort = 443")),
+        "wg0.conf:6: FallbackPort given twice in this [Peer] (first on line 5)"
+    );
+}
+
+#[test]
 fn mtu_range_and_default() {
     let config = parse_ok(&with_interface(""));
     assert_eq!(config.interface.mtu, None);
@@ -907,9 +940,25 @@ fn interface() -> impl Strategy<Value = InterfaceSection> {
         ),
         prop::sample::select(vec![InterfaceMode::Router, InterfaceMode::Switch]),
         wg_quick,
+        any::<Option<NonZeroU16>>(),
+        prop::option::of(prop_oneof![
+            Just(FallbackCarrier::FakeTcp),
+            Just(FallbackCarrier::Tcp)
+        ]),
     )
         .prop_map(
-            |(key, listen_port, fwmark, addresses, mtu, (cipher, compression), mode, wg_quick)| {
+            |(
+                key,
+                listen_port,
+                fwmark,
+                addresses,
+                mtu,
+                (cipher, compression),
+                mode,
+                wg_quick,
+                fallback_port,
+                carrier,
+            )| {
                 InterfaceSection {
                     private_key: PrivateKey::from_base64(&key).expect("encoded from 32 bytes"),
                     listen_port,
@@ -919,6 +968,8 @@ fn interface() -> impl Strategy<Value = InterfaceSection> {
                     cipher,
                     compression,
                     mode,
+                    fallback_port,
+                    fallback_carrier: carrier,
                     wg_quick,
                 }
             },
@@ -936,14 +987,16 @@ fn peer() -> impl Strategy<Value = PeerSection> {
         prop::option::of(endpoint()),
         prop::collection::vec(cidr(), 0..5),
         any::<Option<NonZeroU16>>(),
+        any::<Option<NonZeroU16>>(),
     )
         .prop_map(
-            |(public, psk, endpoint, allowed_ips, keepalive)| PeerSection {
+            |(public, psk, endpoint, allowed_ips, keepalive, fallback_port)| PeerSection {
                 public_key: public.parse().expect("encoded from 32 bytes"),
                 preshared_key: psk.map(|psk| PresharedKey::from_base64(&psk).expect("encoded")),
                 endpoint,
                 allowed_ips,
                 persistent_keepalive: keepalive.map(KeepaliveInterval::from_secs),
+                fallback_port,
             },
         )
 }

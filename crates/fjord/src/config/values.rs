@@ -364,6 +364,54 @@ pub(super) fn parse_listen_port(text: &str) -> Result<u16, ValueError> {
     })
 }
 
+/// `FallbackCarrier`: how datagrams travel when UDP to a fjord peer is
+/// blocked. Both ends of a carrier must use the same kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FallbackCarrier {
+    /// TCP-shaped packets over a raw socket (`fake-tcp`): datagram
+    /// semantics, so the tunnel's own TCP keeps its speed under loss;
+    /// needs CAP_NET_RAW and IPv4.
+    #[default]
+    FakeTcp,
+    /// A real TCP connection (`tcp`): passes even firewalls that proxy
+    /// TCP, needs no privileges, but its retransmissions stall the
+    /// tunnel under heavy loss.
+    Tcp,
+}
+
+impl FallbackCarrier {
+    pub(super) fn parse(text: &str) -> Result<Self, ValueError> {
+        match text {
+            "fake-tcp" => Ok(Self::FakeTcp),
+            "tcp" => Ok(Self::Tcp),
+            _ => Err(ValueError::invalid(text, "fake-tcp or tcp")),
+        }
+    }
+}
+
+impl fmt::Display for FallbackCarrier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::FakeTcp => "fake-tcp",
+            Self::Tcp => "tcp",
+        })
+    }
+}
+
+/// `FallbackPort`: a TCP port, 1 to 65535 (0, "any free port", would be
+/// a port no peer knows).
+pub(super) fn parse_fallback_port(text: &str) -> Result<std::num::NonZeroU16, ValueError> {
+    let value = parse_decimal(text).ok_or_else(|| ValueError::invalid(text, "a port number"))?;
+    u16::try_from(value)
+        .ok()
+        .and_then(std::num::NonZeroU16::new)
+        .ok_or(ValueError::OutOfRange {
+            value,
+            min: 1,
+            max: u64::from(u16::MAX),
+        })
+}
+
 /// `SaveConfig`: `true` or `false`, any case, as wg-quick reads it.
 pub(super) fn parse_bool(text: &str) -> Result<bool, ValueError> {
     if text.eq_ignore_ascii_case("true") {

@@ -35,6 +35,12 @@ pub(super) fn to_wg_format(config: &Config) -> Zeroizing<String> {
     if let Some(mtu) = interface.mtu {
         line(&mut out, "MTU", mtu);
     }
+    if let Some(port) = interface.fallback_port {
+        line(&mut out, "FallbackPort", port);
+    }
+    if let Some(carrier) = interface.fallback_carrier {
+        line(&mut out, "FallbackCarrier", carrier);
+    }
     if let Some(cipher) = interface.cipher {
         line(&mut out, "Cipher", cipher);
     }
@@ -81,6 +87,9 @@ pub(super) fn to_wg_format(config: &Config) -> Zeroizing<String> {
         }
         if let Some(keepalive) = peer.persistent_keepalive {
             line(&mut out, "PersistentKeepalive", keepalive.secs());
+        }
+        if let Some(port) = peer.fallback_port {
+            line(&mut out, "FallbackPort", port);
         }
     }
     if let Some(mesh) = &config.mesh {

@@ -40,6 +40,8 @@ pub struct UapiInterface {
     pub counters: Vec<(String, u64)>,
     /// Mesh members, when the implementation is fjord in a mesh.
     pub members: Vec<crate::status::MemberLine>,
+    /// Peers that fall back to a carrier, when the implementation is fjord.
+    pub fallback: Vec<crate::status::FallbackLine>,
 }
 
 #[derive(Debug, Clone)]
@@ -144,6 +146,10 @@ pub fn query(interface: &str) -> Result<UapiInterface, UapiClientError> {
         parsed.members = counter_lines
             .iter()
             .filter_map(|line| crate::status::MemberLine::parse(line.strip_prefix("member=")?))
+            .collect();
+        parsed.fallback = counter_lines
+            .iter()
+            .filter_map(|line| crate::status::FallbackLine::parse(line.strip_prefix("fallback=")?))
             .collect();
         for (line, key, cipher) in peer_lines(&counter_lines, super::PEER_CIPHER_PREFIX) {
             let peer = find_peer(&mut parsed.peers, &path, line, key)?;

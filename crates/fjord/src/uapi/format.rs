@@ -93,6 +93,14 @@ pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
     for member in &status.members {
         let _ = writeln!(out, "{}", member.to_line());
     }
+    if !status.fallback.is_empty() || status.fallback_counters.iter().any(|(_, n)| *n > 0) {
+        for (name, value) in &status.fallback_counters {
+            let _ = writeln!(out, "{name}={value}");
+        }
+    }
+    for line in &status.fallback {
+        let _ = writeln!(out, "{}", line.to_line());
+    }
     for peer in &status.peers {
         if let Some(cipher) = peer.sending_cipher {
             let _ = writeln!(out, "{PEER_CIPHER_PREFIX}{} {cipher}", peer.public_key);

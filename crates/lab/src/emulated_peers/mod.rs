@@ -185,6 +185,7 @@ pub fn responder_side(
             endpoint: None,
             allowed_ips: vec![Cidr::host(IpAddr::V4(peer_overlay(index)))],
             persistent_keepalive_secs: None,
+            fallback_port: None,
         })
         .collect();
     side

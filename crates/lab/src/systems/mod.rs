@@ -116,6 +116,12 @@ pub fn all() -> Vec<Box<dyn System>> {
             .into_iter()
             .map(|s| Box::new(s) as Box<dyn System>),
     );
+    for carrier in [
+        wireguard::fallback::Carrier::FakeTcp,
+        wireguard::fallback::Carrier::Tcp,
+    ] {
+        systems.push(Box::new(wireguard::FjordFallback::locate(carrier)));
+    }
     systems.push(Box::new(VpnCloud::locate()));
     systems.push(Box::new(OpenVpn::locate()));
     systems.push(Box::new(Ipsec::locate()));

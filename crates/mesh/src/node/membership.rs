@@ -189,6 +189,7 @@ impl Node {
         };
         let now = driver.last_now;
         while let Some(event) = self.device.poll_event() {
+            self.fallback_observe(&event);
             match &event {
                 Event::HandshakeCompleted { peer, .. } => {
                     if let Some(key) = self.device.peer_public_key(*peer) {
@@ -245,6 +246,7 @@ impl Node {
                     self.device.set_peer_endpoint(id, endpoint);
                 }
                 self.track_path(driver, &key, id);
+                self.fallback_member_admitted(id);
             }
             MeshAction::Remove { key } => {
                 driver.relays.remove(&key);

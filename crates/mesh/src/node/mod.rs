@@ -7,11 +7,13 @@
 //! [`fjord_proto::Device`], which it wraps; the mesh's control messages
 //! and peer changes ride on those same calls (see `membership.rs`).
 
+mod fallback;
 mod membership;
 mod pmtu;
 mod switching;
 mod too_big;
 
+pub use fallback::CarrierCommand;
 pub use membership::{PUNCH_DATAGRAM, PUNCH_TTL};
 pub use switching::{InnerLayout, ModeMismatch, PeerSends};
 
@@ -40,6 +42,8 @@ pub struct Node {
     /// carries; `usize::MAX` (or no entry) for no limit.
     path_limits: Vec<usize>,
     too_big_replies: too_big::TooBigReplies,
+    /// The UDP fallback, once a peer has a fallback port (`fallback.rs`).
+    fallback: Option<Box<fallback::FallbackDriver>>,
     /// Switch mode's MAC table, when the interface is a switch.
     switch: Option<switching::Switch>,
     mismatches: switching::Mismatches,
@@ -55,6 +59,7 @@ impl Node {
             mesh: None,
             path_limits: Vec::new(),
             too_big_replies: too_big::TooBigReplies::default(),
+            fallback: None,
             switch: None,
             mismatches: switching::Mismatches::default(),
         }
@@ -84,6 +89,7 @@ impl Node {
 
     pub fn remove_peer(&mut self, id: PeerId) {
         self.forget_path(id);
+        self.fallback_forget(id);
         self.forget_switch_peer(id);
         self.clear_allowed_ips(id);
         self.owned.remove(&id);
@@ -97,6 +103,7 @@ impl Node {
         let ids: Vec<PeerId> = self.device.peer_ids().collect();
         for id in ids {
             self.forget_path(id);
+            self.fallback_forget(id);
             self.forget_switch_peer(id);
             self.device.remove_peer(id);
         }
@@ -305,28 +312,43 @@ impl Node {
 
     pub fn handle_timeout(&mut self, now: Instant) {
         self.device.handle_timeout(now);
+        // The fallback's clock first: the device's retries it is about to
+        // see are stamped with it.
+        self.fallback_timeout(now);
         self.mesh_timeout(now);
     }
 
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let device = self.device.poll_timeout();
-        match self.mesh_deadline() {
-            Some(mesh) => Some(device.map_or(mesh, |device| device.min(mesh))),
-            None => device,
-        }
+        [
+            self.device.poll_timeout(),
+            self.mesh_deadline(),
+            self.fallback_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
         self.pump_mesh();
+        self.pump_fallback();
         self.poll_forward(buf)
             .or_else(|| self.device.poll_transmit(buf))
     }
 
     pub fn poll_event(&mut self) -> Option<Event> {
-        match self.mesh.as_mut() {
+        if self.mesh.is_some() {
+            self.pump_mesh();
+            self.pump_fallback();
+            return self
+                .mesh
+                .as_mut()
+                .and_then(|driver| driver.events.pop_front());
+        }
+        match self.fallback.as_mut() {
             Some(_) => {
-                self.pump_mesh();
-                self.mesh
+                self.pump_fallback();
+                self.fallback
                     .as_mut()
                     .and_then(|driver| driver.events.pop_front())
             }

@@ -43,8 +43,8 @@ pub(super) const FLOODED_SOCKET_CREDIT: Duration = Duration::from_millis(2);
 pub(super) struct Ready {
     pub(super) tun: bool,
     pub(super) udp: bool,
-    /// Steering slots.
-    pub(super) steered: Vec<usize>,
+    /// Steered sockets (by slot) and the fallback's carriers.
+    pub(super) steered: Vec<ReceiveOn>,
 }
 
 impl Ready {
@@ -94,14 +94,9 @@ impl Worker {
         if ready.tun {
             ready.tun = still_ready(self.outbound.drain(now, &mut pipes, BATCHES_PER_TURN, pace));
         }
-        ready.steered.retain(|&slot| {
-            still_ready(self.inbound.drain(
-                now,
-                &mut pipes,
-                ReceiveOn::Steered(slot),
-                BATCHES_PER_TURN,
-            ))
-        });
+        ready
+            .steered
+            .retain(|&on| still_ready(self.inbound.drain(now, &mut pipes, on, BATCHES_PER_TURN)));
         if read_udp {
             let batches = if ready.tun || !ready.steered.is_empty() {
                 SHARED_BATCHES_WHEN_BUSY

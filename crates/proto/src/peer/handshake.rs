@@ -98,6 +98,11 @@ impl Peer {
                 _ => destination,
             }
         };
+        ctx.events.push_back(Event::HandshakeInitiated {
+            peer: id,
+            endpoint: self.endpoint.map(|endpoint| endpoint.remote),
+            at: now,
+        });
         for &destination in others {
             self.stats.tx_bytes += message.len() as u64;
             ctx.send(from_where_known(destination), message.clone());

@@ -23,6 +23,7 @@
 //! [`unique_ifname`] makes them so.
 
 mod boringtun;
+pub mod fallback;
 pub(crate) mod fjord;
 mod interface;
 mod pair;
@@ -35,6 +36,7 @@ use std::path::{Path, PathBuf};
 use fjord_proto::{DropCounters, HandshakeCounters};
 
 pub use boringtun::Boringtun;
+pub use fallback::FjordFallback;
 pub use fjord::{Fjord, use_binary as use_fjord_binary, use_threads as use_fjord_threads};
 pub use interface::{Interface, PeerStats};
 pub use pair::{End, Pair};
@@ -162,6 +164,9 @@ struct RunningWireGuard {
     // Right (responder) last: it must outlive the initiator's shutdown.
     left: Interface,
     right: Interface,
+    /// What blocks UDP between the hosts (`fjord-fallback`), removed
+    /// after both sides stopped.
+    _firewall: Option<crate::firewall::UdpFirewall>,
 }
 
 impl System for WireGuardSystem {
@@ -215,7 +220,11 @@ impl System for WireGuardSystem {
             support::FIRST_PING_TIMEOUT,
         )
         .map_err(|e| failed(format!("no ping through the tunnel: {e}")))?;
-        Ok(Box::new(RunningWireGuard { left, right }))
+        Ok(Box::new(RunningWireGuard {
+            left,
+            right,
+            _firewall: None,
+        }))
     }
 
     fn start_mesh(

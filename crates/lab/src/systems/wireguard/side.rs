@@ -33,6 +33,8 @@ pub struct WgPeer {
     pub endpoint: Option<SocketAddr>,
     pub allowed_ips: Vec<Cidr>,
     pub persistent_keepalive_secs: Option<u16>,
+    /// fjord only: the TCP port the peer accepts fallback carriers on.
+    pub fallback_port: Option<u16>,
 }
 
 /// One side of a tunnel: the interface and its peers, implementation-neutral.
@@ -46,6 +48,11 @@ pub struct WgSide {
     pub overlay: Vec<Cidr>,
     pub mtu: u16,
     pub peers: Vec<WgPeer>,
+    /// fjord only: the TCP port this side accepts fallback carriers on.
+    pub fallback_port: Option<u16>,
+    /// fjord only: `FallbackCarrier` (`fake-tcp`, `tcp`); `None` leaves
+    /// fjord's default.
+    pub fallback_carrier: Option<&'static str>,
 }
 
 impl WgSide {
@@ -63,6 +70,8 @@ impl WgSide {
             overlay,
             mtu: DEFAULT_MTU,
             peers: Vec::new(),
+            fallback_port: None,
+            fallback_carrier: None,
         }
     }
 
@@ -81,7 +90,7 @@ impl WgSide {
             self.private_key.to_base64().as_str()
         );
         let _ = writeln!(text, "ListenPort = {}", self.listen_port);
-        self.write_peers(&mut text);
+        self.write_peers(&mut text, false);
         text
     }
 
@@ -99,11 +108,18 @@ impl WgSide {
             let _ = writeln!(text, "Address = {}", join(&self.overlay));
         }
         let _ = writeln!(text, "MTU = {}", self.mtu);
-        self.write_peers(&mut text);
+        if let Some(port) = self.fallback_port {
+            let _ = writeln!(text, "FallbackPort = {port}");
+        }
+        if let Some(carrier) = self.fallback_carrier {
+            let _ = writeln!(text, "FallbackCarrier = {carrier}");
+        }
+        self.write_peers(&mut text, true);
         text
     }
 
-    fn write_peers(&self, text: &mut String) {
+    /// The `[Peer]` sections; `fjord_keys` adds the keys only fjord reads.
+    fn write_peers(&self, text: &mut String, fjord_keys: bool) {
         for peer in &self.peers {
             let _ = writeln!(text, "\n[Peer]");
             let _ = writeln!(text, "PublicKey = {}", peer.public_key);
@@ -118,6 +134,9 @@ impl WgSide {
             }
             if let Some(secs) = peer.persistent_keepalive_secs {
                 let _ = writeln!(text, "PersistentKeepalive = {secs}");
+            }
+            if let (true, Some(port)) = (fjord_keys, peer.fallback_port) {
+                let _ = writeln!(text, "FallbackPort = {port}");
             }
         }
     }
@@ -187,6 +206,7 @@ pub fn point_to_point(initiator: Initiator) -> Result<(WgSide, WgSide), SystemEr
         endpoint: left_initiates.then(|| SocketAddr::new(IpAddr::V4(RIGHT_UNDERLAY), LISTEN_PORT)),
         allowed_ips: vec![host(RIGHT_OVERLAY)],
         persistent_keepalive_secs: None,
+        fallback_port: None,
     });
     right.peers.push(WgPeer {
         public_key: left.public_key(),
@@ -194,6 +214,7 @@ pub fn point_to_point(initiator: Initiator) -> Result<(WgSide, WgSide), SystemEr
         endpoint: right_initiates.then(|| SocketAddr::new(IpAddr::V4(LEFT_UNDERLAY), LISTEN_PORT)),
         allowed_ips: vec![host(LEFT_OVERLAY)],
         persistent_keepalive_secs: None,
+        fallback_port: None,
     });
     Ok((left, right))
 }
@@ -236,6 +257,7 @@ pub fn full_mesh(hosts: &[MeshHost<'_>]) -> Result<Vec<WgSide>, SystemError> {
                     Cidr::host(overlay_v6(other)),
                 ],
                 persistent_keepalive_secs: None,
+                fallback_port: None,
             });
         }
     }
