@@ -1,5 +1,8 @@
 //! `latency`: round-trip time of pings by payload size, as in the VpnCloud
-//! tests (56, 500 and 1000 bytes), with percentiles.
+//! tests (56, 500 and 1000 bytes), with percentiles, at three paces: every
+//! 10 ms (as before), on an idle link (every 200 ms, where every ping finds
+//! both tunnel ends asleep) and every 1 ms (where a tunnel that stays awake
+//! a little after traffic wins).
 
 use std::net::IpAddr;
 
@@ -10,31 +13,82 @@ use crate::results::{Extra, Measurement, MeasurementStatus};
 
 pub const PAYLOADS: [usize; 3] = [56, 500, 1000];
 
-pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
-    let count = if context.quick { 50 } else { 200 };
-    PAYLOADS
-        .iter()
-        .take_while(|_| !context.progress.stopping())
-        .map(|&payload| {
-            context.progress.step(&format!(
-                "{}: latency: {count} pings of {payload} bytes",
-                context.system_name
-            ));
-            let row = rtt(context, payload, count);
-            context.progress.done();
-            row
-        })
-        .collect()
+/// One pace of pings: the interval, the payloads, and how many pings (the
+/// full run's, then `--quick`'s).
+struct Pace {
+    interval_ms: f64,
+    payloads: &'static [usize],
+    count: usize,
+    quick_count: usize,
 }
 
-/// Round trips of `count` pings with `payload` bytes, left to right, in ms.
+const PACES: [Pace; 3] = [
+    Pace {
+        interval_ms: 10.0,
+        payloads: &PAYLOADS,
+        count: 200,
+        quick_count: 50,
+    },
+    Pace {
+        interval_ms: 200.0,
+        payloads: &[56, 1000],
+        count: 50,
+        quick_count: 20,
+    },
+    Pace {
+        interval_ms: 1.0,
+        payloads: &[56, 1000],
+        count: 2000,
+        quick_count: 500,
+    },
+];
+
+/// Progress steps: one per pace and payload.
+pub fn steps() -> u64 {
+    PACES.iter().map(|pace| pace.payloads.len() as u64).sum()
+}
+
+pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
+    let mut rows = Vec::new();
+    for pace in &PACES {
+        let count = if context.quick {
+            pace.quick_count
+        } else {
+            pace.count
+        };
+        for &payload in pace.payloads {
+            if context.progress.stopping() {
+                return rows;
+            }
+            context.progress.step(&format!(
+                "{}: latency: {count} pings of {payload} bytes every {} ms",
+                context.system_name, pace.interval_ms
+            ));
+            let row = rtt_every(context, payload, count, pace.interval_ms);
+            context.progress.done();
+            rows.push(row);
+        }
+    }
+    rows
+}
+
+/// Round trips of `count` pings with `payload` bytes every 10 ms, left to
+/// right, in ms.
 pub fn rtt(context: &Context<'_>, payload: usize, count: usize) -> Measurement {
-    let row = Row::new("latency", "rtt", context.system_name, "ms").param("payload", payload);
+    rtt_every(context, payload, count, 10.0)
+}
+
+/// Round trips of `count` pings with `payload` bytes every `interval_ms`.
+fn rtt_every(context: &Context<'_>, payload: usize, count: usize, interval_ms: f64) -> Measurement {
+    let row = Row::new("latency", "rtt", context.system_name, "ms")
+        .param("interval_ms", interval_ms)
+        .param("payload", payload);
     let rtts = match ping_times(
         &context.hosts.left,
         context.system.right_address(),
         payload,
         count,
+        interval_ms,
     ) {
         Ok(rtts) if !rtts.is_empty() => rtts,
         Ok(_) => return row.failed("no ping was answered"),
@@ -62,7 +116,10 @@ fn ping_times(
     destination: IpAddr,
     payload: usize,
     count: usize,
+    interval_ms: f64,
 ) -> Result<Vec<f64>, String> {
+    // ping takes seconds; below 2 ms it needs root, which the lab has.
+    let interval = format!("{}", interval_ms / 1000.0);
     let output = namespace
         .command("ping")
         .args([
@@ -70,7 +127,7 @@ fn ping_times(
             "-c",
             &count.to_string(),
             "-i",
-            "0.01",
+            &interval,
             "-W",
             "1",
             "-s",

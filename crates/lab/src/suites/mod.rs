@@ -77,7 +77,7 @@ impl Suite {
                 "RFC 2544 frame-size sweep, IMIX and overload receive rate, both directions"
             }
             Suite::Latency => {
-                "ping RTT by payload size (56, 500, 1000 bytes), as in the VpnCloud tests"
+                "ping RTT by payload size (56, 500, 1000 bytes) every 10 ms as in the VpnCloud tests, and 56 and 1000 bytes on an idle link (every 200 ms) and every 1 ms"
             }
             Suite::Loss => {
                 "time to move a 10 MB file at 0-25 % random drop, as in the TCP-over-TCP study"
@@ -134,7 +134,7 @@ impl Suite {
         match self {
             Suite::Quick => 5,
             Suite::Throughput => throughput::steps(quick),
-            Suite::Latency => latency::PAYLOADS.len() as u64,
+            Suite::Latency => latency::steps(),
             Suite::Loss => loss::drop_rates(quick).len() as u64,
             Suite::Bdp => 1,
             Suite::Soak => u64::from(soak::CHECKPOINTS),
