@@ -338,16 +338,9 @@ impl Worker {
             let now = Instant::now();
             if ready.any(self.udp_paused_until.is_some()) {
                 busy_poll.traffic(now);
-                let carriers: Vec<ReceiveOn> = ready
-                    .steered
-                    .iter()
-                    .copied()
-                    .filter(|on| matches!(on, ReceiveOn::Carrier(_) | ReceiveOn::FakeTcp))
-                    .collect();
                 if let Some(stop) = self.turn(now, &mut ready, &stage, pace) {
                     return Ok(stop);
                 }
-                self.after_carriers_read(&carriers);
             }
             self.after_io(now);
             // A flood can keep a socket from ever running dry: `fjord

@@ -22,7 +22,6 @@ use mio::{Interest, Token};
 
 use super::Worker;
 use crate::carrier::{FlowEvent, Opening, Writable};
-use crate::datapath::ReceiveOn;
 
 impl Worker {
     /// Accepts every waiting carrier connection; their slots, to be read
@@ -140,22 +139,6 @@ impl Worker {
             Interest::READABLE | Interest::WRITABLE,
         ) {
             tracing::warn!(%error, "cannot watch a carrier connection");
-        }
-    }
-}
-
-impl Worker {
-    /// After a turn read from carriers: a connection the peer closed is
-    /// closed here too, and the fake-TCP flows are reported.
-    pub(super) fn after_carriers_read(&mut self, read: &[ReceiveOn]) {
-        for on in read {
-            match *on {
-                ReceiveOn::Carrier(slot) if self.udp.carriers().is_closed(slot) => {
-                    self.close_carrier(slot, true);
-                }
-                ReceiveOn::FakeTcp => self.report_flows(),
-                _ => {}
-            }
         }
     }
 }

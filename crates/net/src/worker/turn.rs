@@ -57,7 +57,7 @@ impl Ready {
 
 impl Worker {
     /// One turn over the ready sources: bounded batches from the TUN, from
-    /// each peer's own socket, then from the interface's socket (less
+    /// each peer's own socket and the fallback's carriers, then from the interface's socket (less
     /// while the others have work, and within its share of time under a
     /// flood). A source found empty is no longer ready; `Some` when the
     /// worker must stop.
@@ -94,9 +94,21 @@ impl Worker {
         if ready.tun {
             ready.tun = still_ready(self.outbound.drain(now, &mut pipes, BATCHES_PER_TURN, pace));
         }
-        ready
-            .steered
-            .retain(|&on| still_ready(self.inbound.drain(now, &mut pipes, on, BATCHES_PER_TURN)));
+        // Carriers need the worker itself after their read (a connection
+        // the peer closed is closed here too), once the pipes are done.
+        let mut closed_carriers = Vec::new();
+        let mut fake_tcp_read = false;
+        ready.steered.retain(|&on| {
+            let more = still_ready(self.inbound.drain(now, &mut pipes, on, BATCHES_PER_TURN));
+            match on {
+                ReceiveOn::Carrier(slot) if pipes.udp.carriers().is_closed(slot) => {
+                    closed_carriers.push(slot);
+                }
+                ReceiveOn::FakeTcp => fake_tcp_read = true,
+                _ => {}
+            }
+            more
+        });
         if read_udp {
             let batches = if ready.tun || !ready.steered.is_empty() {
                 SHARED_BATCHES_WHEN_BUSY
@@ -115,6 +127,12 @@ impl Worker {
                 let spent = fjord_sys::thread::thread_cpu_time().saturating_sub(before);
                 self.flooded_socket.spent(spent);
             }
+        }
+        for slot in closed_carriers {
+            self.close_carrier(slot, true);
+        }
+        if fake_tcp_read {
+            self.report_flows();
         }
         device_gone.then_some(StopReason::InterfaceDeleted)
     }
