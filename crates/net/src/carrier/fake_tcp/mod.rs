@@ -354,9 +354,7 @@ impl FakeTcp {
         if header.flags & (SYN | ACK) == SYN && entry.accepted {
             if header.sequence != entry.flow.peer_initial {
                 // The peer starts over (it restarted): this flow is gone.
-                self.flows[slot] = None;
-                self.len -= 1;
-                self.events.push_back(FlowEvent::Closed(remote.into()));
+                self.forget_flow(slot, remote);
             }
             // A new SYN, or ours repeated after its flow opened: answered
             // alike, statelessly.
@@ -378,13 +376,19 @@ impl FakeTcp {
                 None
             }
             Received::Closed => {
-                self.flows[slot] = None;
-                self.len -= 1;
-                self.events.push_back(FlowEvent::Closed(remote.into()));
+                self.forget_flow(slot, remote);
                 None
             }
             Received::Nothing => None,
         }
+    }
+
+    /// Forgets the flow in `slot`, which ended on the far side (or went
+    /// silent), and tells the worker.
+    fn forget_flow(&mut self, slot: usize, remote: SocketAddrV4) {
+        self.flows[slot] = None;
+        self.len -= 1;
+        self.events.push_back(FlowEvent::Closed(remote.into()));
     }
 
     /// A segment for no flow: a SYN to our listening port is answered
@@ -459,9 +463,7 @@ impl FakeTcp {
             let silent = now.saturating_duration_since(entry.silent_since);
             if entry.accepted && silent >= ACCEPTED_SILENCE_LIMIT {
                 let remote = entry.remote;
-                self.flows[slot] = None;
-                self.len -= 1;
-                self.events.push_back(FlowEvent::Closed(remote.into()));
+                self.forget_flow(slot, remote);
             }
         }
         for (remote, local, syn) in syns {
