@@ -61,11 +61,19 @@ fn fail_udp(fallback: &mut Fallback, end: Instant, peer: PeerId) {
 }
 
 /// A fallback with one peer (port 443) whose carrier is open at `start`.
-fn carried(start: Instant) -> (Fallback, PeerId) {
+/// A peer whose UDP failed at `start`: its carrier is opening (the
+/// Connect taken).
+fn connecting(start: Instant) -> (Fallback, PeerId) {
     let peer = peer_ids(1)[0];
     let mut fallback = Fallback::new();
     fallback.configure(peer, Some(443));
     fail_udp(&mut fallback, start, peer);
+    actions(&mut fallback);
+    (fallback, peer)
+}
+
+fn carried(start: Instant) -> (Fallback, PeerId) {
+    let (mut fallback, peer) = connecting(start);
     fallback.handle_carrier(start, CarrierEvent::Connected(carrier()));
     actions(&mut fallback);
     (fallback, peer)
@@ -223,11 +231,7 @@ fn retries_toward_a_carrier_are_not_a_failed_udp_path() {
 #[test]
 fn a_carrier_that_fails_or_hangs_gives_udp_back() {
     let start = Instant::now();
-    let peer = peer_ids(1)[0];
-    let mut fallback = Fallback::new();
-    fallback.configure(peer, Some(443));
-    fail_udp(&mut fallback, start, peer);
-    actions(&mut fallback);
+    let (mut fallback, peer) = connecting(start);
     fallback.handle_carrier(start, CarrierEvent::Failed(carrier()));
     assert_eq!(
         actions(&mut fallback),
@@ -281,11 +285,7 @@ fn a_carrier_that_served_is_reopened_one_that_closed_at_once_is_not() {
 #[test]
 fn udp_answering_while_the_carrier_opens_cancels_it() {
     let start = Instant::now();
-    let peer = peer_ids(1)[0];
-    let mut fallback = Fallback::new();
-    fallback.configure(peer, Some(443));
-    fail_udp(&mut fallback, start, peer);
-    actions(&mut fallback);
+    let (mut fallback, peer) = connecting(start);
     fallback.handle_endpoint(start, peer, udp());
     assert_eq!(
         actions(&mut fallback),

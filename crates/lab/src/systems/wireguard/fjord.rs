@@ -34,8 +34,9 @@ const SWITCH_CHACHA_NAME: &str = "fjord-tap-chacha";
 const COMPRESS_NAME: &str = "fjord-compress";
 /// Compression with WireGuard's data cipher.
 const CHACHA_COMPRESS_NAME: &str = "fjord-chacha-compress";
-/// Switch mode with compression: frames are not compressed, so only the
-/// IP packets of a mixed pair would be; named for completeness.
+/// Switch mode with compression (no system in the list: frames are never
+/// compressed, so it carries what fjord-tap does); named so every setting
+/// has a name.
 const SWITCH_COMPRESS_NAME: &str = "fjord-tap-compress";
 const SWITCH_CHACHA_COMPRESS_NAME: &str = "fjord-tap-chacha-compress";
 
