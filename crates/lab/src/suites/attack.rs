@@ -92,9 +92,7 @@ pub fn run(
     progress: &Progress,
     workdir: &Path,
 ) -> Vec<Measurement> {
-    let why = "speaks no WireGuard, so there is no handshake to flood";
-    let Some(implementation) =
-        super::wireguard_or_skip(system, Suite::Attack, why, quick, progress)
+    let Some(implementation) = super::wireguard_or_skip(system, Suite::Attack, quick, progress)
     else {
         return Vec::new();
     };

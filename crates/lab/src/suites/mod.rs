@@ -202,20 +202,25 @@ impl Suite {
 
 /// The WireGuard implementation behind `system`, for a suite that drives
 /// one; for any other system, one progress line saying why the suite has
-/// nothing to measure there (`why`), and the suite's `steps` skipped.
+/// nothing to measure there, and the suite's `steps` skipped.
 fn wireguard_or_skip<'s>(
     system: &'s dyn System,
     suite: Suite,
-    why: &str,
     quick: bool,
     progress: &Progress,
 ) -> Option<&'s dyn crate::systems::wireguard::Implementation> {
-    let implementation = system.wireguard();
-    if implementation.is_none() {
-        progress.line(&format!("{}: {}: {why}", system.name(), suite.name()));
-        progress.skip(suite.steps(quick));
+    match system.wireguard() {
+        Ok(implementation) => Some(implementation),
+        Err(why) => {
+            progress.line(&format!(
+                "{}: {}: skipped: {why}",
+                system.name(),
+                suite.name()
+            ));
+            progress.skip(suite.steps(quick));
+            None
+        }
     }
-    implementation
 }
 
 /// What a suite works with.

@@ -82,10 +82,9 @@ pub trait System: Send + Sync {
     }
     /// The WireGuard implementation behind the system, for suites that
     /// drive its two sides one by one (the attack suite restarts one
-    /// while the other is flooded); `None` for systems that do not speak
-    /// WireGuard.
-    fn wireguard(&self) -> Option<&dyn wireguard::Implementation> {
-        None
+    /// while the other is flooded); otherwise why there is none to drive.
+    fn wireguard(&self) -> Result<&dyn wireguard::Implementation, String> {
+        Err("speaks no WireGuard".to_string())
     }
 }
 

@@ -174,7 +174,7 @@ pub fn run_plan(
         Ok(hosts) => hosts,
         Err(error) => return failed(format!("building the hosts: {error}")),
     };
-    let Some(implementation) = system.wireguard() else {
+    let Ok(implementation) = system.wireguard() else {
         let running = match system.start(&hosts, workdir) {
             Ok(running) => running,
             Err(error) => return failed(error.to_string()),

@@ -239,12 +239,16 @@ impl System for WireGuardSystem {
         self.implementation.start_mesh(hosts, workdir)
     }
 
-    /// `None` for a mixed pair: suites that restart or query one side
+    /// Refused for a mixed pair: suites that restart or query one side
     /// assume both run the same implementation.
-    fn wireguard(&self) -> Option<&dyn Implementation> {
-        match self.mixed {
-            Some(_) => None,
-            None => Some(self.implementation.as_ref()),
+    fn wireguard(&self) -> Result<&dyn Implementation, String> {
+        match &self.mixed {
+            Some((_, right)) => Err(format!(
+                "a mixed pair ({} beside {}), where the suite drives one implementation on both sides",
+                self.implementation.name(),
+                right.name()
+            )),
+            None => Ok(self.implementation.as_ref()),
         }
     }
 }
