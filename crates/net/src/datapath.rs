@@ -535,13 +535,7 @@ impl Inbound {
             let messages = match received {
                 Ok(count) => count,
                 Err(error) => match error.kind() {
-                    io::ErrorKind::WouldBlock => {
-                        return if self.flush(pipes) {
-                            Drained::Empty
-                        } else {
-                            Drained::DeviceGone
-                        };
-                    }
+                    io::ErrorKind::WouldBlock => return self.finish_empty(pipes),
                     io::ErrorKind::Interrupted => continue,
                     _ => {
                         pipes.stats.udp_recv_errors += 1;
@@ -551,6 +545,14 @@ impl Inbound {
                 },
             };
             pipes.stats.udp_recvs += 1;
+            // A UDP socket that gave fewer datagrams than asked for was
+            // empty at that moment, and edge-triggered readiness reports
+            // the next arrival: a read to see EAGAIN would be a wasted
+            // syscall per burst (per packet at ping rates). A carrier's
+            // read returns frames from a stream, so a short count proves
+            // nothing there.
+            let socket_emptied =
+                messages < RECV_BATCH && matches!(on, ReceiveOn::Interface | ReceiveOn::Steered(_));
             let bytes: usize = self.meta[..messages].iter().map(|meta| meta.len).sum();
             let shared = pipes.stage.shares(bytes);
             for message in 0..messages {
@@ -595,6 +597,9 @@ impl Inbound {
             }
             if !self.open_and_deliver(now, pipes) {
                 return Drained::DeviceGone;
+            }
+            if socket_emptied {
+                return self.finish_empty(pipes);
             }
         }
         Drained::MoreWaiting
@@ -665,6 +670,15 @@ impl Inbound {
             return self.flush(pipes);
         }
         true
+    }
+
+    /// The socket has nothing more: what waits for TUN goes out now.
+    fn finish_empty(&mut self, pipes: &mut Pipes<'_>) -> Drained {
+        if self.flush(pipes) {
+            Drained::Empty
+        } else {
+            Drained::DeviceGone
+        }
     }
 
     /// Writes pending packets to the TUN device; `false` if it is gone.
