@@ -74,6 +74,14 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
     if !interface.members.is_empty() {
         let _ = writeln!(out, "  mesh members: {}", interface.members.len());
     }
+    let mesh: Vec<String> = mesh_counters(interface)
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(name, n)| format!("{n} {}", name.replace('_', " ")))
+        .collect();
+    if !mesh.is_empty() {
+        let _ = writeln!(out, "  mesh: {}", mesh.join(", "));
+    }
     for member in &interface.members {
         let rtt = member.rtt_micros.map_or("-".to_string(), |us| {
             format!("{:.3} ms", us as f64 / 1000.0)
@@ -181,6 +189,7 @@ pub fn report(name: &str, interface: &UapiInterface) -> InterfaceReport {
             .collect(),
         handshakes: handshake_counters(interface),
         members: interface.members.clone(),
+        mesh: mesh_counters(interface),
         fallback: interface.fallback.clone(),
         carriers: carrier_counters(interface),
         switch_mac_addresses: switch_mac_addresses(interface),
@@ -220,6 +229,16 @@ fn fallback_path<'a>(
         .iter()
         .find(|line| line.public_key == key)
         .map(|line| line.path.as_str())
+}
+
+/// The mesh's counters by name (`port_predictions`, ...); empty outside a
+/// mesh and for other implementations.
+fn mesh_counters(interface: &UapiInterface) -> std::collections::BTreeMap<String, u64> {
+    interface
+        .counters
+        .iter()
+        .filter_map(|(key, n)| Some((key.strip_prefix(uapi::MESH_PREFIX)?.to_string(), *n)))
+        .collect()
 }
 
 /// fjord's handshake counters by name (`initiations_computed`,
@@ -355,6 +374,28 @@ mod tests {
         // Other implementations keep no such counters: no line.
         interface.counters.clear();
         assert!(!render_text("fj0", &interface, UNIX_EPOCH).contains("handshakes"));
+    }
+
+    #[test]
+    fn mesh_counters_show_when_they_count() {
+        let mut interface = UapiInterface {
+            counters: vec![
+                ("mesh_port_predictions".to_string(), 2),
+                ("mesh_traversals_failed".to_string(), 1),
+                ("mesh_relays_offered".to_string(), 0),
+            ],
+            ..UapiInterface::default()
+        };
+        let text = render_text("fj0", &interface, UNIX_EPOCH);
+        assert!(
+            text.contains("  mesh: 2 port predictions, 1 traversals failed\n"),
+            "{text}"
+        );
+        let json = serde_json::to_value(report("fj0", &interface)).unwrap();
+        assert_eq!(json["mesh"]["port_predictions"], 2);
+        assert_eq!(json["mesh"]["relays_offered"], 0);
+        interface.counters.clear();
+        assert!(!render_text("fj0", &interface, UNIX_EPOCH).contains("mesh"));
     }
 
     #[test]

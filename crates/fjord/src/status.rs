@@ -36,6 +36,9 @@ pub struct InterfaceStatus {
     /// Counters of the fallback: moves to carriers and back, and what the
     /// carriers carried, by name.
     pub fallback_counters: Vec<(&'static str, u64)>,
+    /// The mesh's counters by name (traversals, relays, refusals); empty
+    /// outside a mesh.
+    pub mesh_counters: Vec<(&'static str, u64)>,
     /// In switch mode, the MAC addresses the switch knows now (its own
     /// port's and those behind peers); `None` in router mode.
     pub mac_addresses: Option<usize>,
@@ -178,6 +181,10 @@ impl InterfaceStatus {
             members: member_lines(node),
             fallback: fallback_lines(node),
             fallback_counters: fallback_counters(context),
+            mesh_counters: node
+                .mesh()
+                .map(|mesh| mesh.counters().named().to_vec())
+                .unwrap_or_default(),
             mac_addresses: node
                 .mac_table()
                 .map(|table| table.entries(context.now).count()),
@@ -265,6 +272,9 @@ pub struct InterfaceReport {
     pub handshakes: std::collections::BTreeMap<String, u64>,
     /// Mesh members (empty outside a mesh).
     pub members: Vec<MemberLine>,
+    /// The mesh's counters (`port_predictions`, `traversals_failed`, ...;
+    /// empty outside a mesh).
+    pub mesh: std::collections::BTreeMap<String, u64>,
     /// Peers that fall back to a carrier, with their path (fjord only).
     pub fallback: Vec<FallbackLine>,
     /// The fallback's counters (`carrier_datagrams_sent`, ...; fjord only).

@@ -111,6 +111,12 @@ fn members_behind_nats_meet_through_a_rendezvous() {
         symmetric_log.contains("port prediction met a member"),
         "the symmetric member's log names no port prediction hit:\n{symmetric_log}"
     );
+    // What `fjord show` prints: the port-preserving side counts the
+    // rendezvous in which it sprayed predicted ports.
+    let predictions = mesh
+        .mesh_counter(1, "port_predictions")
+        .expect("the port-preserving member's counters");
+    assert!(predictions >= 1, "port_predictions = {predictions}");
     let report = BulkTransfer::new(TRANSFER_BYTES / 2)
         .timeout(Duration::from_secs(60))
         .run(

@@ -40,6 +40,8 @@ pub fn write_get(status: &InterfaceStatus, out: &mut String) {
 
 /// Prefix of the handshake counters in a `get=fjord` reply.
 pub const HANDSHAKE_PREFIX: &str = "handshake_";
+/// Before each of the mesh's counters in the `get=fjord` reply.
+pub const MESH_PREFIX: &str = "mesh_";
 
 /// Prefix of a `get=fjord` reply's line that counts the MAC addresses a
 /// switch-mode interface knows (absent in router mode).
@@ -92,6 +94,9 @@ pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
     }
     for member in &status.members {
         let _ = writeln!(out, "{}", member.to_line());
+    }
+    for (name, value) in &status.mesh_counters {
+        let _ = writeln!(out, "{MESH_PREFIX}{name}={value}");
     }
     if !status.fallback.is_empty() || status.fallback_counters.iter().any(|(_, n)| *n > 0) {
         for (name, value) in &status.fallback_counters {

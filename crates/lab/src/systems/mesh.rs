@@ -337,6 +337,19 @@ impl RunningFjordMesh {
     fn node(&self, node: usize) -> &MeshNode {
         &self.nodes[node]
     }
+
+    /// `node`'s mesh counter `name` (`port_predictions`, ...) as `fjord
+    /// show` reads it from the control socket.
+    pub fn mesh_counter(&self, node: usize, name: &str) -> Result<u64, String> {
+        let entry = self.node(node);
+        let reply = fjord::get_fjord(&entry.ifname).map_err(|e| format!("{}: {e}", entry.name))?;
+        fjord::check_reply(&reply)?;
+        let key = format!("mesh_{name}=");
+        reply
+            .lines()
+            .find_map(|line| line.strip_prefix(key.as_str())?.parse().ok())
+            .ok_or_else(|| format!("{}: get=fjord has no {key}", entry.name))
+    }
 }
 
 impl RunningMesh for RunningFjordMesh {

@@ -190,3 +190,23 @@ pub struct MeshCounters {
     /// Rendezvous in which we predicted ports (traversal.rs).
     pub port_predictions: u64,
 }
+
+impl MeshCounters {
+    /// Each counter with the name `fjord show` gives it.
+    pub fn named(&self) -> [(&'static str, u64); 12] {
+        [
+            ("members_learned", self.members_learned),
+            ("members_removed", self.members_removed),
+            ("revocations_learned", self.revocations_learned),
+            ("introductions_requested", self.introductions_requested),
+            ("rendezvous_arranged", self.rendezvous_arranged),
+            ("port_predictions", self.port_predictions),
+            ("traversals_failed", self.traversals_failed),
+            ("relays_offered", self.relays_offered),
+            ("relays_left", self.relays_left),
+            ("malformed", self.malformed),
+            ("refused_certificates", self.refused_certificates),
+            ("not_a_member", self.not_a_member),
+        ]
+    }
+}
