@@ -40,6 +40,7 @@ mod packing;
 use std::io::{self, IoSliceMut};
 use std::net::{Ipv6Addr, SocketAddr};
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -102,6 +103,10 @@ pub struct Carriers {
     /// The fake-TCP carrier, when the interface uses it instead of TCP
     /// connections (`fake_tcp/`).
     fake: Option<Mutex<FakeTcp>>,
+    /// Whether the fake-TCP carrier has a flow, kept by [`Carriers::with_fake`]:
+    /// every send asks whether a carrier might take it, and while UDP
+    /// works (nearly always) the answer must not cost a lock.
+    fake_has_flows: AtomicBool,
 }
 
 /// What [`Carriers::connect`] started.
@@ -116,7 +121,17 @@ pub enum Opening {
 
 impl Carriers {
     pub fn is_empty(&self) -> bool {
-        self.len == 0 && self.fake.as_ref().is_none_or(|fake| fake.held().is_empty())
+        self.len == 0 && !self.fake_has_flows.load(Ordering::Relaxed)
+    }
+
+    /// Runs `work` on the fake-TCP carrier, if there is one, and notes
+    /// whether it has flows afterwards.
+    fn with_fake<R>(&self, work: impl FnOnce(&mut FakeTcp) -> R) -> Option<R> {
+        let mut fake = self.fake.as_ref()?.held();
+        let result = work(&mut fake);
+        self.fake_has_flows
+            .store(!fake.is_empty(), Ordering::Relaxed);
+        Some(result)
     }
 
     /// Carries with fake TCP (raw sockets) instead of TCP connections,
@@ -140,10 +155,9 @@ impl Carriers {
         buffers: &mut [IoSliceMut<'_>],
         meta: &mut [RecvMeta],
     ) -> io::Result<usize> {
-        let Some(fake) = self.fake.as_ref() else {
-            return Err(io::ErrorKind::WouldBlock.into());
-        };
-        let received = fake.held().recv(now, buffers, meta);
+        let received = self
+            .with_fake(|fake| fake.recv(now, buffers, meta))
+            .unwrap_or_else(|| Err(io::ErrorKind::WouldBlock.into()));
         if let Ok(messages) = received {
             self.count_received(&meta[..messages]);
         }
@@ -152,24 +166,20 @@ impl Carriers {
 
     /// What became of a fake-TCP flow since the last call.
     pub fn poll_fake_event(&self) -> Option<FlowEvent> {
-        self.fake.as_ref()?.held().poll_event()
+        self.with_fake(FakeTcp::poll_event).flatten()
     }
 
     /// Timers of the fake-TCP flows (SYNs again, silent flows closed);
     /// about once a second.
     pub fn tick(&self, now: Instant) {
-        if let Some(fake) = &self.fake {
-            fake.held().tick(now);
-        }
+        self.with_fake(|fake| fake.tick(now));
     }
 
     /// Closes the carrier to `remote`: the slot of a TCP connection (for
     /// the worker to stop watching and remove), `None` for a fake-TCP
     /// flow (closed here) or nothing there.
     pub fn close(&mut self, remote: SocketAddr) -> Option<usize> {
-        if let Some(fake) = &self.fake
-            && fake.held().close(remote)
-        {
+        if self.with_fake(|fake| fake.close(remote)) == Some(true) {
             return None;
         }
         self.find(remote)
@@ -260,8 +270,8 @@ impl Carriers {
         remote: SocketAddr,
         fwmark: u32,
     ) -> io::Result<Opening> {
-        if let Some(fake) = &self.fake {
-            fake.held().connect(now, remote, fwmark)?;
+        if let Some(connected) = self.with_fake(|fake| fake.connect(now, remote, fwmark)) {
+            connected?;
             self.count(|stats| stats.connections_opened += 1);
             return Ok(Opening::Fake);
         }
@@ -365,10 +375,8 @@ impl Carriers {
     pub fn carries(&self, destination: SocketAddr) -> bool {
         !self.is_empty()
             && (self.route(destination).is_some()
-                || self
-                    .fake
-                    .as_ref()
-                    .is_some_and(|fake| fake.held().carries(destination)))
+                || self.fake_has_flows.load(Ordering::Relaxed)
+                    && self.with_fake(|fake| fake.carries(destination)) == Some(true))
     }
 
     fn route(&self, destination: SocketAddr) -> Option<&Mutex<Connection>> {
@@ -419,10 +427,13 @@ impl Carriers {
             self.record(outcome);
             return true;
         }
-        let Some(fake) = &self.fake else {
+        if !self.fake_has_flows.load(Ordering::Relaxed) {
             return false;
-        };
-        let Some((sent, dropped)) = fake.held().send(destination, datagrams) else {
+        }
+        let Some((sent, dropped)) = self
+            .with_fake(|fake| fake.send(destination, datagrams))
+            .flatten()
+        else {
             return false;
         };
         self.record(SendOutcome { sent, dropped });
