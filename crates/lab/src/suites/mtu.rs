@@ -22,6 +22,10 @@
 //! 2. A ping of a full-size packet (the MTU less the IPv4 and ICMP
 //!    headers) must come back through the tunnel; if none does, the
 //!    system does not carry that MTU and the rows say `unsupported: …`.
+//!    Tried up to 65,000 bytes, every system here carries every MTU:
+//!    fjord on TUN and TAP, VpnCloud 2.3 on TAP, wireguard-go, and
+//!    boringtun 0.7 once it has read its interface's new MTU (it checks
+//!    once a second, hence the probe's retries).
 //! 3. `tcp_bulk` (bit/s): [`Plan::transfers`] digest-checked transfers
 //!    left → right, one TCP stream each, with the CPU of both sides' tunnel
 //!    processes, and per side as a share of one core over the transfers'
@@ -138,10 +142,15 @@ pub fn run_plan(
     rows
 }
 
+/// The underlay's MTU for a tunnel MTU of `mtu` (at most a veth's 65,535).
+fn underlay_mtu(mtu: u16) -> u16 {
+    mtu.saturating_add(UNDERLAY_HEADROOM_BYTES)
+}
+
 fn bulk_row(system: &str, mtu: u16) -> Row {
     Row::new("mtu", "tcp_bulk", system, "bit/s")
         .param("mtu", mtu)
-        .param("underlay_mtu", mtu + UNDERLAY_HEADROOM_BYTES)
+        .param("underlay_mtu", underlay_mtu(mtu))
 }
 
 fn ping_row(system: &str, mtu: u16, payload: usize) -> Row {
@@ -175,7 +184,7 @@ fn measure_at(
     workdir: &Path,
 ) -> Vec<Measurement> {
     let name = system.name();
-    let underlay_mtu = mtu + UNDERLAY_HEADROOM_BYTES;
+    let underlay_mtu = underlay_mtu(mtu);
     progress.step(&format!(
         "{name}: mtu {mtu} (underlay {underlay_mtu}): {} transfers of {} MiB",
         plan.transfers,
@@ -207,6 +216,7 @@ fn measure_at(
         hosts: &hosts,
         system: running.as_ref(),
         system_name: name,
+        // The plan, not the context, sets how long the trials are.
         quick: false,
         progress,
         emulator: None,
