@@ -130,6 +130,13 @@ pub struct Extra {
     /// Resident size of both endpoints after the test.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rss_bytes: Option<u64>,
+    /// mtu: CPU time of the left (sending) host's tunnel processes over
+    /// the transfers' time, in % of one core.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_left_percent: Option<f64>,
+    /// mtu: the same of the right (receiving) host's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_right_percent: Option<f64>,
 
     // Round trips of ping (latency suite, `rtt`), in ms.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -102,6 +102,22 @@ impl TwoHosts {
         Ok(hosts)
     }
 
+    /// Sets both hosts' underlay link to `mtu_bytes` (a veth takes up to
+    /// 65,535), for tunnels whose packets are larger than 1,500 bytes.
+    pub fn set_underlay_mtu(&self, mtu_bytes: u16) -> Result<(), NetnsError> {
+        for host in [&self.left, &self.right] {
+            host.ip(&[
+                "link",
+                "set",
+                "dev",
+                HOST_LINK,
+                "mtu",
+                &mtu_bytes.to_string(),
+            ])?;
+        }
+        Ok(())
+    }
+
     /// Sizes both hosts' IP reassembly (see [`REASSEMBLY_MEMORY_BYTES`])
     /// and gives them their underlay addresses.
     fn set_up_hosts(&self) -> Result<(), NetnsError> {

@@ -231,6 +231,11 @@ fn vpncloud_carries_verified_traffic_and_cleans_up() {
 }
 
 #[test]
+fn vpncloud_in_tap_mode_carries_verified_traffic_and_cleans_up() {
+    run_system("vpncloud-tap", "vpncloud-tap");
+}
+
+#[test]
 fn openvpn_carries_verified_traffic_and_cleans_up() {
     run_system("openvpn", "openvpn");
 }

@@ -54,7 +54,7 @@ pub fn section_charts(section: &Section, order: &[&str]) -> Vec<Chart> {
             .into_iter()
             .collect(),
         TestKind::Rtt => latency_charts(section, &class),
-        TestKind::TcpBulk | TestKind::Imix | TestKind::Peers => {
+        TestKind::TcpBulk | TestKind::Imix | TestKind::Peers | TestKind::PingAverage => {
             vec![Chart::Bars(bars_per_row(section, &class))]
         }
         TestKind::MemoryGrowth

@@ -238,6 +238,7 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
             tables
         }
         TestKind::Rtt | TestKind::LatencyUnderLoad => vec![latency_table(section, title)],
+        TestKind::PingAverage => vec![ping_average_table(section, title)],
         TestKind::TcpBulk => bulk_tables(section, title),
         TestKind::Imix => {
             let cell = |row: &Row, index: usize, _: usize| match row.cells[index] {
@@ -690,6 +691,32 @@ fn latency_table(section: &Section, title: String) -> Table {
     )
 }
 
+/// The best run's average round trip, with the ratio to bare's, and that
+/// run's p50.
+fn ping_average_table(section: &Section, title: String) -> Table {
+    let cell = |row: &Row, index: usize, column: usize| {
+        let Some(m) = row.cells[index] else {
+            return MISSING.to_string();
+        };
+        if column == 0 {
+            return median_figure(m);
+        }
+        match m.extra.p50 {
+            Some(p50) if m.status == MeasurementStatus::Ok => format!("{} ms", format::plain(p50)),
+            _ => MISSING.to_string(),
+        }
+    };
+    let extra = ["avg = the lowest of the runs' average round trips".to_string()];
+    grid(
+        section,
+        title,
+        caption(section, &extra),
+        &[],
+        &["avg", "p50"],
+        &cell,
+    )
+}
+
 /// TCP bulk goodput; with a theoretical goodput (long fat pipes) also the
 /// efficiency; and the [`cost_table`].
 fn bulk_tables(section: &Section, title: String) -> Vec<Table> {
@@ -758,6 +785,13 @@ fn cost_table(section: &Section, title: &str) -> Option<Table> {
         if let Some(per_gbit) = m.extra.cpu_seconds_per_gbit {
             parts.push(format!("{} s/Gbit", format::plain(per_gbit)));
         }
+        if let (Some(left), Some(right)) = (m.extra.cpu_left_percent, m.extra.cpu_right_percent) {
+            parts.push(format!(
+                "L {} · R {}",
+                format::percent(left),
+                format::percent(right)
+            ));
+        }
         if let Some(rss) = m.extra.rss_bytes {
             parts.push(format!(
                 "{} MiB RSS",
@@ -766,23 +800,26 @@ fn cost_table(section: &Section, title: &str) -> Option<Table> {
         }
         parts
     };
-    let recorded = section
-        .rows
-        .iter()
-        .flat_map(|r| r.cells.iter().flatten())
-        .any(|m| !details(m).is_empty());
-    if !recorded {
+    let cells = || section.rows.iter().flat_map(|r| r.cells.iter().flatten());
+    if !cells().any(|m| !details(m).is_empty()) {
         return None;
     }
     let cell = |row: &Row, index: usize, _: usize| match row.cells[index].map(details) {
         Some(parts) if !parts.is_empty() => parts.join(" · "),
         _ => MISSING.to_string(),
     };
-    let explained = [
+    let mut explained = vec![
         "CPU = user + system time of both endpoints' processes; s/Gbit = that \
          CPU time per Gbit carried; RSS = both endpoints' resident memory at the end"
             .to_string(),
     ];
+    if cells().any(|m| m.extra.cpu_left_percent.is_some()) {
+        explained.push(
+            "L, R = CPU of the left (sending) and right host's tunnel processes, \
+             in % of one core over the transfers"
+                .to_string(),
+        );
+    }
     let mut table = grid(
         section,
         format!("{title}: cost"),

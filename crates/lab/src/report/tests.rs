@@ -811,3 +811,61 @@ fn terminal_shows_the_theoretical_goodput_and_each_share_of_it() {
     assert!(row.contains("96%"), "bare's share: {row}");
     assert!(row.contains("319%"), "fjord-compress's share: {row}");
 }
+
+#[test]
+fn mtu_rows_show_each_sides_cpu_and_the_best_ping_average() {
+    let bulk = |system: &str, mtu: u16, median: f64| {
+        let mut m = measurement(
+            system,
+            "tcp_bulk",
+            &[
+                ("mtu", serde_json::json!(mtu)),
+                ("underlay_mtu", serde_json::json!(mtu + 98)),
+            ],
+            median,
+        );
+        m.suite = "mtu".into();
+        if system != "bare" {
+            m.extra.cpu_left_percent = Some(45.0);
+            m.extra.cpu_right_percent = Some(38.25);
+        }
+        m
+    };
+    let ping = |payload: u16, average: f64| {
+        let mut m = measurement(
+            "fjord",
+            "ping_average",
+            &[
+                ("mtu", serde_json::json!(1400)),
+                ("payload", serde_json::json!(payload)),
+            ],
+            average,
+        );
+        m.suite = "mtu".into();
+        m.unit = "ms".into();
+        m.extra.p50 = Some(average - 0.003);
+        m
+    };
+    let mut record = record(
+        &["bare", "vpncloud-tap"],
+        vec![
+            bulk("bare", 1400, 9e9),
+            bulk("vpncloud-tap", 1400, 885e6),
+            bulk("vpncloud-tap", 16384, 947e6),
+            ping(50, 0.052),
+            ping(500, 0.055),
+        ],
+    );
+    record.suites = vec!["mtu".into()];
+    let sections = sections::sections(&record);
+    let bulk_tables = tables::section_tables(&sections[0]);
+    assert_eq!(bulk_tables[0].header[..2], ["mtu", "underlay mtu"]);
+    assert_eq!(bulk_tables[0].rows[1][..2], ["16384", "16482"]);
+    let cost = &bulk_tables[1];
+    assert!(cost.rows[0][3].contains("L 45.0 % · R 38.2 %"), "{cost:?}");
+    assert!(cost.caption.contains("left (sending)"), "{}", cost.caption);
+    let ping = &tables::section_tables(&sections[1])[0];
+    assert_eq!(ping.header, ["payload (bytes)", "fjord avg", "fjord p50"]);
+    assert_eq!(ping.rows[0][2], "0.049 ms");
+    assert!(markdown_report(&record).contains("jumbo underlay"));
+}

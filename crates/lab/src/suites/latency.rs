@@ -94,24 +94,30 @@ fn rtt_every(context: &Context<'_>, payload: usize, count: usize, interval_ms: f
         Ok(_) => return row.failed("no ping was answered"),
         Err(why) => return row.failed(why),
     };
-    let mut sorted = rtts.clone();
+    let extra = rtt_statistics(&rtts, count);
+    row.measured(rtts, MeasurementStatus::Ok, extra)
+}
+
+/// Minimum, percentiles and maximum of round trips `rtts` (not empty) of
+/// `sent` pings, and how many were answered.
+pub(super) fn rtt_statistics(rtts: &[f64], sent: usize) -> Extra {
+    let mut sorted = rtts.to_vec();
     sorted.sort_by(f64::total_cmp);
     let percentile = |p: f64| sorted[((sorted.len() - 1) as f64 * p).round() as usize];
-    let extra = Extra {
+    Extra {
         min: Some(sorted[0]),
         p50: Some(percentile(0.50)),
         p99: Some(percentile(0.99)),
         p999: Some(percentile(0.999)),
         max: Some(sorted[sorted.len() - 1]),
-        sent: Some(count as u64),
+        sent: Some(sent as u64),
         answered: Some(rtts.len() as u64),
         ..Extra::default()
-    };
-    row.measured(rtts, MeasurementStatus::Ok, extra)
+    }
 }
 
 /// Runs `ping` and returns each reply's round trip in milliseconds.
-fn ping_times(
+pub(super) fn ping_times(
     namespace: &Namespace,
     destination: IpAddr,
     payload: usize,
@@ -140,7 +146,7 @@ fn ping_times(
     Ok(parse_ping_times(&text))
 }
 
-fn parse_ping_times(text: &str) -> Vec<f64> {
+pub(super) fn parse_ping_times(text: &str) -> Vec<f64> {
     text.lines()
         .filter_map(|line| line.split("time=").nth(1))
         .filter_map(|rest| rest.split_whitespace().next())

@@ -11,6 +11,7 @@ mod loss;
 pub mod mesh;
 pub mod mesh_pmtu;
 mod mesh_relay;
+pub mod mtu;
 pub mod peers;
 mod quick;
 pub mod soak;
@@ -37,10 +38,11 @@ pub enum Suite {
     Attack,
     Peers,
     Compress,
+    Mtu,
 }
 
 impl Suite {
-    pub const ALL: [Suite; 10] = [
+    pub const ALL: [Suite; 11] = [
         Suite::Quick,
         Suite::Throughput,
         Suite::Latency,
@@ -51,6 +53,7 @@ impl Suite {
         Suite::Attack,
         Suite::Peers,
         Suite::Compress,
+        Suite::Mtu,
     ];
 
     pub fn name(self) -> &'static str {
@@ -65,6 +68,7 @@ impl Suite {
             Suite::Attack => "attack",
             Suite::Peers => "peers",
             Suite::Compress => "compress",
+            Suite::Mtu => "mtu",
         }
     }
 
@@ -96,6 +100,9 @@ impl Suite {
             }
             Suite::Compress => {
                 "32 MiB of text (generated access logs) and of already-compressed data (random bytes) over a 100 Mbit/s link, beside its theoretical TCP goodput, as in the PPP-over-SSH study"
+            }
+            Suite::Mtu => {
+                "TCP throughput and CPU per side at tunnel MTUs 1,400, 9,000 and 16,384 on a jumbo underlay, and the study's ping test (10,000 pings every 1 ms of 50/500/1,000 bytes, best of 5), as in the VpnCloud study"
             }
             Suite::Mesh => {
                 "a mesh of 20 and 100 nodes (5 and 20 with --quick) from one bootstrap member: convergence time, memory per node and per peer, first packet; NAT, relays and path MTU are not measured yet"
@@ -142,18 +149,20 @@ impl Suite {
             Suite::Attack => attack::steps(quick),
             Suite::Peers => peers::steps(quick),
             Suite::Compress => compress::steps(),
+            Suite::Mtu => mtu::steps(quick),
         }
     }
 
     /// Whether the suite builds its own hosts (a [`crate::topology::Lan`]
     /// per mesh size, an attacker beside two hosts, a responder beside
-    /// the peer emulator, two hosts whose sides the soak restarts) and
+    /// the peer emulator, two hosts whose sides the soak restarts, two
+    /// hosts per MTU with a jumbo underlay) and
     /// starts the system itself, through
     /// [`Suite::run_on_own_hosts`], instead of running on [`TwoHosts`].
     pub fn builds_own_hosts(self) -> bool {
         matches!(
             self,
-            Suite::Mesh | Suite::Attack | Suite::Peers | Suite::Soak
+            Suite::Mesh | Suite::Attack | Suite::Peers | Suite::Soak | Suite::Mtu
         )
     }
 
@@ -171,6 +180,7 @@ impl Suite {
             Suite::Attack => attack::run(system, quick, progress, workdir),
             Suite::Peers => peers::run(system, quick, progress, workdir),
             Suite::Soak => soak::run(system, quick, progress, workdir),
+            Suite::Mtu => mtu::run(system, quick, progress, workdir),
             _ => Vec::new(),
         }
     }
@@ -185,7 +195,7 @@ impl Suite {
             Suite::Bdp => bdp::run(context),
             Suite::Compress => compress::run(context),
             // Run through `run_on_own_hosts`.
-            Suite::Mesh | Suite::Attack | Suite::Peers | Suite::Soak => Vec::new(),
+            Suite::Mesh | Suite::Attack | Suite::Peers | Suite::Soak | Suite::Mtu => Vec::new(),
         }
     }
 

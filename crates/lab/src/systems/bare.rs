@@ -31,6 +31,17 @@ impl System for Bare {
     ) -> Result<Box<dyn RunningSystem>, SystemError> {
         Ok(Box::new(BareLink))
     }
+
+    /// Bare has no tunnel interface: it runs on the underlay at whatever
+    /// MTU the suite gave it, the reference for tunnels at `_mtu_bytes`.
+    fn start_with_mtu(
+        &self,
+        hosts: &TwoHosts,
+        workdir: &Path,
+        _mtu_bytes: u16,
+    ) -> Result<Box<dyn RunningSystem>, SystemError> {
+        self.start(hosts, workdir)
+    }
 }
 
 impl RunningSystem for BareLink {

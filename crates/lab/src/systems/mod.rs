@@ -70,6 +70,21 @@ pub trait System: Send + Sync {
         hosts: &TwoHosts,
         workdir: &Path,
     ) -> Result<Box<dyn RunningSystem>, SystemError>;
+    /// Brings the tunnel up as [`System::start`] does, with its interfaces
+    /// at `mtu_bytes` (the `mtu` suite sets the underlay large enough to
+    /// carry them). Systems whose driver cannot choose the MTU answer
+    /// [`SystemError::Unsupported`].
+    fn start_with_mtu(
+        &self,
+        _hosts: &TwoHosts,
+        _workdir: &Path,
+        _mtu_bytes: u16,
+    ) -> Result<Box<dyn RunningSystem>, SystemError> {
+        Err(SystemError::Unsupported(format!(
+            "the lab's {} driver cannot choose the tunnel MTU",
+            self.name()
+        )))
+    }
     /// Configures a mesh across every host of `lan` (see [`RunningMesh`]);
     /// nodes start one by one with [`RunningMesh::start_node`]. Systems
     /// without a mesh mode answer [`SystemError::Unsupported`].
@@ -103,6 +118,11 @@ pub trait RunningSystem: Send {
     /// The tunnel's processes on both hosts, for CPU accounting (empty for
     /// kernel-only systems).
     fn pids(&self) -> Vec<u32>;
+    /// The tunnel's processes on the left host and on the right, for CPU
+    /// per side; `None` where the driver does not tell them apart.
+    fn pids_by_side(&self) -> Option<[Vec<u32>; 2]> {
+        None
+    }
     /// MTU of the tunnel interface (1500 for bare).
     fn mtu(&self) -> u16;
 }
@@ -122,6 +142,7 @@ pub fn all() -> Vec<Box<dyn System>> {
         systems.push(Box::new(wireguard::FjordFallback::locate(carrier)));
     }
     systems.push(Box::new(VpnCloud::locate()));
+    systems.push(Box::new(VpnCloud::locate().in_tap_mode()));
     systems.push(Box::new(OpenVpn::locate()));
     systems.push(Box::new(Ipsec::locate()));
     systems.push(Box::new(SshTunnel::locate()));

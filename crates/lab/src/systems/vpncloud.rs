@@ -21,6 +21,12 @@
 //!   underlay: 1500 − 73 (IPv6 + UDP headers, 8-byte crypto header,
 //!   16-byte tag, 1-byte message type) = [`TUNNEL_MTU`].
 //!
+//! In TAP mode ([`VpnCloud::in_tap_mode`], the lab system `vpncloud-tap`,
+//! as the VpnCloud study ran it) each host has a TAP device and VpnCloud
+//! switches Ethernet frames by learned MAC address (`--type tap`, its
+//! default `normal` mode); nothing is claimed, and the MTU is 14 bytes
+//! (the Ethernet header) below the TUN one: [`TAP_TUNNEL_MTU`].
+//!
 //! The cipher is VpnCloud's own choice: each side benchmarks AES-128-GCM,
 //! AES-256-GCM and ChaCha20-Poly1305 at start and logs the speeds; the
 //! handshake picks the algorithm whose slower side is fastest. The driver
@@ -42,6 +48,10 @@ const NAME: &str = "vpncloud";
 const PORT: u16 = 3210;
 /// 1500 less VpnCloud's per-packet overhead in TUN mode (see module docs).
 pub const TUNNEL_MTU: u16 = 1500 - 73;
+/// [`TUNNEL_MTU`] less the Ethernet header each frame carries in TAP mode.
+pub const TAP_TUNNEL_MTU: u16 = TUNNEL_MTU - 14;
+/// The name of VpnCloud in TAP mode, as a lab system.
+const TAP_NAME: &str = "vpncloud-tap";
 /// The address VpnCloud `connect()`s to in order to learn its own.
 const ADDRESS_PROBE_ROUTE: &str = "8.8.8.8/32";
 /// What VpnCloud logs after benchmarking its ciphers.
@@ -53,6 +63,8 @@ pub const BINARY_ENV: &str = "VPNCLOUD_BIN";
 #[derive(Debug, Clone)]
 pub struct VpnCloud {
     binary: Option<PathBuf>,
+    /// `--type tap`: Ethernet frames switched by MAC address.
+    tap: bool,
 }
 
 impl VpnCloud {
@@ -66,13 +78,21 @@ impl VpnCloud {
             .collect();
         Self {
             binary: support::find_program("vpncloud", &fallbacks),
+            tap: false,
         }
     }
 
     pub fn at(binary: PathBuf) -> Self {
         Self {
             binary: Some(binary),
+            tap: false,
         }
+    }
+
+    /// Runs VpnCloud on TAP devices (named `vpncloud-tap` as a lab system).
+    pub fn in_tap_mode(mut self) -> Self {
+        self.tap = true;
+        self
     }
 
     fn binary(&self) -> Result<PathBuf, String> {
@@ -96,11 +116,15 @@ struct Side<'a> {
 
 impl System for VpnCloud {
     fn name(&self) -> &str {
-        NAME
+        if self.tap { TAP_NAME } else { NAME }
     }
 
     fn description(&self) -> &str {
-        "VpnCloud: peer-to-peer VPN in Rust over UDP, shared password, fastest AES-GCM/ChaCha20 by startup benchmark"
+        if self.tap {
+            "VpnCloud in TAP mode: Ethernet frames switched by MAC address, as the VpnCloud study ran it"
+        } else {
+            "VpnCloud: peer-to-peer VPN in Rust over UDP, shared password, fastest AES-GCM/ChaCha20 by startup benchmark"
+        }
     }
 
     fn check(&self) -> Result<String, String> {
@@ -113,13 +137,26 @@ impl System for VpnCloud {
         hosts: &TwoHosts,
         workdir: &Path,
     ) -> Result<Box<dyn RunningSystem>, SystemError> {
+        let mtu_bytes = if self.tap { TAP_TUNNEL_MTU } else { TUNNEL_MTU };
+        self.start_with_mtu(hosts, workdir, mtu_bytes)
+    }
+
+    fn start_with_mtu(
+        &self,
+        hosts: &TwoHosts,
+        workdir: &Path,
+        mtu_bytes: u16,
+    ) -> Result<Box<dyn RunningSystem>, SystemError> {
         let binary = self.binary().map_err(SystemError::NotInstalled)?;
-        let failed = |detail: String| start_failed(NAME, detail);
-        let dir = WorkDir::create_in(workdir, NAME).map_err(|e| failed(e.to_string()))?;
+        let name = self.name();
+        let failed = |detail: String| start_failed(name, detail);
+        let dir = WorkDir::create_in(workdir, name).map_err(|e| failed(e.to_string()))?;
         let password = random_password().map_err(failed)?;
         let mut running = RunningVpnCloud {
             processes: Vec::new(),
             probe_routes: Vec::new(),
+            tap: self.tap,
+            mtu_bytes,
             dir,
         };
         let right = Side {
@@ -205,6 +242,9 @@ struct RunningVpnCloud {
     processes: Vec<LoggedProcess>,
     /// Namespaces (by name) where the 8.8.8.8 route was added.
     probe_routes: Vec<String>,
+    /// `--type tap` rather than `tun`.
+    tap: bool,
+    mtu_bytes: u16,
     // Last: the processes stop before their files go.
     dir: WorkDir,
 }
@@ -230,16 +270,17 @@ impl RunningVpnCloud {
 
         let ifname = wireguard::unique_ifname();
         let mut command = namespace.command(binary);
+        let device_type = if self.tap { "tap" } else { "tun" };
         command
             .env("PASSWORD", password)
-            .args(["--type", "tun", "--device", &ifname])
+            .args(["--type", device_type, "--device", &ifname])
             .args(["--listen", &format!("{}:{PORT}", side.underlay)])
-            .args([
-                "--no-auto-claim",
-                "--claim",
-                &format!("{}/32", side.overlay),
-            ])
+            .arg("--no-auto-claim")
             .arg("--no-port-forwarding");
+        if !self.tap {
+            // A switch learns where addresses are; a router must be told.
+            command.args(["--claim", &format!("{}/32", side.overlay)]);
+        }
         if let Some(peer) = side.connect_to {
             command.args(["--peer", &format!("{peer}:{PORT}")]);
         }
@@ -256,7 +297,7 @@ impl RunningVpnCloud {
             &ifname,
             side.overlay,
             OVERLAY_PREFIX_LEN,
-            TUNNEL_MTU,
+            self.mtu_bytes,
         )
         .map_err(|e| format!("{e}; {}", process.tail()))?;
         Ok(process)
@@ -279,8 +320,14 @@ impl RunningSystem for RunningVpnCloud {
             .collect()
     }
 
+    fn pids_by_side(&self) -> Option<[Vec<u32>; 2]> {
+        // Started right first, then left.
+        let pid = |index: usize| self.processes.get(index).and_then(LoggedProcess::pid);
+        Some([pid(1).into_iter().collect(), pid(0).into_iter().collect()])
+    }
+
     fn mtu(&self) -> u16 {
-        TUNNEL_MTU
+        self.mtu_bytes
     }
 }
 

@@ -137,6 +137,7 @@ impl System for FjordFallback {
         Ok(Box::new(RunningWireGuard {
             left,
             right,
+            mtu_bytes: left_side.mtu,
             _firewall: Some(firewall),
         }))
     }

@@ -164,6 +164,7 @@ struct RunningWireGuard {
     // Right (responder) last: it must outlive the initiator's shutdown.
     left: Interface,
     right: Interface,
+    mtu_bytes: u16,
     /// What blocks UDP between the hosts (`fjord-fallback`), removed
     /// after both sides stopped.
     _firewall: Option<crate::firewall::UdpFirewall>,
@@ -203,10 +204,21 @@ impl System for WireGuardSystem {
         hosts: &TwoHosts,
         workdir: &Path,
     ) -> Result<Box<dyn RunningSystem>, SystemError> {
+        self.start_with_mtu(hosts, workdir, DEFAULT_MTU)
+    }
+
+    fn start_with_mtu(
+        &self,
+        hosts: &TwoHosts,
+        workdir: &Path,
+        mtu_bytes: u16,
+    ) -> Result<Box<dyn RunningSystem>, SystemError> {
         let failed = |detail: String| start_failed(self.name(), detail);
         self.check().map_err(SystemError::NotInstalled)?;
-        let (left_side, right_side) =
+        let (mut left_side, mut right_side) =
             point_to_point(Initiator::Left).map_err(|e| failed(e.to_string()))?;
+        left_side.mtu = mtu_bytes;
+        right_side.mtu = mtu_bytes;
         // Failures already name the implementation, which is this system.
         let right = self
             .right_implementation()
@@ -223,6 +235,7 @@ impl System for WireGuardSystem {
         Ok(Box::new(RunningWireGuard {
             left,
             right,
+            mtu_bytes,
             _firewall: None,
         }))
     }
@@ -268,7 +281,11 @@ impl RunningSystem for RunningWireGuard {
         pids
     }
 
+    fn pids_by_side(&self) -> Option<[Vec<u32>; 2]> {
+        Some([self.left.pids(), self.right.pids()])
+    }
+
     fn mtu(&self) -> u16 {
-        DEFAULT_MTU
+        self.mtu_bytes
     }
 }

@@ -1,0 +1,50 @@
+//! The lab's `mtu` suite, CI-sized: bare and fjord at the VpnCloud
+//! study's two tunnel MTUs (1,400 and 16,384 bytes) on a jumbo underlay,
+//! with shorter transfers and fewer pings than `--quick`. Every row is
+//! measured, every transfer arrives intact, and fjord's rows carry the
+//! CPU of each side.
+//!
+//! Needs root; without it the test skips with one line (fails under CI).
+//! No figure here is a performance threshold: the suite reports those.
+
+use std::path::PathBuf;
+
+use fjord_lab::progress::Progress;
+use fjord_lab::results::MeasurementStatus;
+use fjord_lab::suites::mtu::{self, PING_PAYLOADS, Plan};
+use fjord_lab::systems::{self, WorkDir};
+
+#[test]
+fn bare_and_fjord_carry_verified_transfers_at_both_study_mtus() {
+    if !systems::running_as_root("the mtu suite needs root (network namespaces)") {
+        return;
+    }
+    systems::wireguard::use_fjord_binary(PathBuf::from(env!("CARGO_BIN_EXE_fjord")));
+    let plan = Plan {
+        transfer_bytes: 16 << 20,
+        ping_count: 200,
+        ..Plan::new(true)
+    };
+    assert_eq!(plan.mtus, [1400, 16384]);
+    let workdir = WorkDir::create("mtu").expect("work directory");
+    for system in systems::select("bare,fjord").expect("lab systems") {
+        let progress = Progress::new(plan.steps());
+        let rows = mtu::run_plan(system.as_ref(), &plan, &progress, workdir.path());
+        let name = system.name();
+        for row in &rows {
+            assert_eq!(row.status, MeasurementStatus::Ok, "{row:#?}");
+            assert!(row.median > 0.0, "{row:#?}");
+        }
+        let transfers: Vec<_> = rows.iter().filter(|row| row.test == "tcp_bulk").collect();
+        assert_eq!(transfers.len(), plan.mtus.len(), "{name}: {rows:#?}");
+        for row in transfers {
+            assert_eq!(row.extra.verified, Some(true), "{row:#?}");
+            if name == "fjord" {
+                assert!(row.extra.cpu_left_percent.is_some(), "{row:#?}");
+                assert!(row.extra.cpu_right_percent.is_some(), "{row:#?}");
+            }
+        }
+        let pings = rows.iter().filter(|row| row.test == "ping_average").count();
+        assert_eq!(pings, PING_PAYLOADS.len(), "{name}: {rows:#?}");
+    }
+}
