@@ -29,7 +29,7 @@ pub enum LabCommand {
     },
     /// Run suites for systems.
     Run {
-        /// Suites to run (comma-separated): quick, throughput, latency, loss, bdp, soak, mesh, attack, compress.
+        /// Suites to run (comma-separated); see `fjord lab list`.
         #[arg(long = "suite", required = true)]
         suites: String,
         /// Systems to compare (comma-separated); bare is added first if missing.

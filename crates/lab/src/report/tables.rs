@@ -404,6 +404,11 @@ fn flood_table(section: &Section, title: String) -> Table {
         }
     };
     let remark = match section.test {
+        "flood_throughput" => vec![
+            "bare: the same flood at a UDP socket nobody reads while a bare transfer runs; \
+             its ratio to no flood is what the machine itself keeps, the most a tunnel can"
+                .to_string(),
+        ],
         "flood_handshakes" => vec![
             "cookie = cookie replies to spoofed sources, counted where they arrived; \
              DH = initiations read with Diffie-Hellman work, by the responder's own count \

@@ -32,8 +32,12 @@
 //!    5 s later, by design.
 //!
 //! The generator takes most of a core when unpaced: on a 2-core machine
-//! that flood measures the machine as much as the tunnel.
+//! that flood measures the machine as much as the tunnel. So `bare` runs
+//! the same floods (floor.rs) against a socket nobody reads while a bare
+//! transfer runs: its `no_flood_ratio` is what the machine itself keeps,
+//! the ceiling for any tunnel's under the same flood.
 
+mod floor;
 mod tunnel;
 
 use std::path::Path;
@@ -46,6 +50,7 @@ use crate::progress::Progress;
 use crate::results::{Drops, Extra, Measurement, MeasurementStatus, median};
 use crate::systems::System;
 use crate::traffic::BulkReport;
+use floor::Floor;
 pub use tunnel::{FLOOD_SETTLE, RESTART_LIMIT};
 use tunnel::{FloodedTransfer, HandshakeWork, Tunnel};
 
@@ -58,6 +63,9 @@ pub const FLOODS: [FloodRate; 2] = [FloodRate::PerSecond(PACED_RATE), FloodRate:
 pub fn samples(quick: bool) -> usize {
     if quick { 1 } else { 3 }
 }
+
+/// The bare link's transfers are this many times the tunnels'.
+const FLOOR_BYTES_FACTOR: u64 = 4;
 
 fn transfer_bytes(quick: bool) -> u64 {
     if quick { 64 << 20 } else { 256 << 20 }
@@ -82,7 +90,8 @@ struct FloodOutcome {
     rate: FloodRate,
     /// Per pair: the transfer without the flood, then the one with it.
     pairs: Vec<(Result<BulkReport, String>, FloodedTransfer)>,
-    recovery: Result<Option<Duration>, String>,
+    /// `None` for the bare link: no tunnel to restart.
+    recovery: Option<Result<Option<Duration>, String>>,
 }
 
 /// Runs the suite for `system` on hosts it builds itself.
@@ -92,6 +101,9 @@ pub fn run(
     progress: &Progress,
     workdir: &Path,
 ) -> Vec<Measurement> {
+    if system.name() == crate::systems::Bare.name() {
+        return run_floor(system.name(), quick, progress);
+    }
     let Some(implementation) = super::wireguard_or_skip(system, Suite::Attack, quick, progress)
     else {
         return Vec::new();
@@ -141,12 +153,62 @@ pub fn run(
         progress.line(&format!("{name}: attack: {}", outcome.summary()));
         rows.push(outcome.throughput_row(name));
         rows.push(outcome.handshakes_row(name));
-        rows.push(recovery_row(
-            name,
-            Some(rate),
-            &outcome.recovery,
-            outcome.sent_per_sec(),
+        if let Some(recovery) = &outcome.recovery {
+            rows.push(recovery_row(
+                name,
+                Some(rate),
+                recovery,
+                outcome.sent_per_sec(),
+            ));
+        }
+        outcomes.push(outcome);
+        progress.done();
+    }
+    rows.insert(0, unflooded_row(name, &outcomes));
+    rows
+}
+
+/// The bare link under the same floods (floor.rs): throughput rows only.
+fn run_floor(name: &str, quick: bool, progress: &Progress) -> Vec<Measurement> {
+    // No tunnel, so no reference restart.
+    progress.skip(1);
+    let failed = |why: String| {
+        progress.line(&format!("{name}: attack: {why}"));
+        progress.skip(FLOODS.len() as u64);
+        vec![row("flood_throughput", name, "bit/s", None).failed(why)]
+    };
+    let hosts = match AttackedHosts::build() {
+        Ok(hosts) => hosts,
+        Err(error) => return failed(format!("building the hosts: {error}")),
+    };
+    let mut floor = match Floor::start(&hosts) {
+        Ok(floor) => floor,
+        Err(why) => return failed(why),
+    };
+    // The bare link moves data several times faster than any tunnel: with
+    // the tunnels' size its transfer would end before the flood's cost
+    // showed.
+    let bytes = FLOOR_BYTES_FACTOR * transfer_bytes(quick);
+    let mut rows = Vec::new();
+    let mut outcomes = Vec::new();
+    for rate in FLOODS {
+        if progress.stopping() {
+            break;
+        }
+        progress.step(&format!(
+            "{name}: attack: flood {rate}: {} transfers with and without it",
+            samples(quick)
         ));
+        let pairs = (0..samples(quick))
+            .map(|_| (floor.transfer(bytes), floor.flooded_transfer(rate, bytes)))
+            .collect();
+        let outcome = FloodOutcome {
+            rate,
+            pairs,
+            recovery: None,
+        };
+        progress.line(&format!("{name}: attack: {}", outcome.summary()));
+        rows.push(outcome.throughput_row(name));
         outcomes.push(outcome);
         progress.done();
     }
@@ -159,12 +221,7 @@ fn measure_flood(tunnel: &mut Tunnel<'_>, rate: FloodRate, quick: bool) -> Flood
     let pairs = (0..samples(quick))
         .map(|_| {
             if let Err(why) = tunnel.check_up() {
-                let flooded = FloodedTransfer {
-                    transfer: Err(why.clone()),
-                    work: Err(why.clone()),
-                    sent_per_sec: None,
-                };
-                return (Err(why), flooded);
+                return (Err(why.clone()), FloodedTransfer::failed(why));
             }
             let without = tunnel.transfer(bytes);
             (without, tunnel.flooded_transfer(rate, bytes))
@@ -174,7 +231,7 @@ fn measure_flood(tunnel: &mut Tunnel<'_>, rate: FloodRate, quick: bool) -> Flood
     FloodOutcome {
         rate,
         pairs,
-        recovery,
+        recovery: Some(recovery),
     }
 }
 
@@ -347,7 +404,9 @@ impl FloodOutcome {
             ));
             parts.push(text);
         }
-        parts.push(recovery_text(&self.recovery));
+        if let Some(recovery) = &self.recovery {
+            parts.push(recovery_text(recovery));
+        }
         parts.join(", ")
     }
 }

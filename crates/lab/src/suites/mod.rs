@@ -93,7 +93,7 @@ impl Suite {
                 "an hour of 4-stream TCP (5 min with --quick, or --soak-minutes) with rekeys and a restart of one side every 10 min: each side's memory and its growth, digest-checked transfers, both sides' counters against each other"
             }
             Suite::Attack => {
-                "a handshake flood (spoofed initiations with a valid mac1, none, 20,000/s, max) on the responder of each WireGuard implementation: TCP throughput against no flood, cookie replies against Diffie-Hellman work, time for a restarted initiator to get the tunnel back"
+                "a handshake flood (spoofed initiations with a valid mac1, none, 20,000/s, max) on the responder of each WireGuard implementation: TCP throughput against no flood, cookie replies against Diffie-Hellman work, time for a restarted initiator to get the tunnel back; bare takes the same floods at a socket nobody reads, what the machine itself keeps"
             }
             Suite::Peers => {
                 "the same load spread over 1, 10, 100 and 1,000 peers of one responder (the peer emulator plays them): zero-loss frame rate at 64 and 1,420 bytes with its ratio to one peer, memory per peer, TCP over 100 flows to 1 and 100 peers"

@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use fjord_proto::{DropCounters, HandshakeCounters};
+use fjord_proto::{DropCounters, HandshakeCounters, PublicKey};
 
 use crate::attack::hosts::{ATTACKER_LINK, spoofed_sources};
 use crate::attack::{
@@ -25,11 +25,11 @@ pub const FLOOD_SETTLE: Duration = Duration::from_secs(1);
 /// How long a restarted side may take to carry an echo again.
 pub const RESTART_LIMIT: Duration = Duration::from_secs(30);
 /// How long one transfer may take, and go without progress.
-const TRANSFER_LIMIT: Duration = Duration::from_secs(60);
-const TRANSFER_STALL: Duration = Duration::from_secs(15);
+pub(super) const TRANSFER_LIMIT: Duration = Duration::from_secs(60);
+pub(super) const TRANSFER_STALL: Duration = Duration::from_secs(15);
 /// How long the tunnel may take to answer a ping before a transfer.
 const TUNNEL_CHECK_LIMIT: Duration = Duration::from_secs(20);
-const FIRST_SINK_PORT: u16 = 5401;
+pub(super) const FIRST_SINK_PORT: u16 = 5401;
 const ECHO_PORT: u16 = 5499;
 
 /// One implementation on both hosts, the right side flooded.
@@ -73,6 +73,17 @@ pub struct FloodedTransfer {
     pub work: Result<HandshakeWork, String>,
     /// Spoofed initiations per second the flood sent.
     pub sent_per_sec: Option<f64>,
+}
+
+impl FloodedTransfer {
+    /// Neither transfer nor work, for `why`.
+    pub fn failed(why: String) -> Self {
+        Self {
+            transfer: Err(why.clone()),
+            work: Err(why),
+            sent_per_sec: None,
+        }
+    }
 }
 
 impl<'a> Tunnel<'a> {
@@ -127,34 +138,14 @@ impl<'a> Tunnel<'a> {
 
     /// Starts a flood at `rate` and waits [`FLOOD_SETTLE`].
     pub fn start_flood(&self, rate: FloodRate) -> Result<Flood, String> {
-        let (destination_mac, source_mac) = self
-            .hosts
-            .attack_link_macs()
-            .map_err(|error| error.to_string())?;
-        let target = FloodTarget {
-            address: SocketAddrV4::new(RIGHT_UNDERLAY, LISTEN_PORT),
-            public_key: self.pair.side(End::Right).public_key(),
-            destination_mac,
-            source_mac,
-            sources: spoofed_sources(),
-        };
-        let flood = Flood::start(&self.hosts.attacker, ATTACKER_LINK, target, rate)
-            .map_err(|error| format!("starting the flood: {error}"))?;
-        std::thread::sleep(FLOOD_SETTLE);
-        Ok(flood)
+        start_flood(self.hosts, self.pair.side(End::Right).public_key(), rate)
     }
 
     /// A transfer of `bytes` while a flood at `rate` runs.
     pub fn flooded_transfer(&mut self, rate: FloodRate, bytes: u64) -> FloodedTransfer {
         let flood = match self.start_flood(rate) {
             Ok(flood) => flood,
-            Err(why) => {
-                return FloodedTransfer {
-                    transfer: Err(why.clone()),
-                    work: Err(why),
-                    sent_per_sec: None,
-                };
-            }
+            Err(why) => return FloodedTransfer::failed(why),
         };
         let before = self.snapshot();
         let transfer = self.transfer(bytes);
@@ -169,14 +160,7 @@ impl<'a> Tunnel<'a> {
                 work,
                 sent_per_sec: Some(report.per_second()),
             },
-            Err(error) => {
-                let why = format!("the flood stopped early: {error}");
-                FloodedTransfer {
-                    transfer: Err(why.clone()),
-                    work: Err(why),
-                    sent_per_sec: None,
-                }
-            }
+            Err(error) => FloodedTransfer::failed(format!("the flood stopped early: {error}")),
         }
     }
 
@@ -226,6 +210,29 @@ impl<'a> Tunnel<'a> {
         }
         Ok(back)
     }
+}
+
+/// Starts a flood at `rate` on the right host's WireGuard port, with a
+/// mac1 keyed to `responder`, and waits [`FLOOD_SETTLE`].
+pub fn start_flood(
+    hosts: &AttackedHosts,
+    responder: PublicKey,
+    rate: FloodRate,
+) -> Result<Flood, String> {
+    let (destination_mac, source_mac) = hosts
+        .attack_link_macs()
+        .map_err(|error| error.to_string())?;
+    let target = FloodTarget {
+        address: SocketAddrV4::new(RIGHT_UNDERLAY, LISTEN_PORT),
+        public_key: responder,
+        destination_mac,
+        source_mac,
+        sources: spoofed_sources(),
+    };
+    let flood = Flood::start(&hosts.attacker, ATTACKER_LINK, target, rate)
+        .map_err(|error| format!("starting the flood: {error}"))?;
+    std::thread::sleep(FLOOD_SETTLE);
+    Ok(flood)
 }
 
 impl HandshakeWork {
