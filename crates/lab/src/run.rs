@@ -106,7 +106,11 @@ pub fn run(options: RunOptions) -> Result<RunSummary, RunError> {
         .map(|suite| suite.steps(options.quick) * runnable.len() as u64)
         .sum();
     let progress = Progress::new(total).stop_on(interrupted.clone());
-    let workdir = options.out_dir.join("work");
+    // Absolute: daemons that change directory read their files from here
+    // (sshd refuses a relative host key path).
+    let workdir = std::path::absolute(&options.out_dir)
+        .map_err(|e| output(e, &options.out_dir))?
+        .join("work");
     let mut measurements = Vec::new();
     'suites: for suite in &options.suites {
         for system in &runnable {
