@@ -8,18 +8,16 @@
 //! transfer, so the ratio measured here (with the flood over without it)
 //! is the most any tunnel on this machine can keep under that flood.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::net::{Ipv4Addr, UdpSocket};
 use std::time::Instant;
 
 use fjord_proto::PrivateKey;
 
-use super::tunnel::{
-    FIRST_SINK_PORT, FloodedTransfer, HandshakeWork, TRANSFER_LIMIT, TRANSFER_STALL, start_flood,
-};
+use super::tunnel::{FIRST_SINK_PORT, FloodedTransfer, HandshakeWork, start_flood, transfer};
 use crate::attack::{AttackedHosts, FloodRate, udp_socket_drops};
 use crate::systems::wireguard::LISTEN_PORT;
 use crate::topology::RIGHT_UNDERLAY;
-use crate::traffic::{BulkReport, BulkTransfer};
+use crate::traffic::BulkReport;
 
 /// The bare link between the attacked hosts, with the unread socket.
 pub struct Floor<'a> {
@@ -47,19 +45,9 @@ impl<'a> Floor<'a> {
     }
 
     /// A digest-checked TCP transfer of `bytes` left → right on the bare
-    /// link, each on a port of its own.
+    /// link.
     pub fn transfer(&mut self, bytes: u64) -> Result<BulkReport, String> {
-        let port = self.next_sink_port;
-        self.next_sink_port = self.next_sink_port.wrapping_add(1).max(FIRST_SINK_PORT);
-        BulkTransfer::new(bytes)
-            .timeout(TRANSFER_LIMIT)
-            .stall_timeout(TRANSFER_STALL)
-            .run(
-                &self.hosts.hosts.left,
-                &self.hosts.hosts.right,
-                SocketAddr::new(IpAddr::V4(RIGHT_UNDERLAY), port),
-            )
-            .map_err(|error| error.to_string())
+        transfer(self.hosts, RIGHT_UNDERLAY, &mut self.next_sink_port, bytes)
     }
 
     /// A transfer of `bytes` while a flood at `rate` fills the unread

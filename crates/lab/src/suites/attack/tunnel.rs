@@ -3,7 +3,7 @@
 //! suite does to it: transfers with and without a flood, counter readings
 //! around them, and restarts of the left side.
 
-use std::net::{IpAddr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -25,8 +25,8 @@ pub const FLOOD_SETTLE: Duration = Duration::from_secs(1);
 /// How long a restarted side may take to carry an echo again.
 pub const RESTART_LIMIT: Duration = Duration::from_secs(30);
 /// How long one transfer may take, and go without progress.
-pub(super) const TRANSFER_LIMIT: Duration = Duration::from_secs(60);
-pub(super) const TRANSFER_STALL: Duration = Duration::from_secs(15);
+const TRANSFER_LIMIT: Duration = Duration::from_secs(60);
+const TRANSFER_STALL: Duration = Duration::from_secs(15);
 /// How long the tunnel may take to answer a ping before a transfer.
 const TUNNEL_CHECK_LIMIT: Duration = Duration::from_secs(20);
 pub(super) const FIRST_SINK_PORT: u16 = 5401;
@@ -120,20 +120,10 @@ impl<'a> Tunnel<'a> {
         .map_err(|error| format!("no ping through the tunnel: {error}"))
     }
 
-    /// A digest-checked TCP transfer of `bytes` left → right, each on a
-    /// port of its own (no wait for an old connection's).
+    /// A digest-checked TCP transfer of `bytes` left → right through the
+    /// tunnel.
     pub fn transfer(&mut self, bytes: u64) -> Result<BulkReport, String> {
-        let port = self.next_sink_port;
-        self.next_sink_port = self.next_sink_port.wrapping_add(1).max(FIRST_SINK_PORT);
-        BulkTransfer::new(bytes)
-            .timeout(TRANSFER_LIMIT)
-            .stall_timeout(TRANSFER_STALL)
-            .run(
-                &self.hosts.hosts.left,
-                &self.hosts.hosts.right,
-                SocketAddr::new(IpAddr::V4(RIGHT_OVERLAY), port),
-            )
-            .map_err(|error| error.to_string())
+        transfer(self.hosts, RIGHT_OVERLAY, &mut self.next_sink_port, bytes)
     }
 
     /// Starts a flood at `rate` and waits [`FLOOD_SETTLE`].
@@ -210,6 +200,28 @@ impl<'a> Tunnel<'a> {
         }
         Ok(back)
     }
+}
+
+/// A digest-checked TCP transfer of `bytes` from the left host to `to` on
+/// the right one, each on a port of its own (no wait for an old
+/// connection's): `next_port`, which moves on.
+pub(super) fn transfer(
+    hosts: &AttackedHosts,
+    to: Ipv4Addr,
+    next_port: &mut u16,
+    bytes: u64,
+) -> Result<BulkReport, String> {
+    let port = *next_port;
+    *next_port = next_port.wrapping_add(1).max(FIRST_SINK_PORT);
+    BulkTransfer::new(bytes)
+        .timeout(TRANSFER_LIMIT)
+        .stall_timeout(TRANSFER_STALL)
+        .run(
+            &hosts.hosts.left,
+            &hosts.hosts.right,
+            SocketAddr::new(IpAddr::V4(to), port),
+        )
+        .map_err(|error| error.to_string())
 }
 
 /// Starts a flood at `rate` on the right host's WireGuard port, with a
