@@ -8,7 +8,7 @@
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use fjord_sys::socket::{SocketBuffer, force_buffer_size, set_int_option};
 use quinn_udp::{RecvMeta, Transmit, UdpSockRef, UdpSocketState};
@@ -18,6 +18,12 @@ pub use quinn_udp::BATCH_SIZE as RECV_BATCH;
 
 /// Socket buffer size asked for in both directions (root may exceed rmem_max).
 const SOCKET_BUFFER_BYTES: usize = 8 << 20;
+/// Largest datagram sent as a GSO segment where the route's MTU is not
+/// known (the interface's unconnected socket): one that fits a 1500-byte
+/// path behind IPv6 and UDP headers. The kernel refuses GSO segments
+/// larger than the route's MTU, so bigger datagrams go one per send and
+/// may fragment.
+pub(crate) const DEFAULT_GSO_SEGMENT: usize = 1500 - 40 - 8;
 
 #[derive(Debug, thiserror::Error)]
 pub enum UdpError {
@@ -39,6 +45,10 @@ pub struct UdpTransport {
     /// Set once a GSO send was refused (`EIO`: no segmentation on the
     /// path); from then on every datagram goes alone.
     gso_refused: AtomicBool,
+    /// Largest datagram sent as a GSO segment through this socket: the
+    /// connected route's MTU less headers, else one that fits a 1,500-byte
+    /// path (see [`UdpTransport::gso_segment_limit`]).
+    gso_segment_limit: AtomicUsize,
     /// Sockets that carry what goes to one remote endpoint (steering.rs).
     pub(crate) steered: crate::steering::Steering,
     /// TCP connections that carry what goes to one remote endpoint when
@@ -105,7 +115,16 @@ impl UdpTransport {
         socket
             .connect(&mapped(remote).into())
             .map_err(setup("connect"))?;
-        Self::from_bound(socket, port)
+        let transport = Self::from_bound(socket, port)?;
+        // A larger route MTU (a jumbo-frame underlay under a large tunnel
+        // MTU) lets larger datagrams go as GSO segments; one send of
+        // 1,452-byte segments is the most a route of unknown MTU takes.
+        let headers = if remote.is_ipv4() { 20 + 8 } else { 40 + 8 };
+        if let Ok(mtu) = fjord_sys::socket::path_mtu(transport.socket.as_fd()) {
+            let limit = mtu.saturating_sub(headers).max(DEFAULT_GSO_SEGMENT);
+            transport.gso_segment_limit.store(limit, Ordering::Relaxed);
+        }
+        Ok(transport)
     }
 
     /// Offloads, buffers and fragmentation of a bound socket.
@@ -137,6 +156,7 @@ impl UdpTransport {
             state,
             port,
             gso_refused: AtomicBool::new(false),
+            gso_segment_limit: AtomicUsize::new(DEFAULT_GSO_SEGMENT),
             steered: crate::steering::Steering::default(),
             carriers: crate::carrier::Carriers::default(),
         })
@@ -162,6 +182,22 @@ impl UdpTransport {
         } else {
             self.state.max_gso_segments()
         }
+    }
+
+    /// Largest datagram to `destination` that may go as a GSO segment.
+    pub(crate) fn gso_segment_limit(&self, destination: SocketAddr) -> usize {
+        self.route(destination)
+            .gso_segment_limit
+            .load(Ordering::Relaxed)
+    }
+
+    /// The route to `destination` took a smaller MTU than its socket
+    /// learned at connect (the kernel refused a segment as too large):
+    /// back to segments that fit any 1,500-byte path.
+    pub(crate) fn shrink_gso_segments(&self, destination: SocketAddr) {
+        self.route(destination)
+            .gso_segment_limit
+            .store(DEFAULT_GSO_SEGMENT, Ordering::Relaxed);
     }
 
     /// Turns GSO off for good after the kernel refused a segmented send
@@ -528,6 +564,25 @@ mod tests {
         connected.send(peer_address, None, b"back").unwrap();
         let back = receive_waiting(&peer);
         assert_eq!(back, [(to, b"back".to_vec())]);
+    }
+
+    /// A connected socket sends GSO segments as large as its route takes
+    /// (loopback: the 65,535 bytes of an IP packet less the IPv4 and UDP
+    /// headers); others stay at what a 1,500-byte path takes.
+    #[test]
+    fn gso_segments_follow_the_connected_route_mtu() {
+        let interface = UdpTransport::bind(0, 0).unwrap();
+        let peer = UdpTransport::bind(0, 0).unwrap();
+        let peer_address = SocketAddr::from(([127, 0, 0, 1], peer.port()));
+        let elsewhere = SocketAddr::from(([127, 0, 0, 1], 9));
+        assert_eq!(
+            interface.gso_segment_limit(peer_address),
+            DEFAULT_GSO_SEGMENT
+        );
+        let connected = UdpTransport::connected(interface.port(), peer_address, None, 0).unwrap();
+        assert_eq!(connected.gso_segment_limit(elsewhere), 65_535 - 28);
+        connected.shrink_gso_segments(elsewhere);
+        assert_eq!(connected.gso_segment_limit(elsewhere), DEFAULT_GSO_SEGMENT);
     }
 
     /// Bound to the address the peer sends to, a connected socket takes

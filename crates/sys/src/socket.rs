@@ -77,6 +77,31 @@ pub fn enable_receive_timestamps(fd: BorrowedFd<'_>) -> io::Result<()> {
     set_int_option(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)
 }
 
+/// The MTU of the route a connected socket's datagrams take (`IPV6_MTU`
+/// for a dual-stack socket, `IP_MTU` for an IPv4 one): the largest
+/// datagram, headers included, the kernel sends without fragmenting, and
+/// the largest it accepts as a UDP GSO segment.
+pub fn path_mtu(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    let int_option = |level, name| {
+        let mut value: libc::c_int = 0;
+        let mut length = mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `length` bytes into `value`, a
+        // live c_int, and updates `length`.
+        check(unsafe {
+            libc::getsockopt(
+                fd.as_raw_fd(),
+                level,
+                name,
+                (&raw mut value).cast(),
+                &raw mut length,
+            )
+        })
+        .map(|_| usize::try_from(value).unwrap_or(0))
+    };
+    int_option(libc::IPPROTO_IPV6, libc::IPV6_MTU)
+        .or_else(|_| int_option(libc::IPPROTO_IP, libc::IP_MTU))
+}
+
 /// Datagrams the kernel dropped at this socket since it was created
 /// because its receive buffer was full (`SO_MEMINFO`, `SK_MEMINFO_DROPS`).
 pub fn socket_drops(fd: BorrowedFd<'_>) -> io::Result<u64> {

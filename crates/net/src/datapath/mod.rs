@@ -67,11 +67,6 @@ pub use outbound::{Outbound, Pace, send_blocking};
 const SEAL_OVERHEAD: usize = DATA_HEADROOM + 16;
 /// Largest payload of one GSO send: 65,535 minus IPv4 and UDP headers.
 const MAX_GSO_BYTES: usize = 65_535 - 20 - 8;
-/// Largest datagram sent as a GSO segment: one that fits a 1500-byte path
-/// behind IPv6 and UDP headers. The kernel refuses GSO segments larger
-/// than the path MTU (and quinn-udp then turns GSO off for good), so
-/// bigger datagrams (large tunnel MTUs) go one per send and may fragment.
-const MAX_GSO_SEGMENT: usize = 1500 - 40 - 8;
 /// Room for one GRO-coalesced UDP message.
 const GRO_BUFFER: usize = 65_536;
 /// The receive buffers: one GRO message each.

@@ -11,10 +11,10 @@ use fjord_proto::Outgoing;
 use crate::crypto_stage::SealSlot;
 use crate::stats::DataStats;
 use crate::tun::{IDEAL_BATCH_SIZE, MAX_SUPER_PACKET, TunReadError, is_device_gone};
-use crate::udp::{UdpTransport, is_stale_source};
+use crate::udp::{DEFAULT_GSO_SEGMENT, UdpTransport, is_stale_source};
 use crate::udp_send::{GsoMessage, SEND_BATCH, Sent, send_or_wait};
 
-use super::{Drained, MAX_GSO_BYTES, MAX_GSO_SEGMENT, Pipes, SEAL_OVERHEAD};
+use super::{Drained, MAX_GSO_BYTES, Pipes, SEAL_OVERHEAD};
 
 /// Slots in the outbound area: room for one more full read (a super-packet
 /// needs up to [`IDEAL_BATCH_SIZE`] slots) after the sends were deferred.
@@ -25,6 +25,8 @@ const OUTBOUND_SLOTS: usize = 2 * IDEAL_BATCH_SIZE;
 struct GsoRun {
     destination: std::net::SocketAddr,
     source: Option<std::net::IpAddr>,
+    /// Largest datagram its socket sends as a GSO segment.
+    segment_limit: usize,
     first_slot: usize,
     count: usize,
     segment: usize,
@@ -228,7 +230,7 @@ impl Outbound {
     /// [`SEND_BATCH`] messages.
     fn send_sealed(&mut self, udp: &UdpTransport, stats: &mut DataStats) {
         let filled = std::mem::take(&mut self.filled);
-        self.collect_runs(filled, udp.max_gso_segments());
+        self.collect_runs(filled, udp);
         let area = &self.area;
         let spans = &self.spans;
         let pieces: [IoSlice<'_>; OUTBOUND_SLOTS] = std::array::from_fn(|index| {
@@ -259,13 +261,23 @@ impl Outbound {
                 Sent::Failed(error) => {
                     let run = &batch[0];
                     let refused_gso = error.raw_os_error() == Some(libc::EIO) && run.count > 1;
-                    if refused_gso || is_stale_source(&error, run.source) {
+                    // Segments above what any 1,500-byte path takes, on a
+                    // route whose MTU shrank since its socket connected.
+                    let segment_too_large = error.raw_os_error() == Some(libc::EINVAL)
+                        && run.count > 1
+                        && run.segment > DEFAULT_GSO_SEGMENT;
+                    if refused_gso || segment_too_large || is_stale_source(&error, run.source) {
                         // No segmentation on this path: this run goes one
                         // datagram at a time, and so does every later one.
-                        // A gone source: one at a time too, from the
-                        // route's choice (rare, so not worth a GSO path).
+                        // Too large: this run one at a time, later ones in
+                        // smaller segments. A gone source: one at a time
+                        // too, from the route's choice (rare, so not worth
+                        // a GSO path).
                         if refused_gso {
                             udp.refuse_gso(&error);
+                        }
+                        if segment_too_large {
+                            udp.shrink_gso_segments(run.destination);
                         }
                         for slot in run.first_slot..run.first_slot + run.count {
                             let datagram = &area[slot * self.stride..][..self.sealed[slot].len];
@@ -290,7 +302,8 @@ impl Outbound {
     /// runs' bytes into as few contiguous pieces as they lie in
     /// (`self.spans`): full-size datagrams already lie one stride apart, as
     /// GSO wants them.
-    fn collect_runs(&mut self, filled: usize, max_segments: usize) {
+    fn collect_runs(&mut self, filled: usize, udp: &UdpTransport) {
+        let max_segments = udp.max_gso_segments();
         self.runs.clear();
         self.spans.clear();
         for index in 0..filled {
@@ -312,7 +325,7 @@ impl Outbound {
                     && current.source == source
                     && current.last_len == current.segment
                     && len <= current.segment
-                    && current.segment <= MAX_GSO_SEGMENT
+                    && current.segment <= current.segment_limit
                     && current.count < max_segments
                     && (current.count + 1) * current.segment <= MAX_GSO_BYTES;
                 if joins {
@@ -331,6 +344,7 @@ impl Outbound {
             self.runs.push(GsoRun {
                 destination,
                 source,
+                segment_limit: udp.gso_segment_limit(destination),
                 first_slot: index,
                 count: 1,
                 segment: len,
