@@ -72,13 +72,6 @@ impl<'a> Floor<'a> {
                 ..HandshakeWork::default()
             })
         });
-        match flood.stop() {
-            Ok(report) => FloodedTransfer {
-                transfer,
-                work,
-                sent_per_sec: Some(report.per_second()),
-            },
-            Err(error) => FloodedTransfer::failed(format!("the flood stopped early: {error}")),
-        }
+        FloodedTransfer::after(flood, transfer, work)
     }
 }

@@ -84,6 +84,24 @@ impl FloodedTransfer {
             sent_per_sec: None,
         }
     }
+
+    /// Stops `flood`, which ran during `transfer`; a flood that had
+    /// already died makes the whole measurement fail, since the transfer
+    /// did not run under it to the end.
+    pub fn after(
+        flood: Flood,
+        transfer: Result<BulkReport, String>,
+        work: Result<HandshakeWork, String>,
+    ) -> Self {
+        match flood.stop() {
+            Ok(report) => Self {
+                transfer,
+                work,
+                sent_per_sec: Some(report.per_second()),
+            },
+            Err(error) => Self::failed(format!("the flood stopped early: {error}")),
+        }
+    }
 }
 
 impl<'a> Tunnel<'a> {
@@ -144,14 +162,7 @@ impl<'a> Tunnel<'a> {
             (Ok(before), Ok(after)) => Ok(HandshakeWork::between(&before, &after)),
             (Err(why), _) | (_, Err(why)) => Err(why),
         };
-        match flood.stop() {
-            Ok(report) => FloodedTransfer {
-                transfer,
-                work,
-                sent_per_sec: Some(report.per_second()),
-            },
-            Err(error) => FloodedTransfer::failed(format!("the flood stopped early: {error}")),
-        }
+        FloodedTransfer::after(flood, transfer, work)
     }
 
     fn snapshot(&self) -> Result<Snapshot, String> {
