@@ -31,6 +31,7 @@ use crate::wire::{
     HANDSHAKE_INITIATION_LEN, HANDSHAKE_RESPONSE_LEN, HandshakeInitiation, HandshakeResponse,
     MESSAGE_TYPE_HANDSHAKE_INITIATION, MESSAGE_TYPE_HANDSHAKE_RESPONSE, initiation, response,
 };
+use crate::x25519;
 
 const CONSTRUCTION: &[u8] = b"Noise_IKpsk2_25519_ChaChaPoly_BLAKE2s";
 const IDENTIFIER: &[u8] = b"WireGuard v1 zx2c4 Jason@zx2c4.com";
@@ -54,11 +55,7 @@ fn initial_chain() -> (Hash, Hash) {
 }
 
 fn dh(secret: &StaticSecret, public: &[u8; 32]) -> Result<Zeroizing<[u8; 32]>, HandshakeError> {
-    let shared = secret.diffie_hellman(&x25519_dalek::PublicKey::from(*public));
-    if !shared.was_contributory() {
-        return Err(HandshakeError::LowOrderPoint);
-    }
-    Ok(Zeroizing::new(shared.to_bytes()))
+    x25519::shared_secret(secret, public).ok_or(HandshakeError::LowOrderPoint)
 }
 
 /// Our own static key with the values derived from it once.
@@ -217,7 +214,7 @@ pub fn create_initiation(
     let static_static = remote.static_static()?;
     let (chaining_key, _) = initial_chain();
     let mut h = remote.initiator_hash;
-    let ephemeral_public = x25519_dalek::PublicKey::from(&ephemeral).to_bytes();
+    let ephemeral_public = x25519::public_key(&ephemeral);
 
     out.fill(0);
     out[..4].copy_from_slice(&MESSAGE_TYPE_HANDSHAKE_INITIATION.to_le_bytes());
@@ -293,7 +290,7 @@ pub fn create_response(
 ) -> Result<SessionKeys, HandshakeError> {
     let ephemeral = StaticSecret::from(ephemeral_secret);
     ephemeral_secret.zeroize();
-    let ephemeral_public = x25519_dalek::PublicKey::from(&ephemeral).to_bytes();
+    let ephemeral_public = x25519::public_key(&ephemeral);
     let mut h = received.hash;
 
     out.fill(0);

@@ -108,7 +108,7 @@ impl PrivateKey {
     }
 
     pub fn public_key(&self) -> PublicKey {
-        PublicKey(x25519_dalek::PublicKey::from(&self.0).to_bytes())
+        PublicKey(crate::x25519::public_key(&self.0))
     }
 
     /// The key's bytes, wiped when dropped.

@@ -35,6 +35,7 @@ pub mod timer_queue;
 pub mod timers;
 mod under_load;
 pub mod wire;
+mod x25519;
 
 pub use aead::DataCipher;
 pub use compression::CompressionPolicy;
