@@ -280,9 +280,13 @@ fn first_real_error(
     if errors.is_empty() {
         return Ok((ok_sent, ok_received));
     }
+    // An end that timed out closes its sockets, so the other end then
+    // fails with a broken pipe or a reset: the timeout is the cause.
+    let is_timeout = |error: &TrafficError| matches!(error, TrafficError::Io { source, .. } if source.kind() == io::ErrorKind::TimedOut);
     let position = errors
         .iter()
-        .position(|error| !is_abort(error))
+        .position(is_timeout)
+        .or_else(|| errors.iter().position(|error| !is_abort(error)))
         .unwrap_or(0);
     Err(errors.swap_remove(position))
 }
@@ -533,6 +537,32 @@ mod tests {
         assert_eq!(split(10, 3), [4, 3, 3]);
         assert_eq!(split(2, 4), [1, 1, 0, 0]);
         assert_eq!(split(7, 1), [7]);
+    }
+
+    fn io_error(operation: &str, kind: io::ErrorKind) -> TrafficError {
+        TrafficError::Io {
+            operation: operation.into(),
+            source: io::Error::from(kind),
+        }
+    }
+
+    #[test]
+    fn a_timeout_is_the_cause_of_the_broken_pipe_it_leaves() {
+        let sent = vec![Err(io_error("bulk source 0", io::ErrorKind::BrokenPipe))];
+        let received = Err(io_error("bulk sink", io::ErrorKind::TimedOut));
+        let Err(error) = first_real_error(sent, received) else {
+            panic!("two failed ends make an error");
+        };
+        assert!(error.to_string().contains("bulk sink"), "{error}");
+
+        let sent = vec![
+            Err(io_error("bulk source 0", io::ErrorKind::Interrupted)),
+            Err(io_error("bulk source 1", io::ErrorKind::ConnectionRefused)),
+        ];
+        let Err(error) = first_real_error(sent, Ok(Vec::new())) else {
+            panic!("two failed sources make an error");
+        };
+        assert!(error.to_string().contains("bulk source 1"), "{error}");
     }
 
     #[test]
