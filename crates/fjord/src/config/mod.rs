@@ -24,6 +24,7 @@
 
 mod endpoint;
 mod error;
+mod keys;
 mod mesh;
 mod mode;
 mod parse;
