@@ -36,11 +36,11 @@ pub fn link(drop_percent: f64) -> LinkConfig {
 }
 
 pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
-    let (samples, limit) = if context.quick {
-        (1, Duration::from_secs(60))
-    } else {
-        (5, Duration::from_secs(180))
-    };
+    // At 20–25 % drop a transfer takes minutes whatever carries it (lost
+    // SYNs and ACKs back the timers off), so past a minute the figure is
+    // only "slower than a minute"; a timed-out sample ends its point.
+    let samples = if context.quick { 1 } else { 5 };
+    let limit = Duration::from_secs(60);
     // TCP's answer to random loss is the whole story here (BBR barely
     // slows, CUBIC collapses, and TCP in TCP suffers differently under
     // each), so the rows say which the hosts ran: the lab leaves the
