@@ -177,15 +177,53 @@ impl NetworkPublicKey {
     }
 
     fn from_bytes(bytes: &[u8; 32]) -> Result<Self, DecodeError> {
-        VerifyingKey::from_bytes(bytes)
-            .map(Self)
-            .map_err(|_| DecodeError::InvalidField)
+        #[cfg(fuzzing)]
+        let key = fuzz_memo::decompress(bytes);
+        #[cfg(not(fuzzing))]
+        let key = VerifyingKey::from_bytes(bytes).ok();
+        key.map(Self).ok_or(DecodeError::InvalidField)
     }
 
     fn verify(&self, message: &[u8], signature: &[u8; SIGNATURE_LEN]) -> Result<(), CertError> {
-        self.0
-            .verify_strict(message, &Signature::from_bytes(signature))
-            .map_err(|_| CertError::BadSignature)
+        #[cfg(fuzzing)]
+        let authentic = fuzz_memo::verify(&self.0, message, signature);
+        #[cfg(not(fuzzing))]
+        let authentic = verify(&self.0, message, signature);
+        authentic.then_some(()).ok_or(CertError::BadSignature)
+    }
+}
+
+fn verify(key: &VerifyingKey, message: &[u8], signature: &[u8; SIGNATURE_LEN]) -> bool {
+    key.verify_strict(message, &Signature::from_bytes(signature))
+        .is_ok()
+}
+
+/// Fuzz builds remember each key decompression and signature check (see
+/// `fjord_proto::memo`): the fuzz targets sign with fixed keys, and the
+/// curve arithmetic was over half of `mesh_membership`'s time.
+#[cfg(fuzzing)]
+mod fuzz_memo {
+    use ed25519_dalek::VerifyingKey;
+    use fjord_proto::memo::{Cache, remembered};
+
+    use super::SIGNATURE_LEN;
+
+    static KEYS: Cache<[u8; 32], Option<VerifyingKey>> = Cache::new();
+    static SIGNATURES: Cache<Vec<u8>, bool> = Cache::new();
+
+    pub(super) fn decompress(bytes: &[u8; 32]) -> Option<VerifyingKey> {
+        remembered(&KEYS, *bytes, || VerifyingKey::from_bytes(bytes).ok())
+    }
+
+    pub(super) fn verify(
+        key: &VerifyingKey,
+        message: &[u8],
+        signature: &[u8; SIGNATURE_LEN],
+    ) -> bool {
+        let checked = [key.as_bytes().as_slice(), signature, message].concat();
+        remembered(&SIGNATURES, checked, || {
+            super::verify(key, message, signature)
+        })
     }
 }
 

@@ -25,6 +25,9 @@ pub mod handshake;
 pub mod icmp;
 pub mod ip;
 pub mod keys;
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod memo;
 pub mod negotiation;
 mod outcome;
 mod peer;

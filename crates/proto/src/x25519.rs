@@ -1,13 +1,10 @@
 //! The two X25519 operations the handshake needs.
 //!
 //! Fuzz builds (`cfg(fuzzing)`, set by `cargo fuzz`) remember every result
-//! they compute. The stateful fuzz targets seed their random numbers, so
-//! every execution derives the same few ephemeral keys; a scalar
-//! multiplication under coverage instrumentation costs more than the rest
-//! of an execution together (95 % of `device_datagram`'s time, which held
-//! it at 450 executions a second). The cache returns the very values the
-//! multiplication would, so the protocol under the fuzzer is unchanged;
-//! other builds compute every time and keep no copy of a secret.
+//! they compute ([`crate::memo`]): the stateful fuzz targets derive the
+//! same few ephemeral keys in every execution, and the multiplications
+//! took 95 % of `device_datagram`'s time, which held it at 450 executions
+//! a second.
 
 use x25519_dalek::StaticSecret;
 use zeroize::Zeroizing;
@@ -45,37 +42,12 @@ fn compute_shared_secret(secret: &StaticSecret, public: &[u8; 32]) -> Option<Zer
 
 #[cfg(fuzzing)]
 mod memo {
-    use std::collections::HashMap;
-    use std::sync::{Mutex, PoisonError};
+    use crate::memo::{Cache, remembered};
 
     use super::*;
 
-    /// Beyond this many results the cache starts over, so a long campaign
-    /// that meets ever new keys (mutated ephemerals) stays small.
-    const CAPACITY: usize = 1 << 16;
-
-    type Cache<K, V> = Mutex<Option<HashMap<K, V>>>;
-
-    static PUBLIC_KEYS: Cache<[u8; 32], [u8; 32]> = Mutex::new(None);
-    static SHARED_SECRETS: Cache<([u8; 32], [u8; 32]), Option<[u8; 32]>> = Mutex::new(None);
-
-    fn remembered<K: Eq + std::hash::Hash, V: Clone>(
-        cache: &Cache<K, V>,
-        key: K,
-        compute: impl FnOnce() -> V,
-    ) -> V {
-        let mut cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
-        let map = cache.get_or_insert_with(HashMap::new);
-        if let Some(value) = map.get(&key) {
-            return value.clone();
-        }
-        if map.len() >= CAPACITY {
-            map.clear();
-        }
-        let value = compute();
-        map.insert(key, value.clone());
-        value
-    }
+    static PUBLIC_KEYS: Cache<[u8; 32], [u8; 32]> = Cache::new();
+    static SHARED_SECRETS: Cache<([u8; 32], [u8; 32]), Option<[u8; 32]>> = Cache::new();
 
     pub(super) fn public_key(secret: &StaticSecret) -> [u8; 32] {
         remembered(&PUBLIC_KEYS, secret.to_bytes(), || {
