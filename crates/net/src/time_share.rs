@@ -1,7 +1,7 @@
 //! A share of the worker's time for one kind of work: credit that grows
 //! with wall time at `1 / share` of it, up to a small saved amount, and
 //! shrinks by what the work took (wall or CPU time, as the caller
-//! measures it). Busy polling (`busy_poll.rs`) spends at most a twentieth
+//! measures it). Busy polling (`busy_poll.rs`) spends at most a tenth
 //! of the time spinning; the interface's socket under a handshake flood
 //! takes at most an eighth of a core (worker.rs).
 
