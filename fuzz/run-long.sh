@@ -17,6 +17,12 @@
 # target. At the end one line per target gives the executions, the time,
 # the executions per second and the crashes (0 expected); the exit code is
 # 1 if any target crashed.
+#
+# To keep measurements quiet, pause the fuzzer with SIGSTOP and SIGCONT,
+# but for less than 20 minutes at a time: libFuzzer counts wall time
+# against the input it was running (-timeout, 1,200 s) and reports a
+# paused input as a timeout (it happened: a 32 ms input of switch_frames,
+# after 35 minutes stopped).
 set -euo pipefail
 
 runs="${1:-100000000}"
