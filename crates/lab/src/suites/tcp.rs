@@ -1,13 +1,11 @@
 //! TCP bulk transfers with a content digest check, shared by the suites.
 
-use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::Context;
 use crate::measure::{CpuCharge, add_cpu, charged};
 use crate::results::{Extra, MeasurementStatus};
-use crate::traffic::TrafficError;
 use crate::traffic::tcp_bulk::{BulkReport, BulkTransfer};
 
 /// What a series of transfers gave.
@@ -53,10 +51,6 @@ impl Series {
     }
 }
 
-fn timed_out(error: &TrafficError) -> bool {
-    matches!(error, TrafficError::Io { source, .. } if source.kind() == io::ErrorKind::TimedOut)
-}
-
 /// Runs `samples` transfers of `bytes` from left to right, each limited to
 /// `limit`, on consecutive ports from `port`.
 pub fn series(
@@ -98,7 +92,7 @@ pub fn series_of(
                 series.reports.push(report);
                 series.charges.push(charge);
             }
-            Err(error) if timed_out(&error) => {
+            Err(error) if error.is_timeout() => {
                 series.timed_out = true;
                 break;
             }

@@ -42,6 +42,14 @@ pub enum TrafficError {
     },
 }
 
+impl TrafficError {
+    /// The run ran out of time (its deadline or a stall limit), rather
+    /// than failing.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, TrafficError::Io { source, .. } if source.kind() == io::ErrorKind::TimedOut)
+    }
+}
+
 /// What `ping` reported.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PingSummary {

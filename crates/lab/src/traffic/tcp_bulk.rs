@@ -282,10 +282,9 @@ fn first_real_error(
     }
     // An end that timed out closes its sockets, so the other end then
     // fails with a broken pipe or a reset: the timeout is the cause.
-    let is_timeout = |error: &TrafficError| matches!(error, TrafficError::Io { source, .. } if source.kind() == io::ErrorKind::TimedOut);
     let position = errors
         .iter()
-        .position(is_timeout)
+        .position(TrafficError::is_timeout)
         .or_else(|| errors.iter().position(|error| !is_abort(error)))
         .unwrap_or(0);
     Err(errors.swap_remove(position))
