@@ -63,7 +63,7 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
         let row = Row::new("loss", "transfer_time", system, "s")
             .param("drop_percent", drop_percent)
             .param("bytes", FILE_BYTES)
-            .param("rate", "100mbit")
+            .param("rate", format!("{}mbit", RATE_BITS_PER_SEC / 1_000_000))
             .param("congestion_control", congestion_control.as_str());
         if let Err(why) = context.shape(link(drop_percent)) {
             rows.push(row.failed(why));
