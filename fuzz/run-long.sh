@@ -18,6 +18,16 @@
 # the executions per second and the crashes (0 expected); the exit code is
 # 1 if any target crashed.
 #
+# A target that needs more core-hours than one sitting has (the stateful
+# ones: device_datagram and node_session run near 1,000 exec/s once their
+# inputs have grown) runs in parts: with FUZZ_CAMPAIGN=<dir> the corpus
+# lives in <dir>/<target>/ instead of a scratch directory, so the next
+# part starts from everything the last one found, and every part appends
+# its executions to <dir>/<target>.parts; the summary line then gives the
+# campaign's total. FUZZ_PART_SECONDS=<s> ends each part after that many
+# seconds (libFuzzer's -max_total_time) even if the executions asked for
+# are not reached.
+#
 # To keep measurements quiet, pause the fuzzer with SIGSTOP and SIGCONT,
 # but for less than 20 minutes at a time: libFuzzer counts wall time
 # against the input it was running (-timeout, 1,200 s) and reports a
@@ -32,6 +42,16 @@ if ! [[ "$runs" =~ ^[0-9]+$ ]] || [ "$runs" -eq 0 ]; then
 fi
 shift || true
 sanitizer="${FUZZ_SANITIZER:-none}"
+campaign="${FUZZ_CAMPAIGN:-}"
+part_seconds="${FUZZ_PART_SECONDS:-0}"
+if ! [[ "$part_seconds" =~ ^[0-9]+$ ]]; then
+    echo "FUZZ_PART_SECONDS must be a whole number of seconds" >&2
+    exit 2
+fi
+if [ -n "$campaign" ]; then
+    mkdir -p "$campaign"
+    campaign="$(cd "$campaign" && pwd)"
+fi
 
 cd "$(dirname "$0")"
 
@@ -56,6 +76,7 @@ summary=()
 crashed_targets=0
 for target in "${targets[@]}"; do
     corpus="$scratch/corpus/$target"
+    [ -n "$campaign" ] && corpus="$campaign/$target"
     artifacts="$scratch/artifacts/$target/"
     log="$scratch/$target.log"
     mkdir -p "$corpus" "$artifacts"
@@ -65,7 +86,8 @@ for target in "${targets[@]}"; do
     status=0
     # The last -artifact_prefix wins over the one cargo-fuzz passes.
     cargo +nightly fuzz run --sanitizer "$sanitizer" "$target" "$corpus" -- \
-        -runs="$runs" -print_final_stats=1 -artifact_prefix="$artifacts" \
+        -runs="$runs" -max_total_time="$part_seconds" -print_final_stats=1 \
+        -artifact_prefix="$artifacts" \
         >"$log" 2>&1 || status=$?
     seconds=$(( $(date +%s) - started ))
     executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
@@ -92,6 +114,12 @@ for target in "${targets[@]}"; do
     fi
     line="$(printf '%-18s %14s executions %8s s %10s exec/s  crashes: %s' \
         "$target" "$executions" "$seconds" "$rate" "$crashes")"
+    if [ -n "$campaign" ]; then
+        parts="$campaign/$target.parts"
+        echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) $executions $seconds $crashes" >>"$parts"
+        total=$(awk '$2 ~ /^[0-9]+$/ { sum += $2 } END { print sum + 0 }' "$parts")
+        line="$line  (campaign: $total executions in $(wc -l <"$parts") part(s))"
+    fi
     echo "   $line"
     summary+=("$line")
 done
