@@ -266,13 +266,16 @@ impl Node {
         match self.device.prepare_datagram(now, from, datagram) {
             Incoming::Done(received) => {
                 membership::note_time(&mut self.mesh, now);
-                Incoming::Done(check_source(
+                match check_source(
                     &self.routes,
                     self.switch.as_mut(),
                     &mut self.mismatches,
                     &mut self.drops,
-                    received,
-                ))
+                    &received,
+                ) {
+                    Some(refused) => Incoming::Done(Received::Dropped(refused)),
+                    None => Incoming::Done(received),
+                }
             }
             data => data,
         }
@@ -301,13 +304,16 @@ impl Node {
             }
             return self.handle_extension(now, from.remote, peer, &datagram[payload]);
         }
-        check_source(
+        match check_source(
             &self.routes,
             self.switch.as_mut(),
             &mut self.mismatches,
             &mut self.drops,
-            received,
-        )
+            &received,
+        ) {
+            Some(refused) => Received::Dropped(refused),
+            None => received,
+        }
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -357,34 +363,34 @@ impl Node {
     }
 }
 
-/// The allowed-IPs check of a received packet's source; on a switch,
-/// every IP packet is refused (it comes from a peer in another mode). A
-/// function of the fields it reads, so the receive path can call it while
-/// a data message still borrows the device.
+/// The allowed-IPs check of a received packet's source: why it is
+/// refused (counted), if it is; on a switch, every IP packet is refused
+/// (it comes from a peer in another mode). It reads the outcome where it
+/// lies rather than taking and returning it: a copy of an outcome just
+/// written stalls on the store buffer. A function of the fields it reads,
+/// so the receive path can call it while a data message still borrows the
+/// device.
 #[inline]
 fn check_source(
     routes: &AllowedIps<PeerId>,
     switch: Option<&mut switching::Switch>,
     mismatches: &mut switching::Mismatches,
     drops: &mut DropCounters,
-    received: Received,
-) -> Received {
+    received: &Received,
+) -> Option<DropReason> {
     let (Received::Data { peer, source, .. } | Received::Decompressed { peer, source, .. }) =
-        &received
+        received
     else {
-        return received;
+        return None;
     };
     let refused = match switch {
         Some(switch) => Some(switching::ip_packet_on_switch(switch, mismatches, *peer)),
         None => (routes.lookup(source) != Some(*peer)).then_some(DropReason::SourceNotAllowed),
     };
-    match refused {
-        Some(reason) => {
-            drops.count(reason);
-            Received::Dropped(reason)
-        }
-        None => received,
+    if let Some(reason) = refused {
+        drops.count(reason);
     }
+    refused
 }
 
 #[cfg(test)]

@@ -375,10 +375,20 @@ impl Device {
         decompressed: &mut [u8],
     ) -> Received {
         let from = from.into();
-        let finished = self.with_peer(opened.peer, |peer, ctx| {
-            peer.finish_decapsulate(opened, now, from, datagram, decompressed, ctx)
-        });
-        finished.unwrap_or_else(|| self.dropped(DropReason::UnknownReceiverIndex))
+        // Not `with_peer`: wrapping the outcome in an `Option` and out
+        // again copied it twice more, and the second copy read back an odd
+        // -sized value the first had just written in overlapping pieces,
+        // a load the store buffer cannot forward (a tenth of the 64-byte
+        // receive path's own time).
+        self.with_peer_then(
+            opened.peer,
+            |peer, ctx| peer.finish_decapsulate(opened, now, from, datagram, decompressed, ctx),
+            |_, _, received| received,
+            |ctx| {
+                ctx.drop(DropReason::UnknownReceiverIndex);
+                Received::Dropped(DropReason::UnknownReceiverIndex)
+            },
+        )
     }
 
     /// Seals the TUN packet at `buf[DATA_HEADROOM..][..payload_len]` for
