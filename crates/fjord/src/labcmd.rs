@@ -43,6 +43,11 @@ pub enum LabCommand {
         /// 10 minutes.
         #[arg(long, value_name = "MINUTES")]
         soak_minutes: Option<f64>,
+        /// TCP congestion control for every host of the run (for example
+        /// cubic or bbr; default: the machine's). TCP's answer to loss is
+        /// most of what the loss suite measures.
+        #[arg(long, value_name = "NAME")]
+        congestion_control: Option<String>,
         /// Directory for the results (default: lab-runs/<time>).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -95,9 +100,13 @@ pub fn run(command: LabCommand, threads: Option<u16>) -> anyhow::Result<()> {
             systems,
             quick,
             soak_minutes,
+            congestion_control,
             out,
         } => {
             let suites = Suite::parse_list(&suites).map_err(UsageError)?;
+            if let Some(name) = congestion_control {
+                fjord_lab::netns::use_congestion_control(&name).map_err(UsageError)?;
+            }
             if let Some(minutes) = soak_minutes {
                 if !(minutes.is_finite() && minutes > 0.0 && minutes <= MAX_SOAK_MINUTES) {
                     return Err(UsageError(format!(

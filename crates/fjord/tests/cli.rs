@@ -160,6 +160,16 @@ fn unknown_command_and_bad_lab_names_list_what_is_valid() {
     assert_usage_error(&output, &["unknown suite 'nonsense'", "quick", "bdp"]);
     let output = fjord(&["lab", "quick", "--systems", "bare,nothing"]);
     assert_usage_error(&output, &["unknown system 'nothing'", "wireguard-go"]);
+    let output = fjord(&[
+        "lab",
+        "run",
+        "--suite",
+        "loss",
+        "--congestion-control",
+        "nonsense",
+    ]);
+    // reno is built into every kernel.
+    assert_usage_error(&output, &["--congestion-control nonsense", "reno"]);
     let output = fjord(&["not-an-interface", "extra"]);
     assert_eq!(output.status.code(), Some(2));
 }

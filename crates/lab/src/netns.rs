@@ -9,6 +9,7 @@
 use std::io;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -76,14 +77,50 @@ pub struct Namespace {
 
 static NEXT_SUFFIX: AtomicU32 = AtomicU32::new(0);
 
+/// The TCP congestion control every namespace the lab creates uses; unset,
+/// namespaces keep the machine's default (which new ones inherit).
+static CONGESTION_CONTROL: OnceLock<String> = OnceLock::new();
+
+const AVAILABLE_CONGESTION_CONTROL: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+
+/// Makes every namespace created from now on use the TCP congestion
+/// control `name`, which the kernel must offer. Set once per process.
+pub fn use_congestion_control(name: &str) -> Result<(), String> {
+    let available = std::fs::read_to_string(AVAILABLE_CONGESTION_CONTROL)
+        .map_err(|error| format!("reading {AVAILABLE_CONGESTION_CONTROL}: {error}"))?;
+    if !available.split_whitespace().any(|offered| offered == name) {
+        return Err(format!(
+            "--congestion-control {name}: this kernel offers {} (load another with `modprobe tcp_<name>`)",
+            available.split_whitespace().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    let chosen = CONGESTION_CONTROL.get_or_init(|| name.to_string());
+    if chosen != name {
+        return Err(format!(
+            "the lab already uses TCP congestion control {chosen}, not {name}"
+        ));
+    }
+    Ok(())
+}
+
 impl Namespace {
-    /// Creates `fj<pid>-<role><n>` with loopback up and no route out.
+    /// Creates `fj<pid>-<role><n>` with loopback up and no route out (and
+    /// the congestion control of [`use_congestion_control`], if set).
     pub fn create(role: &str) -> Result<Self, NetnsError> {
         let suffix = NEXT_SUFFIX.fetch_add(1, Ordering::Relaxed);
         let name = format!("{NAME_PREFIX}{}-{role}{suffix}", std::process::id());
         ip(&["netns", "add", &name])?;
         let namespace = Self { name };
         namespace.ip(&["link", "set", "lo", "up"])?;
+        if let Some(algorithm) = CONGESTION_CONTROL.get() {
+            namespace.exec(
+                "sysctl",
+                &[
+                    "-qw",
+                    &format!("net.ipv4.tcp_congestion_control={algorithm}"),
+                ],
+            )?;
+        }
         Ok(namespace)
     }
 

@@ -43,8 +43,8 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
     let limit = Duration::from_secs(60);
     // TCP's answer to random loss is the whole story here (BBR barely
     // slows, CUBIC collapses, and TCP in TCP suffers differently under
-    // each), so the rows say which the hosts ran: the lab leaves the
-    // machine's default, which new namespaces inherit.
+    // each), so the rows say which the hosts ran: the machine's default,
+    // which new namespaces inherit, unless `--congestion-control` chose.
     let congestion_control = context
         .hosts
         .left
