@@ -22,36 +22,21 @@
 
 use std::hint::black_box;
 use std::net::{IpAddr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use fjord_mesh::{AllowedIps, Cidr, Node};
 use fjord_proto::aead::TransportKey;
 use fjord_proto::{
-    CipherPolicy, DATA_HEADROOM, DATA_TAILROOM, DataCipher, Device, DeviceConfig, PeerConfig,
-    PeerId, PresharedKey, PrivateKey, Received, Rng, Sent, WallClock,
+    CipherPolicy, DATA_HEADROOM, DATA_TAILROOM, DataCipher, PeerConfig, PeerId, PresharedKey,
+    PrivateKey, Received, Sent,
 };
 
-/// Deterministic stand-in for the OS random source (benchmarks only).
-struct CountingRng(u64);
-
-impl Rng for CountingRng {
-    fn fill_bytes(&mut self, dest: &mut [u8]) {
-        for chunk in dest.chunks_mut(8) {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let bytes = self.0.to_le_bytes();
-            chunk.copy_from_slice(&bytes[..chunk.len()]);
-        }
-    }
-}
+mod support;
 
 const ALICE: SocketAddr =
     SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::new(198, 18, 0, 1)), 51820);
 const BOB: SocketAddr = SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::new(198, 18, 0, 2)), 51820);
-const MTU: usize = 1420;
 const BATCH: usize = 1024;
 const CIPHERS: [(DataCipher, &str); 2] = [
     (DataCipher::ChaCha20Poly1305, "chacha"),
@@ -66,18 +51,7 @@ fn node(
     now: Instant,
     seed: u64,
 ) -> (Node, PeerId) {
-    let device = Device::new(
-        DeviceConfig {
-            private_key: Some(PrivateKey::from_bytes([own; 32])),
-            mtu: MTU,
-        },
-        Box::new(CountingRng(seed)),
-        WallClock {
-            base: now,
-            base_since_epoch: Duration::from_secs(1_800_000_000),
-        },
-    );
-    let mut node = Node::new(device);
+    let mut node = support::node_with_key([own; 32], now, seed);
     let id = node
         .add_peer(
             PeerConfig {
@@ -94,12 +68,7 @@ fn node(
 
 /// An IPv4 packet of `len` bytes from 198.19.0.1 to 198.19.0.2 at `buf[DATA_HEADROOM..]`.
 fn write_packet(buf: &mut [u8], len: usize) {
-    let packet = &mut buf[DATA_HEADROOM..DATA_HEADROOM + len];
-    packet.fill(0x5a);
-    packet[0] = 0x45;
-    packet[2..4].copy_from_slice(&(len as u16).to_be_bytes());
-    packet[12..16].copy_from_slice(&[198, 19, 0, 1]);
-    packet[16..20].copy_from_slice(&[198, 19, 0, 2]);
+    support::write_packet(buf, len, [198, 19, 0, 1], [198, 19, 0, 2]);
 }
 
 /// Alice and Bob with a confirmed session in both directions, sealing
@@ -120,22 +89,7 @@ fn connected_pair(cipher: DataCipher) -> (Node, Node) {
         alice.handle_tun_packet(now, &mut buf, 64),
         Sent::Staged
     ));
-    // Shuttle control datagrams until both sides are quiet.
-    for _ in 0..8 {
-        let mut moved = false;
-        let mut out = vec![0u8; 2048];
-        while let Some(t) = alice.poll_transmit(&mut out) {
-            bob.handle_datagram(now, ALICE, &mut out[..t.len], &mut []);
-            moved = true;
-        }
-        while let Some(t) = bob.poll_transmit(&mut out) {
-            alice.handle_datagram(now, BOB, &mut out[..t.len], &mut []);
-            moved = true;
-        }
-        if !moved {
-            break;
-        }
-    }
+    support::shuttle(&mut alice, ALICE, &mut bob, BOB, now);
     let agreed = alice
         .device()
         .peer_status(alice_peer)
