@@ -136,16 +136,16 @@ pub struct Expired {
     pub persistent_keepalive: bool,
 }
 
+/// In declaration order (`repr(C)`): the deadlines every data packet
+/// reads or moves first, in one cache line with `armed`.
 #[derive(Debug, Default, Clone)]
+#[repr(C)]
 pub struct Timers {
-    retransmit_handshake: Option<Instant>,
     send_keepalive: Option<Instant>,
     new_handshake: Option<Instant>,
-    zero_key_material: Option<Instant>,
-    persistent_keepalive: Option<Instant>,
+    persistent_keepalive_interval: Option<Duration>,
     need_another_keepalive: bool,
     handshake_attempts: u32,
-    persistent_keepalive_interval: Option<Duration>,
     /// The earliest deadline armed, or moved earlier, since the owner last
     /// called [`Timers::take_armed`]. A deadline that only moves later (the
     /// persistent keepalive, on every packet) or goes away is left out: a
@@ -153,6 +153,9 @@ pub struct Timers {
     /// finds out. So the data path tells the queue nothing in the common
     /// case, instead of recomputing the minimum on every packet.
     armed: Option<Instant>,
+    persistent_keepalive: Option<Instant>,
+    retransmit_handshake: Option<Instant>,
+    zero_key_material: Option<Instant>,
 }
 
 /// Sets `slot` to `deadline`, noting it in `armed` when the queue may not

@@ -62,10 +62,24 @@ pub struct PeerStats {
     pub decompressed_packets: u64,
 }
 
+/// In declaration order (`repr(C)`): what every data packet reads or
+/// writes comes first, then the current session, then what handshakes
+/// use. Left to the compiler, the fields a packet touches lay across
+/// about five cache lines of a 2.7 KB struct; with a thousand peers those
+/// are misses (the `peers` benchmark).
+#[repr(C)]
 pub(crate) struct Peer {
+    pub endpoint: Option<Endpoint>,
+    pub timers: Timers,
+    pub stats: PeerStats,
+    /// When the latest authenticated message from the peer arrived.
+    last_received: Option<Instant>,
+    sent_last_minute_handshake: bool,
+    current: Option<Session>,
+    previous: Option<Session>,
+    next: Option<Session>,
     pub remote: RemoteKeys,
     pub cookie: CookieState,
-    pub endpoint: Option<Endpoint>,
     initiation: Option<InitiatorState>,
     pub(crate) last_initiation_sent: Option<Instant>,
     /// The initiation in flight was sent again at once for a cookie reply;
@@ -74,15 +88,7 @@ pub(crate) struct Peer {
     resent_for_cookie: bool,
     greatest_timestamp: Option<Tai64N>,
     last_initiation_consumed: Option<Instant>,
-    /// When the latest authenticated message from the peer arrived.
-    last_received: Option<Instant>,
-    current: Option<Session>,
-    previous: Option<Session>,
-    next: Option<Session>,
-    pub timers: Timers,
     staged: VecDeque<Vec<u8>>,
-    sent_last_minute_handshake: bool,
-    pub stats: PeerStats,
 }
 
 impl Peer {
