@@ -26,7 +26,10 @@
 # its executions to <dir>/<target>.parts; the summary line then gives the
 # campaign's total. FUZZ_PART_SECONDS=<s> ends each part after that many
 # seconds (libFuzzer's -max_total_time) even if the executions asked for
-# are not reached.
+# are not reached. FUZZ_MAX_LEN=<bytes> caps the input length (libFuzzer's
+# -max_len; unset, libFuzzer's 4,096 or the longest seed): the stateful targets spend their time in
+# protocol work per step, so a cap trades the longest step sequences for
+# rate.
 #
 # To keep measurements quiet, pause the fuzzer with SIGSTOP and SIGCONT,
 # but for less than 20 minutes at a time: libFuzzer counts wall time
@@ -47,6 +50,14 @@ part_seconds="${FUZZ_PART_SECONDS:-0}"
 if ! [[ "$part_seconds" =~ ^[0-9]+$ ]]; then
     echo "FUZZ_PART_SECONDS must be a whole number of seconds" >&2
     exit 2
+fi
+length_cap=()
+if [ -n "${FUZZ_MAX_LEN:-}" ]; then
+    if ! [[ "$FUZZ_MAX_LEN" =~ ^[0-9]+$ ]] || [ "$FUZZ_MAX_LEN" -eq 0 ]; then
+        echo "FUZZ_MAX_LEN must be a number of bytes above 0" >&2
+        exit 2
+    fi
+    length_cap=(-max_len="$FUZZ_MAX_LEN")
 fi
 if [ -n "$campaign" ]; then
     mkdir -p "$campaign"
@@ -86,19 +97,29 @@ for target in "${targets[@]}"; do
     status=0
     # The last -artifact_prefix wins over the one cargo-fuzz passes.
     cargo +nightly fuzz run --sanitizer "$sanitizer" "$target" "$corpus" -- \
-        -runs="$runs" -max_total_time="$part_seconds" -print_final_stats=1 \
+        -runs="$runs" -max_total_time="$part_seconds" "${length_cap[@]}" \
+        -print_final_stats=1 \
         -artifact_prefix="$artifacts" \
         >"$log" 2>&1 || status=$?
     seconds=$(( $(date +%s) - started ))
     executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
     executions="${executions:-?}"
     crashes=0
+    slow=0
     for input in "$artifacts"*; do
         [ -f "$input" ] || continue
+        case "$(basename "$input")" in
+            # Over 10 s once: worth a look, not a failure (and a pause
+            # with SIGSTOP makes them).
+            slow-unit-*) slow=$((slow + 1)); continue ;;
+        esac
         crashes=$((crashes + 1))
         cp "$input" "seeds/$target/regression-$(basename "$input")"
         echo "   crash input kept as fuzz/seeds/$target/regression-$(basename "$input")"
     done
+    if [ "$slow" -gt 0 ]; then
+        echo "   $slow input(s) ran over 10 s once (slowest $(sed -n 's/^stat::slowest_unit_time_sec: *//p' "$log" | tail -n 1) s); not kept"
+    fi
     if [ "$status" -ne 0 ] && [ "$crashes" -eq 0 ]; then
         # Failed without an input to blame (a build or setup problem).
         crashes="failed (exit $status)"
@@ -124,7 +145,7 @@ for target in "${targets[@]}"; do
     summary+=("$line")
 done
 
-echo "== summary ($runs executions asked per target)"
+echo "== summary ($runs executions asked per target${FUZZ_MAX_LEN:+, inputs up to $FUZZ_MAX_LEN bytes})"
 printf '%s\n' "${summary[@]}"
 if [ "$crashed_targets" -gt 0 ]; then
     echo "== $crashed_targets target(s) crashed; their inputs are in fuzz/seeds/ as regression-*"
