@@ -149,6 +149,9 @@ fn assert_no_key_value(lines: &[String], message: &str) {
         if value.len() >= 16
             && !value.contains(char::is_whitespace)
             && lines.iter().filter(|other| other.contains(value)).count() == 1
+            // The blanking costs a pass over the message per other line
+            // (it cut the rate to a third): only for a suspect message.
+            && message.contains(value)
         {
             let scrubbed = without_other_lines(lines, line, value, message);
             assert!(!scrubbed.contains(value), "a key value in: {message}");
