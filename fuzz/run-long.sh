@@ -27,9 +27,9 @@
 # campaign's total. FUZZ_PART_SECONDS=<s> ends each part after that many
 # seconds (libFuzzer's -max_total_time) even if the executions asked for
 # are not reached. FUZZ_MAX_LEN=<bytes> caps the input length (libFuzzer's
-# -max_len; unset, libFuzzer's 4,096 or the longest seed): the stateful targets spend their time in
-# protocol work per step, so a cap trades the longest step sequences for
-# rate.
+# -max_len; unset, libFuzzer's 4,096 or the longest seed): the stateful
+# targets spend their time in protocol work per step, so a cap trades the
+# longest step sequences for rate.
 #
 # To keep measurements quiet, pause the fuzzer with SIGSTOP and SIGCONT,
 # but for less than 20 minutes at a time: libFuzzer counts wall time

@@ -67,7 +67,7 @@ use crate::outcome::{
     DropCounters, DropReason, Event, HandshakeCounters, Incoming, Opened, Outgoing, PeerId,
     Received, Sent, Transmit,
 };
-use crate::peer::{Peer, PeerStats};
+use crate::peer::{Peer, PeerStats, dropped};
 use crate::timer_queue::TimerQueue;
 use crate::timers::Timing;
 use crate::under_load::{CookieReplyBudget, LoadMeter};
@@ -384,10 +384,7 @@ impl Device {
             opened.peer,
             |peer, ctx| peer.finish_decapsulate(opened, now, from, datagram, decompressed, ctx),
             |_, _, received| received,
-            |ctx| {
-                ctx.drop(DropReason::UnknownReceiverIndex);
-                Received::Dropped(DropReason::UnknownReceiverIndex)
-            },
+            |ctx| dropped(ctx, DropReason::UnknownReceiverIndex),
         )
     }
 
@@ -498,7 +495,6 @@ impl Device {
     }
 
     fn dropped(&mut self, reason: DropReason) -> Received {
-        self.ctx.drop(reason);
-        Received::Dropped(reason)
+        dropped(&mut self.ctx, reason)
     }
 }

@@ -491,7 +491,8 @@ fn compress(
     }
 }
 
-fn dropped(ctx: &mut Context, reason: DropReason) -> Received {
+/// Counts `reason` and says so: a received datagram's end when it is refused.
+pub(crate) fn dropped(ctx: &mut Context, reason: DropReason) -> Received {
     ctx.drop(reason);
     Received::Dropped(reason)
 }

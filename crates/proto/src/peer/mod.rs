@@ -29,6 +29,8 @@
 mod data;
 mod handshake;
 
+pub(crate) use data::dropped;
+
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
