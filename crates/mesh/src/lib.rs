@@ -17,6 +17,8 @@ pub mod pmtu;
 pub mod relay;
 pub mod report;
 pub mod switch;
+#[cfg(test)]
+mod test_support;
 
 pub use allowed_ips::AllowedIps;
 pub use cert::{Certificate, NetworkPublicKey, NetworkSecret, Revocation};

@@ -1,43 +1,5 @@
 use super::*;
-use fjord_proto::{Device, DeviceConfig, PeerConfig, PresharedKey, PrivateKey, Rng, WallClock};
-
-struct CountingRng(u8);
-
-impl Rng for CountingRng {
-    fn fill_bytes(&mut self, dest: &mut [u8]) {
-        for byte in dest {
-            self.0 = self.0.wrapping_add(1);
-            *byte = self.0;
-        }
-    }
-}
-
-/// Peer ids as a device hands them out (the only way to get one).
-fn peer_ids(count: u8) -> Vec<PeerId> {
-    let mut device = Device::new(
-        DeviceConfig {
-            private_key: Some(PrivateKey::from_bytes([1; 32])),
-            mtu: 1420,
-        },
-        Box::new(CountingRng(0)),
-        WallClock {
-            base: Instant::now(),
-            base_since_epoch: Duration::from_secs(1_800_000_000),
-        },
-    );
-    (0..count)
-        .map(|n| {
-            device
-                .add_peer(PeerConfig {
-                    public_key: PrivateKey::from_bytes([n + 2; 32]).public_key(),
-                    preshared_key: PresharedKey::zero(),
-                    endpoint: None,
-                    persistent_keepalive: None,
-                })
-                .expect("distinct keys")
-        })
-        .collect()
-}
+use crate::test_support::peer_ids;
 
 fn udp() -> SocketAddr {
     "198.18.0.2:51820".parse().unwrap()

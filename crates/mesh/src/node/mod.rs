@@ -266,16 +266,14 @@ impl Node {
         match self.device.prepare_datagram(now, from, datagram) {
             Incoming::Done(received) => {
                 membership::note_time(&mut self.mesh, now);
-                match check_source(
+                let refused = check_source(
                     &self.routes,
                     self.switch.as_mut(),
                     &mut self.mismatches,
                     &mut self.drops,
                     &received,
-                ) {
-                    Some(refused) => Incoming::Done(Received::Dropped(refused)),
-                    None => Incoming::Done(received),
-                }
+                );
+                Incoming::Done(refused.map_or(received, Received::Dropped))
             }
             data => data,
         }
@@ -304,16 +302,14 @@ impl Node {
             }
             return self.handle_extension(now, from.remote, peer, &datagram[payload]);
         }
-        match check_source(
+        check_source(
             &self.routes,
             self.switch.as_mut(),
             &mut self.mismatches,
             &mut self.drops,
             &received,
-        ) {
-            Some(refused) => Received::Dropped(refused),
-            None => received,
-        }
+        )
+        .map_or(received, Received::Dropped)
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -396,43 +392,15 @@ fn check_source(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fjord_proto::{DeviceConfig, PresharedKey, PrivateKey, Rng, WallClock};
-
-    struct CountingRng(u8);
-
-    impl Rng for CountingRng {
-        fn fill_bytes(&mut self, dest: &mut [u8]) {
-            for byte in dest {
-                self.0 = self.0.wrapping_add(1);
-                *byte = self.0;
-            }
-        }
-    }
+    use crate::test_support::{device, peer_config};
 
     fn node() -> Node {
-        let device = Device::new(
-            DeviceConfig {
-                private_key: Some(PrivateKey::from_bytes([1; 32])),
-                mtu: 1420,
-            },
-            Box::new(CountingRng(0)),
-            WallClock {
-                base: Instant::now(),
-                base_since_epoch: std::time::Duration::from_secs(1_800_000_000),
-            },
-        );
-        Node::new(device)
+        Node::new(device())
     }
 
     fn peer(node: &mut Node, seed: u8, allowed: &[&str]) -> PeerId {
         let cidrs: Vec<Cidr> = allowed.iter().map(|c| c.parse().unwrap()).collect();
-        let config = PeerConfig {
-            public_key: PrivateKey::from_bytes([seed; 32]).public_key(),
-            preshared_key: PresharedKey::zero(),
-            endpoint: None,
-            persistent_keepalive: None,
-        };
-        node.add_peer(config, &cidrs).unwrap()
+        node.add_peer(peer_config(seed), &cidrs).unwrap()
     }
 
     #[test]

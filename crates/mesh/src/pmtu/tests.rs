@@ -2,36 +2,7 @@ use super::*;
 
 /// A peer id for slot `index`, as a device hands them out.
 fn peer(index: u8) -> PeerId {
-    use fjord_proto::{Device, DeviceConfig, PeerConfig, PresharedKey, PrivateKey, WallClock};
-    struct Zero;
-    impl fjord_proto::Rng for Zero {
-        fn fill_bytes(&mut self, dest: &mut [u8]) {
-            dest.fill(7);
-        }
-    }
-    let mut device = Device::new(
-        DeviceConfig {
-            private_key: Some(PrivateKey::from_bytes([1; 32])),
-            mtu: 1420,
-        },
-        Box::new(Zero),
-        WallClock {
-            base: Instant::now(),
-            base_since_epoch: Duration::from_secs(1_800_000_000),
-        },
-    );
-    let mut id = None;
-    for seed in 0..=index {
-        id = device
-            .add_peer(PeerConfig {
-                public_key: PrivateKey::from_bytes([seed + 2; 32]).public_key(),
-                preshared_key: PresharedKey::zero(),
-                endpoint: None,
-                persistent_keepalive: None,
-            })
-            .ok();
-    }
-    id.expect("a peer")
+    crate::test_support::peer_ids(index + 1)[usize::from(index)]
 }
 
 /// A path that carries datagrams up to `mtu` bytes, probed through
