@@ -10,6 +10,7 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use fjord_sys::mmsg::GsoMessage;
 use fjord_sys::socket::{SocketBuffer, force_buffer_size, set_int_option};
 use quinn_udp::{RecvMeta, Transmit, UdpSockRef, UdpSocketState};
 use socket2::{Domain, Protocol, Socket, Type};
@@ -54,6 +55,9 @@ pub struct UdpTransport {
     /// TCP connections that carry what goes to one remote endpoint when
     /// UDP is blocked (carrier/).
     pub(crate) carriers: crate::carrier::Carriers,
+    /// The remote endpoint and our bound address of a connected socket
+    /// ([`UdpTransport::connected`]).
+    connection: Option<(SocketAddr, Option<IpAddr>)>,
 }
 
 impl UdpTransport {
@@ -105,6 +109,7 @@ impl UdpTransport {
             |what: &'static str| move |source: io::Error| UdpError::Setup { port, what, source };
         let socket = open(port, fwmark)?;
         socket.set_reuse_port(true).map_err(setup("port reuse"))?;
+        let bound_local = local;
         let local = local.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
         socket
             .bind(&mapped(SocketAddr::new(local, port)).into())
@@ -115,7 +120,8 @@ impl UdpTransport {
         socket
             .connect(&mapped(remote).into())
             .map_err(setup("connect"))?;
-        let transport = Self::from_bound(socket, port)?;
+        let mut transport = Self::from_bound(socket, port)?;
+        transport.connection = Some((remote, bound_local));
         // A larger route MTU (a jumbo-frame underlay under a large tunnel
         // MTU) lets larger datagrams go as GSO segments; one send of
         // 1,452-byte segments is the most a route of unknown MTU takes.
@@ -159,6 +165,7 @@ impl UdpTransport {
             gso_segment_limit: AtomicUsize::new(DEFAULT_GSO_SEGMENT),
             steered: crate::steering::Steering::default(),
             carriers: crate::carrier::Carriers::default(),
+            connection: None,
         })
     }
 
@@ -182,6 +189,19 @@ impl UdpTransport {
         } else {
             self.state.max_gso_segments()
         }
+    }
+
+    /// Whether this is a connected socket that sends `messages` as they
+    /// ask without being told where to and from: each goes to its
+    /// connected endpoint, from its bound address or the route's choice
+    /// where that is also the socket's.
+    pub(crate) fn sends_connected(&self, messages: &[GsoMessage<'_>]) -> bool {
+        self.connection.is_some_and(|(remote, local)| {
+            messages.iter().all(|message| {
+                message.destination == remote
+                    && (message.source.is_none() || message.source == local)
+            })
+        })
     }
 
     /// Largest datagram to `destination` that may go as a GSO segment.

@@ -45,7 +45,11 @@ pub fn send_messages(udp: &UdpTransport, messages: &[GsoMessage<'_>]) -> io::Res
                 && !udp.carriers.carries(message.destination)
         })
         .count();
-    fjord_sys::mmsg::send_gso_messages(route.as_fd(), &messages[..same])
+    let run = &messages[..same];
+    if route.sends_connected(run) {
+        return fjord_sys::mmsg::send_gso_messages_connected(route.as_fd(), run);
+    }
+    fjord_sys::mmsg::send_gso_messages(route.as_fd(), run)
 }
 
 /// What one [`send_or_wait`] call did.
@@ -87,6 +91,42 @@ mod tests {
     use quinn_udp::RecvMeta;
     use std::io::{IoSlice, IoSliceMut};
     use std::net::SocketAddr;
+
+    /// A run to a steered endpoint whose socket is connected goes without
+    /// per-message addresses, from the address the socket is bound to; a
+    /// source the socket is not bound to keeps the per-message send.
+    #[test]
+    fn runs_to_a_connected_endpoint_use_its_socket_as_connected() {
+        let mut interface = UdpTransport::bind(0, 0).unwrap();
+        let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        peer.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .unwrap();
+        let to_peer = peer.local_addr().unwrap();
+        let local = std::net::IpAddr::from([127, 0, 0, 6]);
+        let connected = UdpTransport::connected(interface.port(), to_peer, Some(local), 0).unwrap();
+        interface.steering_mut().insert(to_peer, connected).unwrap();
+        let data = [5u8; 120];
+        let pieces = [IoSlice::new(&data)];
+        let message = |source| GsoMessage {
+            destination: to_peer,
+            source,
+            pieces: &pieces,
+            segment_size: Some(60),
+        };
+        let route = interface.route(to_peer);
+        assert!(route.sends_connected(&[message(Some(local)), message(None)]));
+        assert!(!route.sends_connected(&[message(Some(std::net::IpAddr::from([127, 0, 0, 7])))]));
+        assert!(!interface.sends_connected(&[message(None)]));
+        assert_eq!(
+            send_messages(&interface, &[message(Some(local))]).unwrap(),
+            1
+        );
+        let mut buffer = [0u8; 200];
+        for _ in 0..2 {
+            let (len, from) = peer.recv_from(&mut buffer).unwrap();
+            assert_eq!((len, from), (60, SocketAddr::new(local, interface.port())));
+        }
+    }
 
     /// Three messages in one call: a GSO run gathered from two pieces, a
     /// lone short datagram, and a run whose last datagram is shorter.

@@ -239,6 +239,33 @@ struct MessageControl([u8; 64]);
 /// message's; a short count means the next one would have failed (send it
 /// again to learn why).
 pub fn send_gso_messages(fd: BorrowedFd<'_>, messages: &[GsoMessage<'_>]) -> io::Result<usize> {
+    send_gso(fd, messages, Addressing::PerMessage)
+}
+
+/// [`send_gso_messages`] on a socket connected to every message's
+/// destination and bound to every message's source: the messages carry
+/// neither, so the kernel sends on the route the socket cached at
+/// connect instead of looking one up for each message (about a
+/// microsecond a send on this machine kind, the same as the rest of a
+/// small datagram's send).
+pub fn send_gso_messages_connected(
+    fd: BorrowedFd<'_>,
+    messages: &[GsoMessage<'_>],
+) -> io::Result<usize> {
+    send_gso(fd, messages, Addressing::Connected)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Addressing {
+    PerMessage,
+    Connected,
+}
+
+fn send_gso(
+    fd: BorrowedFd<'_>,
+    messages: &[GsoMessage<'_>],
+    addressing: Addressing,
+) -> io::Result<usize> {
     let count = messages.len().min(MAX_BATCH);
     if count == 0 {
         return Ok(0);
@@ -254,16 +281,22 @@ pub fn send_gso_messages(fd: BorrowedFd<'_>, messages: &[GsoMessage<'_>]) -> io:
     ) {
         let mut gso = empty_message();
         let header = &mut gso.msg_hdr;
-        header.msg_name =
-            std::ptr::from_mut(address.write(socket_address(message.destination))).cast();
-        header.msg_namelen = mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+        let source = match addressing {
+            Addressing::PerMessage => {
+                header.msg_name =
+                    std::ptr::from_mut(address.write(socket_address(message.destination))).cast();
+                header.msg_namelen = mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+                message.source
+            }
+            Addressing::Connected => None,
+        };
         // IoSlice is guaranteed to be ABI compatible with iovec on Unix.
         header.msg_iov = message.pieces.as_ptr().cast_mut().cast();
         header.msg_iovlen = message.pieces.len();
-        if message.segment_size.is_some() || message.source.is_some() {
+        if message.segment_size.is_some() || source.is_some() {
             let control = control.write(MessageControl([0; 64]));
             header.msg_control = control.0.as_mut_ptr().cast();
-            header.msg_controllen = write_controls(control, message.segment_size, message.source);
+            header.msg_controllen = write_controls(control, message.segment_size, source);
         }
         slot.write(gso);
     }

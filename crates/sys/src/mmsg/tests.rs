@@ -156,6 +156,38 @@ fn gso_messages_leave_from_the_source_they_name() {
     }
 }
 
+/// On a connected socket the messages go to the connected address from
+/// the bound one, whatever destination and source they name (the caller
+/// names them only for the per-message send).
+#[test]
+fn connected_gso_messages_use_the_sockets_addresses() {
+    let receiver = UdpSocket::bind("0.0.0.0:0").unwrap();
+    receiver
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let sender = UdpSocket::bind("[::ffff:127.0.0.4]:0").unwrap();
+    let port = receiver.local_addr().unwrap().port();
+    sender.connect(("::ffff:127.0.0.1", port)).unwrap();
+    let data = [9u8; 300];
+    let run = [IoSlice::new(&data)];
+    let messages = [GsoMessage {
+        destination: SocketAddr::from(([127, 0, 0, 9], 9)),
+        source: Some(IpAddr::from([127, 0, 0, 5])),
+        pieces: &run,
+        segment_size: Some(100),
+    }];
+    assert_eq!(
+        send_gso_messages_connected(sender.as_fd(), &messages).unwrap(),
+        1
+    );
+    let bound = SocketAddr::from(([127, 0, 0, 4], sender.local_addr().unwrap().port()));
+    let mut buffer = [0u8; 1000];
+    for _ in 0..3 {
+        let (len, from) = receiver.recv_from(&mut buffer).unwrap();
+        assert_eq!((len, from), (100, bound));
+    }
+}
+
 #[test]
 fn precise_sleep_clocks_and_socket_options() {
     set_thread_timer_slack(Duration::from_micros(10)).unwrap();
