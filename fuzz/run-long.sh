@@ -127,7 +127,7 @@ for target in "${targets[@]}"; do
     fi
     if [ "$crashes" != 0 ]; then
         crashed_targets=$((crashed_targets + 1))
-        grep -m 5 -E 'panicked|ERROR: libFuzzer|SUMMARY' "$log" || true
+        grep -a -m 5 -E 'panicked|ERROR: libFuzzer|SUMMARY' "$log" || true
     fi
     rate="?"
     if [[ "$executions" =~ ^[0-9]+$ ]] && [ "$seconds" -gt 0 ]; then

@@ -163,14 +163,22 @@ fn assert_no_key_value(lines: &[String], message: &str) {
 /// out: the other lines and their values. A quoted value beside the
 /// message's own punctuation can spell a key's value by chance (the
 /// fuzzer found `allowed_ip=:000…0` quoted as `…:000…0: '…'` against the
-/// key `000…0:`). A value that is part of the key's is left alone, so
-/// a quoted key is never blanked out piece by piece.
+/// key `000…0:`; then a trimmed `allowed_ip` value of control characters
+/// and zeros quoted as `'…000'` against the key `000…0'`). A value that
+/// is part of the key's is left alone, so a quoted key is never blanked
+/// out piece by piece.
 fn without_other_lines(lines: &[String], line: &str, key: &str, message: &str) -> String {
     let mut scrubbed = message.to_string();
     let mut quotable: Vec<&str> = lines
         .iter()
         .filter(|other| other.as_str() != line)
-        .flat_map(|other| [other.as_str(), other.split_once('=').map_or("", |(_, v)| v)])
+        .flat_map(|other| {
+            let value = other.split_once('=').map_or("", |(_, v)| v);
+            // An address is quoted trimmed, and either side of its '/'.
+            let trimmed = value.trim();
+            let (address, length) = trimmed.split_once('/').unwrap_or((trimmed, ""));
+            [other.as_str(), value, trimmed, address, length]
+        })
         .filter(|text| !text.is_empty() && !key.contains(*text))
         .collect();
     // Whole lines before the values inside them.
