@@ -156,14 +156,23 @@ impl UdpTransport {
         }
         force_buffer_sizes(&socket);
         allow_fragmentation(&socket).map_err(setup("allow fragmentation"))?;
-        // quinn-udp asks for a receive timestamp on every datagram; fjord
-        // reads none, and each costs a control message per receive (about
-        // 0.15 us of a recvmsg here) and, while any socket wants them, a
-        // clock read for every packet the host receives.
-        if let Err(error) =
-            set_int_option(socket.as_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 0)
-        {
-            tracing::debug!(%error, "could not turn receive timestamps off");
+        // quinn-udp asks for a receive timestamp and the traffic class of
+        // every datagram; fjord reads neither, and each costs a control
+        // message per receive (about 0.15 us of a recvmsg here for the
+        // timestamp) and, while any socket wants timestamps, a clock read
+        // for every packet the host receives.
+        for (level, option, what) in [
+            (libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, "receive timestamps"),
+            (libc::IPPROTO_IP, libc::IP_RECVTOS, "IPv4 type of service"),
+            (
+                libc::IPPROTO_IPV6,
+                libc::IPV6_RECVTCLASS,
+                "IPv6 traffic class",
+            ),
+        ] {
+            if let Err(error) = set_int_option(socket.as_fd(), level, option, 0) {
+                tracing::debug!(%error, what, "could not turn a receive control message off");
+            }
         }
         let port = socket.local_addr().map_err(setup("local address"))?.port();
         Ok(Self {
