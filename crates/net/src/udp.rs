@@ -122,6 +122,20 @@ impl UdpTransport {
             .map_err(setup("connect"))?;
         let mut transport = Self::from_bound(socket, port)?;
         transport.connection = Some((remote, bound_local));
+        if bound_local.is_some() {
+            // What arrives here arrived at the bound address (recv fills
+            // it in): the packet-info control message would only repeat it,
+            // for IPv4-mapped and IPv6 senders alike.
+            let fd = transport.socket.as_fd();
+            for (level, option) in [
+                (libc::IPPROTO_IP, libc::IP_PKTINFO),
+                (libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO),
+            ] {
+                if let Err(error) = set_int_option(fd, level, option, 0) {
+                    tracing::debug!(%error, "could not turn packet info off");
+                }
+            }
+        }
         // A larger route MTU (a jumbo-frame underlay under a large tunnel
         // MTU) lets larger datagrams go as GSO segments; one send of
         // 1,452-byte segments is the most a route of unknown MTU takes.
@@ -254,14 +268,16 @@ impl UdpTransport {
     /// Receives up to `buffers.len()` messages; each may hold several
     /// datagrams of `meta[i].stride` bytes (GRO). Sources and the local
     /// addresses they arrived at (`dst_ip`, from the packet-info control
-    /// message quinn-udp turns on) are canonical.
+    /// message quinn-udp turns on, or a connected socket's bound address)
+    /// are canonical.
     pub fn recv(&self, buffers: &mut [IoSliceMut<'_>], meta: &mut [RecvMeta]) -> io::Result<usize> {
         let count = self
             .state
             .recv(UdpSockRef::from(&self.socket), buffers, meta)?;
+        let bound_local = self.connection.and_then(|(_, local)| local);
         for m in &mut meta[..count] {
             m.addr = canonical(m.addr);
-            m.dst_ip = m.dst_ip.map(canonical_ip);
+            m.dst_ip = bound_local.or(m.dst_ip.map(canonical_ip));
         }
         Ok(count)
     }
@@ -544,6 +560,15 @@ mod tests {
 
     /// Everything waiting on `socket` within a short while: (source, bytes).
     fn receive_waiting(socket: &UdpTransport) -> Vec<(SocketAddr, Vec<u8>)> {
+        arrivals(socket)
+            .into_iter()
+            .map(|(from, _, bytes)| (from, bytes))
+            .collect()
+    }
+
+    /// What waits on `socket`: source, the local address it arrived at,
+    /// and the datagram.
+    fn arrivals(socket: &UdpTransport) -> Vec<(SocketAddr, Option<IpAddr>, Vec<u8>)> {
         let mut storage = vec![0u8; 65536];
         let mut meta = [RecvMeta::default(); 1];
         let mut received = Vec::new();
@@ -555,7 +580,7 @@ mod tests {
                     let m = meta[0];
                     let stride = if m.stride == 0 { m.len } else { m.stride };
                     for datagram in storage[..m.len].chunks(stride) {
-                        received.push((m.addr, datagram.to_vec()));
+                        received.push((m.addr, m.dst_ip, datagram.to_vec()));
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
@@ -642,9 +667,12 @@ mod tests {
             b"to the first",
         )
         .unwrap();
-        let on_connected = receive_waiting(&connected);
+        let on_connected = arrivals(&connected);
         let on_interface = receive_waiting(&interface);
-        assert_eq!(on_connected, [(peer_address, b"to the second".to_vec())]);
+        assert_eq!(
+            on_connected,
+            [(peer_address, Some(second), b"to the second".to_vec())]
+        );
         assert_eq!(on_interface, [(peer_address, b"to the first".to_vec())]);
         connected.send(peer_address, None, b"back").unwrap();
         assert_eq!(
