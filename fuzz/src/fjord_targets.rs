@@ -160,24 +160,25 @@ fn assert_no_key_value(lines: &[String], message: &str) {
 }
 
 /// `message` with what it may quote of lines other than `line` blanked
-/// out: the other lines and their values. A quoted value beside the
-/// message's own punctuation can spell a key's value by chance (the
-/// fuzzer found `allowed_ip=:000…0` quoted as `…:000…0: '…'` against the
-/// key `000…0:`; then a trimmed `allowed_ip` value of control characters
-/// and zeros quoted as `'…000'` against the key `000…0'`). A value that
-/// is part of the key's is left alone, so a quoted key is never blanked
-/// out piece by piece.
+/// out: the other lines, their names and their values. A quoted name or
+/// value beside the message's own punctuation can spell a key's value by
+/// chance (the fuzzer found `allowed_ip=:000…0` quoted as `…:000…0: '…'`
+/// against the key `000…0:`; then a trimmed `allowed_ip` value of control
+/// characters and zeros quoted as `'…000'` against the key `000…0'`; then
+/// the unknown name `endpoint000…0` quoted as `'endpoint000…0'` against
+/// the same key). A text that is part of the key's value is left alone,
+/// so a quoted key is never blanked out piece by piece.
 fn without_other_lines(lines: &[String], line: &str, key: &str, message: &str) -> String {
     let mut scrubbed = message.to_string();
     let mut quotable: Vec<&str> = lines
         .iter()
         .filter(|other| other.as_str() != line)
         .flat_map(|other| {
-            let value = other.split_once('=').map_or("", |(_, v)| v);
+            let (name, value) = other.split_once('=').unwrap_or((other, ""));
             // An address is quoted trimmed, and either side of its '/'.
             let trimmed = value.trim();
             let (address, length) = trimmed.split_once('/').unwrap_or((trimmed, ""));
-            [other.as_str(), value, trimmed, address, length]
+            [other.as_str(), name, value, trimmed, address, length]
         })
         .filter(|text| !text.is_empty() && !key.contains(*text))
         .collect();
