@@ -109,6 +109,7 @@ pub fn uapi_request(data: &[u8]) {
         .take_while(|line| !line.is_empty())
         .cloned()
         .collect();
+    let set_refusal = |body: &[String]| parse_set(body).err().map(|error| error.reason);
     match parse_set(&body) {
         Ok(request) => {
             let peer_lines = body
@@ -126,66 +127,119 @@ pub fn uapi_request(data: &[u8]) {
                 error.errno == libc::EINVAL || error.errno == libc::EPROTO,
                 "{error}"
             );
-            assert_no_key_value(&body, &error.reason);
+            assert_no_key_value(&body, &error.reason, set_refusal);
         }
     }
-    if let Err(error) = parse_get(Path::new("fuzz.sock"), &lines) {
-        assert_no_key_value(&lines, &error.to_string());
+    let get_refusal = |lines: &[String]| {
+        parse_get(Path::new("fuzz.sock"), lines)
+            .err()
+            .map(|error| error.to_string())
+    };
+    if let Some(message) = get_refusal(&lines) {
+        assert_no_key_value(&lines, &message, get_refusal);
     }
 }
 
-/// `message` quotes no value of a `private_key=` or `preshared_key=` line
-/// (of 16 characters or more, without spaces, so it cannot be words of
-/// the message itself, and found on no other line, so the message cannot
-/// have it from elsewhere).
-fn assert_no_key_value(lines: &[String], message: &str) {
-    for line in lines {
-        let Some(value) = line
-            .strip_prefix("private_key=")
-            .or_else(|| line.strip_prefix("preshared_key="))
-        else {
+/// `message`, the refusal of `lines`, does not quote the value of a
+/// `private_key=` or `preshared_key=` line. Finding the value in the
+/// message is not proof: other lines, quoted beside the message's own
+/// punctuation, can spell it (the fuzzer found four ways). So a suspect
+/// value is changed, twice, to another of the same shape ([`disguise`]),
+/// and `refuse` parses the lines again: a message that quotes the key
+/// quotes each disguise too, one that spelled it from elsewhere does not.
+fn assert_no_key_value(
+    lines: &[String],
+    message: &str,
+    refuse: impl Fn(&[String]) -> Option<String>,
+) {
+    for (index, line) in lines.iter().enumerate() {
+        let Some((name, value)) = line.split_once('=') else {
             continue;
         };
-        if value.len() >= 16
-            && !value.contains(char::is_whitespace)
-            && lines.iter().filter(|other| other.contains(value)).count() == 1
-            // The blanking costs a pass over the message per other line
-            // (it cut the rate to a third): only for a suspect message.
-            && message.contains(value)
+        if !matches!(name, "private_key" | "preshared_key")
+            || value.chars().filter(|c| disguise_char(*c, 1) != *c).count() < 16
+            || !message.contains(value)
         {
-            let scrubbed = without_other_lines(lines, line, value, message);
-            assert!(!scrubbed.contains(value), "a key value in: {message}");
+            continue;
         }
+        let quotes_disguise = |shift: u32| {
+            let disguised = disguise(value, shift);
+            let mut changed = lines.to_vec();
+            changed[index] = format!("{name}={disguised}");
+            refuse(&changed).is_some_and(|again| again.contains(&disguised))
+        };
+        assert!(
+            !(quotes_disguise(1) && quotes_disguise(2)),
+            "a key value in: {message}"
+        );
     }
 }
 
-/// `message` with what it may quote of lines other than `line` blanked
-/// out: the other lines, their names and their values. A quoted name or
-/// value beside the message's own punctuation can spell a key's value by
-/// chance (the fuzzer found `allowed_ip=:000…0` quoted as `…:000…0: '…'`
-/// against the key `000…0:`; then a trimmed `allowed_ip` value of control
-/// characters and zeros quoted as `'…000'` against the key `000…0'`; then
-/// the unknown name `endpoint000…0` quoted as `'endpoint000…0'` against
-/// the same key). A text that is part of the key's value is left alone,
-/// so a quoted key is never blanked out piece by piece.
-fn without_other_lines(lines: &[String], line: &str, key: &str, message: &str) -> String {
-    let mut scrubbed = message.to_string();
-    let mut quotable: Vec<&str> = lines
+/// `value` with every letter and digit moved `shift` places along its own
+/// class (digits, hex letters, other letters; each case apart): a hex key
+/// stays a hex key of the same length, punctuation stays where it was.
+fn disguise(value: &str, shift: u32) -> String {
+    value.chars().map(|c| disguise_char(c, shift)).collect()
+}
+
+fn disguise_char(c: char, shift: u32) -> char {
+    const CLASSES: [(u32, u32); 5] = [
+        ('0' as u32, 10),
+        ('a' as u32, 6),
+        ('A' as u32, 6),
+        ('g' as u32, 20),
+        ('G' as u32, 20),
+    ];
+    let code = c as u32;
+    CLASSES
         .iter()
-        .filter(|other| other.as_str() != line)
-        .flat_map(|other| {
-            let (name, value) = other.split_once('=').unwrap_or((other, ""));
-            // An address is quoted trimmed, and either side of its '/'.
-            let trimmed = value.trim();
-            let (address, length) = trimmed.split_once('/').unwrap_or((trimmed, ""));
-            [other.as_str(), name, value, trimmed, address, length]
-        })
-        .filter(|text| !text.is_empty() && !key.contains(*text))
-        .collect();
-    // Whole lines before the values inside them.
-    quotable.sort_by_key(|text| std::cmp::Reverse(text.len()));
-    for text in quotable {
-        scrubbed = scrubbed.replace(text, "\u{1}");
+        .find(|(first, len)| (*first..first + len).contains(&code))
+        .and_then(|(first, len)| char::from_u32(first + (code - first + shift) % len))
+        .unwrap_or(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "e84b5a6d2717c1003a13b431570353dbaca9146cf150c5d8575680feba52027a";
+
+    fn lines(texts: &[&str]) -> Vec<String> {
+        texts.iter().map(|text| text.to_string()).collect()
     }
-    scrubbed
+
+    #[test]
+    #[should_panic(expected = "a key value in")]
+    fn a_message_that_quotes_the_key_line_is_caught() {
+        let body = lines(&["listen_port=1", &format!("private_key={KEY}")]);
+        let quote_last = |body: &[String]| Some(format!("refused: {}", body[body.len() - 1]));
+        let message = quote_last(&body).unwrap();
+        assert_no_key_value(&body, &message, quote_last);
+    }
+
+    #[test]
+    fn a_key_spelled_by_another_line_is_not_a_leak() {
+        let spelled = "0000000000000000000000000000000000000000";
+        let body = lines(&[
+            &format!("allowed_ip=\u{c}{spelled}"),
+            &format!("private_key={spelled}'"),
+        ]);
+        let quote_first = |body: &[String]| {
+            let value = body[0].split_once('=').unwrap().1.trim();
+            Some(format!("'{value}' is not an IP address"))
+        };
+        let message = quote_first(&body).unwrap();
+        assert!(message.contains(&format!("{spelled}'")));
+        assert_no_key_value(&body, &message, quote_first);
+    }
+
+    #[test]
+    fn a_disguise_keeps_the_shape_of_a_key() {
+        let disguised = disguise(KEY, 1);
+        assert_eq!(disguised.len(), KEY.len());
+        assert!(disguised.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(disguised, KEY);
+        assert_ne!(disguise(KEY, 2), disguised);
+        assert_eq!(disguise("a-Z:9", 1), "b-G:0");
+    }
 }

@@ -93,8 +93,9 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
         }
         let system = context.system_name;
         context.progress.step(&format!(
-            "{system}: compress: {} MiB of {name} over 100 Mbit/s",
-            TRANSFER_BYTES >> 20
+            "{system}: compress: {} MiB of {name} over {} Mbit/s",
+            TRANSFER_BYTES >> 20,
+            WIRE_BITS_PER_SEC / 1e6
         ));
         let port = 5501 + (index * 10) as u16;
         let transfer = BulkTransfer::new(TRANSFER_BYTES)
