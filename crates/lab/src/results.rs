@@ -375,6 +375,15 @@ impl Extra {
 }
 
 impl Measurement {
+    /// Adds `note` after any the row has.
+    pub fn add_note(&mut self, note: impl Into<String>) {
+        let note = note.into();
+        self.note = Some(match self.note.take() {
+            Some(earlier) => format!("{earlier}; {note}"),
+            None => note,
+        });
+    }
+
     /// The value of parameter `key` as text (numbers printed plainly).
     pub fn param(&self, key: &str) -> Option<String> {
         self.params.get(key).map(|value| match value {

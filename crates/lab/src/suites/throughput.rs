@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::Context;
 use crate::measure::{Row, add_cpu, charged};
 use crate::results::Measurement;
-use crate::traffic::frame::FrameSizes;
+use crate::traffic::frame::{ETHERNET_FRAMING_BYTES, FrameSizes};
 use crate::traffic::imix::Imix;
 use crate::traffic::rfc2544::{ThroughputSearch, overload_receive_rate};
 use crate::traffic::udp::UdpPath;
@@ -63,6 +63,16 @@ pub(super) fn overview(search: &mut ThroughputSearch) {
     search.max_iterations = 12;
 }
 
+/// Why a frame size's rate falls for a tunnel: its IP packet does not
+/// fit the tunnel's MTU, so every frame crosses as fragments (two or more
+/// packets of protocol work, and a reassembly).
+fn fragmentation_note(frame_size: usize, tunnel_mtu: u16) -> Option<String> {
+    let packet = frame_size.checked_sub(ETHERNET_FRAMING_BYTES)?;
+    (packet > usize::from(tunnel_mtu)).then(|| {
+        format!("its {packet}-byte IP packets exceed the tunnel MTU of {tunnel_mtu}: every frame crosses fragmented")
+    })
+}
+
 /// The zero-loss rate for one frame size; `overview` as [`overview`].
 pub fn rfc2544(
     context: &Context<'_>,
@@ -88,6 +98,9 @@ pub fn rfc2544(
             let bits = received as f64 * frame_size as f64 * 8.0;
             let mut measurement =
                 throughput_measurement(context.system_name, direction.name(), &[result]);
+            if let Some(note) = fragmentation_note(frame_size, context.system.mtu()) {
+                measurement.add_note(note);
+            }
             add_cpu(
                 &mut measurement.extra,
                 &[charge],
@@ -170,4 +183,21 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
         context.progress.done();
     }
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_above_the_tunnel_mtu_are_said_to_cross_fragmented() {
+        assert_eq!(
+            fragmentation_note(1518, 1420).as_deref(),
+            Some(
+                "its 1500-byte IP packets exceed the tunnel MTU of 1420: every frame crosses fragmented"
+            )
+        );
+        assert_eq!(fragmentation_note(1518, 1500), None);
+        assert_eq!(fragmentation_note(1280, 1420), None);
+    }
 }

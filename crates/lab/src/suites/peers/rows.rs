@@ -197,11 +197,7 @@ fn zero_loss(row: Row, frame_rate: &FrameRate, one_peer_rate: Option<f64>) -> Me
     let bits = received as f64 * frame_rate.frame_size as f64 * 8.0;
     add_cpu(extra, std::slice::from_ref(&frame_rate.charge), bits, true);
     if let Err(why) = &frame_rate.ceiling {
-        let note = format!("the emulator's ceiling was not measured: {why}");
-        measurement.note = Some(match measurement.note.take() {
-            Some(earlier) => format!("{earlier}; {note}"),
-            None => note,
-        });
+        measurement.add_note(format!("the emulator's ceiling was not measured: {why}"));
     }
     measurement
 }

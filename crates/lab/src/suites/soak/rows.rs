@@ -499,10 +499,6 @@ fn balance_row(
             .iter()
             .map(|error| format!("reading failed at {error}")),
     );
-    let notes = notes.join("; ");
-    measurement.note = Some(match measurement.note.take() {
-        Some(failure) => format!("{failure}; {notes}"),
-        None => notes,
-    });
+    measurement.add_note(notes.join("; "));
     measurement
 }
