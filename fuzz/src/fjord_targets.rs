@@ -6,6 +6,7 @@
 //! Besides never panicking, both must keep secrets out of their error
 //! messages, which end up in logs: a refused key is named, never quoted.
 
+use std::collections::HashSet;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
@@ -163,16 +164,17 @@ fn assert_no_key_value(
         {
             continue;
         }
-        let others: Vec<&String> = lines
+        // The fuzzer also spelled the first two disguises of a run of
+        // zeros: each must share no 8 bytes with another line.
+        let others: HashSet<u64> = lines
             .iter()
             .enumerate()
-            .filter_map(|(other, text)| (other != index).then_some(text))
+            .filter(|(other, _)| *other != index)
+            .flat_map(|(_, text)| windows(text))
             .collect();
-        // The fuzzer also spelled the first two disguises of a run of
-        // zeros: each must share no 8 characters with another line.
         let disguises: Vec<String> = (1..10)
             .map(|shift| disguise(value, shift))
-            .filter(|disguised| !shares_a_window(disguised, &others))
+            .filter(|disguised| !windows(disguised).any(|window| others.contains(&window)))
             .take(2)
             .collect();
         if disguises.len() < 2 {
@@ -187,13 +189,13 @@ fn assert_no_key_value(
     }
 }
 
-/// Whether any 8 consecutive characters of `text` appear in `others`.
-fn shares_a_window(text: &str, others: &[&String]) -> bool {
-    let chars: Vec<char> = text.chars().collect();
-    chars.windows(8).any(|window| {
-        let window: String = window.iter().collect();
-        others.iter().any(|other| other.contains(&window))
-    })
+/// Every 8 consecutive bytes of `text`, as numbers: a set of them answers
+/// "does this text share 8 bytes with those" in one pass (a substring
+/// search per window cut the fuzzer's rate tenfold).
+fn windows(text: &str) -> impl Iterator<Item = u64> + '_ {
+    text.as_bytes()
+        .windows(8)
+        .map(|window| u64::from_le_bytes(window.try_into().expect("8 bytes")))
 }
 
 /// `value` with every letter and digit moved `shift` places along its own
