@@ -126,15 +126,17 @@ impl UdpTransport {
             // What arrives here arrived at the bound address (recv fills
             // it in): the packet-info control message would only repeat it,
             // for IPv4-mapped and IPv6 senders alike.
-            let fd = transport.socket.as_fd();
-            for (level, option) in [
-                (libc::IPPROTO_IP, libc::IP_PKTINFO),
-                (libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO),
-            ] {
-                if let Err(error) = set_int_option(fd, level, option, 0) {
-                    tracing::debug!(%error, "could not turn packet info off");
-                }
-            }
+            turn_off_control_messages(
+                transport.socket.as_fd(),
+                &[
+                    (libc::IPPROTO_IP, libc::IP_PKTINFO, "IPv4 packet info"),
+                    (
+                        libc::IPPROTO_IPV6,
+                        libc::IPV6_RECVPKTINFO,
+                        "IPv6 packet info",
+                    ),
+                ],
+            );
         }
         // A larger route MTU (a jumbo-frame underlay under a large tunnel
         // MTU) lets larger datagrams go as GSO segments; one send of
@@ -175,19 +177,18 @@ impl UdpTransport {
         // message per receive (about 0.15 us of a recvmsg here for the
         // timestamp) and, while any socket wants timestamps, a clock read
         // for every packet the host receives.
-        for (level, option, what) in [
-            (libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, "receive timestamps"),
-            (libc::IPPROTO_IP, libc::IP_RECVTOS, "IPv4 type of service"),
-            (
-                libc::IPPROTO_IPV6,
-                libc::IPV6_RECVTCLASS,
-                "IPv6 traffic class",
-            ),
-        ] {
-            if let Err(error) = set_int_option(socket.as_fd(), level, option, 0) {
-                tracing::debug!(%error, what, "could not turn a receive control message off");
-            }
-        }
+        turn_off_control_messages(
+            socket.as_fd(),
+            &[
+                (libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, "receive timestamps"),
+                (libc::IPPROTO_IP, libc::IP_RECVTOS, "IPv4 type of service"),
+                (
+                    libc::IPPROTO_IPV6,
+                    libc::IPV6_RECVTCLASS,
+                    "IPv6 traffic class",
+                ),
+            ],
+        );
         let port = socket.local_addr().map_err(setup("local address"))?.port();
         Ok(Self {
             socket,
@@ -414,6 +415,17 @@ fn bind_error(port: u16, source: io::Error) -> UdpError {
             port,
             what: "bind",
             source,
+        }
+    }
+}
+
+/// Turns off receive control messages (`level`, `option`, what it is)
+/// that quinn-udp asked for and fjord does not read: each costs every
+/// `recvmsg` its bytes. A socket that refuses keeps them.
+fn turn_off_control_messages(fd: BorrowedFd<'_>, options: &[(libc::c_int, libc::c_int, &str)]) {
+    for &(level, option, what) in options {
+        if let Err(error) = set_int_option(fd, level, option, 0) {
+            tracing::debug!(%error, what, "could not turn a receive control message off");
         }
     }
 }
