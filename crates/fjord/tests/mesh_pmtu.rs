@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use fjord_lab::narrow_path::{self, TransferOutcome};
 use fjord_lab::systems::wireguard::{self, Fjord, Implementation, Initiator, WireguardGo};
 use fjord_lab::systems::{self, FjordMesh, MemberPath, RunningMesh, WorkDir};
-use fjord_lab::topology::{RIGHT_OVERLAY, RIGHT_UNDERLAY};
+use fjord_lab::topology::RIGHT_OVERLAY;
 use fjord_lab::traffic;
 
 const TRANSFER_BYTES: u64 = 8 << 20;
@@ -110,19 +110,11 @@ fn members_find_a_1280_byte_path_that_drops_icmp() {
         Duration::from_secs(5),
     );
     eprintln!("wireguard-go across the trap: {outcome:?}");
-    // Seen once in CI (not reproduced in 15 runs): say what the left
-    // host's routes knew, in case a cached path MTU let it through.
-    if outcome.is_verified() {
-        let routes: Vec<String> = [RIGHT_OVERLAY, RIGHT_UNDERLAY]
-            .iter()
-            .map(|to| {
-                let to = to.to_string();
-                format!("{:?}", hosts.left.ip(&["-4", "route", "get", &to]))
-            })
-            .collect();
-        panic!(
-            "wireguard-go crossed the trap: the trap does not trap; left host routes {routes:?}"
-        );
-    }
+    // wireguard-go's GSO batches leave without Don't Fragment; the router
+    // fragments them and drops the fragments (see `narrow_path`).
+    assert!(
+        !outcome.is_verified(),
+        "wireguard-go crossed the trap: the trap does not trap"
+    );
     drop((left, right));
 }

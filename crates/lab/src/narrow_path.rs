@@ -1,13 +1,19 @@
 //! A path MTU trap: two hosts behind a router whose link to the right
 //! host carries only [`NARROW_LINK_MTU`]-byte packets, and which drops
 //! every ICMP and ICMPv6 packet it would forward or send. A tunnel that
-//! sends full-size datagrams with Don't Fragment from the left never
-//! hears why they vanish: a black hole, unless it finds the path's MTU
-//! itself.
+//! sends full-size datagrams from the left never hears why they vanish:
+//! a black hole, unless it finds the path's MTU itself.
+//!
+//! The router does not let fragments through either. The kernel sets DF
+//! on a UDP datagram only when it fits the sender's route MTU, so a batch
+//! sent with UDP GSO (wireguard-go's, up to 64 KB) leaves without it;
+//! when the router fragmented such segments, wireguard-go crossed in some
+//! runs while its single datagrams vanished, so the trap trapped by
+//! chance.
 //!
 //! ```text
 //!  left 198.18.0.1/32 ── eth0 ─ to-left (198.18.0.254)  router  to-right (198.18.0.253) ─ eth0 ── right 198.18.0.2/32
-//!        MTU 1500                    nft: drop ICMP           MTU 1280 on both ends
+//!        MTU 1500            nft: drop ICMP and fragments           MTU 1280 on both ends
 //! ```
 //!
 //! The hosts keep the lab's usual underlay addresses (host routes through
@@ -34,11 +40,21 @@ const ROUTER_LEFT_LINK: &str = "to-left";
 const ROUTER_RIGHT_LINK: &str = "to-right";
 /// The router forwards, but neither forwards nor sends any ICMP: no
 /// "fragmentation needed", no "packet too big", as on paths whose
-/// firewalls drop them.
-const DROP_ICMP_RULES: &str = "table inet pmtu_trap {\n\
-     \tchain forward { type filter hook forward priority 0; meta l4proto { icmp, ipv6-icmp } drop; }\n\
-     \tchain output { type filter hook output priority 0; meta l4proto { icmp, ipv6-icmp } drop; }\n\
-     }\n";
+/// firewalls drop them. Nor do the fragments it makes leave (a
+/// fragment has More Fragments or an offset): the egress hook sees them
+/// after the router fragmented, while a GSO batch whose segments fit
+/// passes whole and is cut into wire-sized datagrams later.
+fn trap_rules() -> String {
+    format!(
+        "table inet pmtu_trap {{\n\
+         \tchain forward {{ type filter hook forward priority 0; meta l4proto {{ icmp, ipv6-icmp }} drop; }}\n\
+         \tchain output {{ type filter hook output priority 0; meta l4proto {{ icmp, ipv6-icmp }} drop; }}\n\
+         }}\n\
+         table netdev pmtu_trap_fragments {{\n\
+         \tchain egress {{ type filter hook egress device \"{ROUTER_RIGHT_LINK}\" priority 0; ip frag-off & 0x3fff != 0 drop; }}\n\
+         }}\n"
+    )
+}
 
 /// Builds the hosts and the router (as the middle namespace).
 pub fn build() -> Result<TwoHosts, NetnsError> {
@@ -83,7 +99,7 @@ pub fn build() -> Result<TwoHosts, NetnsError> {
         "dev",
         ROUTER_RIGHT_LINK,
     ])?;
-    load_rules(&router, DROP_ICMP_RULES)?;
+    load_rules(&router, &trap_rules())?;
 
     for (host, own, gateway, far) in [
         (&left, LEFT_UNDERLAY, ROUTER_LEFT, RIGHT_UNDERLAY),
