@@ -188,19 +188,21 @@ impl Peer {
         }
     }
 
-    /// Data arrived on `next`: the peer has the session. It sends from now
-    /// on, unless our own handshake crossed the peer's and completed after
-    /// it: then ours keeps sending and `next` only receives, as `previous`.
-    /// Either way the oldest session goes.
+    /// Data arrived on `next`: the peer has the session, and it sends
+    /// from now on, except after crossing handshakes (see the module
+    /// documentation of `peer`): then both sides must send on the same
+    /// one of the two, so that the session each keeps only to receive is
+    /// one that neither sends on. Either way the oldest session goes.
     #[inline(never)]
     fn confirm_next(&mut self, ctx: &mut Context) {
         let Some(next) = self.next.take() else {
             return;
         };
-        let ours_is_newer = self.current.as_ref().is_some_and(|current| {
+        let crossed = self.current.as_ref().is_some_and(|current| {
             current.is_initiator() && current.derived_at() > next.derived_at()
         });
-        let oldest = if ours_is_newer {
+        let ours_wins = crossed && self.wins_crossing(&next, ctx);
+        let oldest = if ours_wins {
             self.previous.replace(next)
         } else {
             let replaced = self.current.replace(next);
@@ -209,6 +211,24 @@ impl Peer {
         if let Some(oldest) = oldest {
             ctx.release_index(oldest.local_index());
         }
+    }
+
+    /// Whether our session wins against the peer's, `theirs`, that crossed
+    /// it. A plain WireGuard node (wireguard-go and the kernel alike) keeps
+    /// sending on its own, so ours wins when we play one, and never
+    /// against one. Between fjord nodes the two sides compare the same two
+    /// public keys: the session begun by the greater key wins on both.
+    /// That the peer speaks fjord is known alike on both sides: each
+    /// side's `theirs` is marked only if both speak it.
+    fn wins_crossing(&self, theirs: &Session, ctx: &Context) -> bool {
+        if !ctx.speaks_fjord {
+            return true;
+        }
+        theirs.negotiation().peer_speaks_fjord()
+            && ctx
+                .identity
+                .as_ref()
+                .is_some_and(|identity| identity.public_key() > self.remote.public_key())
     }
 
     fn session_by_index(&mut self, local_index: u32) -> Option<(&mut Session, bool)> {

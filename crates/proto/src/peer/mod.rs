@@ -19,9 +19,14 @@
 //! each answers the other's initiation (a `next`) before its own response
 //! arrives. wireguard-go then makes `next` the previous session and drops
 //! `current`, losing what the other side sent on it in the last round
-//! trip. fjord keeps `current` as `previous` and leaves `next` waiting;
-//! when data arrives on it, it becomes `previous` (our own, newer session
-//! keeps sending), and only the oldest session goes.
+//! trip. fjord keeps `current` as `previous` and leaves `next` waiting.
+//! When data arrives on it, both sides settle on the same one of the two
+//! new sessions to send on (the one begun by the greater public key
+//! between fjord nodes, the peer's own with a plain WireGuard peer), and
+//! keep the other only to receive. Were each to send on its own, each
+//! side's `previous` would be the session its peer sends on, and the next
+//! one-sided rekey would release it while the initiator still sends on it
+//! until the response arrives.
 //!
 //! Every session and in-flight initiation owns a receiver index registered
 //! in the device's index table; dropping one releases its index.

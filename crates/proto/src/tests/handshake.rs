@@ -398,6 +398,72 @@ fn both_sides_initiating_at_once_mid_conversation_lose_nothing() {
     assert_eq!(numbers_received(&pair, Alice).len(), 260);
 }
 
+/// After crossing handshakes both sides must send on the same session:
+/// if each kept its own, each side's `previous` would be the session its
+/// peer sends on, and the next one-sided rekey would release it at the
+/// responder while the initiator still sends on it until the response
+/// arrives (one round trip of packets lost). Which side rekeys first
+/// decides whose `previous` goes, so both orders are checked.
+#[test]
+fn a_rekey_after_crossing_handshakes_loses_nothing() {
+    for first_rekey in [Alice, Bob] {
+        rekey_after_crossing_loses_nothing(PairConfig::default(), first_rekey);
+    }
+}
+
+/// The same against a plain WireGuard peer, which always keeps sending on
+/// the session it began.
+#[test]
+fn a_rekey_after_crossing_a_plain_peer_loses_nothing() {
+    let config = PairConfig {
+        bob: NodeConfig {
+            plain_wireguard: true,
+            ..NodeConfig::default()
+        },
+        ..PairConfig::default()
+    };
+    for first_rekey in [Alice, Bob] {
+        rekey_after_crossing_loses_nothing(config.clone(), first_rekey);
+    }
+}
+
+fn rekey_after_crossing_loses_nothing(config: PairConfig, first_rekey: Who) {
+    let mut pair = Pair::with(config);
+    pair.connect();
+    pair.latency = millis(10);
+    pair.advance(REKEY_TIMEOUT + MAX_TIMER_JITTER);
+    converse(&mut pair, 0, 50);
+    let (now, alice_peer, bob_peer) = (pair.now, pair.alice.peer, pair.bob.peer);
+    pair.alice.device.initiate_handshake(alice_peer, now);
+    pair.bob.device.initiate_handshake(bob_peer, now);
+    converse(&mut pair, 50, 200);
+    pair.advance(REKEY_TIMEOUT + MAX_TIMER_JITTER);
+
+    let mut sent = 250;
+    for who in [first_rekey, first_rekey.other()] {
+        let (now, peer) = (pair.now, pair.node(who).peer);
+        pair.node_mut(who).device.initiate_handshake(peer, now);
+        converse(&mut pair, sent, 100);
+        pair.advance(REKEY_TIMEOUT + MAX_TIMER_JITTER);
+        sent += 100;
+    }
+
+    let every: Vec<u32> = (0..sent).collect();
+    assert_eq!(numbers_received(&pair, Bob), every, "{first_rekey:?} first");
+    assert_eq!(
+        numbers_received(&pair, Alice),
+        every,
+        "{first_rekey:?} first"
+    );
+    assert_eq!(
+        pair.alice.device.drops().total() + pair.bob.device.drops().total(),
+        0,
+        "{first_rekey:?} first; alice: {:?}, bob: {:?}",
+        pair.alice.device.drops(),
+        pair.bob.device.drops()
+    );
+}
+
 #[test]
 fn retransmitted_initiation_after_a_lost_response_completes() {
     let mut pair = Pair::new();
