@@ -21,7 +21,7 @@
 
 use std::time::Instant;
 
-use super::{MAX_STAGED_PACKETS, Peer, PeerStats};
+use super::{Crossing, MAX_STAGED_PACKETS, Peer, PeerStats};
 use crate::aead::DataCipher;
 use crate::compression::{self, Compressed, Compressor, DecompressError};
 use crate::context::Context;
@@ -46,6 +46,14 @@ use crate::wire::EXTENSION_MARKER;
 pub(crate) enum Encapsulated {
     Sealing { len: usize, ticket: SealTicket },
     Done(Sent),
+}
+
+/// Which of a peer's sessions a data message arrived on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Current,
+    Next,
+    Previous,
 }
 
 impl Peer {
@@ -198,10 +206,11 @@ impl Peer {
         let Some(next) = self.next.take() else {
             return;
         };
-        let crossed = self.current.as_ref().is_some_and(|current| {
-            current.is_initiator() && current.derived_at() > next.derived_at()
-        });
+        let crossed = std::mem::replace(&mut self.crossing, Crossing::None) == Crossing::Pending;
         let ours_wins = crossed && self.wins_crossing(&next, ctx);
+        if crossed && !ours_wins {
+            self.crossing = Crossing::Yielded;
+        }
         let oldest = if ours_wins {
             self.previous.replace(next)
         } else {
@@ -210,6 +219,17 @@ impl Peer {
         };
         if let Some(oldest) = oldest {
             ctx.release_index(oldest.local_index());
+        }
+    }
+
+    /// Data arrived on `previous`. Normally the last of what was in flight
+    /// when `current` took over; after we yielded a crossing, proof that
+    /// the peer sends on our session instead, so ours sends too.
+    #[inline(never)]
+    fn follow_peer_after_crossing(&mut self) {
+        if self.crossing == Crossing::Yielded {
+            self.crossing = Crossing::None;
+            std::mem::swap(&mut self.current, &mut self.previous);
         }
     }
 
@@ -231,14 +251,17 @@ impl Peer {
                 .is_some_and(|identity| identity.public_key() > self.remote.public_key())
     }
 
-    fn session_by_index(&mut self, local_index: u32) -> Option<(&mut Session, bool)> {
+    fn session_by_index(&mut self, local_index: u32) -> Option<(&mut Session, Slot)> {
         let matches = |s: &&mut Session| s.local_index() == local_index;
         if let Some(s) = self.current.as_mut().filter(matches) {
-            Some((s, false))
+            Some((s, Slot::Current))
         } else if let Some(s) = self.next.as_mut().filter(matches) {
-            Some((s, true))
+            Some((s, Slot::Next))
         } else {
-            self.previous.as_mut().filter(matches).map(|s| (s, false))
+            self.previous
+                .as_mut()
+                .filter(matches)
+                .map(|s| (s, Slot::Previous))
         }
     }
 
@@ -297,7 +320,7 @@ impl Peer {
         // The session may have gone since the first phase (a handshake
         // earlier in the same batch replaced it): then nobody holds its
         // replay window any more.
-        let Some((session, is_next)) = self.session_by_index(opened.local_index) else {
+        let Some((session, slot)) = self.session_by_index(opened.local_index) else {
             return dropped(ctx, DropReason::UnknownReceiverIndex);
         };
         let plaintext = match session.commit_open(opened.counter, opened.cipher, datagram.len()) {
@@ -309,10 +332,14 @@ impl Peer {
         // Before the staged packets below leave, so they go where (and from
         // where) this authenticated datagram says.
         self.set_endpoint(id, from, ctx);
-        if is_next {
-            self.confirm_next(ctx);
-            self.handshake_complete(id, now, ctx, false);
-            self.send_staged(id, now, ctx);
+        match slot {
+            Slot::Current => {}
+            Slot::Next => {
+                self.confirm_next(ctx);
+                self.handshake_complete(id, now, ctx, false);
+                self.send_staged(id, now, ctx);
+            }
+            Slot::Previous => self.follow_peer_after_crossing(),
         }
         self.last_received = Some(now);
         self.stats.rx_bytes += datagram.len() as u64;

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use zeroize::Zeroizing;
 
-use super::{Peer, release};
+use super::{Crossing, Peer, release};
 use crate::context::Context;
 use crate::cookie::MacLayout;
 use crate::endpoint::Endpoint;
@@ -290,6 +290,11 @@ impl Peer {
     fn install_initiator_session(&mut self, keys: &SessionKeys, now: Instant, ctx: &mut Context) {
         let session = Session::new(keys, now, &ctx.timing, ctx.cipher_policy, false)
             .with_compression(ctx.compression_policy);
+        self.crossing = if self.next.is_some() {
+            Crossing::Pending
+        } else {
+            Crossing::None
+        };
         release(&mut self.previous, ctx);
         self.previous = self.current.take();
         self.current = Some(session);
@@ -304,6 +309,7 @@ impl Peer {
         ctx: &mut Context,
         peer_marked: bool,
     ) {
+        self.crossing = Crossing::None;
         release(&mut self.next, ctx);
         release(&mut self.previous, ctx);
         let session = Session::new(keys, now, &ctx.timing, ctx.cipher_policy, peer_marked)

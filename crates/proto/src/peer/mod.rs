@@ -26,7 +26,12 @@
 //! keep the other only to receive. Were each to send on its own, each
 //! side's `previous` would be the session its peer sends on, and the next
 //! one-sided rekey would release it while the initiator still sends on it
-//! until the response arrives.
+//! until the response arrives, and neither side would be the initiator of
+//! the session it sends on, which alone rekeys by age. Whether the
+//! handshakes crossed is known from the order of events ([`Crossing`]);
+//! should a reordered handshake message let only one side see the
+//! crossing, the side that yielded follows the peer once data shows where
+//! the peer sends.
 //!
 //! Every session and in-flight initiation owns a receiver index registered
 //! in the device's index table; dropping one releases its index.
@@ -69,6 +74,22 @@ pub struct PeerStats {
     pub decompressed_packets: u64,
 }
 
+/// Where the sessions of two crossing handshakes stand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Crossing {
+    None,
+    /// `next` (the peer's) was waiting when our own handshake completed
+    /// into `current`: which of the two sends is decided when data
+    /// arrives on `next`. Known from the order of events, not from clock
+    /// readings: a daemon may read both handshake messages in one batch.
+    Pending,
+    /// We gave the crossing to the peer: `current` is its session,
+    /// `previous` our own. Data on `previous` from now on means the peer
+    /// saw no crossing (a reordered handshake message) and sends on ours,
+    /// so we follow it there.
+    Yielded,
+}
+
 /// In declaration order (`repr(C)`): what every data packet reads or
 /// writes comes first, then the current session, then what handshakes
 /// use. Left to the compiler, the fields a packet touches lay across
@@ -88,6 +109,7 @@ pub(crate) struct Peer {
     pub remote: RemoteKeys,
     pub cookie: CookieState,
     initiation: Option<InitiatorState>,
+    crossing: Crossing,
     pub(crate) last_initiation_sent: Option<Instant>,
     /// The initiation in flight was sent again at once for a cookie reply;
     /// cleared by every other initiation, so replies (forged ones too)
@@ -110,6 +132,7 @@ impl Peer {
             cookie,
             endpoint: endpoint.map(Endpoint::from),
             initiation: None,
+            crossing: Crossing::None,
             last_initiation_sent: None,
             resent_for_cookie: false,
             greatest_timestamp: None,
@@ -143,6 +166,7 @@ impl Peer {
         self.previous = None;
         self.next = None;
         self.initiation = None;
+        self.crossing = Crossing::None;
     }
 
     /// Whether the current session can carry a packet now.

@@ -18,6 +18,7 @@
 
 mod clock;
 mod compression;
+mod crossing;
 mod data;
 mod flood;
 mod handshake;
