@@ -56,6 +56,24 @@ fn numbers_received(pair: &Pair, who: Who) -> Vec<u32> {
         .collect()
 }
 
+/// Both sides start a handshake in the same instant.
+fn initiate_both(pair: &mut Pair) {
+    let (now, alice_peer, bob_peer) = (pair.now, pair.alice.peer, pair.bob.peer);
+    pair.alice.device.initiate_handshake(alice_peer, now);
+    pair.bob.device.initiate_handshake(bob_peer, now);
+}
+
+/// On a link of 10 ms, numbers 0 to 49 go each way, then both sides
+/// initiate at once while numbers 50 to 249 go.
+fn cross_mid_conversation(pair: &mut Pair) {
+    pair.latency = millis(10);
+    // Past the minimum gap between two initiations of one side.
+    pair.advance(REKEY_TIMEOUT + MAX_TIMER_JITTER);
+    converse(pair, 0, 50);
+    initiate_both(pair);
+    converse(pair, 50, 200);
+}
+
 /// Both sides start a handshake at the same moment while their session
 /// carries traffic both ways (one side's rekey meets the other's retry):
 /// the crossing handshakes settle, and nothing sent meanwhile on the old
@@ -63,14 +81,7 @@ fn numbers_received(pair: &Pair, who: Who) -> Vec<u32> {
 #[test]
 fn both_sides_initiating_at_once_mid_conversation_lose_nothing() {
     let mut pair = Pair::connected();
-    pair.latency = millis(10);
-    // Past the minimum gap between two initiations of one side.
-    pair.advance(REKEY_TIMEOUT + MAX_TIMER_JITTER);
-    converse(&mut pair, 0, 50);
-    let (now, alice_peer, bob_peer) = (pair.now, pair.alice.peer, pair.bob.peer);
-    pair.alice.device.initiate_handshake(alice_peer, now);
-    pair.bob.device.initiate_handshake(bob_peer, now);
-    converse(&mut pair, 50, 200);
+    cross_mid_conversation(&mut pair);
     pair.advance(secs(1));
 
     assert_eq!(pair.sent_by(Alice, Kind::Initiation).len(), 2);
@@ -124,13 +135,7 @@ fn a_rekey_after_crossing_a_plain_peer_loses_nothing() {
 fn rekey_after_crossing_loses_nothing(config: PairConfig, first_rekey: Who) {
     let mut pair = Pair::with(config);
     pair.connect();
-    pair.latency = millis(10);
-    pair.advance(REKEY_TIMEOUT + MAX_TIMER_JITTER);
-    converse(&mut pair, 0, 50);
-    let (now, alice_peer, bob_peer) = (pair.now, pair.alice.peer, pair.bob.peer);
-    pair.alice.device.initiate_handshake(alice_peer, now);
-    pair.bob.device.initiate_handshake(bob_peer, now);
-    converse(&mut pair, 50, 200);
+    cross_mid_conversation(&mut pair);
     pair.advance(REKEY_TIMEOUT + MAX_TIMER_JITTER);
 
     let mut sent = 250;
@@ -169,9 +174,7 @@ fn crossing_then_rekeys(case: &str, link: impl FnMut(&mut Datagram) -> Fate + 's
     pair.latency = millis(2);
     pair.advance(millis(100));
     pair.set_link(link);
-    let (now, alice_peer, bob_peer) = (pair.now, pair.alice.peer, pair.bob.peer);
-    pair.alice.device.initiate_handshake(alice_peer, now);
-    pair.bob.device.initiate_handshake(bob_peer, now);
+    initiate_both(&mut pair);
     pair.advance(millis(15));
     pair.clear_link();
     let before = [Alice, Bob].map(|who| pair.node(who).handshakes_completed());
