@@ -202,14 +202,18 @@ impl Peer {
     /// one of the two, so that the session each keeps only to receive is
     /// one that neither sends on. Either way the oldest session goes.
     #[inline(never)]
-    fn confirm_next(&mut self, ctx: &mut Context) {
+    fn confirm_next(&mut self, now: Instant, ctx: &mut Context) {
         let Some(next) = self.next.take() else {
             return;
         };
         let crossed = std::mem::replace(&mut self.crossing, Crossing::None) == Crossing::Pending;
         let ours_wins = crossed && self.wins_crossing(&next, ctx);
-        if crossed && !ours_wins {
-            self.crossing = Crossing::Yielded;
+        if crossed {
+            self.crossing = if ours_wins {
+                Crossing::Won { at: now }
+            } else {
+                Crossing::Yielded
+            };
         }
         let oldest = if ours_wins {
             self.previous.replace(next)
@@ -223,11 +227,17 @@ impl Peer {
     }
 
     /// Data arrived on `previous`. Normally the last of what was in flight
-    /// when `current` took over; after we yielded a crossing, proof that
-    /// the peer sends on our session instead, so ours sends too.
+    /// when `current` took over; after a crossing, proof (at once if we
+    /// yielded, after REKEY_TIMEOUT if we won) that the peer sends on the
+    /// other session of the two, so ours sends there too.
     #[inline(never)]
-    fn follow_peer_after_crossing(&mut self) {
-        if self.crossing == Crossing::Yielded {
+    fn follow_peer_after_crossing(&mut self, now: Instant, ctx: &Context) {
+        let follow = match self.crossing {
+            Crossing::Yielded => true,
+            Crossing::Won { at } => now.saturating_duration_since(at) >= ctx.timing.rekey_timeout,
+            Crossing::None | Crossing::Pending => false,
+        };
+        if follow {
             self.crossing = Crossing::None;
             std::mem::swap(&mut self.current, &mut self.previous);
         }
@@ -335,11 +345,11 @@ impl Peer {
         match slot {
             Slot::Current => {}
             Slot::Next => {
-                self.confirm_next(ctx);
+                self.confirm_next(now, ctx);
                 self.handshake_complete(id, now, ctx, false);
                 self.send_staged(id, now, ctx);
             }
-            Slot::Previous => self.follow_peer_after_crossing(),
+            Slot::Previous => self.follow_peer_after_crossing(now, ctx),
         }
         self.last_received = Some(now);
         self.stats.rx_bytes += datagram.len() as u64;

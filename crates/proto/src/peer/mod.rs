@@ -29,9 +29,9 @@
 //! until the response arrives, and neither side would be the initiator of
 //! the session it sends on, which alone rekeys by age. Whether the
 //! handshakes crossed is known from the order of events ([`Crossing`]);
-//! should a reordered handshake message let only one side see the
-//! crossing, the side that yielded follows the peer once data shows where
-//! the peer sends.
+//! should reordered handshake messages let only one side see the
+//! crossing, that side follows the peer once data shows where the peer
+//! sends.
 //!
 //! Every session and in-flight initiation owns a receiver index registered
 //! in the device's index table; dropping one releases its index.
@@ -88,6 +88,14 @@ enum Crossing {
     /// saw no crossing (a reordered handshake message) and sends on ours,
     /// so we follow it there.
     Yielded,
+    /// We kept our own session at `at`: `previous` is the peer's. The
+    /// peer sends on it until our data reaches it, so data there is
+    /// expected for a round trip; still arriving REKEY_TIMEOUT later, it
+    /// means the peer saw no crossing and stays on its own session, so we
+    /// follow it there.
+    Won {
+        at: Instant,
+    },
 }
 
 /// In declaration order (`repr(C)`): what every data packet reads or

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::sim::*;
+use crate::context::Rng;
 use crate::timers::{MAX_TIMER_JITTER, REKEY_TIMEOUT};
 use crate::{Sent, Timing};
 
@@ -168,8 +169,12 @@ fn rekey_after_crossing_loses_nothing(config: PairConfig, first_rekey: Who) {
 /// time (only the initiator of the session both send on rekeys by age, so
 /// were each to send on the session the other began, neither would), and
 /// nothing sent after the crossing may be lost.
-fn crossing_then_rekeys(case: &str, link: impl FnMut(&mut Datagram) -> Fate + 'static) {
-    let mut pair = Pair::with(PairConfig::timing(Timing::fast_rekeys(250)));
+fn crossing_then_rekeys(
+    config: PairConfig,
+    case: &str,
+    link: impl FnMut(&mut Datagram) -> Fate + 'static,
+) {
+    let mut pair = Pair::with(config);
     pair.connect();
     pair.latency = millis(2);
     pair.advance(millis(100));
@@ -215,7 +220,11 @@ fn delay_first(sender: Who, kind: Kind, extra: Duration) -> impl FnMut(&mut Data
 fn a_crossing_read_in_one_batch_settles() {
     for late in [Alice, Bob] {
         let case = format!("{late:?}'s initiation read with the response");
-        crossing_then_rekeys(&case, delay_first(late, Kind::Initiation, millis(2)));
+        crossing_then_rekeys(
+            fast_rekeys(),
+            &case,
+            delay_first(late, Kind::Initiation, millis(2)),
+        );
     }
 }
 
@@ -229,10 +238,55 @@ fn a_crossing_seen_by_one_side_only_settles() {
         let case = format!("{late:?}'s initiation after the response");
         let mut initiation = delay_first(late, Kind::Initiation, millis(4));
         let mut keepalive = delay_first(late.other(), Kind::Keepalive, millis(4));
-        crossing_then_rekeys(&case, move |datagram| {
+        crossing_then_rekeys(fast_rekeys(), &case, move |datagram| {
             match (initiation(datagram), keepalive(datagram)) {
                 (Fate::Deliver, fate) | (fate, _) => fate,
             }
         });
     }
+}
+
+/// Crossings under every order the link can give them: each side's first
+/// initiation, response and keepalive after the crossing starts is held
+/// back 0 to 6 ms (three times the latency), chosen by a seeded generator.
+#[test]
+fn crossings_in_any_order_settle() {
+    crossings_in_random_orders(fast_rekeys(), 31);
+}
+
+/// The same with a plain WireGuard peer.
+#[test]
+fn crossings_with_a_plain_peer_in_any_order_settle() {
+    let mut config = fast_rekeys();
+    config.bob.plain_wireguard = true;
+    crossings_in_random_orders(config, 32);
+}
+
+fn crossings_in_random_orders(config: PairConfig, seed: u64) {
+    let mut rng = SeededRng::new(seed);
+    for scenario in 0..64 {
+        let mut delays = [0u8; 6];
+        rng.fill_bytes(&mut delays);
+        let held = delays.map(|byte| Duration::from_micros(u64::from(byte % 25) * 250));
+        let mut seen = [false; 6];
+        let case = format!("scenario {scenario}, held back {held:?}");
+        crossing_then_rekeys(config.clone(), &case, move |datagram| {
+            let kind = match datagram.kind() {
+                Kind::Initiation => 0,
+                Kind::Response => 1,
+                Kind::Keepalive => 2,
+                _ => return Fate::Deliver,
+            };
+            let slot = kind * 2 + usize::from(datagram.sender == Bob);
+            if std::mem::replace(&mut seen[slot], true) || held[slot].is_zero() {
+                return Fate::Deliver;
+            }
+            Fate::Delay(held[slot])
+        });
+    }
+}
+
+/// Rekeys every 480 ms, retries after 20 ms.
+fn fast_rekeys() -> PairConfig {
+    PairConfig::timing(Timing::fast_rekeys(250))
 }
