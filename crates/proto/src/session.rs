@@ -105,8 +105,6 @@ pub struct Session {
     local_index: u32,
     replay: ReplayWindow,
     last_minute_rekey_at: Option<Instant>,
-    /// When the handshake that derived it completed on this side.
-    derived_at: Instant,
     /// What the twins are built from, derived at creation when our policy
     /// offers AES; wiped once both are built.
     aes_keys: Option<Box<AesKeys>>,
@@ -149,7 +147,6 @@ impl Session {
             local_index: keys.local_index,
             remote_index: keys.remote_index,
             is_initiator: keys.is_initiator,
-            derived_at: now,
             reject_at: now.checked_add(timing.reject_after_time),
             rekey_at: now.checked_add(timing.rekey_after_time),
             last_minute_rekey_at: now.checked_add(
@@ -179,10 +176,6 @@ impl Session {
 
     pub fn is_initiator(&self) -> bool {
         self.is_initiator
-    }
-
-    pub fn derived_at(&self) -> Instant {
-        self.derived_at
     }
 
     /// The counter the next sealed packet will carry.
