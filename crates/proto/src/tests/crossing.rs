@@ -57,6 +57,21 @@ fn numbers_received(pair: &Pair, who: Who) -> Vec<u32> {
         .collect()
 }
 
+/// Both sides received every number from 0 to `count` - 1 in order, and
+/// neither dropped anything.
+fn assert_every_number_arrived(pair: &Pair, count: u32, case: &str) {
+    let every: Vec<u32> = (0..count).collect();
+    assert_eq!(numbers_received(pair, Bob), every, "{case}");
+    assert_eq!(numbers_received(pair, Alice), every, "{case}");
+    assert_eq!(
+        pair.alice.device.drops().total() + pair.bob.device.drops().total(),
+        0,
+        "{case}; alice: {:?}, bob: {:?}",
+        pair.alice.device.drops(),
+        pair.bob.device.drops()
+    );
+}
+
 /// Both sides start a handshake in the same instant.
 fn initiate_both(pair: &mut Pair) {
     let (now, alice_peer, bob_peer) = (pair.now, pair.alice.peer, pair.bob.peer);
@@ -87,16 +102,7 @@ fn both_sides_initiating_at_once_mid_conversation_lose_nothing() {
 
     assert_eq!(pair.sent_by(Alice, Kind::Initiation).len(), 2);
     assert_eq!(pair.sent_by(Bob, Kind::Initiation).len(), 1);
-    let every: Vec<u32> = (0..250).collect();
-    assert_eq!(numbers_received(&pair, Bob), every);
-    assert_eq!(numbers_received(&pair, Alice), every);
-    assert_eq!(
-        pair.alice.device.drops().total() + pair.bob.device.drops().total(),
-        0,
-        "alice: {:?}, bob: {:?}",
-        pair.alice.device.drops(),
-        pair.bob.device.drops()
-    );
+    assert_every_number_arrived(&pair, 250, "mid conversation");
     // The new sessions carry on.
     converse(&mut pair, 250, 10);
     pair.advance(secs(1));
@@ -148,20 +154,7 @@ fn rekey_after_crossing_loses_nothing(config: PairConfig, first_rekey: Who) {
         sent += 100;
     }
 
-    let every: Vec<u32> = (0..sent).collect();
-    assert_eq!(numbers_received(&pair, Bob), every, "{first_rekey:?} first");
-    assert_eq!(
-        numbers_received(&pair, Alice),
-        every,
-        "{first_rekey:?} first"
-    );
-    assert_eq!(
-        pair.alice.device.drops().total() + pair.bob.device.drops().total(),
-        0,
-        "{first_rekey:?} first; alice: {:?}, bob: {:?}",
-        pair.alice.device.drops(),
-        pair.bob.device.drops()
-    );
+    assert_every_number_arrived(&pair, sent, &format!("{first_rekey:?} first"));
 }
 
 /// Both sides initiate at once, on a link that `link` may reorder, and
@@ -189,16 +182,7 @@ fn crossing_then_rekeys(
     let after = [Alice, Bob].map(|who| pair.node(who).handshakes_completed());
     let rekeys = [after[0] - before[0], after[1] - before[1]];
     assert!(rekeys.iter().all(|&n| n >= 2), "{case}: rekeys {rekeys:?}");
-    let every: Vec<u32> = (0..1500).collect();
-    assert_eq!(numbers_received(&pair, Bob), every, "{case}");
-    assert_eq!(numbers_received(&pair, Alice), every, "{case}");
-    assert_eq!(
-        pair.alice.device.drops().total() + pair.bob.device.drops().total(),
-        0,
-        "{case}; alice: {:?}, bob: {:?}",
-        pair.alice.device.drops(),
-        pair.bob.device.drops()
-    );
+    assert_every_number_arrived(&pair, 1500, case);
 }
 
 /// Delays the first datagram of `kind` that `sender` sends by `extra`.
