@@ -1,10 +1,10 @@
 //! The two X25519 operations the handshake needs.
 //!
 //! Fuzz builds (`cfg(fuzzing)`, set by `cargo fuzz`) remember every result
-//! they compute ([`crate::memo`]): the stateful fuzz targets derive the
-//! same few ephemeral keys in every execution, and the multiplications
-//! took 95 % of `device_datagram`'s time, which held it at 450 executions
-//! a second.
+//! they compute (`crate::memo`, which only they have): the stateful fuzz
+//! targets derive the same few ephemeral keys in every execution, and the
+//! multiplications took 95 % of `device_datagram`'s time, which held it at
+//! 450 executions a second.
 
 use x25519_dalek::StaticSecret;
 use zeroize::Zeroizing;
