@@ -12,12 +12,7 @@
 //! longest prefix there can be, so a hit ends the search. With a thousand
 //! peers the trie walk missed the cache about three times a packet, the
 //! map about once.
-//!
-//! Before both, lookup checks the address it answered last: packets come
-//! in flows, and a flow's packets name one peer address both ways (the
-//! destination of what goes to the peer, the source of what comes back).
 
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
@@ -243,9 +238,6 @@ pub struct AllowedIps<T> {
     /// Every full-length prefix of `v4` (by trie key) and of `v6` again.
     v4_hosts: HostRoutes<T>,
     v6_hosts: HostRoutes<T>,
-    /// The last address looked up (as a trie key and its family) and the
-    /// answer; every change to the table forgets it.
-    last: Cell<Option<(u128, bool, Option<T>)>>,
 }
 
 impl<T: Copy + PartialEq> Default for AllowedIps<T> {
@@ -261,7 +253,6 @@ impl<T: Copy + PartialEq> AllowedIps<T> {
             v6: Trie::new(),
             v4_hosts: HostRoutes::default(),
             v6_hosts: HostRoutes::default(),
-            last: Cell::new(None),
         }
     }
 
@@ -276,7 +267,6 @@ impl<T: Copy + PartialEq> AllowedIps<T> {
 
     /// Routes `cidr` (host bits ignored) to `value`; returns the previous owner.
     pub fn insert(&mut self, cidr: Cidr, value: T) -> Option<T> {
-        self.last.set(None);
         let (key, is_v4) = to_key(&cidr.address());
         let len = cidr.prefix_len();
         let (trie, hosts) = self.family(is_v4, len);
@@ -287,7 +277,6 @@ impl<T: Copy + PartialEq> AllowedIps<T> {
     }
 
     pub fn remove(&mut self, cidr: Cidr) -> Option<T> {
-        self.last.set(None);
         let (key, is_v4) = to_key(&cidr.address());
         let len = cidr.prefix_len();
         let (trie, hosts) = self.family(is_v4, len);
@@ -300,18 +289,6 @@ impl<T: Copy + PartialEq> AllowedIps<T> {
     /// The value of the longest prefix containing `address`.
     pub fn lookup(&self, address: &IpAddr) -> Option<T> {
         let (key, is_v4) = to_key(address);
-        if let Some((last_key, last_is_v4, value)) = self.last.get()
-            && last_key == key
-            && last_is_v4 == is_v4
-        {
-            return value;
-        }
-        let value = self.search(key, is_v4);
-        self.last.set(Some((key, is_v4, value)));
-        value
-    }
-
-    fn search(&self, key: u128, is_v4: bool) -> Option<T> {
         let (trie, hosts) = if is_v4 {
             (&self.v4, &self.v4_hosts)
         } else {
@@ -378,10 +355,6 @@ mod tests {
         let mut v4_only = AllowedIps::new();
         v4_only.insert(cidr("198.19.0.0/16"), 4);
         assert_eq!(v4_only.lookup(&ip("::ffff:198.19.0.1")), None);
-        // The same trie key in the other family, right after a lookup
-        // that found it: a different address.
-        assert_eq!(v4_only.lookup(&ip("198.19.0.1")), Some(4));
-        assert_eq!(v4_only.lookup(&ip("c613:1::")), None);
     }
 
     #[test]
