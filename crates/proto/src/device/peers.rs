@@ -195,8 +195,9 @@ impl Device {
     /// initiation proves their key (a fjord mesh, where a member does not
     /// know a newcomer yet); `None` (the default) refuses them as
     /// WireGuard does. Each is announced by
-    /// [`Event::UnknownPeerAdmitted`](crate::Event::UnknownPeerAdmitted) and stays provisional until
-    /// [`Device::confirm_peer`] or [`Device::remove_peer`].
+    /// [`Event::UnknownPeerAdmitted`](crate::Event::UnknownPeerAdmitted)
+    /// and stays provisional until [`Device::confirm_peer`] or
+    /// [`Device::remove_peer`].
     pub fn set_unknown_peer_limit(&mut self, limit: Option<usize>) {
         self.unknown_peer_limit = limit;
     }
