@@ -17,7 +17,6 @@ mod support;
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsFd;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -286,30 +285,15 @@ fn transfers_until(
     reports
 }
 
-#[test]
-fn bad_datagrams_are_refused_counted_by_reason_and_not_logged_one_by_one() {
-    let test = "bad_datagrams_are_refused_counted_by_reason_and_not_logged_one_by_one";
-    if !ready(test) {
-        return;
-    }
-    let hosts = TwoHosts::direct().expect("build two hosts");
-    // Wire-sized frames on the veth, so a capture holds single datagrams.
-    for host in [&hosts.left, &hosts.right] {
-        topology::disable_offloads(host, HOST_LINK).expect("offloads off");
-    }
-    let tunnel = Arc::new(Tunnel::up_on(test, fjord(), hosts));
-    let right_ifname = tunnel.right_side.ifname.clone();
-    let fjord_port = SocketAddr::from((RIGHT_UNDERLAY, LISTEN_PORT));
-
-    let stop = Arc::new(AtomicBool::new(false));
-    let started = Arc::new(AtomicBool::new(false));
-    let transfers = {
-        let (tunnel, stop, started) = (tunnel.clone(), stop.clone(), started.clone());
-        std::thread::spawn(move || transfers_until(&tunnel.hosts, &stop, &started))
-    };
-    while !started.load(Ordering::Acquire) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+/// Sends each kind of bad datagram at the right side's fjord while the
+/// transfers run, checking each is counted under its reasons (and no
+/// other); each kind with how many were sent and counted.
+fn send_every_kind(
+    test: &str,
+    tunnel: &Tunnel,
+    right_ifname: &str,
+    fjord_port: SocketAddr,
+) -> Vec<(&'static str, u64, u64)> {
     let captured = tunnel
         .hosts
         .right
@@ -340,11 +324,10 @@ fn bad_datagrams_are_refused_counted_by_reason_and_not_logged_one_by_one() {
         .join()
         .expect("attacker thread")
         .expect("attacker socket");
-    let log_before = log_lines(&tunnel.right).len();
     let mut junk = Junk(0x5eed_f00d);
     let mut results = Vec::new();
     for (kind, reasons, delivery) in kinds(&captured, &mut junk) {
-        let before = show_json(&right_ifname).drops;
+        let before = show_json(right_ifname).drops;
         let overflows_before = udp_receive_buffer_errors(&tunnel.hosts.right);
         let sent = match delivery {
             Delivery::Prepared(datagrams) => {
@@ -382,7 +365,7 @@ fn bad_datagrams_are_refused_counted_by_reason_and_not_logged_one_by_one() {
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(200));
-            after = show_json(&right_ifname).drops;
+            after = show_json(right_ifname).drops;
             let now_counted = watched_sum(&after, &reasons) - watched_sum(&before, &reasons);
             if now_counted >= sent || (now_counted == counted && counted > 0) {
                 counted = now_counted;
@@ -412,8 +395,50 @@ fn bad_datagrams_are_refused_counted_by_reason_and_not_logged_one_by_one() {
         results.push((kind, sent, counted));
     }
 
-    stop.store(true, Ordering::Release);
-    let reports = transfers.join().expect("transfer thread");
+    results
+}
+
+/// Raises the flag when dropped, on a panic's unwinding too.
+struct RaiseOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for RaiseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+#[test]
+fn bad_datagrams_are_refused_counted_by_reason_and_not_logged_one_by_one() {
+    let test = "bad_datagrams_are_refused_counted_by_reason_and_not_logged_one_by_one";
+    if !ready(test) {
+        return;
+    }
+    let hosts = TwoHosts::direct().expect("build two hosts");
+    // Wire-sized frames on the veth, so a capture holds single datagrams.
+    for host in [&hosts.left, &hosts.right] {
+        topology::disable_offloads(host, HOST_LINK).expect("offloads off");
+    }
+    let tunnel = Tunnel::up_on(test, fjord(), hosts);
+    let right_ifname = tunnel.right_side.ifname.clone();
+    let fjord_port = SocketAddr::from((RIGHT_UNDERLAY, LISTEN_PORT));
+
+    // Scoped, so a failed assertion cannot leave the transfer thread
+    // holding the tunnel: the guard stops it, the scope joins it, and the
+    // tunnel's namespaces and daemons go with the test.
+    let stop = AtomicBool::new(false);
+    let started = AtomicBool::new(false);
+    let (log_before, results, reports) = std::thread::scope(|scope| {
+        let transfers = scope.spawn(|| transfers_until(&tunnel.hosts, &stop, &started));
+        let stop_transfers = RaiseOnDrop(&stop);
+        while !started.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let log_before = log_lines(&tunnel.right).len();
+        let results = send_every_kind(test, &tunnel, &right_ifname, fjord_port);
+        drop(stop_transfers);
+        let reports = transfers.join().expect("transfer thread");
+        (log_before, results, reports)
+    });
     for report in &reports {
         match report {
             Ok(report) => {
