@@ -22,7 +22,7 @@
 //! peer uses any more is closed (the worker's housekeeping). Lookups by
 //! endpoint are one hash lookup per send call.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 
 use crate::udp::UdpTransport;
@@ -102,6 +102,27 @@ impl Steering {
         Some(slot)
     }
 
+    /// Slots whose endpoint is not in `used` and whose socket has nothing
+    /// waiting to be read.
+    ///
+    /// Closing a socket discards what waits in it, and an endpoint can
+    /// stop being used while its datagrams still queue: a peer's packets
+    /// that a replayed copy from elsewhere outran move the endpoint there
+    /// and back within a millisecond. A socket with datagrams waiting
+    /// stays (still watched, the worker's next turn reads them) until a
+    /// later look finds it empty; only what arrives between that look and
+    /// the close is lost.
+    pub fn closable(&self, used: &HashSet<SocketAddr>) -> Vec<usize> {
+        self.slots()
+            .filter(|(_, remote)| !used.contains(remote))
+            .map(|(slot, _)| slot)
+            .filter(|&slot| {
+                self.get(slot)
+                    .is_some_and(|socket| !socket.has_datagrams_waiting())
+            })
+            .collect()
+    }
+
     /// Closes the slot's socket; sends to its endpoint go through the
     /// interface's socket again.
     pub fn remove(&mut self, slot: usize) {
@@ -132,6 +153,8 @@ impl UdpTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use quinn_udp::RecvMeta;
+    use std::io::IoSliceMut;
     use std::net::UdpSocket;
 
     /// Datagrams to a steered endpoint leave from the steered socket's
@@ -161,5 +184,37 @@ mod tests {
             port
         };
         assert_ne!(steered_port, udp.port());
+    }
+
+    /// Of two endpoints no peer uses, the one whose socket holds a
+    /// datagram is kept until it is read; a used one is never closable.
+    #[test]
+    fn sockets_with_datagrams_waiting_are_not_closable() {
+        let mut udp = UdpTransport::bind(0, 0).unwrap();
+        let quiet = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let talking = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut slot_of = |remote: &UdpSocket| {
+            let remote = remote.local_addr().unwrap();
+            let steered = UdpTransport::bind(0, 0).unwrap();
+            (udp.steering_mut().insert(remote, steered).unwrap(), remote)
+        };
+        let (quiet_slot, quiet_address) = slot_of(&quiet);
+        let (talking_slot, _) = slot_of(&talking);
+        let talking_socket = udp.steering().get(talking_slot).unwrap();
+        let to = SocketAddr::from(([127, 0, 0, 1], talking_socket.port()));
+        talking.send_to(b"in flight", to).unwrap();
+
+        let nobody = HashSet::new();
+        assert_eq!(udp.steering().closable(&nobody), [quiet_slot]);
+        let only_quiet = HashSet::from([quiet_address]);
+        assert!(udp.steering().closable(&only_quiet).is_empty());
+
+        let mut buf = [0u8; 64];
+        let mut meta = [RecvMeta::default()];
+        let socket = udp.steering().get(talking_slot).unwrap();
+        let read = socket.recv(&mut [IoSliceMut::new(&mut buf)], &mut meta);
+        assert_eq!(read.unwrap(), 1);
+        assert_eq!(meta[0].len, 9);
+        assert_eq!(udp.steering().closable(&only_quiet), [talking_slot]);
     }
 }

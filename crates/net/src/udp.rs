@@ -202,6 +202,12 @@ impl UdpTransport {
         })
     }
 
+    /// Whether a datagram waits to be read (an unreadable count, as from
+    /// a socket already gone, says no).
+    pub(crate) fn has_datagrams_waiting(&self) -> bool {
+        fjord_sys::socket::receive_queue_bytes(self.socket.as_fd()).is_ok_and(|bytes| bytes > 0)
+    }
+
     pub fn port(&self) -> u16 {
         self.port
     }

@@ -1,5 +1,5 @@
 //! Socket options: integer options, buffer sizes past the sysctl caps,
-//! receive timestamps and the kernel's drop counter.
+//! receive timestamps, the kernel's drop counter and receive queue.
 
 use std::io;
 use std::mem;
@@ -103,8 +103,23 @@ pub fn path_mtu(fd: BorrowedFd<'_>) -> io::Result<usize> {
 }
 
 /// Datagrams the kernel dropped at this socket since it was created
-/// because its receive buffer was full (`SO_MEMINFO`, `SK_MEMINFO_DROPS`).
+/// because its receive buffer was full (`SK_MEMINFO_DROPS`).
 pub fn socket_drops(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    Ok(u64::from(memory_info(fd, libc::SK_MEMINFO_DROPS)?))
+}
+
+/// Bytes of received datagrams waiting in the socket to be read
+/// (`SK_MEMINFO_RMEM_ALLOC`, each datagram's buffer with its overhead):
+/// zero exactly when a read would find nothing, without reading (and
+/// without taking a pending error, as a peek would).
+pub fn receive_queue_bytes(fd: BorrowedFd<'_>) -> io::Result<u32> {
+    memory_info(fd, libc::SK_MEMINFO_RMEM_ALLOC)
+}
+
+/// One field of the socket's `SO_MEMINFO`; 0 from a kernel too old to
+/// fill it.
+fn memory_info(fd: BorrowedFd<'_>, field: libc::c_int) -> io::Result<u32> {
+    // Up to the drop counter, the last field every kernel since 4.10 fills.
     let mut info = [0u32; libc::SK_MEMINFO_DROPS as usize + 1];
     let mut length = mem::size_of_val(&info) as libc::socklen_t;
     // SAFETY: getsockopt writes at most `length` bytes into `info`, a live
@@ -119,8 +134,36 @@ pub fn socket_drops(fd: BorrowedFd<'_>) -> io::Result<u64> {
         )
     })?;
     let filled = usize::try_from(length).unwrap_or(0) / mem::size_of::<u32>();
+    let field = usize::try_from(field).unwrap_or(usize::MAX);
     Ok(info
-        .get(libc::SK_MEMINFO_DROPS as usize)
-        .filter(|_| filled > libc::SK_MEMINFO_DROPS as usize)
-        .map_or(0, |&drops| u64::from(drops)))
+        .get(field)
+        .filter(|_| filled > field)
+        .copied()
+        .unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+    use std::os::fd::AsFd;
+
+    /// An empty datagram waits too: the queue is empty only once both
+    /// are read.
+    #[test]
+    fn the_receive_queue_is_empty_only_when_nothing_waits() {
+        let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert_eq!(receive_queue_bytes(receiver.as_fd()).unwrap(), 0);
+        let to = receiver.local_addr().unwrap();
+        sender.send_to(b"", to).unwrap();
+        sender.send_to(b"a datagram", to).unwrap();
+        let mut buf = [0u8; 16];
+        for expected in [0, 10] {
+            assert!(receive_queue_bytes(receiver.as_fd()).unwrap() > 0);
+            assert_eq!(receiver.recv(&mut buf).unwrap(), expected);
+        }
+        assert_eq!(receive_queue_bytes(receiver.as_fd()).unwrap(), 0);
+        assert_eq!(socket_drops(receiver.as_fd()).unwrap(), 0);
+    }
 }

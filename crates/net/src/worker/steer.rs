@@ -110,7 +110,9 @@ impl Worker {
     }
 
     /// Closes steered sockets whose endpoint no peer uses any more (the
-    /// peer left, or moved), and prediction rounds that had their time.
+    /// peer left, or moved) once nothing waits in them
+    /// ([`closable`](crate::steering::Steering::closable)), and
+    /// prediction rounds that had their time.
     pub(super) fn tidy_steering(&mut self, now: Instant) {
         self.prediction.expire(now, self.poll.registry());
         if self.udp.steering().is_empty() {
@@ -121,14 +123,7 @@ impl Worker {
             .peer_ids()
             .filter_map(|id| device.peer_status(id)?.endpoint)
             .collect();
-        let unused: Vec<usize> = self
-            .udp
-            .steering()
-            .slots()
-            .filter(|(_, remote)| !used.contains(remote))
-            .map(|(slot, _)| slot)
-            .collect();
-        for slot in unused {
+        for slot in self.udp.steering().closable(&used) {
             if let Some(socket) = self.udp.steering().get(slot) {
                 let _ = self
                     .poll
