@@ -10,6 +10,7 @@ pub mod control;
 pub mod crypto_stage;
 mod datapath;
 pub mod drop_report;
+pub mod endpoint_log;
 pub mod host_addresses;
 pub mod port_prediction;
 mod relay_forward;

@@ -45,6 +45,7 @@ use crate::control::{ControlCall, ControlContext, ControlHandle};
 use crate::crypto_stage::CryptoStage;
 use crate::datapath::{Inbound, Outbound, Pace, ReceiveOn, send_blocking};
 use crate::drop_report::DropReport;
+use crate::endpoint_log::EndpointLog;
 use crate::port_prediction::PortPrediction;
 use crate::stats::DataStats;
 use crate::time_share::TimeShare;
@@ -118,6 +119,8 @@ pub struct Worker {
     stats: DataStats,
     next_housekeeping: Instant,
     drop_report: DropReport,
+    /// Rate-limits the lines about peer endpoints that moved.
+    endpoint_log: EndpointLog<fjord_proto::PeerId>,
     busy_poll_window: Duration,
     /// Threads sharing the crypto (`--threads`), this one included.
     threads: usize,
@@ -195,6 +198,7 @@ impl Worker {
             stats: DataStats::default(),
             next_housekeeping: Instant::now() + HOUSEKEEPING_INTERVAL,
             drop_report,
+            endpoint_log: EndpointLog::default(),
             busy_poll_window: SPIN_WINDOW,
             threads: 1,
             prediction,
@@ -407,7 +411,7 @@ impl Worker {
             );
         }
         while let Some(event) = self.node.poll_event() {
-            self.log_event(&event);
+            self.log_event(now, &event);
             if let Some(endpoint) = self.proven_endpoint(&event) {
                 self.connect_endpoint(endpoint);
             }
@@ -500,7 +504,7 @@ impl Worker {
         }
     }
 
-    fn log_event(&self, event: &Event) {
+    fn log_event(&mut self, now: Instant, event: &Event) {
         let key = |peer| {
             self.node
                 .device()
@@ -519,7 +523,19 @@ impl Worker {
                 tracing::trace!(peer = %key(*peer), ?endpoint, "handshake initiation sent");
             }
             Event::EndpointChanged { peer, endpoint } => {
-                tracing::info!(peer = %key(*peer), %endpoint, "peer endpoint changed");
+                match self.endpoint_log.moved(*peer, now) {
+                    Some(0) => {
+                        tracing::info!(peer = %key(*peer), %endpoint, "peer endpoint changed");
+                    }
+                    Some(unlogged) => tracing::info!(
+                        peer = %key(*peer),
+                        %endpoint,
+                        "peer endpoint changed ({unlogged} more times since the last such line, logged only at debug level: a roaming peer, or copies of its datagrams sent from elsewhere)"
+                    ),
+                    None => {
+                        tracing::debug!(peer = %key(*peer), %endpoint, "peer endpoint changed");
+                    }
+                }
             }
             Event::KeysErased { peer } => {
                 tracing::debug!(peer = %key(*peer), "session keys erased after inactivity");

@@ -1,0 +1,108 @@
+//! Log lines about peer endpoints that moved, at most one per peer per
+//! [`QUIET_INTERVAL`].
+//!
+//! A roaming peer moves now and then, and each move deserves a line. But
+//! whoever sees a peer's datagrams on the way can send copies from another
+//! address: a copy that arrives before its original is accepted (as in
+//! WireGuard) and moves the endpoint there, and the original moves it
+//! back. That can happen for every packet, so one line per move would let
+//! an on-path sender fill the log. Moves inside the interval are counted
+//! and the next line says how many there were; where the endpoint is now
+//! is always in `fjord show`.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::time::{Duration, Instant};
+
+/// Shortest time between two lines about one peer's endpoint.
+pub const QUIET_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Peers remembered at most; past it, those whose last line is older
+/// than the interval are forgotten (they would get a line at once anyway).
+const REMEMBERED_PEERS: usize = 1024;
+
+/// When each peer's last line was written, and the moves not logged
+/// since; `P` names a peer.
+#[derive(Debug)]
+pub struct EndpointLog<P> {
+    peers: HashMap<P, (Instant, u64)>,
+}
+
+impl<P> Default for EndpointLog<P> {
+    fn default() -> Self {
+        Self {
+            peers: HashMap::new(),
+        }
+    }
+}
+
+impl<P: Hash + Eq> EndpointLog<P> {
+    /// `peer`'s endpoint moved at `now`: `Some(moves not logged since the
+    /// last line)` when this move gets a line, `None` when it is only
+    /// counted.
+    pub fn moved(&mut self, peer: P, now: Instant) -> Option<u64> {
+        if let Some((last_line, unlogged)) = self.peers.get_mut(&peer) {
+            if now.saturating_duration_since(*last_line) < QUIET_INTERVAL {
+                *unlogged += 1;
+                return None;
+            }
+            let before = std::mem::take(unlogged);
+            *last_line = now;
+            return Some(before);
+        }
+        if self.peers.len() >= REMEMBERED_PEERS {
+            self.peers.retain(|_, (last_line, _)| {
+                now.saturating_duration_since(*last_line) < QUIET_INTERVAL
+            });
+        }
+        self.peers.insert(peer, (now, 0));
+        Some(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Flapping between two addresses every millisecond for a minute gives
+    /// six lines, each counting the moves it stands for; another peer's
+    /// first move is logged at once.
+    #[test]
+    fn a_flapping_endpoint_gets_a_line_per_interval_with_the_count() {
+        let (flapping, roaming) = (1u32, 2u32);
+        let mut log = EndpointLog::default();
+        let start = Instant::now();
+        let lines: Vec<(u64, u64)> = (0..60_000u64)
+            .filter_map(|ms| {
+                let logged = log.moved(flapping, start + Duration::from_millis(ms))?;
+                Some((ms, logged))
+            })
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                (0, 0),
+                (10_000, 9_999),
+                (20_000, 9_999),
+                (30_000, 9_999),
+                (40_000, 9_999),
+                (50_000, 9_999)
+            ]
+        );
+        assert_eq!(log.moved(roaming, start + Duration::from_secs(59)), Some(0));
+    }
+
+    /// Past the limit, only peers with a line in the last interval stay.
+    #[test]
+    fn the_remembered_peers_are_bounded() {
+        let mut log = EndpointLog::default();
+        let start = Instant::now();
+        for peer in 0..REMEMBERED_PEERS {
+            assert_eq!(log.moved(peer, start), Some(0));
+        }
+        let later = start + QUIET_INTERVAL;
+        assert_eq!(log.moved(REMEMBERED_PEERS, later), Some(0));
+        assert_eq!(log.peers.len(), 1);
+        assert_eq!(log.moved(0, later), Some(0));
+    }
+}
