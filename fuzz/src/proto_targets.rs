@@ -9,7 +9,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use fjord_proto::compression::{self, COMPRESSED_LZ4_MARKER};
+use fjord_proto::compression::{self, COMPRESSED_LZ4_MARKER, Codec, Compressor};
 use fjord_proto::ip::IpHeader;
 use fjord_proto::negotiation::Offer;
 use fjord_proto::wire::{
@@ -23,12 +23,19 @@ use fjord_proto::{
 /// The tunnel MTU of the fuzzed devices and of decompression.
 pub(crate) const MTU: usize = 1420;
 
+thread_local! {
+    /// Both codecs' decoders, kept between inputs as the tunnel keeps them
+    /// between packets.
+    static DECOMPRESSOR: std::cell::RefCell<Compressor> =
+        std::cell::RefCell::new(Compressor::with_zstd().expect("zstd contexts"));
+}
+
 /// `Message::parse` on arbitrary bytes, reading every field of a success;
 /// and the same bytes as the plaintext of a session offer
 /// (`fjord_proto::negotiation`), whose success must survive re-encoding,
 /// and as the plaintext of a compressed packet
-/// (`fjord_proto::compression`), which decompresses to exactly the length
-/// it claims and never past the limit.
+/// (`fjord_proto::compression`, LZ4 or zstd), which decompresses to
+/// exactly the length it claims and never past the limit.
 pub fn wire_parse(data: &[u8]) {
     if let Ok(offer) = Offer::decode(data) {
         assert!(Offer::is_protocol_extension(data));
@@ -39,6 +46,13 @@ pub fn wire_parse(data: &[u8]) {
     for (room, limit) in [(MTU, MTU), (MTU / 2, MTU)] {
         if let Ok(len) = compression::decompress(data, &mut out[..room], limit) {
             assert_eq!(data[0], COMPRESSED_LZ4_MARKER);
+            assert!(len <= room && len <= limit);
+            assert_eq!(usize::from(u16::from_be_bytes([data[1], data[2]])), len);
+        }
+        let both =
+            DECOMPRESSOR.with_borrow_mut(|codecs| codecs.decompress(data, &mut out[..room], limit));
+        if let Ok(len) = both {
+            assert!(Codec::of(data).is_some());
             assert!(len <= room && len <= limit);
             assert_eq!(usize::from(u16::from_be_bytes([data[1], data[2]])), len);
         }
@@ -238,8 +252,18 @@ impl World {
         let mut target = device(1, 1, now);
         let mut peer = device(2, 2, now);
         if compress {
-            target.set_compression_policy(CompressionPolicy::Lz4);
-            peer.set_compression_policy(CompressionPolicy::Lz4);
+            // The target takes both codecs; the peer sends zstd in the
+            // sessions with a preshared key and LZ4 in the others.
+            let peer_policy = if psk {
+                CompressionPolicy::Zstd
+            } else {
+                CompressionPolicy::Lz4
+            };
+            target
+                .set_compression_policy(CompressionPolicy::Zstd)
+                .expect("zstd contexts");
+            peer.set_compression_policy(peer_policy)
+                .expect("zstd contexts");
         }
         let preshared_key = if psk {
             PresharedKey::from_bytes([7; 32])

@@ -40,8 +40,8 @@ struct Cli {
     #[arg(long, global = true, env = "FJORD_CIPHER", value_parser = parse_cipher)]
     cipher: Option<CipherSetting>,
     /// Compression of data to other fjord nodes, for `up` and `fjord
-    /// IFACE` (over the config file's `Compression`): `off`, or `lz4`
-    /// (per packet, with each fjord peer that enables it too; for
+    /// IFACE` (over the config file's `Compression`): `off`, `lz4` or
+    /// `zstd` (per packet, with each fjord peer that enables it too; for
     /// low-entropy traffic on slow links). Off by default because packet
     /// sizes then leak secrets mixed with attacker-controlled data.
     /// WireGuard peers never get compressed data [default: off]

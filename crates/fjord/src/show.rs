@@ -145,7 +145,10 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
             let _ = writeln!(
                 out,
                 "  compression: {}, {} packets compressed, {} sent raw, {} received compressed",
-                if compression.on { "lz4" } else { "off" },
+                compression
+                    .codec
+                    .filter(|_| compression.on)
+                    .unwrap_or("off"),
                 compression.compressed_packets,
                 compression.raw_packets,
                 compression.decompressed_packets

@@ -8,7 +8,7 @@ use std::time::Duration;
 use fjord_mesh::fallback::PathState;
 use fjord_mesh::{Cidr, Node};
 use fjord_net::{ControlContext, DataStats};
-use fjord_proto::{DataCipher, HandshakeCounters, PresharedKey, PrivateKey, PublicKey};
+use fjord_proto::{Codec, DataCipher, HandshakeCounters, PresharedKey, PrivateKey, PublicKey};
 use serde::Serialize;
 
 /// One interface.
@@ -91,6 +91,8 @@ pub struct PeerStatus {
 pub struct PeerCompression {
     /// Our data to the peer is compressed now: both enabled compression.
     pub on: bool,
+    /// With which codec while `on` (`lz4` or `zstd`).
+    pub codec: Option<&'static str>,
     /// IP packets sent compressed.
     pub compressed_packets: u64,
     /// IP packets sent raw while compression was on: too short, too
@@ -101,11 +103,12 @@ pub struct PeerCompression {
 }
 
 impl PeerCompression {
-    /// `on 120 7 98`: the fields of a `get=fjord` line.
+    /// `zstd 120 7 98`: the fields of a `get=fjord` line (the codec, or
+    /// `off`).
     pub fn to_fields(&self) -> String {
         format!(
             "{} {} {} {}",
-            if self.on { "on" } else { "off" },
+            self.codec.filter(|_| self.on).unwrap_or("off"),
             self.compressed_packets,
             self.raw_packets,
             self.decompressed_packets
@@ -115,14 +118,17 @@ impl PeerCompression {
     /// Reads [`PeerCompression::to_fields`]' text.
     pub fn parse(fields: &str) -> Option<Self> {
         let mut parts = fields.split(' ');
-        let on = match parts.next()? {
-            "on" => true,
-            "off" => false,
+        // `on`: a fjord from before zstd, which had only LZ4.
+        let codec = match parts.next()? {
+            "on" | "lz4" => Some("lz4"),
+            "zstd" => Some("zstd"),
+            "off" => None,
             _ => return None,
         };
         let mut number = || parts.next()?.parse::<u64>().ok();
         let parsed = Self {
-            on,
+            on: codec.is_some(),
+            codec,
             compressed_packets: number()?,
             raw_packets: number()?,
             decompressed_packets: number()?,
@@ -155,7 +161,8 @@ impl InterfaceStatus {
                     persistent_keepalive: status.persistent_keepalive,
                     sending_cipher: status.sending_cipher,
                     compression: PeerCompression {
-                        on: status.sending_compressed,
+                        on: status.sending_codec.is_some(),
+                        codec: status.sending_codec.map(Codec::name),
                         compressed_packets: status.stats.compressed_packets,
                         raw_packets: status.stats.uncompressed_packets,
                         decompressed_packets: status.stats.decompressed_packets,
@@ -308,15 +315,22 @@ mod tests {
     fn compression_fields_round_trip_and_refuse_junk() {
         let compression = PeerCompression {
             on: true,
+            codec: Some("zstd"),
             compressed_packets: 120,
             raw_packets: 7,
             decompressed_packets: 98,
         };
-        assert_eq!(compression.to_fields(), "on 120 7 98");
+        assert_eq!(compression.to_fields(), "zstd 120 7 98");
         assert_eq!(
             PeerCompression::parse(&compression.to_fields()),
             Some(compression)
         );
+        let lz4 = PeerCompression {
+            codec: Some("lz4"),
+            ..compression
+        };
+        assert_eq!(PeerCompression::parse("on 120 7 98"), Some(lz4));
+        assert_eq!(PeerCompression::parse("lz4 120 7 98"), Some(lz4));
         assert_eq!(
             PeerCompression::parse("off 0 0 0"),
             Some(PeerCompression::default())

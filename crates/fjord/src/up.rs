@@ -111,11 +111,20 @@ pub fn new_device(
     tracing::info!(
         "data cipher with fjord peers: {with_fjord_peers}; with WireGuard peers: ChaCha20-Poly1305"
     );
-    device.set_compression_policy(offer.compression.policy());
-    if offer.compression == CompressionSetting::Lz4 {
-        tracing::info!(
+    let mut compression = offer.compression;
+    if let Err(error) = device.set_compression_policy(compression.policy()) {
+        tracing::warn!(%error, "zstd's library could not set up; compressing with LZ4 instead");
+        compression = CompressionSetting::Lz4;
+        let _ = device.set_compression_policy(compression.policy());
+    }
+    match compression {
+        CompressionSetting::Off => {}
+        CompressionSetting::Lz4 => tracing::info!(
             "compression with fjord peers: LZ4 where the peer enables it too (Compression = lz4); never with WireGuard peers"
-        );
+        ),
+        CompressionSetting::Zstd => tracing::info!(
+            "compression with fjord peers: zstd where the peer enables it too, LZ4 where the peer has only that (Compression = zstd); never with WireGuard peers"
+        ),
     }
     device
 }

@@ -1,8 +1,9 @@
 //! Compression between two fjord nodes through a real tunnel between two
 //! namespaces (underlay 198.18.0.1/.2, overlay 198.19.0.1/24 and .2/24):
 //! both with `--compression lz4` agree on it, carry log lines compressed
-//! and random bytes raw, every byte checked by digest; one side without
-//! it keeps both directions uncompressed. What is checked is what a user
+//! and random bytes raw, every byte checked by digest; two with
+//! `--compression zstd` agree on zstd, and with one on `lz4` on LZ4; one
+//! side without it keeps both directions uncompressed. What is checked is what a user
 //! reads in `fjord show`: whether compression is on per peer, and its
 //! counters.
 //!
@@ -105,6 +106,35 @@ fn fjord_nodes_compress_text_and_send_random_data_raw() {
         "{}",
         tunnel.context(&format!("random: {raw} raw, {compressed} compressed"))
     );
+}
+
+#[test]
+fn zstd_nodes_use_zstd_and_lz4_with_a_node_that_has_only_lz4() {
+    let test = "zstd_nodes_use_zstd_and_lz4_with_a_node_that_has_only_lz4";
+    if !ready(test) {
+        return;
+    }
+    for (right, codec) in [("zstd", "zstd"), ("lz4", "lz4")] {
+        let left = fjord().compressed_with("zstd");
+        let tunnel = up(test, left, fjord().compressed_with(right));
+        for ifname in [&tunnel.left_side.ifname, &tunnel.right_side.ifname] {
+            let shown = show_text(ifname);
+            assert!(
+                shown.contains(&format!("  compression: {codec}, ")),
+                "{}",
+                tunnel.context(&shown)
+            );
+        }
+        let text = transfer(&tunnel, Content::LogLines, SINK_PORT);
+        let (left_text, right_text) = compression(&tunnel);
+        eprintln!("{test}: {codec}: {text}; sender {left_text:?}, receiver {right_text:?}");
+        assert!(
+            left_text.compressed_packets > FULL_PACKETS * 9 / 10,
+            "{}",
+            tunnel.context(&format!("text sent: {left_text:?}"))
+        );
+        assert!(right_text.decompressed_packets >= left_text.compressed_packets * 9 / 10);
+    }
 }
 
 #[test]

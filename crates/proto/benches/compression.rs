@@ -1,12 +1,13 @@
-//! What compression costs per 1,420-byte packet (`fjord_proto::compression`):
-//! compressing log lines, giving up on random bytes (the entropy estimate
-//! skips them before LZ4 runs), and decompressing log lines. Compare with
-//! sealing the same packet (about 1 µs with ChaCha20-Poly1305) in one run.
+//! What compression costs per 1,420-byte packet (`fjord_proto::compression`),
+//! with LZ4 and with zstd: compressing log lines, giving up on random bytes
+//! (the entropy estimate skips them before the codec runs), and
+//! decompressing log lines. Compare with sealing the same packet (about
+//! 1 µs with ChaCha20-Poly1305) in one run.
 
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use fjord_proto::compression::{self, Compressed, Compressor};
+use fjord_proto::compression::{Codec, Compressed, Compressor};
 
 const MTU: usize = 1420;
 
@@ -49,32 +50,30 @@ fn random_bytes() -> Vec<u8> {
 }
 
 fn per_packet(c: &mut Criterion) {
-    let mut compressor = Compressor::new();
+    let mut compressor = Compressor::with_zstd().expect("zstd contexts");
     let mut group = c.benchmark_group("compression");
-    for (name, original) in [("log_lines", log_lines()), ("random", random_bytes())] {
-        let mut work = original.clone();
-        group.bench_function(format!("compress/{name}"), |b| {
-            b.iter(|| {
-                work.copy_from_slice(&original);
-                black_box(compressor.compress_in_place(black_box(&mut work), MTU, MTU))
-            })
+    for codec in [Codec::Lz4, Codec::Zstd] {
+        let codec_name = codec.name();
+        for (name, original) in [("log_lines", log_lines()), ("random", random_bytes())] {
+            let mut work = original.clone();
+            group.bench_function(format!("compress/{codec_name}/{name}"), |b| {
+                b.iter(|| {
+                    work.copy_from_slice(&original);
+                    black_box(compressor.compress_in_place(black_box(&mut work), MTU, MTU, codec))
+                })
+            });
+        }
+        let mut compressed = log_lines();
+        let Compressed::Yes(len) = compressor.compress_in_place(&mut compressed, MTU, MTU, codec)
+        else {
+            panic!("log lines compress");
+        };
+        compressed.truncate(len);
+        let mut out = vec![0u8; MTU];
+        group.bench_function(format!("decompress/{codec_name}/log_lines"), |b| {
+            b.iter(|| black_box(compressor.decompress(black_box(&compressed), &mut out, MTU)))
         });
     }
-    let mut compressed = log_lines();
-    let Compressed::Yes(len) = compressor.compress_in_place(&mut compressed, MTU, MTU) else {
-        panic!("log lines compress");
-    };
-    compressed.truncate(len);
-    let mut out = vec![0u8; MTU];
-    group.bench_function("decompress/log_lines", |b| {
-        b.iter(|| {
-            black_box(compression::decompress(
-                black_box(&compressed),
-                &mut out,
-                MTU,
-            ))
-        })
-    });
     group.finish();
 }
 

@@ -41,7 +41,7 @@ pub mod wire;
 mod x25519;
 
 pub use aead::DataCipher;
-pub use compression::CompressionPolicy;
+pub use compression::{Codec, CompressionPolicy};
 pub use context::{Rng, WallClock};
 pub use device::{
     DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, DeviceError, PeerConfig, PeerStatus,

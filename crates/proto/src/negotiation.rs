@@ -1,8 +1,8 @@
 //! Session negotiation between two fjord nodes: inside each authenticated
 //! WireGuard session they agree on what its data may use beyond WireGuard.
 //! Today that is the data cipher (AES-256-GCM where both have hardware
-//! AES, ChaCha20-Poly1305 otherwise) and whether data is compressed (LZ4
-//! where both enabled it; see [`crate::compression`]).
+//! AES, ChaCha20-Poly1305 otherwise) and whether data is compressed (zstd
+//! or LZ4 where both enabled it; see [`crate::compression`]).
 //!
 //! # Who speaks first
 //!
@@ -35,7 +35,7 @@
 //! 0x1f | kind 0x40 | body length u16 BE | ciphers u8 | flags u8 | compression u8 | (more, ignored)
 //! ciphers:     bit 0 ChaCha20-Poly1305 (always), bit 1 AES-256-GCM
 //! flags:       bit 0 "I have your offer"
-//! compression: bit 0 LZ4 block
+//! compression: bit 0 LZ4 block, bit 1 zstd frame
 //! ```
 //!
 //! Unknown bits and trailing body bytes are ignored, so a later version
@@ -63,12 +63,12 @@
 //!
 //! # Compression, per direction
 //!
-//! The same rule: a side compresses once it offers LZ4 itself and holds
-//! the peer's offer of it, and accepts compressed packets only in a
-//! session where it sent its own offer of LZ4
-//! ([`crate::DropReason::CompressionNotNegotiated`] otherwise). Each
-//! packet says by its first byte whether it is compressed, so the two
-//! directions need no switch-over point.
+//! The same rule: a side compresses once it offers a codec itself and
+//! holds the peer's offer of it (zstd if both offer it, else LZ4), and
+//! accepts a packet of a codec only in a session where it sent its own
+//! offer of that codec ([`crate::DropReason::CompressionNotNegotiated`]
+//! otherwise). Each packet says by its first byte whether and how it is
+//! compressed, so the two directions need no switch-over point.
 //!
 //! # Receiving the cipher
 //!
@@ -97,7 +97,7 @@
 use std::time::{Duration, Instant};
 
 use crate::aead::DataCipher;
-use crate::compression::CompressionPolicy;
+use crate::compression::{Codec, CompressionPolicy};
 use crate::wire::EXTENSION_MARKER;
 
 /// Extension kinds handled by the protocol core itself, never passed on
@@ -116,6 +116,7 @@ const CIPHER_CHACHA: u8 = 1 << 0;
 const CIPHER_AES: u8 = 1 << 1;
 const FLAG_HAS_YOUR_OFFER: u8 = 1 << 0;
 const COMPRESSION_LZ4: u8 = 1 << 0;
+const COMPRESSION_ZSTD: u8 = 1 << 1;
 
 /// Least time between two sends of the same session's offer.
 pub const OFFER_RESEND_INTERVAL: Duration = Duration::from_secs(1);
@@ -146,6 +147,8 @@ pub struct Offer {
     /// The sender compresses with LZ4 toward a peer that offers it too,
     /// and accepts LZ4-compressed packets.
     pub lz4: bool,
+    /// The same for zstd, preferred over LZ4 where both offer both.
+    pub zstd: bool,
     /// The sender holds the receiver's offer for this session.
     pub has_your_offer: bool,
 }
@@ -181,7 +184,13 @@ impl Offer {
         } else {
             0
         };
-        let compression = if self.lz4 { COMPRESSION_LZ4 } else { 0 };
+        let mut compression = 0;
+        if self.lz4 {
+            compression |= COMPRESSION_LZ4;
+        }
+        if self.zstd {
+            compression |= COMPRESSION_ZSTD;
+        }
         [
             EXTENSION_MARKER,
             KIND_SESSION_OFFER,
@@ -217,6 +226,7 @@ impl Offer {
         Ok(Self {
             aes_256_gcm: ciphers & CIPHER_AES != 0,
             lz4: compression & COMPRESSION_LZ4 != 0,
+            zstd: compression & COMPRESSION_ZSTD != 0,
             has_your_offer: flags & FLAG_HAS_YOUR_OFFER != 0,
         })
     }
@@ -292,6 +302,7 @@ impl Negotiation {
         Offer {
             aes_256_gcm: self.policy.offers_aes(),
             lz4: self.compression.offers_lz4(),
+            zstd: self.compression.offers_zstd(),
             has_your_offer: self.peer_offer.is_some(),
         }
     }
@@ -312,7 +323,11 @@ impl Negotiation {
                 self.peer_offer = Some(offer);
                 true
             }
-            Some(first) if first.aes_256_gcm != offer.aes_256_gcm || first.lz4 != offer.lz4 => {
+            Some(first)
+                if first.aes_256_gcm != offer.aes_256_gcm
+                    || first.lz4 != offer.lz4
+                    || first.zstd != offer.zstd =>
+            {
                 return OfferOutcome::Changed;
             }
             Some(_) => false,
@@ -334,14 +349,32 @@ impl Negotiation {
         }
     }
 
-    /// Whether our data to the peer is compressed: both offered LZ4.
-    pub fn sending_compressed(&self) -> bool {
-        self.compression.offers_lz4() && self.peer_offer.is_some_and(|offer| offer.lz4)
+    /// How our data to the peer is compressed: zstd where both offered
+    /// it, else LZ4 where both offered that; `None`, not at all.
+    pub fn sending_codec(&self) -> Option<Codec> {
+        let offer = self.peer_offer?;
+        if self.compression.offers_zstd() && offer.zstd {
+            Some(Codec::Zstd)
+        } else if self.compression.offers_lz4() && offer.lz4 {
+            Some(Codec::Lz4)
+        } else {
+            None
+        }
     }
 
-    /// Whether the peer may send us compressed packets: we offered LZ4.
-    pub fn accepts_compressed(&self) -> bool {
-        self.compression.offers_lz4() && self.sends > 0
+    /// Whether our data to the peer is compressed.
+    pub fn sending_compressed(&self) -> bool {
+        self.sending_codec().is_some()
+    }
+
+    /// Whether the peer may send us packets compressed with `codec`: we
+    /// offered it.
+    pub fn accepts_compressed(&self, codec: Codec) -> bool {
+        let offered = match codec {
+            Codec::Lz4 => self.compression.offers_lz4(),
+            Codec::Zstd => self.compression.offers_zstd(),
+        };
+        offered && self.sends > 0
     }
 
     /// Whether the peer may seal to us with AES-256-GCM: we offered it.
@@ -395,11 +428,12 @@ mod tests {
     #[test]
     fn offers_round_trip_and_ignore_what_later_versions_add() {
         for aes_256_gcm in [false, true] {
-            for lz4 in [false, true] {
+            for (lz4, zstd) in [(false, false), (true, false), (true, true), (false, true)] {
                 for has_your_offer in [false, true] {
                     let offer = Offer {
                         aes_256_gcm,
                         lz4,
+                        zstd,
                         has_your_offer,
                     };
                     let mut bytes = offer.encode().to_vec();
@@ -428,6 +462,7 @@ mod tests {
             Ok(Offer {
                 aes_256_gcm: true,
                 lz4: true,
+                zstd: false,
                 has_your_offer: true
             })
         );
@@ -439,6 +474,7 @@ mod tests {
             Ok(Offer {
                 aes_256_gcm: true,
                 lz4: false,
+                zstd: false,
                 has_your_offer: true
             })
         );
@@ -552,6 +588,7 @@ mod tests {
         let aes = Offer {
             aes_256_gcm: true,
             lz4: false,
+            zstd: false,
             has_your_offer: false,
         };
         i.handle_offer(aes);
@@ -563,6 +600,8 @@ mod tests {
         assert_eq!(i.sending_cipher(), DataCipher::Aes256Gcm);
         let compressing = Offer { lz4: true, ..aes };
         assert_eq!(i.handle_offer(compressing), OfferOutcome::Changed);
+        let zstd = Offer { zstd: true, ..aes };
+        assert_eq!(i.handle_offer(zstd), OfferOutcome::Changed);
     }
 
     /// Two sides' negotiations with compression policies, passing offers
@@ -575,7 +614,9 @@ mod tests {
         let policy = CipherPolicy::default();
         let mut r = Negotiation::new(policy, true).with_compression(responder);
         let mut i = Negotiation::new(policy, false).with_compression(initiator);
-        assert!(!r.accepts_compressed() && !i.accepts_compressed());
+        for codec in [Codec::Lz4, Codec::Zstd] {
+            assert!(!r.accepts_compressed(codec) && !i.accepts_compressed(codec));
+        }
         let first = r.offer_due(at).unwrap();
         r.offer_sent(at);
         i.handle_offer(first);
@@ -587,19 +628,40 @@ mod tests {
 
     #[test]
     fn compression_needs_both_offers_and_is_accepted_only_where_offered() {
-        use CompressionPolicy::{Lz4, Off};
+        use CompressionPolicy::{Lz4, Off, Zstd};
         let (r, i) = agree_compression(Lz4, Lz4);
-        assert!(r.sending_compressed() && i.sending_compressed());
-        assert!(r.accepts_compressed() && i.accepts_compressed());
-        for (r_policy, i_policy) in [(Lz4, Off), (Off, Lz4), (Off, Off)] {
+        assert_eq!(
+            (r.sending_codec(), i.sending_codec()),
+            (Some(Codec::Lz4), Some(Codec::Lz4))
+        );
+        assert!(r.accepts_compressed(Codec::Lz4) && i.accepts_compressed(Codec::Lz4));
+        assert!(!r.accepts_compressed(Codec::Zstd) && !i.accepts_compressed(Codec::Zstd));
+        for (r_policy, i_policy) in [(Lz4, Off), (Off, Lz4), (Off, Off), (Zstd, Off)] {
             let (r, i) = agree_compression(r_policy, i_policy);
             assert!(!r.sending_compressed() && !i.sending_compressed());
-            assert_eq!(r.accepts_compressed(), r_policy == Lz4);
-            assert_eq!(i.accepts_compressed(), i_policy == Lz4);
+            assert_eq!(r.accepts_compressed(Codec::Lz4), r_policy != Off);
+            assert_eq!(i.accepts_compressed(Codec::Lz4), i_policy != Off);
+        }
+        // zstd where both chose it; LZ4, both ways, where one did.
+        let (r, i) = agree_compression(Zstd, Zstd);
+        assert_eq!(
+            (r.sending_codec(), i.sending_codec()),
+            (Some(Codec::Zstd), Some(Codec::Zstd))
+        );
+        assert!(r.accepts_compressed(Codec::Zstd) && r.accepts_compressed(Codec::Lz4));
+        for (r_policy, i_policy) in [(Zstd, Lz4), (Lz4, Zstd)] {
+            let (r, i) = agree_compression(r_policy, i_policy);
+            assert_eq!(
+                (r.sending_codec(), i.sending_codec()),
+                (Some(Codec::Lz4), Some(Codec::Lz4))
+            );
+            assert_eq!(r.accepts_compressed(Codec::Zstd), r_policy == Zstd);
+            assert_eq!(i.accepts_compressed(Codec::Zstd), i_policy == Zstd);
         }
         // A plain peer: nothing offered, nothing compressed either way.
-        let plain = Negotiation::new(CipherPolicy::default(), false).with_compression(Lz4);
-        assert!(!plain.sending_compressed() && !plain.accepts_compressed());
+        let plain = Negotiation::new(CipherPolicy::default(), false).with_compression(Zstd);
+        assert!(!plain.sending_compressed());
+        assert!(!plain.accepts_compressed(Codec::Lz4) && !plain.accepts_compressed(Codec::Zstd));
     }
 
     #[test]

@@ -558,8 +558,14 @@ fn compression_setting() {
         Some(CompressionSetting::Off)
     );
     assert_eq!(
-        error_of(&with_interface("Compression = zstd")),
-        "wg0.conf:3: Compression: 'zstd' is not 'off' or 'lz4'"
+        parse_ok(&with_interface("Compression = ZSTD"))
+            .interface
+            .compression,
+        Some(CompressionSetting::Zstd)
+    );
+    assert_eq!(
+        error_of(&with_interface("Compression = gzip")),
+        "wg0.conf:3: Compression: 'gzip' is not 'off', 'lz4' or 'zstd'"
     );
     assert_eq!(
         error_of(&with_interface("Compression = lz4\nCompression = off")),
@@ -572,6 +578,10 @@ fn compression_setting() {
     assert_eq!(
         CompressionSetting::Lz4.policy(),
         fjord_proto::CompressionPolicy::Lz4
+    );
+    assert_eq!(
+        CompressionSetting::Zstd.policy(),
+        fjord_proto::CompressionPolicy::Zstd
     );
 }
 

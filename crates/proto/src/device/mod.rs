@@ -56,7 +56,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use crate::aead::DataCipher;
-use crate::compression::CompressionPolicy;
+use crate::compression::{Codec, CompressionPolicy};
 use crate::context::{Context, JitterSource, Rng, WallClock};
 use crate::cookie::CookieChecker;
 use crate::endpoint::Endpoint;
@@ -111,8 +111,9 @@ pub struct PeerStatus {
     pub sending_cipher: Option<DataCipher>,
     /// The peer showed in its current session that it is a fjord node.
     pub speaks_fjord: bool,
-    /// Our data to the peer is compressed (both offered compression).
-    pub sending_compressed: bool,
+    /// How our data to the peer is compressed (both offered the codec);
+    /// `None`, not at all.
+    pub sending_codec: Option<Codec>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -246,14 +247,22 @@ impl Device {
         self.ctx.cipher_policy = policy;
     }
 
-    /// Whether sessions offer fjord peers compression: off (the default)
-    /// or LZ4, used toward each peer that offers it too. Takes effect for
-    /// sessions from the next handshake on.
-    pub fn set_compression_policy(&mut self, policy: CompressionPolicy) {
-        self.ctx.compression_policy = policy;
-        if policy != CompressionPolicy::Off && self.ctx.compressor.is_none() {
-            self.ctx.compressor = Some(Box::default());
+    /// Whether sessions offer fjord peers compression: off (the default),
+    /// LZ4, or zstd (and LZ4), used toward each peer that offers it too.
+    /// Takes effect for sessions from the next handshake on. An error, and
+    /// the policy unchanged, if zstd's library cannot allocate its
+    /// contexts.
+    pub fn set_compression_policy(&mut self, policy: CompressionPolicy) -> std::io::Result<()> {
+        if policy == CompressionPolicy::Off {
+            self.ctx.compression_policy = policy;
+            return Ok(());
         }
+        let compressor = self.ctx.compressor.get_or_insert_default();
+        if policy == CompressionPolicy::Zstd {
+            compressor.add_zstd()?;
+        }
+        self.ctx.compression_policy = policy;
+        Ok(())
     }
 
     pub fn handshake_counters(&self) -> HandshakeCounters {

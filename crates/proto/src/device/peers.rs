@@ -110,7 +110,7 @@ impl Device {
             stats: peer.stats.clone(),
             sending_cipher: peer.sending_cipher(),
             speaks_fjord: peer.speaks_fjord(),
-            sending_compressed: peer.sending_compressed(),
+            sending_codec: peer.sending_codec(),
         })
     }
 

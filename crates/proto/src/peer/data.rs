@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use super::{Crossing, MAX_STAGED_PACKETS, Peer, PeerStats};
 use crate::aead::DataCipher;
-use crate::compression::{self, Compressed, Compressor, DecompressError};
+use crate::compression::{Codec, Compressed, Compressor, DecompressError};
 use crate::context::Context;
 use crate::endpoint::Endpoint;
 use crate::ip::IpHeader;
@@ -88,16 +88,16 @@ impl Peer {
             }
         };
         // One branch for a session that does not compress.
-        let payload_len = if session.negotiation().sending_compressed() {
-            compress(
+        let payload_len = match session.negotiation().sending_codec() {
+            Some(codec) => compress(
                 ctx.compressor.as_deref_mut(),
                 &mut self.stats,
                 buf,
                 payload_len,
                 mtu,
-            )
-        } else {
-            payload_len
+                codec,
+            ),
+            None => payload_len,
         };
         let (len, ticket) = match session.take_counter(buf, payload_len, mtu) {
             Ok(prepared) => prepared,
@@ -461,8 +461,8 @@ impl Peer {
                 payload: offset..offset + plaintext.len(),
             };
         }
-        if compression::is_compressed(plaintext) {
-            return self.decompress(id, now, local_index, plaintext, decompressed, ctx);
+        if let Some(codec) = Codec::of(plaintext) {
+            return self.decompress(id, now, local_index, codec, plaintext, decompressed, ctx);
         }
         let header = match IpHeader::parse(plaintext) {
             Ok(header) => header,
@@ -478,25 +478,27 @@ impl Peer {
     }
 
     /// A compressed packet, authenticated, on the session `local_index`:
-    /// decompressed into `out` (at most the MTU) if we offered
-    /// compression in that session.
+    /// decompressed into `out` (at most the MTU) if we offered its codec
+    /// in that session.
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn decompress(
         &mut self,
         id: PeerId,
         now: Instant,
         local_index: u32,
+        codec: Codec,
         plaintext: &[u8],
         out: &mut [u8],
         ctx: &mut Context,
     ) -> Received {
         let accepted = self
             .session_by_index(local_index)
-            .is_some_and(|(session, _)| session.negotiation().accepts_compressed());
-        if !accepted {
+            .is_some_and(|(session, _)| session.negotiation().accepts_compressed(codec));
+        let Some(compressor) = ctx.compressor.as_deref_mut().filter(|_| accepted) else {
             return dropped(ctx, DropReason::CompressionNotNegotiated);
-        }
-        let len = match compression::decompress(plaintext, out, ctx.mtu) {
+        };
+        let len = match compressor.decompress(plaintext, out, ctx.mtu) {
             Ok(len) => len,
             // Within the MTU but not the caller's buffer: the driver's
             // mistake, not the peer's.
@@ -529,13 +531,14 @@ fn compress(
     buf: &mut [u8],
     payload_len: usize,
     mtu: usize,
+    codec: Codec,
 ) -> usize {
     // The compressor exists whenever the policy offers compression, which
     // a session that compresses was made under.
     let Some(compressor) = compressor else {
         return payload_len;
     };
-    match compressor.compress_in_place(&mut buf[DATA_HEADROOM..], payload_len, mtu) {
+    match compressor.compress_in_place(&mut buf[DATA_HEADROOM..], payload_len, mtu, codec) {
         Compressed::Yes(len) => {
             stats.compressed_packets += 1;
             len

@@ -46,6 +46,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::aead::DataCipher;
+use crate::compression::Codec;
 use crate::context::Context;
 use crate::cookie::CookieState;
 use crate::endpoint::Endpoint;
@@ -189,11 +190,11 @@ impl Peer {
         self.current.as_ref().map(Session::sending_cipher)
     }
 
-    /// Whether our data to the peer is compressed (both offered it).
-    pub fn sending_compressed(&self) -> bool {
+    /// How our data to the peer is compressed (both offered the codec).
+    pub fn sending_codec(&self) -> Option<Codec> {
         self.current
             .as_ref()
-            .is_some_and(|session| session.negotiation().sending_compressed())
+            .and_then(|session| session.negotiation().sending_codec())
     }
 
     /// Whether the peer showed in its current session that it is fjord.

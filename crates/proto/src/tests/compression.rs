@@ -6,8 +6,8 @@
 
 use super::sim::*;
 use crate::compression::test_data::{log_lines, random_bytes};
-use crate::compression::{COMPRESSED_HEADER_LEN, COMPRESSED_LZ4_MARKER};
-use crate::{CompressionPolicy, DropReason, PeerStats, PeerStatus};
+use crate::compression::{COMPRESSED_HEADER_LEN, COMPRESSED_LZ4_MARKER, COMPRESSED_ZSTD_MARKER};
+use crate::{Codec, CompressionPolicy, DropReason, PeerStats, PeerStatus};
 
 fn policies(alice: CompressionPolicy, bob: CompressionPolicy) -> PairConfig {
     let mut config = PairConfig::default();
@@ -36,7 +36,7 @@ fn stats(pair: &Pair, who: Who) -> PeerStats {
 }
 
 fn sending_compressed(pair: &Pair, who: Who) -> bool {
-    status(pair, who).sending_compressed
+    status(pair, who).sending_codec.is_some()
 }
 
 #[test]
@@ -70,6 +70,34 @@ fn two_nodes_with_compression_compress_text_and_send_noise_raw() {
     assert_eq!(stats(&pair, Alice).decompressed_packets, 0);
     assert_eq!(pair.alice.device.drops().total(), 0);
     assert_eq!(pair.bob.device.drops().total(), 0);
+}
+
+/// Two zstd nodes send zstd; with a node that chose LZ4, both directions
+/// use LZ4, which the zstd node accepts too.
+#[test]
+fn zstd_where_both_chose_it_and_lz4_with_a_node_that_has_only_lz4() {
+    use CompressionPolicy::{Lz4, Zstd};
+    for (alice, bob, codec) in [
+        (Zstd, Zstd, Codec::Zstd),
+        (Zstd, Lz4, Codec::Lz4),
+        (Lz4, Zstd, Codec::Lz4),
+    ] {
+        let mut pair = Pair::with(policies(alice, bob));
+        pair.connect();
+        for who in [Alice, Bob] {
+            assert_eq!(status(&pair, who).sending_codec, Some(codec));
+            let body = log_lines(1300);
+            pair.send(who, &body);
+            assert!(pair.last_sent(who, Kind::Data).bytes.len() < body.len() * 2 / 3);
+            assert_eq!(
+                pair.node(who.other()).delivered_bodies().last(),
+                Some(&&body[..])
+            );
+            assert_eq!(stats(&pair, who.other()).decompressed_packets, 1);
+        }
+        assert_eq!(pair.alice.device.drops().total(), 0);
+        assert_eq!(pair.bob.device.drops().total(), 0);
+    }
 }
 
 #[test]
@@ -122,7 +150,11 @@ fn a_plain_wireguard_peer_never_gets_a_compressed_packet() {
 /// `original_len`, with `block` as its LZ4 block: what a peer that
 /// compresses wrongly (or where it was not agreed) would send.
 fn crafted(original_len: u16, block: &[u8]) -> Vec<u8> {
-    let mut packet = vec![COMPRESSED_LZ4_MARKER];
+    crafted_with(COMPRESSED_LZ4_MARKER, original_len, block)
+}
+
+fn crafted_with(marker: u8, original_len: u16, block: &[u8]) -> Vec<u8> {
+    let mut packet = vec![marker];
     packet.extend_from_slice(&original_len.to_be_bytes());
     packet.extend_from_slice(&u16::try_from(block.len()).unwrap().to_be_bytes());
     packet.extend_from_slice(block);
@@ -138,6 +170,17 @@ fn compressed_packets_where_none_was_agreed_are_refused() {
     pair.connect();
     let delivered = pair.bob.delivered.len();
     pair.send_packet(Alice, &crafted(40, &[0x40; 40]));
+    assert_eq!(pair.bob.drops(DropReason::CompressionNotNegotiated), 1);
+    assert_eq!(pair.bob.delivered.len(), delivered);
+
+    // Bob offered LZ4 only: a zstd packet is refused the same way.
+    let mut pair = Pair::with(policies(CompressionPolicy::Zstd, CompressionPolicy::Lz4));
+    pair.connect();
+    let delivered = pair.bob.delivered.len();
+    pair.send_packet(
+        Alice,
+        &crafted_with(COMPRESSED_ZSTD_MARKER, 40, &[0x40; 40]),
+    );
     assert_eq!(pair.bob.drops(DropReason::CompressionNotNegotiated), 1);
     assert_eq!(pair.bob.delivered.len(), delivered);
 }
@@ -164,6 +207,14 @@ fn malformed_and_oversized_compressed_packets_are_dropped_and_counted() {
     // The same block, claiming a shorter original than it holds.
     pair.send_packet(Alice, &crafted(1000, &block));
     assert_eq!(pair.bob.drops(DropReason::DecompressionFailed), 3);
+    // A zstd frame of garbage, where zstd was agreed.
+    let mut zstd = Pair::with(policies(CompressionPolicy::Zstd, CompressionPolicy::Zstd));
+    zstd.connect();
+    zstd.send_packet(
+        Alice,
+        &crafted_with(COMPRESSED_ZSTD_MARKER, 200, &noise(60)),
+    );
+    assert_eq!(zstd.bob.drops(DropReason::DecompressionFailed), 1);
     assert_eq!(pair.bob.delivered.len(), delivered);
     // The session carries on.
     let body = log_lines(800);

@@ -144,6 +144,22 @@ pub fn all() -> Vec<WireGuardSystem> {
             Box::new(Fjord::locate().compressed()),
             "fjord with LZ4 compression on both sides (Compression = lz4)",
         ),
+        WireGuardSystem::same_on_both(
+            Box::new(Fjord::locate().compressed_with("zstd")),
+            "fjord with zstd compression on both sides (Compression = zstd)",
+        ),
+        WireGuardSystem::same_on_both(
+            Box::new(Fjord::locate().compressed().with_mtu(fjord::JUMBO_MTU)),
+            "fjord-compress at tunnel MTU 9,000 (the underlay fragments each packet)",
+        ),
+        WireGuardSystem::same_on_both(
+            Box::new(
+                Fjord::locate()
+                    .compressed_with("zstd")
+                    .with_mtu(fjord::JUMBO_MTU),
+            ),
+            "fjord-zstd at tunnel MTU 9,000: more text per packet for zstd to find (the underlay fragments each packet)",
+        ),
         WireGuardSystem {
             implementation: Box::new(Fjord::locate()),
             mixed: Some(("fjord-wireguard-go", Box::new(WireguardGo::locate()))),

@@ -169,7 +169,8 @@ impl Node {
         self.device.set_timing(self.config.timing);
         self.device.set_cipher_policy(self.config.cipher_policy);
         self.device
-            .set_compression_policy(self.config.compression_policy);
+            .set_compression_policy(self.config.compression_policy)
+            .expect("zstd contexts");
         if self.config.plain_wireguard {
             self.device.speak_plain_wireguard_only();
         }
