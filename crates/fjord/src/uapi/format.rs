@@ -124,6 +124,7 @@ pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
 pub const PEER_CIPHER_PREFIX: &str = "peer_cipher=";
 
 /// Prefix of a `get=fjord` line giving a peer's compression:
-/// `peer_compression=<public key> <on|off> <compressed> <raw>
-/// <decompressed>` (see `crate::status::PeerCompression`).
+/// `peer_compression=<public key> <lz4|zstd|off> <compressed> <raw>
+/// <decompressed>` (see `crate::status::PeerCompression`; `on`, from a
+/// fjord before zstd, reads as `lz4`).
 pub const PEER_COMPRESSION_PREFIX: &str = "peer_compression=";
