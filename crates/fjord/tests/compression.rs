@@ -66,6 +66,21 @@ fn compression(tunnel: &Tunnel) -> (ShownCompression, ShownCompression) {
     )
 }
 
+/// Sends log lines left to right and checks that nearly every full
+/// packet went compressed, and arrived so; the sender's counters after.
+fn send_text_compressed(test: &str, tunnel: &Tunnel) -> ShownCompression {
+    let text = transfer(tunnel, Content::LogLines, SINK_PORT);
+    let (sent, received) = compression(tunnel);
+    eprintln!("{test}: text: {text}; sender {sent:?}, receiver {received:?}");
+    assert!(
+        sent.compressed_packets > FULL_PACKETS * 9 / 10,
+        "{}",
+        tunnel.context(&format!("text sent: {sent:?}"))
+    );
+    assert!(received.decompressed_packets >= sent.compressed_packets * 9 / 10);
+    sent
+}
+
 fn up(test: &str, left: Fjord, right: Fjord) -> Tunnel {
     let hosts = TwoHosts::direct().expect("build two hosts");
     Tunnel::up_pair(test, left, right, hosts)
@@ -82,16 +97,7 @@ fn fjord_nodes_compress_text_and_send_random_data_raw() {
     assert!(left.on && right.on, "{}", tunnel.context("negotiated"));
     assert!(show_text(&tunnel.left_side.ifname).contains("  compression: lz4, "));
 
-    let text = transfer(&tunnel, Content::LogLines, SINK_PORT);
-    let (left_text, right_text) = compression(&tunnel);
-    eprintln!("{test}: text: {text}; sender {left_text:?}, receiver {right_text:?}");
-    // Nearly every full packet of text went compressed, and arrived so.
-    assert!(
-        left_text.compressed_packets > FULL_PACKETS * 9 / 10,
-        "{}",
-        tunnel.context(&format!("text sent: {left_text:?}"))
-    );
-    assert!(right_text.decompressed_packets >= left_text.compressed_packets * 9 / 10);
+    let left_text = send_text_compressed(test, &tunnel);
 
     let random = transfer(&tunnel, Content::Random, SINK_PORT + 1);
     let (left_random, right_random) = compression(&tunnel);
@@ -125,15 +131,7 @@ fn zstd_nodes_use_zstd_and_lz4_with_a_node_that_has_only_lz4() {
                 tunnel.context(&shown)
             );
         }
-        let text = transfer(&tunnel, Content::LogLines, SINK_PORT);
-        let (left_text, right_text) = compression(&tunnel);
-        eprintln!("{test}: {codec}: {text}; sender {left_text:?}, receiver {right_text:?}");
-        assert!(
-            left_text.compressed_packets > FULL_PACKETS * 9 / 10,
-            "{}",
-            tunnel.context(&format!("text sent: {left_text:?}"))
-        );
-        assert!(right_text.decompressed_packets >= left_text.compressed_packets * 9 / 10);
+        send_text_compressed(test, &tunnel);
     }
 }
 
