@@ -374,7 +374,21 @@ impl Extra {
     }
 }
 
+/// How a failed row's note begins when the system cannot take the
+/// measurement at all (an MTU its driver cannot set), rather than failed at it.
+pub const UNSUPPORTED_PREFIX: &str = "unsupported:";
+
 impl Measurement {
+    /// What a table cell says of a failed row: `unsupported` when the
+    /// system cannot take the measurement, `failed` otherwise.
+    pub fn failure_word(&self) -> &'static str {
+        let unsupported = self
+            .note
+            .as_deref()
+            .is_some_and(|note| note.starts_with(UNSUPPORTED_PREFIX));
+        if unsupported { "unsupported" } else { "failed" }
+    }
+
     /// Adds `note` after any the row has.
     pub fn add_note(&mut self, note: impl Into<String>) {
         let note = note.into();
@@ -451,6 +465,23 @@ mod tests {
             extra: Extra::default(),
             note: None,
         }
+    }
+
+    /// A row the system could not take says so in the tables; any other
+    /// failure says failed.
+    #[test]
+    fn unsupported_rows_are_not_called_failed() {
+        let mut unsupported = row("ssh", 0.0);
+        unsupported.status = MeasurementStatus::Failed;
+        unsupported.add_note(format!(
+            "{UNSUPPORTED_PREFIX} the driver cannot set the MTU"
+        ));
+        assert_eq!(unsupported.failure_word(), "unsupported");
+        let mut failed = row("fjord", 0.0);
+        failed.status = MeasurementStatus::Failed;
+        assert_eq!(failed.failure_word(), "failed");
+        failed.add_note("receiver exited early; unsupported: no");
+        assert_eq!(failed.failure_word(), "failed");
     }
 
     #[test]

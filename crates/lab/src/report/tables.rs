@@ -92,7 +92,7 @@ pub fn theoretical_fps(m: &Measurement) -> Option<f64> {
 pub fn figure(m: &Measurement, value: f64, ratio: Option<f64>) -> String {
     let ratio = ratio.filter(|_| m.system != REFERENCE);
     let mut text = match m.status {
-        MeasurementStatus::Failed => return "failed".to_string(),
+        MeasurementStatus::Failed => return m.failure_word().to_string(),
         MeasurementStatus::TimedOut => match ratio {
             Some(r) => format!(
                 "> {} (limit, > {})",

@@ -48,7 +48,7 @@ fn cell(m: Option<&Measurement>) -> String {
     };
     let ratio = m.ratio_to_bare.filter(|_| m.system != REFERENCE);
     let mut text = match (m.status, ratio) {
-        (MeasurementStatus::Failed, _) => "failed".to_string(),
+        (MeasurementStatus::Failed, _) => m.failure_word().to_string(),
         (MeasurementStatus::TimedOut, Some(r)) => {
             format!(
                 ">{} >{}",

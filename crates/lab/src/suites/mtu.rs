@@ -41,7 +41,7 @@ use std::path::Path;
 use super::{Context, latency, tcp};
 use crate::measure::Row;
 use crate::progress::Progress;
-use crate::results::{Measurement, MeasurementStatus};
+use crate::results::{Measurement, MeasurementStatus, UNSUPPORTED_PREFIX};
 use crate::systems::{RunningSystem, System, SystemError, cpu_time};
 use crate::topology::TwoHosts;
 use crate::traffic::BulkTransfer;
@@ -206,11 +206,13 @@ fn measure_at(
     };
     let running = match system.start_with_mtu(&hosts, workdir, mtu) {
         Ok(running) => running,
-        Err(SystemError::Unsupported(why)) => return give_up(format!("unsupported: {why}")),
+        Err(SystemError::Unsupported(why)) => {
+            return give_up(format!("{UNSUPPORTED_PREFIX} {why}"));
+        }
         Err(error) => return give_up(error.to_string()),
     };
     if let Err(why) = full_size_ping(&hosts, running.as_ref(), mtu) {
-        return give_up(format!("unsupported: {why}"));
+        return give_up(format!("{UNSUPPORTED_PREFIX} {why}"));
     }
     let context = Context {
         hosts: &hosts,
