@@ -5,7 +5,7 @@
 //! # Which codec
 //!
 //! LZ4 is the fast one: about 2× on text in a 1,420-byte packet, for a
-//! few microseconds a packet. zstd takes 2–3× the time and finds more in
+//! few microseconds a packet. zstd takes 2.5–5× the time and finds more in
 //! the same packet (2.7× on the lab's log lines at 1,420 bytes), and far
 //! more in a larger one (4.1× at 9,000 bytes, where LZ4 stays at 2.5×):
 //! it is for links slow enough that the CPU waits for them, with a tunnel
