@@ -354,20 +354,20 @@ impl Compressor {
         limit: usize,
     ) -> Result<usize, DecompressError> {
         let (codec, original, block) = parse(plaintext, out.len().min(limit))?;
-        let actual = match codec {
-            Codec::Lz4 => return decompress_lz4(block, original, out),
-            Codec::Zstd => self
-                .zstd
-                .as_mut()
-                .ok_or(DecompressError::CodecUnavailable)?
-                .decompress
-                .decompress_to_buffer(block, &mut out[..original])
-                .map_err(|_| DecompressError::Malformed)?,
-        };
-        if actual != original {
-            return Err(DecompressError::WrongLength { original, actual });
+        match codec {
+            Codec::Lz4 => decompress_lz4(block, original, out),
+            Codec::Zstd => {
+                let zstd = self
+                    .zstd
+                    .as_mut()
+                    .ok_or(DecompressError::CodecUnavailable)?;
+                let actual = zstd
+                    .decompress
+                    .decompress_to_buffer(block, &mut out[..original])
+                    .map_err(|_| DecompressError::Malformed)?;
+                exactly(original, actual)
+            }
         }
-        Ok(original)
     }
 }
 
@@ -416,10 +416,17 @@ fn parse(plaintext: &[u8], limit: usize) -> Result<(Codec, usize, &[u8]), Decomp
 fn decompress_lz4(block: &[u8], original: usize, out: &mut [u8]) -> Result<usize, DecompressError> {
     let actual = lz4_flex::block::decompress_into(block, &mut out[..original])
         .map_err(|_| DecompressError::Malformed)?;
-    if actual != original {
-        return Err(DecompressError::WrongLength { original, actual });
+    exactly(original, actual)
+}
+
+/// `original` if a decoder gave exactly the length the header promised:
+/// a shorter result would leave stale bytes of `out` in the packet.
+fn exactly(original: usize, actual: usize) -> Result<usize, DecompressError> {
+    if actual == original {
+        Ok(original)
+    } else {
+        Err(DecompressError::WrongLength { original, actual })
     }
-    Ok(original)
 }
 
 /// Shannon entropy of the bytes of `sample`, in bits per byte: a cheap
