@@ -113,12 +113,12 @@ impl Steering {
     /// later look finds it empty; only what arrives between that look and
     /// the close is lost.
     pub fn closable(&self, used: &HashSet<SocketAddr>) -> Vec<usize> {
-        self.slots()
-            .filter(|(_, remote)| !used.contains(remote))
-            .map(|(slot, _)| slot)
-            .filter(|&slot| {
-                self.get(slot)
-                    .is_some_and(|socket| !socket.has_datagrams_waiting())
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, entry)| {
+                let (remote, socket) = entry.as_ref()?;
+                (!used.contains(remote) && !socket.has_datagrams_waiting()).then_some(slot)
             })
             .collect()
     }
