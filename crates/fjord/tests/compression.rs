@@ -17,6 +17,7 @@ use std::time::Duration;
 use fjord_lab::systems::wireguard::Fjord;
 use fjord_lab::topology::TwoHosts;
 use fjord_lab::traffic::{BulkReport, BulkTransfer, Content};
+use fjord_proto::Codec;
 use support::{ShownCompression, Tunnel, fjord, ready, right_overlay, show_json, show_text};
 
 const TRANSFER_BYTES: u64 = 16 << 20;
@@ -120,13 +121,13 @@ fn zstd_nodes_use_zstd_and_lz4_with_a_node_that_has_only_lz4() {
     if !ready(test) {
         return;
     }
-    for (right, codec) in [("zstd", "zstd"), ("lz4", "lz4")] {
-        let left = fjord().compressed_with("zstd");
+    for right in [Codec::Zstd, Codec::Lz4] {
+        let left = fjord().compressed_with(Codec::Zstd);
         let tunnel = up(test, left, fjord().compressed_with(right));
         for ifname in [&tunnel.left_side.ifname, &tunnel.right_side.ifname] {
             let shown = show_text(ifname);
             assert!(
-                shown.contains(&format!("  compression: {codec}, ")),
+                shown.contains(&format!("  compression: {}, ", right.name())),
                 "{}",
                 tunnel.context(&shown)
             );

@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use fjord_proto::{DropCounters, DropReason, HandshakeCounters};
+use fjord_proto::{Codec, DropCounters, DropReason, HandshakeCounters};
 use zeroize::Zeroizing;
 
 use super::{Implementation, Interface, WgSide, interface};
@@ -87,7 +87,7 @@ pub struct Fjord {
     chacha_only: bool,
     /// `--compression CODEC` (`lz4`, `zstd`): compress what pays, toward
     /// fjord peers that compress too.
-    compression: Option<&'static str>,
+    compression: Option<Codec>,
     /// The tunnel MTU where a suite does not set its own (the `mtu` suite
     /// does).
     mtu: Option<u16>,
@@ -196,11 +196,11 @@ impl Fjord {
     /// Runs each side with `--compression lz4`, as the system
     /// `fjord-compress`.
     pub fn compressed(self) -> Self {
-        self.compressed_with("lz4")
+        self.compressed_with(Codec::Lz4)
     }
 
-    /// Runs each side with `--compression codec` (`lz4` or `zstd`).
-    pub fn compressed_with(mut self, codec: &'static str) -> Self {
+    /// Runs each side with `--compression codec`.
+    pub fn compressed_with(mut self, codec: Codec) -> Self {
         self.compression = Some(codec);
         self
     }
@@ -242,10 +242,10 @@ impl Fjord {
 impl Implementation for Fjord {
     fn name(&self) -> &'static str {
         match (self.compression, self.mtu, self.switch || self.chacha_only) {
-            (Some("zstd"), None, false) => return ZSTD_NAME,
-            (Some("zstd"), Some(JUMBO_MTU), false) => return JUMBO_ZSTD_NAME,
-            (Some("lz4"), Some(JUMBO_MTU), false) => return JUMBO_COMPRESS_NAME,
-            (Some("lz4") | None, None, _) => {}
+            (Some(Codec::Zstd), None, false) => return ZSTD_NAME,
+            (Some(Codec::Zstd), Some(JUMBO_MTU), false) => return JUMBO_ZSTD_NAME,
+            (Some(Codec::Lz4), Some(JUMBO_MTU), false) => return JUMBO_COMPRESS_NAME,
+            (Some(Codec::Lz4) | None, None, _) => {}
             _ => return OTHER_NAME,
         }
         match (self.switch, self.chacha_only, self.compresses()) {
@@ -266,7 +266,7 @@ impl Implementation for Fjord {
             (None, Ok(threads)) => format!("{threads} (${THREADS_ENV})"),
             (None, Err(_)) => format!("{} (default)", fjord_net::default_threads()),
         };
-        let compression = self.compression.unwrap_or("off");
+        let compression = self.compression.map_or("off", Codec::name);
         let mtu = self
             .mtu
             .map(|mtu| format!(", tunnel MTU {mtu}"))
@@ -311,7 +311,7 @@ impl Implementation for Fjord {
             command.arg("--cipher").arg("chacha20-poly1305");
         }
         if let Some(codec) = self.compression {
-            command.arg("--compression").arg(codec);
+            command.arg("--compression").arg(codec.name());
         }
         if let Some(user) = &self.user {
             command.arg("--user").arg(user);

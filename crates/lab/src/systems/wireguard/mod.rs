@@ -145,7 +145,7 @@ pub fn all() -> Vec<WireGuardSystem> {
             "fjord with LZ4 compression on both sides (Compression = lz4)",
         ),
         WireGuardSystem::same_on_both(
-            Box::new(Fjord::locate().compressed_with("zstd")),
+            Box::new(Fjord::locate().compressed_with(fjord_proto::Codec::Zstd)),
             "fjord with zstd compression on both sides (Compression = zstd)",
         ),
         WireGuardSystem::same_on_both(
@@ -155,7 +155,7 @@ pub fn all() -> Vec<WireGuardSystem> {
         WireGuardSystem::same_on_both(
             Box::new(
                 Fjord::locate()
-                    .compressed_with("zstd")
+                    .compressed_with(fjord_proto::Codec::Zstd)
                     .with_mtu(fjord::JUMBO_MTU),
             ),
             "fjord-zstd at tunnel MTU 9,000: more text per packet for zstd to find (the underlay fragments each packet)",
