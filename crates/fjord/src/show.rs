@@ -145,10 +145,7 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
             let _ = writeln!(
                 out,
                 "  compression: {}, {} packets compressed, {} sent raw, {} received compressed",
-                compression
-                    .codec
-                    .filter(|_| compression.on)
-                    .unwrap_or("off"),
+                compression.codec_name(),
                 compression.compressed_packets,
                 compression.raw_packets,
                 compression.decompressed_packets

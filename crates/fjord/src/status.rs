@@ -10,6 +10,7 @@ use fjord_mesh::{Cidr, Node};
 use fjord_net::{ControlContext, DataStats};
 use fjord_proto::{Codec, DataCipher, HandshakeCounters, PresharedKey, PrivateKey, PublicKey};
 use serde::Serialize;
+use serde::ser::{SerializeStruct, Serializer};
 
 /// One interface.
 #[derive(Debug, Clone)]
@@ -87,12 +88,11 @@ pub struct PeerStatus {
 }
 
 /// Compression toward one peer (fjord's; see `fjord_proto::compression`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PeerCompression {
-    /// Our data to the peer is compressed now: both enabled compression.
-    pub on: bool,
-    /// With which codec while `on` (`lz4` or `zstd`).
-    pub codec: Option<&'static str>,
+    /// The codec our data to the peer is compressed with now (both
+    /// enabled compression), or none.
+    pub codec: Option<Codec>,
     /// IP packets sent compressed.
     pub compressed_packets: u64,
     /// IP packets sent raw while compression was on: too short, too
@@ -103,12 +103,22 @@ pub struct PeerCompression {
 }
 
 impl PeerCompression {
+    /// Whether our data to the peer is compressed now.
+    pub fn on(&self) -> bool {
+        self.codec.is_some()
+    }
+
+    /// `lz4`, `zstd` or `off`.
+    pub fn codec_name(&self) -> &'static str {
+        self.codec.map_or("off", Codec::name)
+    }
+
     /// `zstd 120 7 98`: the fields of a `get=fjord` line (the codec, or
     /// `off`).
     pub fn to_fields(&self) -> String {
         format!(
             "{} {} {} {}",
-            self.codec.filter(|_| self.on).unwrap_or("off"),
+            self.codec_name(),
             self.compressed_packets,
             self.raw_packets,
             self.decompressed_packets
@@ -120,20 +130,33 @@ impl PeerCompression {
         let mut parts = fields.split(' ');
         // `on`: a fjord from before zstd, which had only LZ4.
         let codec = match parts.next()? {
-            "on" | "lz4" => Some("lz4"),
-            "zstd" => Some("zstd"),
+            "on" | "lz4" => Some(Codec::Lz4),
+            "zstd" => Some(Codec::Zstd),
             "off" => None,
             _ => return None,
         };
         let mut number = || parts.next()?.parse::<u64>().ok();
         let parsed = Self {
-            on: codec.is_some(),
             codec,
             compressed_packets: number()?,
             raw_packets: number()?,
             decompressed_packets: number()?,
         };
         parts.next().is_none().then_some(parsed)
+    }
+}
+
+/// `--json` keeps `on` beside `codec` (`lz4`, `zstd`, or null): readers
+/// from before zstd know only `on`.
+impl Serialize for PeerCompression {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut fields = serializer.serialize_struct("PeerCompression", 5)?;
+        fields.serialize_field("on", &self.on())?;
+        fields.serialize_field("codec", &self.codec.map(Codec::name))?;
+        fields.serialize_field("compressed_packets", &self.compressed_packets)?;
+        fields.serialize_field("raw_packets", &self.raw_packets)?;
+        fields.serialize_field("decompressed_packets", &self.decompressed_packets)?;
+        fields.end()
     }
 }
 
@@ -161,8 +184,7 @@ impl InterfaceStatus {
                     persistent_keepalive: status.persistent_keepalive,
                     sending_cipher: status.sending_cipher,
                     compression: PeerCompression {
-                        on: status.sending_codec.is_some(),
-                        codec: status.sending_codec.map(Codec::name),
+                        codec: status.sending_codec,
                         compressed_packets: status.stats.compressed_packets,
                         raw_packets: status.stats.uncompressed_packets,
                         decompressed_packets: status.stats.decompressed_packets,
@@ -314,8 +336,7 @@ mod tests {
     #[test]
     fn compression_fields_round_trip_and_refuse_junk() {
         let compression = PeerCompression {
-            on: true,
-            codec: Some("zstd"),
+            codec: Some(Codec::Zstd),
             compressed_packets: 120,
             raw_packets: 7,
             decompressed_packets: 98,
@@ -326,7 +347,7 @@ mod tests {
             Some(compression)
         );
         let lz4 = PeerCompression {
-            codec: Some("lz4"),
+            codec: Some(Codec::Lz4),
             ..compression
         };
         assert_eq!(PeerCompression::parse("on 120 7 98"), Some(lz4));
@@ -338,5 +359,21 @@ mod tests {
         for junk in ["", "on", "yes 1 2 3", "on 1 2", "on 1 2 3 4", "on -1 2 3"] {
             assert_eq!(PeerCompression::parse(junk), None, "{junk}");
         }
+    }
+
+    #[test]
+    fn compression_json_names_the_codec_and_keeps_on() {
+        let zstd = PeerCompression {
+            codec: Some(Codec::Zstd),
+            compressed_packets: 3,
+            ..PeerCompression::default()
+        };
+        let json = serde_json::to_value(zstd).unwrap();
+        assert_eq!(json["on"], true);
+        assert_eq!(json["codec"], "zstd");
+        assert_eq!(json["compressed_packets"], 3);
+        let off = serde_json::to_value(PeerCompression::default()).unwrap();
+        assert_eq!(off["on"], false);
+        assert!(off["codec"].is_null());
     }
 }
