@@ -835,22 +835,28 @@ fn gilbert_elliott_loss_comes_in_bursts_as_configured() {
     let run_sigma = (0.8f64.sqrt() / 0.2) / (runs.len() as f64).sqrt();
     println!(
         "ge=2%/20%: loss {:.2} % (expected {:.2} % ± {:.2}), mean burst {mean_run:.2} frames \
-         (expected 5 ± {:.2}) over {} bursts; emulator counted {} burst drops",
+         (expected 5 ± {:.2}) over {} bursts; emulator counted {} burst drops, {} others",
         loss * 100.0,
         expected * 100.0,
         4.0 * loss_sigma * 100.0,
         4.0 * run_sigma,
         runs.len(),
-        stats.dropped.burst_loss
+        stats.dropped.burst_loss,
+        stats.dropped.total() - stats.dropped.burst_loss,
     );
     assert!((loss - expected).abs() <= 4.0 * loss_sigma, "loss {loss}");
     assert!(
         (mean_run - 5.0).abs() <= 4.0 * run_sigma,
         "mean burst {mean_run}"
     );
-    // What the receiver misses is what the emulator dropped (a few other
-    // frames, such as IPv6 neighbour discovery, cross the chain too).
-    assert!(stats.dropped.burst_loss >= lost && stats.dropped.burst_loss <= lost + 5);
+    // What the receiver misses is what the emulator dropped: in bursts,
+    // or (rarely, with the machine busy) because it fell behind. A few
+    // other frames, such as IPv6 neighbour discovery, cross the chain too.
+    assert!(
+        stats.dropped.total() >= lost && stats.dropped.burst_loss <= lost + 5,
+        "receiver missed {lost}, emulator dropped {:?}",
+        stats.dropped
+    );
 }
 
 #[test]
