@@ -12,7 +12,10 @@
 //! type with two operations; the backend (ring today) can be swapped and
 //! benchmarked without touching the protocol code.
 
+use std::mem::MaybeUninit;
+
 use ring::aead::{AES_256_GCM, Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, Tag, UnboundKey};
+use zeroize::Zeroize;
 
 use crate::crypto::{AuthenticationFailed, SymmetricKey, TAG_LEN, counter_nonce, kdf1};
 
@@ -76,8 +79,16 @@ pub fn aes_key_for(chacha_key: &[u8; 32]) -> SymmetricKey {
     kdf1(chacha_key, AES_KEY_LABEL)
 }
 
-/// One direction's transport key.
-pub struct TransportKey(LessSafeKey);
+/// One direction's transport key, wiped when dropped.
+///
+/// ring keeps the key (ChaCha20's key, AES's round keys and GHASH table)
+/// in plain memory with no `Drop`, so a session's keys would outlive it in
+/// freed memory. Held as `MaybeUninit` because all-zero is not a valid
+/// `LessSafeKey` (it holds a reference); it is initialised from
+/// construction until `drop` wipes it. Sessions keep their keys behind an
+/// `Arc`, so the key does not move once built (ring builds it on the
+/// stack, where a transient copy is left to be overwritten).
+pub struct TransportKey(MaybeUninit<LessSafeKey>);
 
 impl TransportKey {
     /// A ChaCha20-Poly1305 key (WireGuard's transport cipher).
@@ -92,7 +103,13 @@ impl TransportKey {
         };
         // Invariant: both algorithms take exactly 32-byte keys.
         let unbound = UnboundKey::new(algorithm, key).expect("32-byte AEAD key");
-        Self(LessSafeKey::new(unbound))
+        Self(MaybeUninit::new(LessSafeKey::new(unbound)))
+    }
+
+    fn key(&self) -> &LessSafeKey {
+        // SAFETY: initialised in `with_cipher`, the only constructor, and
+        // wiped only in `drop`, after which nothing can borrow it.
+        unsafe { self.0.assume_init_ref() }
     }
 
     /// Encrypts `buf` in place and returns the tag.
@@ -102,7 +119,7 @@ impl TransportKey {
         // limit (64 GiB for GCM, 256 GiB for ChaCha20); packets are at
         // most 64 KiB.
         let tag = self
-            .0
+            .key()
             .seal_in_place_separate_tag(nonce, Aad::empty(), buf)
             .expect("packets are far below the AEAD length limit");
         let mut out = [0u8; TAG_LEN];
@@ -119,10 +136,18 @@ impl TransportKey {
     ) -> Result<(), AuthenticationFailed> {
         let nonce = Nonce::assume_unique_for_key(counter_nonce(counter));
         let tag = Tag::from(*tag);
-        self.0
+        self.key()
             .open_in_place_separate_tag(nonce, Aad::empty(), tag, buf, 0..)
             .map(|_| ())
             .map_err(|_| AuthenticationFailed)
+    }
+}
+
+impl Drop for TransportKey {
+    fn drop(&mut self) {
+        // A volatile write of zeros over every byte, which the compiler
+        // may not remove as a dead store.
+        self.0.zeroize();
     }
 }
 
@@ -185,6 +210,26 @@ mod tests {
         let tag = key.seal_in_place(0, &mut block);
         assert_eq!(block, hex("cea7403d4d606b6e074ec5d3baf39d18"));
         assert_eq!(tag, hex("d0d1c8a799996bf0265b98b5d48ab919"));
+    }
+
+    #[test]
+    fn a_dropped_key_leaves_only_zeros() {
+        for cipher in [DataCipher::ChaCha20Poly1305, DataCipher::Aes256Gcm] {
+            let mut slot = MaybeUninit::new(TransportKey::with_cipher(cipher, &[0xA5; 32]));
+            // SAFETY: the slot holds a key until the drop below.
+            let key = unsafe { slot.assume_init_ref() };
+            let mut packet = *b"a packet of data";
+            key.seal_in_place(1, &mut packet);
+            assert_ne!(&packet, b"a packet of data");
+            // SAFETY: dropped once, and only its bytes are read after it.
+            unsafe { slot.assume_init_drop() };
+            // SAFETY: the drop wrote every byte of the slot (a zeroed
+            // `MaybeUninit` has no padding left uninitialised).
+            let left = unsafe {
+                std::slice::from_raw_parts(slot.as_ptr().cast::<u8>(), size_of::<TransportKey>())
+            };
+            assert!(left.iter().all(|&byte| byte == 0), "{cipher}");
+        }
     }
 
     fn hex(text: &str) -> [u8; 16] {
