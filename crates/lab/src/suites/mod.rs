@@ -105,7 +105,7 @@ impl Suite {
                 "TCP throughput and CPU per side at tunnel MTUs 1,400, 9,000 and 16,384 on a jumbo underlay, and the study's ping test (10,000 pings every 1 ms of 50/500/1,000 bytes, best of 5), as in the VpnCloud study"
             }
             Suite::Mesh => {
-                "a mesh of 20 and 100 nodes (5 and 20 with --quick) from one bootstrap member: convergence time, memory per node and per peer, first packet; NAT, relays and path MTU are not measured yet"
+                "a mesh of 20 and 100 nodes (5 and 20 with --quick) from one bootstrap member: convergence time, memory per node and per peer, first packet; a NAT matrix (direct or relayed, time to a session), relay cost against the direct path, path MTU across a link that drops ICMP"
             }
         }
     }
