@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 /// Shortest time between two lines about one peer's endpoint.
 pub const QUIET_INTERVAL: Duration = Duration::from_secs(10);
 
-/// Peers remembered at most; past it, those whose last line is older
-/// than the interval are forgotten (they would get a line at once anyway).
+/// Peers remembered before the first sweep, which forgets those whose
+/// last line is older than the interval (they would get a line at once
+/// anyway).
 const REMEMBERED_PEERS: usize = 1024;
 
 /// When each peer's last line was written, and the moves not logged
@@ -26,12 +27,19 @@ const REMEMBERED_PEERS: usize = 1024;
 #[derive(Debug)]
 pub struct EndpointLog<P> {
     peers: HashMap<P, (Instant, u64)>,
+    /// The size at which the next sweep runs: twice what the last one
+    /// kept, so that when thousands of peers move within one interval
+    /// (a NAT in front of many of them restarted) each sweep is paid for
+    /// by as many new peers as it visits, and the worker never walks the
+    /// whole map once per move.
+    sweep_at: usize,
 }
 
 impl<P> Default for EndpointLog<P> {
     fn default() -> Self {
         Self {
             peers: HashMap::new(),
+            sweep_at: REMEMBERED_PEERS,
         }
     }
 }
@@ -50,10 +58,11 @@ impl<P: Hash + Eq> EndpointLog<P> {
             *last_line = now;
             return Some(before);
         }
-        if self.peers.len() >= REMEMBERED_PEERS {
+        if self.peers.len() >= self.sweep_at {
             self.peers.retain(|_, (last_line, _)| {
                 now.saturating_duration_since(*last_line) < QUIET_INTERVAL
             });
+            self.sweep_at = (2 * self.peers.len()).max(REMEMBERED_PEERS);
         }
         self.peers.insert(peer, (now, 0));
         Some(0)
@@ -90,6 +99,27 @@ mod tests {
             ]
         );
         assert_eq!(log.moved(roaming, start + Duration::from_secs(59)), Some(0));
+    }
+
+    /// When more peers move within one interval than the first sweep
+    /// allows for, sweeps come at doubling sizes, not at every move.
+    #[test]
+    fn many_peers_moving_at_once_are_swept_at_doubling_sizes() {
+        let mut log = EndpointLog::default();
+        let start = Instant::now();
+        for peer in 0..5_000 {
+            assert_eq!(log.moved(peer, start), Some(0));
+        }
+        assert_eq!(log.peers.len(), 5_000);
+        // Swept at 1,024, 2,048 and 4,096 peers, keeping every one.
+        assert_eq!(log.sweep_at, 8_192);
+        let later = start + QUIET_INTERVAL;
+        for peer in 5_000..=8_192 {
+            log.moved(peer, later);
+        }
+        // The sweep at 8,192 forgot the 5,000 of the first instant.
+        assert_eq!(log.peers.len(), 3_193);
+        assert_eq!(log.sweep_at, 6_384);
     }
 
     /// Past the limit, only peers with a line in the last interval stay.
