@@ -70,25 +70,108 @@ pub fn hmac(key: &[u8], parts: &[&[u8]]) -> SymmetricKey {
 
 /// KDF1: one output derived from chaining key `key` and `input`.
 pub fn kdf1(key: &[u8; HASH_LEN], input: &[u8]) -> SymmetricKey {
-    let prk = hmac(key, &[input]);
-    hmac(prk.as_ref(), &[&[1]])
+    let [first] = kdf(key, input);
+    first
 }
 
 /// KDF2: two outputs derived from chaining key `key` and `input`.
 pub fn kdf2(key: &[u8; HASH_LEN], input: &[u8]) -> (SymmetricKey, SymmetricKey) {
-    let prk = hmac(key, &[input]);
-    let first = hmac(prk.as_ref(), &[&[1]]);
-    let second = hmac(prk.as_ref(), &[first.as_ref(), &[2]]);
+    let [first, second] = kdf(key, input);
     (first, second)
 }
 
 /// KDF3: three outputs derived from chaining key `key` and `input`.
 pub fn kdf3(key: &[u8; HASH_LEN], input: &[u8]) -> (SymmetricKey, SymmetricKey, SymmetricKey) {
-    let prk = hmac(key, &[input]);
-    let first = hmac(prk.as_ref(), &[&[1]]);
-    let second = hmac(prk.as_ref(), &[first.as_ref(), &[2]]);
-    let third = hmac(prk.as_ref(), &[second.as_ref(), &[3]]);
+    let [first, second, third] = kdf(key, input);
     (first, second, third)
+}
+
+/// The first `N` outputs of the KDF chain. Fuzz builds remember them
+/// (`crate::memo`): the stateful targets run the same handshakes in every
+/// execution, and their KDFs' HMACs were a third of the time.
+fn kdf<const N: usize>(key: &[u8; HASH_LEN], input: &[u8]) -> [SymmetricKey; N] {
+    #[cfg(fuzzing)]
+    return memo::kdf(key, input);
+    #[cfg(not(fuzzing))]
+    compute_kdf(key, input)
+}
+
+fn compute_kdf<const N: usize>(key: &[u8; HASH_LEN], input: &[u8]) -> [SymmetricKey; N] {
+    let prk = hmac(key, &[input]);
+    let mut outputs: [SymmetricKey; N] = std::array::from_fn(|_| Zeroizing::new([0; HASH_LEN]));
+    for index in 0..N {
+        // Output i is HMAC(prk, output i-1 || i); the first has no predecessor.
+        let counter = [index as u8 + 1];
+        let previous: &[u8] = match index.checked_sub(1) {
+            Some(before) => outputs[before].as_ref(),
+            None => &[],
+        };
+        outputs[index] = hmac(prk.as_ref(), &[previous, &counter]);
+    }
+    outputs
+}
+
+#[cfg(fuzzing)]
+mod memo {
+    use crate::memo::{Cache, remembered};
+
+    use super::*;
+
+    /// Keyed by the chaining key, the input and how many outputs.
+    static OUTPUTS: Cache<([u8; HASH_LEN], Vec<u8>, usize), Vec<[u8; HASH_LEN]>> = Cache::new();
+
+    pub(super) fn kdf<const N: usize>(key: &[u8; HASH_LEN], input: &[u8]) -> [SymmetricKey; N] {
+        let outputs = remembered(&OUTPUTS, (*key, input.to_vec(), N), || {
+            compute_kdf::<N>(key, input)
+                .iter()
+                .map(|output| **output)
+                .collect()
+        });
+        std::array::from_fn(|index| Zeroizing::new(outputs[index]))
+    }
+
+    type Sealing = ([u8; HASH_LEN], u64, Vec<u8>, Vec<u8>);
+    static SEALED: Cache<Sealing, (Vec<u8>, [u8; TAG_LEN])> = Cache::new();
+
+    pub(super) fn aead_seal(
+        key: &[u8; HASH_LEN],
+        counter: u64,
+        buf: &mut [u8],
+        aad: &[u8],
+    ) -> [u8; TAG_LEN] {
+        let (sealed, tag) =
+            remembered(&SEALED, (*key, counter, buf.to_vec(), aad.to_vec()), || {
+                let mut sealed = buf.to_vec();
+                let tag = compute_aead_seal(key, counter, &mut sealed, aad);
+                (sealed, tag)
+            });
+        buf.copy_from_slice(&sealed);
+        tag
+    }
+
+    type Opening = ([u8; HASH_LEN], u64, Vec<u8>, [u8; TAG_LEN], Vec<u8>);
+    static OPENED: Cache<Opening, Option<Vec<u8>>> = Cache::new();
+
+    pub(super) fn aead_open(
+        key: &[u8; HASH_LEN],
+        counter: u64,
+        buf: &mut [u8],
+        tag: &[u8; TAG_LEN],
+        aad: &[u8],
+    ) -> Result<(), AuthenticationFailed> {
+        let opened = remembered(
+            &OPENED,
+            (*key, counter, buf.to_vec(), *tag, aad.to_vec()),
+            || {
+                let mut opened = buf.to_vec();
+                compute_aead_open(key, counter, &mut opened, tag, aad)
+                    .ok()
+                    .map(|()| opened)
+            },
+        );
+        buf.copy_from_slice(&opened.ok_or(AuthenticationFailed)?);
+        Ok(())
+    }
 }
 
 /// WireGuard's 96-bit nonce: 32 zero bits, then the 64-bit counter little-endian.
@@ -99,7 +182,20 @@ pub fn counter_nonce(counter: u64) -> [u8; 12] {
 }
 
 /// ChaCha20-Poly1305 seal of `buf` in place with `aad`; returns the tag.
+/// Fuzz builds remember the results, as they do the KDF's.
 pub fn aead_seal(key: &[u8; HASH_LEN], counter: u64, buf: &mut [u8], aad: &[u8]) -> [u8; TAG_LEN] {
+    #[cfg(fuzzing)]
+    return memo::aead_seal(key, counter, buf, aad);
+    #[cfg(not(fuzzing))]
+    compute_aead_seal(key, counter, buf, aad)
+}
+
+fn compute_aead_seal(
+    key: &[u8; HASH_LEN],
+    counter: u64,
+    buf: &mut [u8],
+    aad: &[u8],
+) -> [u8; TAG_LEN] {
     let cipher = ChaCha20Poly1305::new(key.into());
     let nonce = counter_nonce(counter);
     // Invariant: handshake fields are far below ChaCha20's 256 GiB message limit.
@@ -109,8 +205,23 @@ pub fn aead_seal(key: &[u8; HASH_LEN], counter: u64, buf: &mut [u8], aad: &[u8])
     tag.into()
 }
 
-/// ChaCha20-Poly1305 open of `buf` in place with `aad` and detached `tag`.
+/// ChaCha20-Poly1305 open of `buf` in place with `aad` and detached `tag`;
+/// `buf` is left as it was when the tag does not match. Fuzz builds
+/// remember the results.
 pub fn aead_open(
+    key: &[u8; HASH_LEN],
+    counter: u64,
+    buf: &mut [u8],
+    tag: &[u8; TAG_LEN],
+    aad: &[u8],
+) -> Result<(), AuthenticationFailed> {
+    #[cfg(fuzzing)]
+    return memo::aead_open(key, counter, buf, tag, aad);
+    #[cfg(not(fuzzing))]
+    compute_aead_open(key, counter, buf, tag, aad)
+}
+
+fn compute_aead_open(
     key: &[u8; HASH_LEN],
     counter: u64,
     buf: &mut [u8],
@@ -215,7 +326,10 @@ mod tests {
         assert_eq!(*a, *a2);
         assert_eq!(*b, *b2);
         assert_eq!(*kdf1(&ck, b"input"), *a);
-        assert_ne!(*b, *c);
+        let prk = hmac(&ck, &[b"input"]);
+        assert_eq!(*a, *hmac(prk.as_ref(), &[&[1]]));
+        assert_eq!(*b, *hmac(prk.as_ref(), &[a.as_ref(), &[2]]));
+        assert_eq!(*c, *hmac(prk.as_ref(), &[b.as_ref(), &[3]]));
     }
 
     #[test]
@@ -230,6 +344,7 @@ mod tests {
         assert!(aead_open(&key, 0, &mut wrong_aad, &tag, b"aae").is_err());
         let mut wrong_counter = buf;
         assert!(aead_open(&key, 1, &mut wrong_counter, &tag, b"aad").is_err());
+        assert_eq!((wrong_aad, wrong_counter), (buf, buf), "left sealed");
     }
 
     #[test]
