@@ -21,6 +21,8 @@
 //! [`crate::cookie`]. Replay and flood checks on the timestamp are the
 //! caller's, because they need per-peer state.
 
+use std::sync::LazyLock;
+
 use x25519_dalek::StaticSecret;
 use zeroize::{Zeroize, Zeroizing};
 
@@ -47,11 +49,15 @@ pub enum HandshakeError {
     LowOrderPoint,
 }
 
-/// `C0 = HASH(CONSTRUCTION)` and `H0 = HASH(C0 || IDENTIFIER)`.
+/// `C0 = HASH(CONSTRUCTION)` and `H0 = HASH(C0 || IDENTIFIER)`: constants,
+/// hashed once per process instead of twice per handshake message.
 fn initial_chain() -> (Hash, Hash) {
-    let chaining_key = hash(&[CONSTRUCTION]);
-    let hash0 = hash(&[&chaining_key, IDENTIFIER]);
-    (chaining_key, hash0)
+    static CHAIN: LazyLock<(Hash, Hash)> = LazyLock::new(|| {
+        let chaining_key = hash(&[CONSTRUCTION]);
+        let hash0 = hash(&[&chaining_key, IDENTIFIER]);
+        (chaining_key, hash0)
+    });
+    *CHAIN
 }
 
 fn dh(secret: &StaticSecret, public: &[u8; 32]) -> Result<Zeroizing<[u8; 32]>, HandshakeError> {

@@ -11,7 +11,7 @@
 //! keep no copy of a secret.
 
 use std::collections::HashMap;
-use std::hash::Hash;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::{Mutex, PoisonError};
 
 /// Beyond this many results a cache starts over, so a long campaign that
@@ -19,7 +19,7 @@ use std::sync::{Mutex, PoisonError};
 const CAPACITY: usize = 1 << 16;
 
 /// A cache for [`remembered`]: `static CACHE: Cache<K, V> = Cache::new();`.
-pub struct Cache<K, V>(Mutex<Option<HashMap<K, V>>>);
+pub struct Cache<K, V>(Mutex<Option<HashMap<K, V, BuildHasherDefault<EndsHasher>>>>);
 
 impl<K, V> Cache<K, V> {
     #[allow(clippy::new_without_default)]
@@ -35,7 +35,7 @@ pub fn remembered<K: Eq + Hash, V: Clone>(
     compute: impl FnOnce() -> V,
 ) -> V {
     let mut cache = cache.0.lock().unwrap_or_else(PoisonError::into_inner);
-    let map = cache.get_or_insert_with(HashMap::new);
+    let map = cache.get_or_insert_with(HashMap::default);
     if let Some(value) = map.get(&key) {
         return value.clone();
     }
@@ -45,4 +45,46 @@ pub fn remembered<K: Eq + Hash, V: Clone>(
     let value = compute();
     map.insert(key, value.clone());
     value
+}
+
+/// Hashes each written field by its length and its first and last 16
+/// bytes, in constant time. Under the fuzzer's instrumentation a hasher
+/// that walks every byte (SipHash) traced a compare per 8 bytes of every
+/// key, which cost more than the cache saved; keys here (keys, chaining
+/// values, hashes, handshake fields) differ at their ends, and the map
+/// still compares whole keys.
+#[derive(Default)]
+pub struct EndsHasher(u64);
+
+impl EndsHasher {
+    fn mix(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for EndsHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let sampled = bytes.len().min(16);
+        let mut head = [0; 16];
+        head[..sampled].copy_from_slice(&bytes[..sampled]);
+        let mut tail = [0; 16];
+        tail[..sampled].copy_from_slice(&bytes[bytes.len() - sampled..]);
+        self.mix(bytes.len() as u64);
+        for word in [u128::from_le_bytes(head), u128::from_le_bytes(tail)] {
+            self.mix(word as u64);
+            self.mix((word >> 64) as u64);
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.mix(value);
+    }
+
+    fn write_usize(&mut self, value: usize) {
+        self.mix(value as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
