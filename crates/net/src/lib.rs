@@ -20,6 +20,7 @@ mod time_share;
 pub mod tun;
 pub mod udp;
 mod udp_send;
+pub mod unanswered_log;
 pub mod worker;
 
 pub use control::{ControlContext, ControlHandle, WorkerStopped};

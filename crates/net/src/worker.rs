@@ -51,6 +51,7 @@ use crate::stats::DataStats;
 use crate::time_share::TimeShare;
 use crate::tun::TunDevice;
 use crate::udp::UdpTransport;
+use crate::unanswered_log::UnansweredLog;
 use turn::{FLOODED_SOCKET_CREDIT, FLOODED_SOCKET_SHARE, Ready};
 
 const TUN: Token = Token(0);
@@ -121,6 +122,8 @@ pub struct Worker {
     drop_report: DropReport,
     /// Rate-limits the lines about peer endpoints that moved.
     endpoint_log: EndpointLog<fjord_proto::PeerId>,
+    /// Keeps a dead peer's abandoned handshakes to one warning.
+    unanswered_log: UnansweredLog<String>,
     busy_poll_window: Duration,
     /// Threads sharing the crypto (`--threads`), this one included.
     threads: usize,
@@ -199,6 +202,7 @@ impl Worker {
             next_housekeeping: Instant::now() + HOUSEKEEPING_INTERVAL,
             drop_report,
             endpoint_log: EndpointLog::default(),
+            unanswered_log: UnansweredLog::default(),
             busy_poll_window: SPIN_WINDOW,
             threads: 1,
             prediction,
@@ -514,10 +518,17 @@ impl Worker {
         };
         match event {
             Event::HandshakeCompleted { peer, initiator } => {
-                tracing::info!(peer = %key(*peer), initiator, "handshake completed");
+                let peer = key(*peer);
+                tracing::info!(%peer, initiator, "handshake completed");
+                self.unanswered_log.answered(&peer);
             }
             Event::HandshakeAbandoned { peer } => {
-                tracing::warn!(peer = %key(*peer), "no handshake response for 90 s; dropped queued packets");
+                let peer = key(*peer);
+                if self.unanswered_log.abandoned(peer.clone()) {
+                    tracing::warn!(%peer, "no handshake response for 90 s; dropped queued packets (further rounds without an answer from this peer are logged at debug level until it answers)");
+                } else {
+                    tracing::debug!(%peer, "no handshake response for 90 s again; dropped queued packets");
+                }
             }
             Event::HandshakeInitiated { peer, endpoint, .. } => {
                 tracing::trace!(peer = %key(*peer), ?endpoint, "handshake initiation sent");
