@@ -24,8 +24,12 @@
 # lives in <dir>/<target>/ instead of a scratch directory, so the next
 # part starts from everything the last one found, and every part appends
 # its executions to <dir>/<target>.parts; the summary line then gives the
-# campaign's total. FUZZ_PART_SECONDS=<s> ends each part after that many
-# seconds (libFuzzer's -max_total_time) even if the executions asked for
+# campaign's total. A part asks only for what the campaign still lacks of
+# EXECUTIONS_PER_TARGET, and a target whose campaign has them all is
+# skipped, so the same command can be run again until every target is
+# done (counts from elsewhere, say another machine's, can be added to the
+# .parts file as lines of their own). FUZZ_PART_SECONDS=<s> ends each part
+# after that many seconds (libFuzzer's -max_total_time) even if the executions asked for
 # are not reached. FUZZ_MAX_LEN=<bytes> caps the input length (libFuzzer's
 # -max_len; unset, libFuzzer's 4,096 or the longest seed): the stateful
 # targets spend their time in protocol work per step, so a cap trades the
@@ -83,21 +87,38 @@ fi
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 
+# Executions recorded in a campaign's .parts file (0 when it has none).
+campaign_total() {
+    [ -f "$1" ] || { echo 0; return; }
+    awk '$2 ~ /^[0-9]+$/ { sum += $2 } END { print sum + 0 }' "$1"
+}
+
 summary=()
 crashed_targets=0
 for target in "${targets[@]}"; do
     corpus="$scratch/corpus/$target"
-    [ -n "$campaign" ] && corpus="$campaign/$target"
+    asked="$runs"
+    if [ -n "$campaign" ]; then
+        corpus="$campaign/$target"
+        so_far=$(campaign_total "$campaign/$target.parts")
+        if [ "$so_far" -ge "$runs" ]; then
+            line="$(printf '%-18s campaign done: %s executions of %s' "$target" "$so_far" "$runs")"
+            echo "== $line"
+            summary+=("$line")
+            continue
+        fi
+        asked=$((runs - so_far))
+    fi
     artifacts="$scratch/artifacts/$target/"
     log="$scratch/$target.log"
     mkdir -p "$corpus" "$artifacts"
     cp seeds/"$target"/* "$corpus"/
-    echo "== $target: $runs executions ($(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1-3 /proc/loadavg))"
+    echo "== $target: $asked executions ($(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1-3 /proc/loadavg))"
     started=$(date +%s)
     status=0
     # The last -artifact_prefix wins over the one cargo-fuzz passes.
     cargo +nightly fuzz run --sanitizer "$sanitizer" "$target" "$corpus" -- \
-        -runs="$runs" -max_total_time="$part_seconds" "${length_cap[@]}" \
+        -runs="$asked" -max_total_time="$part_seconds" "${length_cap[@]}" \
         -print_final_stats=1 \
         -artifact_prefix="$artifacts" \
         >"$log" 2>&1 || status=$?
@@ -138,7 +159,7 @@ for target in "${targets[@]}"; do
     if [ -n "$campaign" ]; then
         parts="$campaign/$target.parts"
         echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) $executions $seconds $crashes" >>"$parts"
-        total=$(awk '$2 ~ /^[0-9]+$/ { sum += $2 } END { print sum + 0 }' "$parts")
+        total=$(campaign_total "$parts")
         line="$line  (campaign: $total executions in $(wc -l <"$parts") part(s))"
     fi
     echo "   $line"
