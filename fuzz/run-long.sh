@@ -19,7 +19,7 @@
 # 1 if any target crashed.
 #
 # A target that needs more core-hours than one sitting has (the stateful
-# ones: device_datagram and node_session run at 2,000-4,000 exec/s on a
+# ones: device_datagram and node_session run at 4,000-6,000 exec/s on a
 # core of their own once their inputs have grown) runs in parts: with FUZZ_CAMPAIGN=<dir> the corpus
 # lives in <dir>/<target>/ instead of a scratch directory, so the next
 # part starts from everything the last one found, and every part appends
