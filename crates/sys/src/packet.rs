@@ -98,21 +98,7 @@ impl PacketSocket {
 
     /// The interface's MTU (IP bytes; frames carry [`ETHERNET_OVERHEAD_BYTES`] more at most).
     pub fn mtu(&self) -> io::Result<u32> {
-        // SAFETY: ifreq is plain old data; all-zero is a valid value.
-        let mut request: libc::ifreq = unsafe { mem::zeroed() };
-        let name = self.interface.as_bytes();
-        if name.len() >= request.ifr_name.len() {
-            return Err(io::Error::from(io::ErrorKind::InvalidInput));
-        }
-        for (slot, byte) in request.ifr_name.iter_mut().zip(name) {
-            *slot = *byte as libc::c_char;
-        }
-        // SAFETY: SIOCGIFMTU reads the NUL-terminated name and writes the
-        // `ifru_mtu` member of the live `request`.
-        check(unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::SIOCGIFMTU, &raw mut request) })?;
-        // SAFETY: SIOCGIFMTU succeeded, so the kernel filled `ifru_mtu`.
-        let mtu = unsafe { request.ifr_ifru.ifru_mtu };
-        u32::try_from(mtu).map_err(|_| io::Error::from(io::ErrorKind::InvalidData))
+        crate::socket::interface_mtu(self.fd.as_fd(), &self.interface)
     }
 
     /// Hands sent frames straight to the driver, skipping qdiscs and taps.

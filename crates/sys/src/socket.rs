@@ -102,6 +102,29 @@ pub fn path_mtu(fd: BorrowedFd<'_>) -> io::Result<usize> {
         .or_else(|_| int_option(libc::IPPROTO_IP, libc::IP_MTU))
 }
 
+/// The MTU of network interface `interface` (`SIOCGIFMTU`), asked through
+/// any open socket `fd`: the lookup is by name in the socket's network
+/// namespace. One system call, where tun-rs opens and closes a socket of
+/// its own for every look.
+pub fn interface_mtu(fd: BorrowedFd<'_>, interface: &str) -> io::Result<u32> {
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut request: libc::ifreq = unsafe { mem::zeroed() };
+    let name = interface.as_bytes();
+    if name.is_empty() || name.len() >= request.ifr_name.len() || name.contains(&0) {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    for (slot, byte) in request.ifr_name.iter_mut().zip(name) {
+        *slot = *byte as libc::c_char;
+    }
+    // SAFETY: SIOCGIFMTU reads the NUL-terminated name (the request was
+    // zeroed and the name is shorter than the field) and writes the
+    // `ifru_mtu` member of the live `request`.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFMTU, &raw mut request) })?;
+    // SAFETY: SIOCGIFMTU succeeded, so the kernel filled `ifru_mtu`.
+    let mtu = unsafe { request.ifr_ifru.ifru_mtu };
+    u32::try_from(mtu).map_err(|_| io::Error::from(io::ErrorKind::InvalidData))
+}
+
 /// Datagrams the kernel dropped at this socket since it was created
 /// because its receive buffer was full (`SK_MEMINFO_DROPS`).
 pub fn socket_drops(fd: BorrowedFd<'_>) -> io::Result<u64> {
@@ -147,6 +170,25 @@ mod tests {
     use super::*;
     use std::net::UdpSocket;
     use std::os::fd::AsFd;
+
+    /// What `ip link` shows, through any socket; a name the kernel could
+    /// never hold is refused before the call, an unknown one by it.
+    #[test]
+    fn interface_mtu_reads_the_loopback_mtu() {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let shown: u32 = std::fs::read_to_string("/sys/class/net/lo/mtu")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(interface_mtu(socket.as_fd(), "lo").unwrap(), shown);
+        for bad in ["", "sixteen-bytes-xx", "l\0o"] {
+            let error = interface_mtu(socket.as_fd(), bad).unwrap_err();
+            assert_eq!(error.kind(), io::ErrorKind::InvalidInput, "{bad:?}");
+        }
+        let error = interface_mtu(socket.as_fd(), "fjord-absent0").unwrap_err();
+        assert_eq!(error.raw_os_error(), Some(libc::ENODEV));
+    }
 
     /// An empty datagram waits too: the queue is empty only once both
     /// are read.

@@ -78,6 +78,9 @@ pub enum DeviceKind {
 pub struct TunDevice {
     device: SyncDevice,
     name: String,
+    /// Asks the interface's MTU once a second in one system call
+    /// ([`Self::mtu`]); `None` if no socket could be opened.
+    control: Option<socket2::Socket>,
     offload: bool,
     pending: Coalescer,
 }
@@ -128,8 +131,12 @@ impl TunDevice {
                 what: "non-blocking mode",
                 source,
             })?;
+        let control = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)
+            .inspect_err(|error| tracing::debug!(%error, "no socket for MTU lookups; tun-rs opens one per look"))
+            .ok();
         Ok(Self {
             name: name.to_string(),
+            control,
             offload,
             pending: Coalescer::new(offload, offload && device.udp_gso()),
             device,
@@ -141,9 +148,18 @@ impl TunDevice {
     }
 
     /// The interface's current MTU; fails once the interface has moved to
-    /// another network namespace (the lookup is by name in ours).
+    /// another network namespace (the lookup is by name in ours). An
+    /// interface renamed since it was created is looked up by tun-rs,
+    /// which asks the device for its name first.
     pub fn mtu(&self) -> io::Result<u16> {
-        self.device.mtu()
+        let by_name = self.control.as_ref().map(|control| {
+            fjord_sys::socket::interface_mtu(control.as_fd(), &self.name)
+                .and_then(|mtu| u16::try_from(mtu).map_err(|_| io::ErrorKind::InvalidData.into()))
+        });
+        match by_name {
+            Some(Ok(mtu)) => Ok(mtu),
+            _ => self.device.mtu(),
+        }
     }
 
     /// Whether reads return super-packets and writes coalesce.
