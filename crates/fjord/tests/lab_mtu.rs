@@ -48,3 +48,45 @@ fn bare_and_fjord_carry_verified_transfers_at_both_study_mtus() {
         assert_eq!(pings, PING_PAYLOADS.len(), "{name}: {rows:#?}");
     }
 }
+
+/// A driver that cannot choose the tunnel MTU (fjord's TCP fallback
+/// here): its transfers say `unsupported`, and the ping test, whose
+/// payloads fit any tunnel, runs at the MTU the system has and says so.
+#[test]
+fn a_system_without_an_mtu_setting_is_pinged_at_its_own() {
+    if !systems::running_as_root("the mtu suite needs root (network namespaces)") {
+        return;
+    }
+    systems::wireguard::use_fjord_binary(PathBuf::from(env!("CARGO_BIN_EXE_fjord")));
+    let plan = Plan {
+        ping_count: 200,
+        ..Plan::new(true)
+    };
+    let workdir = WorkDir::create("mtu-own").expect("work directory");
+    let system = systems::select("fjord-fallback")
+        .expect("lab systems")
+        .remove(0);
+    let progress = Progress::new(plan.steps());
+    let rows = mtu::run_plan(system.as_ref(), &plan, &progress, workdir.path());
+    let (transfers, pings): (Vec<_>, Vec<_>) = rows.iter().partition(|row| row.test == "tcp_bulk");
+    assert_eq!(transfers.len(), plan.mtus.len(), "{rows:#?}");
+    for row in transfers {
+        assert_eq!(row.status, MeasurementStatus::Failed, "{row:#?}");
+        assert!(
+            row.note
+                .as_deref()
+                .is_some_and(|note| note.starts_with("unsupported:")),
+            "{row:#?}"
+        );
+    }
+    assert_eq!(pings.len(), PING_PAYLOADS.len(), "{rows:#?}");
+    for row in pings {
+        assert_eq!(row.status, MeasurementStatus::Ok, "{row:#?}");
+        assert!(row.median > 0.0, "{row:#?}");
+        let note = row.note.as_deref().unwrap_or_default();
+        assert!(
+            note.contains("its own tunnel MTU of 1420 bytes"),
+            "{row:#?}"
+        );
+    }
+}

@@ -18,7 +18,9 @@
 //! # What each MTU gives
 //!
 //! 1. The system starts at that MTU ([`System::start_with_mtu`]); a
-//!    driver that cannot choose its MTU gives `unsupported: …` rows.
+//!    driver that cannot choose its MTU gives `unsupported: …` rows, but
+//!    for the ping test (4.), whose payloads fit any tunnel: that runs at
+//!    the system's own MTU, and its rows say so in a note.
 //! 2. A ping of a full-size packet (the MTU less the IPv4 and ICMP
 //!    headers) must come back through the tunnel; if none does, the
 //!    system does not carry that MTU and the rows say `unsupported: …`.
@@ -206,6 +208,16 @@ fn measure_at(
     };
     let running = match system.start_with_mtu(&hosts, workdir, mtu) {
         Ok(running) => running,
+        Err(SystemError::Unsupported(why)) if ping => {
+            let why = format!("{UNSUPPORTED_PREFIX} {why}");
+            progress.line(&format!("{name}: mtu {mtu}: {why}"));
+            progress.done();
+            let mut rows = vec![bulk_row(name, mtu).failed(why)];
+            rows.extend(pings_at_own_mtu(
+                system, plan, mtu, &hosts, progress, workdir,
+            ));
+            return rows;
+        }
         Err(SystemError::Unsupported(why)) => {
             return give_up(format!("{UNSUPPORTED_PREFIX} {why}"));
         }
@@ -228,17 +240,69 @@ fn measure_at(
     progress.done();
     let mut rows = vec![row];
     if ping {
-        for &payload in &PING_PAYLOADS {
-            if progress.stopping() {
-                break;
-            }
-            progress.step(&format!(
-                "{name}: mtu {mtu}: {} pings of {payload} bytes every {PING_INTERVAL_MS} ms, best of {}",
-                plan.ping_count, plan.ping_runs
-            ));
-            rows.push(ping_test(&context, plan, mtu, payload));
-            progress.done();
+        rows.extend(ping_tests(&context, plan, mtu));
+    }
+    rows
+}
+
+/// The ping test of a system whose driver cannot choose the MTU: its
+/// payloads fit any tunnel, so it runs at the MTU the system has, and
+/// each row says which.
+fn pings_at_own_mtu(
+    system: &dyn System,
+    plan: &Plan,
+    mtu: u16,
+    hosts: &TwoHosts,
+    progress: &Progress,
+    workdir: &Path,
+) -> Vec<Measurement> {
+    let name = system.name();
+    let running = match system.start(hosts, workdir) {
+        Ok(running) => running,
+        Err(error) => {
+            let why = error.to_string();
+            progress.line(&format!("{name}: ping test: {why}"));
+            progress.skip(PING_PAYLOADS.len() as u64);
+            return PING_PAYLOADS
+                .iter()
+                .map(|&payload| ping_row(name, mtu, payload).failed(why.clone()))
+                .collect();
         }
+    };
+    let own_mtu = running.mtu();
+    let context = Context {
+        hosts,
+        system: running.as_ref(),
+        system_name: name,
+        quick: false,
+        progress,
+        emulator: None,
+    };
+    let mut rows = ping_tests(&context, plan, mtu);
+    for row in &mut rows {
+        if row.status == MeasurementStatus::Ok {
+            row.note = Some(format!(
+                "pinged at its own tunnel MTU of {own_mtu} bytes: its driver cannot choose one"
+            ));
+        }
+    }
+    rows
+}
+
+/// The study's ping test, one row per payload, filed under `mtu`.
+fn ping_tests(context: &Context<'_>, plan: &Plan, mtu: u16) -> Vec<Measurement> {
+    let name = context.system_name;
+    let mut rows = Vec::new();
+    for &payload in &PING_PAYLOADS {
+        if context.progress.stopping() {
+            break;
+        }
+        context.progress.step(&format!(
+            "{name}: mtu {mtu}: {} pings of {payload} bytes every {PING_INTERVAL_MS} ms, best of {}",
+            plan.ping_count, plan.ping_runs
+        ));
+        rows.push(ping_test(context, plan, mtu, payload));
+        context.progress.done();
     }
     rows
 }
