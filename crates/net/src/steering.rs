@@ -22,7 +22,7 @@
 //! peer uses any more is closed (the worker's housekeeping). Lookups by
 //! endpoint are one hash lookup per send call.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::net::SocketAddr;
 
 use crate::udp::UdpTransport;
@@ -36,8 +36,10 @@ pub const MAX_STEERED: usize = 256;
 #[derive(Default)]
 pub struct Steering {
     slots: Vec<Option<(SocketAddr, UdpTransport)>>,
-    /// Endpoint → slot of every slot in use.
-    by_endpoint: HashMap<SocketAddr, usize>,
+    /// Endpoint → slot of every slot in use; looked up for every send
+    /// call, its keys are endpoints that handshakes proved (at most
+    /// [`MAX_STEERED`]), so a fast hasher is safe here.
+    by_endpoint: foldhash::HashMap<SocketAddr, usize>,
 }
 
 impl Steering {

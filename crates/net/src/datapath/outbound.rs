@@ -230,28 +230,34 @@ impl Outbound {
     /// [`SEND_BATCH`] messages.
     fn send_sealed(&mut self, udp: &UdpTransport, stats: &mut DataStats) {
         let filled = std::mem::take(&mut self.filled);
+        if filled == 0 {
+            // Every drain ends here, most often with nothing left: at ping
+            // rates this was two calls per packet, each setting up arrays
+            // for a full area.
+            return;
+        }
         self.collect_runs(filled, udp);
         let area = &self.area;
-        let spans = &self.spans;
-        let pieces: [IoSlice<'_>; OUTBOUND_SLOTS] = std::array::from_fn(|index| {
-            spans
-                .get(index)
-                .map_or(IoSlice::new(&[]), |span| IoSlice::new(&area[span.clone()]))
-        });
+        // Only the pieces (and below, messages) in use are filled: a
+        // closure per slot of the area made this function 9,600
+        // instructions a ping, now 2,000 (callgrind, 1,000 pings).
+        let mut pieces = [IoSlice::new(&[]); OUTBOUND_SLOTS];
+        for (piece, span) in pieces.iter_mut().zip(&self.spans) {
+            *piece = IoSlice::new(&area[span.clone()]);
+        }
         let mut next = 0;
         let mut waits = 0;
         while next < self.runs.len() {
             let batch = &self.runs[next..self.runs.len().min(next + SEND_BATCH)];
-            let messages: [GsoMessage<'_>; SEND_BATCH] = std::array::from_fn(|index| {
-                batch
-                    .get(index)
-                    .map_or(GsoMessage::EMPTY, |run| GsoMessage {
-                        destination: run.destination,
-                        source: run.source,
-                        pieces: &pieces[run.pieces.clone()],
-                        segment_size: (run.count > 1).then_some(run.segment as u16),
-                    })
-            });
+            let mut messages = [GsoMessage::EMPTY; SEND_BATCH];
+            for (message, run) in messages.iter_mut().zip(batch) {
+                *message = GsoMessage {
+                    destination: run.destination,
+                    source: run.source,
+                    pieces: &pieces[run.pieces.clone()],
+                    segment_size: (run.count > 1).then_some(run.segment as u16),
+                };
+            }
             match send_or_wait(udp, &messages[..batch.len()], &mut waits) {
                 Sent::Count(sent) => {
                     stats.udp_sends += sent as u64;
