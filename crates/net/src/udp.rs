@@ -6,7 +6,7 @@
 //! them at the socket boundary.
 
 use std::io::{self, IoSliceMut};
-use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -58,13 +58,35 @@ pub struct UdpTransport {
     /// The remote endpoint and our bound address of a connected socket
     /// ([`UdpTransport::connected`]).
     connection: Option<(SocketAddr, Option<IpAddr>)>,
+    family: Family,
+}
+
+/// What a socket carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    /// IPv6 and, v4-mapped, IPv4: the interface's socket, and a connected
+    /// socket to an IPv6 endpoint.
+    DualStack,
+    /// IPv4 alone: a connected socket to an IPv4 endpoint. On a
+    /// dual-stack socket the kernel sends to a v4-mapped destination as
+    /// if unconnected (`udpv6_sendmsg` hands `udp_sendmsg` the address),
+    /// so every send would look up its route again (`perf`: a route
+    /// lookup per message with its source check); an IPv4 socket sends on
+    /// the route it cached at connect.
+    Ipv4,
+}
+
+impl Family {
+    fn has_ipv6(self) -> bool {
+        self == Self::DualStack
+    }
 }
 
 impl UdpTransport {
     /// Binds `[::]:port` (0 = any free port), accepting IPv4 and IPv6.
     /// `fwmark` marks outgoing packets for policy routing (0 = none).
     pub fn bind(port: u16, fwmark: u32) -> Result<Self, UdpError> {
-        let socket = open(port, fwmark)?;
+        let socket = open(port, fwmark, Family::DualStack)?;
         // Bound first without SO_REUSEPORT, so that a port another socket
         // holds is refused as in use, whatever that socket allows.
         socket
@@ -79,7 +101,7 @@ impl UdpTransport {
                 what: "port reuse",
                 source,
             })?;
-        Self::from_bound(socket, port)
+        Self::from_bound(socket, port, Family::DualStack)
     }
 
     /// Makes `uid`'s the socket, for a process that gives up root after
@@ -107,20 +129,30 @@ impl UdpTransport {
     ) -> Result<Self, UdpError> {
         let setup =
             |what: &'static str| move |source: io::Error| UdpError::Setup { port, what, source };
-        let socket = open(port, fwmark)?;
+        let family = match (remote, local) {
+            (SocketAddr::V4(_), None | Some(IpAddr::V4(_))) => Family::Ipv4,
+            _ => Family::DualStack,
+        };
+        let socket = open(port, fwmark, family)?;
         socket.set_reuse_port(true).map_err(setup("port reuse"))?;
         let bound_local = local;
-        let local = local.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
+        let local = local.unwrap_or(match family {
+            Family::Ipv4 => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            Family::DualStack => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        });
         socket
-            .bind(&mapped(SocketAddr::new(local, port)).into())
+            .bind(&family.socket_address(SocketAddr::new(local, port)).into())
             .map_err(|source| bind_error(port, source))?;
         // Until this connect, the socket shares the port's datagrams with
         // the interface's socket; what it got meanwhile is received from
-        // it like anything else.
+        // it like anything else. (An IPv4 socket joins no port group with
+        // the dual-stack one, which the kernel adds behind it: for
+        // `remote`'s datagrams it finds this one first, and the connected
+        // match outscores the other.)
         socket
-            .connect(&mapped(remote).into())
+            .connect(&family.socket_address(remote).into())
             .map_err(setup("connect"))?;
-        let mut transport = Self::from_bound(socket, port)?;
+        let mut transport = Self::from_bound(socket, port, family)?;
         transport.connection = Some((remote, bound_local));
         if bound_local.is_some() {
             // What arrives here arrived at the bound address (recv fills
@@ -128,6 +160,7 @@ impl UdpTransport {
             // for IPv4-mapped and IPv6 senders alike.
             turn_off_control_messages(
                 transport.socket.as_fd(),
+                family,
                 &[
                     (libc::IPPROTO_IP, libc::IP_PKTINFO, "IPv4 packet info"),
                     (
@@ -150,7 +183,7 @@ impl UdpTransport {
     }
 
     /// Offloads, buffers and fragmentation of a bound socket.
-    fn from_bound(socket: Socket, port: u16) -> Result<Self, UdpError> {
+    fn from_bound(socket: Socket, port: u16, family: Family) -> Result<Self, UdpError> {
         let setup =
             |what: &'static str| move |source: io::Error| UdpError::Setup { port, what, source };
         let socket: UdpSocket = socket.into();
@@ -171,7 +204,7 @@ impl UdpTransport {
             }
         }
         force_buffer_sizes(&socket);
-        allow_fragmentation(&socket).map_err(setup("allow fragmentation"))?;
+        allow_fragmentation(&socket, family).map_err(setup("allow fragmentation"))?;
         // quinn-udp asks for a receive timestamp and the traffic class of
         // every datagram; fjord reads neither, and each costs a control
         // message per receive (about 0.15 us of a recvmsg here for the
@@ -179,6 +212,7 @@ impl UdpTransport {
         // for every packet the host receives.
         turn_off_control_messages(
             socket.as_fd(),
+            family,
             &[
                 (libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, "receive timestamps"),
                 (libc::IPPROTO_IP, libc::IP_RECVTOS, "IPv4 type of service"),
@@ -199,6 +233,7 @@ impl UdpTransport {
             steered: crate::steering::Steering::default(),
             carriers: crate::carrier::Carriers::default(),
             connection: None,
+            family,
         })
     }
 
@@ -228,6 +263,12 @@ impl UdpTransport {
         } else {
             self.state.max_gso_segments()
         }
+    }
+
+    /// Whether the socket takes IPv6 and v4-mapped addresses (every one
+    /// but a connected socket to an IPv4 endpoint).
+    pub(crate) fn is_dual_stack(&self) -> bool {
+        self.family.has_ipv6()
     }
 
     /// Whether this is a connected socket that sends `messages` as they
@@ -303,7 +344,7 @@ impl UdpTransport {
         }
         let route = self.route(destination);
         let transmit = Transmit {
-            destination: mapped(destination),
+            destination: route.family.socket_address(destination),
             ecn: None,
             contents: datagram,
             segment_size: None,
@@ -357,6 +398,9 @@ impl UdpTransport {
             steered.set_ttl(ttl)?;
         }
         fjord_sys::socket::set_int_option(self.as_fd(), libc::IPPROTO_IP, libc::IP_TTL, value)?;
+        if !self.family.has_ipv6() {
+            return Ok(());
+        }
         fjord_sys::socket::set_int_option(
             self.as_fd(),
             libc::IPPROTO_IPV6,
@@ -377,7 +421,7 @@ impl UdpTransport {
             steered.set_fragmentation(allowed)?;
         }
         if allowed {
-            return allow_fragmentation(&self.socket);
+            return allow_fragmentation(&self.socket, self.family);
         }
         set_int_option(
             self.as_fd(),
@@ -385,6 +429,9 @@ impl UdpTransport {
             libc::IP_MTU_DISCOVER,
             libc::IP_PMTUDISC_PROBE,
         )?;
+        if !self.family.has_ipv6() {
+            return Ok(());
+        }
         set_int_option(
             self.as_fd(),
             libc::IPPROTO_IPV6,
@@ -400,13 +447,18 @@ impl AsFd for UdpTransport {
     }
 }
 
-/// A dual-stack UDP socket, marked with `fwmark` (0 = none), not bound.
-fn open(port: u16, fwmark: u32) -> Result<Socket, UdpError> {
+/// A UDP socket of `family`, marked with `fwmark` (0 = none), not bound.
+fn open(port: u16, fwmark: u32, family: Family) -> Result<Socket, UdpError> {
     let setup =
         |what: &'static str| move |source: io::Error| UdpError::Setup { port, what, source };
-    let socket =
-        Socket::new(Domain::IPV6, Type::DGRAM, Some(Protocol::UDP)).map_err(setup("socket"))?;
-    socket.set_only_v6(false).map_err(setup("dual stack"))?;
+    let domain = match family {
+        Family::DualStack => Domain::IPV6,
+        Family::Ipv4 => Domain::IPV4,
+    };
+    let socket = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP)).map_err(setup("socket"))?;
+    if family.has_ipv6() {
+        socket.set_only_v6(false).map_err(setup("dual stack"))?;
+    }
     if fwmark != 0 {
         socket.set_mark(fwmark).map_err(setup("fwmark"))?;
     }
@@ -428,8 +480,15 @@ fn bind_error(port: u16, source: io::Error) -> UdpError {
 /// Turns off receive control messages (`level`, `option`, what it is)
 /// that quinn-udp asked for and fjord does not read: each costs every
 /// `recvmsg` its bytes. A socket that refuses keeps them.
-fn turn_off_control_messages(fd: BorrowedFd<'_>, options: &[(libc::c_int, libc::c_int, &str)]) {
+fn turn_off_control_messages(
+    fd: BorrowedFd<'_>,
+    family: Family,
+    options: &[(libc::c_int, libc::c_int, &str)],
+) {
     for &(level, option, what) in options {
+        if level == libc::IPPROTO_IPV6 && !family.has_ipv6() {
+            continue;
+        }
         if let Err(error) = set_int_option(fd, level, option, 0) {
             tracing::debug!(%error, what, "could not turn a receive control message off");
         }
@@ -454,13 +513,16 @@ fn force_buffer_sizes(socket: &UdpSocket) {
 /// next confirmation, fragments still arrive where DF would black-hole.
 /// Plain WireGuard peers keep exactly this behaviour. Only probes leave
 /// with DF ([`UdpTransport::set_fragmentation`]).
-fn allow_fragmentation(socket: &UdpSocket) -> io::Result<()> {
+fn allow_fragmentation(socket: &UdpSocket, family: Family) -> io::Result<()> {
     set_int_option(
         socket.as_fd(),
         libc::IPPROTO_IP,
         libc::IP_MTU_DISCOVER,
         libc::IP_PMTUDISC_DONT,
     )?;
+    if !family.has_ipv6() {
+        return Ok(());
+    }
     set_int_option(
         socket.as_fd(),
         libc::IPPROTO_IPV6,
@@ -494,6 +556,16 @@ pub fn canonical(address: SocketAddr) -> SocketAddr {
             None => address,
         },
         SocketAddr::V4(_) => address,
+    }
+}
+
+impl Family {
+    /// `address` as a socket of this family takes it.
+    fn socket_address(self, address: SocketAddr) -> SocketAddr {
+        match self {
+            Self::DualStack => mapped(address),
+            Self::Ipv4 => address,
+        }
     }
 }
 
@@ -645,6 +717,34 @@ mod tests {
         connected.send(peer_address, None, b"back").unwrap();
         let back = receive_waiting(&peer);
         assert_eq!(back, [(to, b"back".to_vec())]);
+    }
+
+    /// To an IPv4 endpoint the connected socket is an IPv4 one, so that
+    /// its sends use the route cached at connect; the options fjord sets
+    /// on every socket still apply to it. To an IPv6 endpoint it stays
+    /// dual-stack.
+    #[test]
+    fn a_connected_socket_has_its_endpoints_family() {
+        let interface = UdpTransport::bind(0, 0).unwrap();
+        let peer = UdpTransport::bind(0, 0).unwrap();
+        let v4 = SocketAddr::from(([127, 0, 0, 1], peer.port()));
+        let connected = UdpTransport::connected(interface.port(), v4, None, 0).unwrap();
+        assert!(!connected.is_dual_stack());
+        assert!(connected.socket.local_addr().unwrap().is_ipv4());
+        connected.set_ttl(Some(3)).unwrap();
+        connected.set_fragmentation(false).unwrap();
+        connected.set_fragmentation(true).unwrap();
+        connected.set_ttl(None).unwrap();
+        connected.send(v4, None, b"v4").unwrap();
+        let to = SocketAddr::from(([127, 0, 0, 1], interface.port()));
+        assert_eq!(receive_waiting(&peer), [(to, b"v4".to_vec())]);
+
+        let v6 = SocketAddr::from((Ipv6Addr::LOCALHOST, peer.port()));
+        let connected = UdpTransport::connected(interface.port(), v6, None, 0).unwrap();
+        assert!(connected.is_dual_stack());
+        connected.send(v6, None, b"v6").unwrap();
+        let to = SocketAddr::from((Ipv6Addr::LOCALHOST, interface.port()));
+        assert_eq!(receive_waiting(&peer), [(to, b"v6".to_vec())]);
     }
 
     /// A connected socket sends GSO segments as large as its route takes

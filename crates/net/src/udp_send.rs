@@ -49,7 +49,11 @@ pub fn send_messages(udp: &UdpTransport, messages: &[GsoMessage<'_>]) -> io::Res
     if route.sends_connected(run) {
         return fjord_sys::mmsg::send_gso_messages_connected(route.as_fd(), run);
     }
-    fjord_sys::mmsg::send_gso_messages(route.as_fd(), run)
+    // Messages with their own addresses are written for a dual-stack
+    // socket: an IPv4 one (connected to an IPv4 endpoint) leaves them to
+    // the interface's socket, on the same port.
+    let socket = if route.is_dual_stack() { route } else { udp };
+    fjord_sys::mmsg::send_gso_messages(socket.as_fd(), run)
 }
 
 /// What one [`send_or_wait`] call did.
@@ -125,6 +129,19 @@ mod tests {
         for _ in 0..2 {
             let (len, from) = peer.recv_from(&mut buffer).unwrap();
             assert_eq!((len, from), (60, SocketAddr::new(local, interface.port())));
+        }
+        // The steered socket is an IPv4 one, which takes no per-message
+        // addresses of the dual-stack kind: a run from another of our
+        // addresses leaves through the interface's socket instead.
+        assert!(!route.is_dual_stack());
+        let other = std::net::IpAddr::from([127, 0, 0, 8]);
+        assert_eq!(
+            send_messages(&interface, &[message(Some(other))]).unwrap(),
+            1
+        );
+        for _ in 0..2 {
+            let (len, from) = peer.recv_from(&mut buffer).unwrap();
+            assert_eq!((len, from), (60, SocketAddr::new(other, interface.port())));
         }
     }
 

@@ -247,7 +247,9 @@ pub fn send_gso_messages(fd: BorrowedFd<'_>, messages: &[GsoMessage<'_>]) -> io:
 /// neither, so the kernel sends on the route the socket cached at
 /// connect instead of looking one up for each message (about a
 /// microsecond a send on this machine kind, the same as the rest of a
-/// small datagram's send).
+/// small datagram's send). A dual-stack socket connected to a v4-mapped
+/// address gets none of this: the kernel passes such sends on as
+/// addressed ones, so IPv4 endpoints need an IPv4 socket.
 pub fn send_gso_messages_connected(
     fd: BorrowedFd<'_>,
     messages: &[GsoMessage<'_>],
