@@ -77,8 +77,22 @@ enum Family {
 }
 
 impl Family {
-    fn has_ipv6(self) -> bool {
+    fn is_dual_stack(self) -> bool {
         self == Self::DualStack
+    }
+
+    /// Whether a socket of this family has options at `level`: an IPv4
+    /// socket has none at `IPPROTO_IPV6`.
+    fn has_level(self, level: libc::c_int) -> bool {
+        level != libc::IPPROTO_IPV6 || self.is_dual_stack()
+    }
+
+    /// `address` as a socket of this family takes it.
+    fn socket_address(self, address: SocketAddr) -> SocketAddr {
+        match self {
+            Self::DualStack => mapped(address),
+            Self::Ipv4 => address,
+        }
     }
 }
 
@@ -268,7 +282,7 @@ impl UdpTransport {
     /// Whether the socket takes IPv6 and v4-mapped addresses (every one
     /// but a connected socket to an IPv4 endpoint).
     pub(crate) fn is_dual_stack(&self) -> bool {
-        self.family.has_ipv6()
+        self.family.is_dual_stack()
     }
 
     /// Whether this is a connected socket that sends `messages` as they
@@ -397,15 +411,13 @@ impl UdpTransport {
         for (_, steered) in self.steered.iter() {
             steered.set_ttl(ttl)?;
         }
-        fjord_sys::socket::set_int_option(self.as_fd(), libc::IPPROTO_IP, libc::IP_TTL, value)?;
-        if !self.family.has_ipv6() {
-            return Ok(());
-        }
-        fjord_sys::socket::set_int_option(
+        set_int_options(
             self.as_fd(),
-            libc::IPPROTO_IPV6,
-            libc::IPV6_UNICAST_HOPS,
-            value,
+            self.family,
+            &[
+                (libc::IPPROTO_IP, libc::IP_TTL, value),
+                (libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS, value),
+            ],
         )
     }
 }
@@ -423,20 +435,21 @@ impl UdpTransport {
         if allowed {
             return allow_fragmentation(&self.socket, self.family);
         }
-        set_int_option(
+        set_int_options(
             self.as_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
-            libc::IP_PMTUDISC_PROBE,
-        )?;
-        if !self.family.has_ipv6() {
-            return Ok(());
-        }
-        set_int_option(
-            self.as_fd(),
-            libc::IPPROTO_IPV6,
-            libc::IPV6_MTU_DISCOVER,
-            libc::IPV6_PMTUDISC_PROBE,
+            self.family,
+            &[
+                (
+                    libc::IPPROTO_IP,
+                    libc::IP_MTU_DISCOVER,
+                    libc::IP_PMTUDISC_PROBE,
+                ),
+                (
+                    libc::IPPROTO_IPV6,
+                    libc::IPV6_MTU_DISCOVER,
+                    libc::IPV6_PMTUDISC_PROBE,
+                ),
+            ],
         )
     }
 }
@@ -456,7 +469,7 @@ fn open(port: u16, fwmark: u32, family: Family) -> Result<Socket, UdpError> {
         Family::Ipv4 => Domain::IPV4,
     };
     let socket = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP)).map_err(setup("socket"))?;
-    if family.has_ipv6() {
+    if family.is_dual_stack() {
         socket.set_only_v6(false).map_err(setup("dual stack"))?;
     }
     if fwmark != 0 {
@@ -486,7 +499,7 @@ fn turn_off_control_messages(
     options: &[(libc::c_int, libc::c_int, &str)],
 ) {
     for &(level, option, what) in options {
-        if level == libc::IPPROTO_IPV6 && !family.has_ipv6() {
+        if !family.has_level(level) {
             continue;
         }
         if let Err(error) = set_int_option(fd, level, option, 0) {
@@ -514,21 +527,37 @@ fn force_buffer_sizes(socket: &UdpSocket) {
 /// Plain WireGuard peers keep exactly this behaviour. Only probes leave
 /// with DF ([`UdpTransport::set_fragmentation`]).
 fn allow_fragmentation(socket: &UdpSocket, family: Family) -> io::Result<()> {
-    set_int_option(
+    set_int_options(
         socket.as_fd(),
-        libc::IPPROTO_IP,
-        libc::IP_MTU_DISCOVER,
-        libc::IP_PMTUDISC_DONT,
-    )?;
-    if !family.has_ipv6() {
-        return Ok(());
-    }
-    set_int_option(
-        socket.as_fd(),
-        libc::IPPROTO_IPV6,
-        libc::IPV6_MTU_DISCOVER,
-        libc::IPV6_PMTUDISC_DONT,
+        family,
+        &[
+            (
+                libc::IPPROTO_IP,
+                libc::IP_MTU_DISCOVER,
+                libc::IP_PMTUDISC_DONT,
+            ),
+            (
+                libc::IPPROTO_IPV6,
+                libc::IPV6_MTU_DISCOVER,
+                libc::IPV6_PMTUDISC_DONT,
+            ),
+        ],
     )
+}
+
+/// Sets each (`level`, `option`, `value`) that a socket of `family` has,
+/// in order; the first failure is returned.
+fn set_int_options(
+    fd: BorrowedFd<'_>,
+    family: Family,
+    options: &[(libc::c_int, libc::c_int, libc::c_int)],
+) -> io::Result<()> {
+    for &(level, option, value) in options {
+        if family.has_level(level) {
+            set_int_option(fd, level, option, value)?;
+        }
+    }
+    Ok(())
 }
 
 /// IPv4 datagrams arrive at v4-mapped IPv6 addresses on a dual-stack
@@ -556,16 +585,6 @@ pub fn canonical(address: SocketAddr) -> SocketAddr {
             None => address,
         },
         SocketAddr::V4(_) => address,
-    }
-}
-
-impl Family {
-    /// `address` as a socket of this family takes it.
-    fn socket_address(self, address: SocketAddr) -> SocketAddr {
-        match self {
-            Self::DualStack => mapped(address),
-            Self::Ipv4 => address,
-        }
     }
 }
 
