@@ -2,7 +2,7 @@
 
 use fjord_net::carrier::fake_tcp::segment::{SegmentHeader, parse_ipv4, write_header};
 use fjord_net::carrier::framing::{FrameDecoder, PREAMBLE, frame_header};
-use fjord_net::tun::coalesce::Coalescer;
+use fjord_net::tun::coalesce::{Coalescer, MAX_PIECES};
 
 /// The TUN write coalescer over arbitrary packets (a peer decides what it
 /// sends us, so every header is hostile). Input: one flag byte (bit 0:
@@ -30,7 +30,10 @@ pub fn tun_coalesce(data: &[u8]) {
     coalescer.finish(&mut buffer);
     let mut carried = 0;
     for write in coalescer.writes() {
-        let payload_bytes: usize = write.payloads.map(|range| range.len()).sum();
+        let (pieces, payload_bytes) = write.payloads.fold((1, 0), |(pieces, bytes), range| {
+            (pieces + 1, bytes + range.len())
+        });
+        assert!(pieces <= MAX_PIECES);
         assert!(write.first.len() + payload_bytes <= 65_535 || write.packets == 1);
         carried += write.packets;
     }

@@ -23,7 +23,7 @@ use std::ops::Range;
 
 use tun_rs::{DeviceBuilder, Layer, SyncDevice, VirtioNetHdr};
 
-use coalesce::{Coalescer, MAX_SEGMENTS};
+use coalesce::{Coalescer, MAX_PIECES};
 
 pub use tun_rs::{IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
 
@@ -222,7 +222,7 @@ impl TunDevice {
         let mut refused = None;
         let mut gone = None;
         for write in self.pending.writes() {
-            let mut slices = [IoSlice::new(&[]); MAX_SEGMENTS + 1];
+            let mut slices = [IoSlice::new(&[]); MAX_PIECES + 1];
             let mut count = 0;
             if self.offload {
                 slices[0] = IoSlice::new(&write.header);

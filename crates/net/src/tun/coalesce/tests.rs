@@ -113,7 +113,6 @@ fn segment_like_the_kernel(write: &Write<'_>, buffer: &[u8]) -> Vec<Vec<u8>> {
     };
     if header[1] == VIRTIO_GSO_NONE {
         assert_eq!(header, [0; VIRTIO_NET_HDR_LEN]);
-        assert_eq!(write.packets, 1);
         return vec![whole];
     }
     assert_eq!(header[0], VIRTIO_F_NEEDS_CSUM);
@@ -138,7 +137,8 @@ fn segment_like_the_kernel(write: &Write<'_>, buffer: &[u8]) -> Vec<Vec<u8>> {
     let tcp = header[1] != VIRTIO_GSO_UDP_L4;
     let payload = &whole[header_len..];
     let chunks: Vec<&[u8]> = payload.chunks(gso_size).collect();
-    assert_eq!(chunks.len(), write.packets);
+    // A joined datagram is one segment and several packets pushed.
+    assert!(chunks.len() <= write.packets);
     chunks
         .iter()
         .enumerate()
@@ -207,6 +207,15 @@ fn coalesce(packets: &[Vec<u8>], merge_udp: bool) -> Vec<Vec<Vec<u8>>> {
     }
     assert_eq!(coalescer.packets(), packets.len());
     coalescer.finish(&mut buffer);
+    let carried: usize = coalescer.writes().map(|write| write.packets).sum();
+    assert_eq!(
+        carried,
+        packets.len(),
+        "every packet pushed is counted once"
+    );
+    for write in coalescer.writes() {
+        assert!(write.payloads.count() < MAX_PIECES);
+    }
     let writes: Vec<Vec<Vec<u8>>> = coalescer
         .writes()
         .map(|write| segment_like_the_kernel(&write, &buffer))
@@ -445,4 +454,188 @@ fn a_tcp_header_cut_before_its_flags_passes_through_unmerged() {
     packet[2..4].copy_from_slice(&33u16.to_be_bytes());
     let writes = coalesce(&[packet.clone(), packet.clone()], false);
     assert_eq!(flatten(writes), vec![packet.clone(), packet]);
+}
+
+/// A UDP datagram that may be fragmented (DF clear), as a sender's kernel
+/// fragments when it is larger than the tunnel's MTU.
+fn fragmentable(mut packet: Vec<u8>) -> Vec<u8> {
+    packet[6] = 0;
+    packet[10..12].copy_from_slice(&[0, 0]);
+    let header_checksum = !checksum(&packet[..20], 0);
+    packet[10..12].copy_from_slice(&header_checksum.to_be_bytes());
+    packet
+}
+
+/// `packet` cut into IPv4 fragments of at most `data` bytes after the
+/// header (a multiple of 8), as `ip_fragment` cuts it.
+fn fragments(packet: &[u8], data: usize) -> Vec<Vec<u8>> {
+    let body = &packet[20..];
+    let count = body.len().div_ceil(data);
+    body.chunks(data)
+        .enumerate()
+        .map(|(index, chunk)| {
+            let mut fragment = packet[..20].to_vec();
+            fragment.extend_from_slice(chunk);
+            let total = fragment.len() as u16;
+            fragment[2..4].copy_from_slice(&total.to_be_bytes());
+            let more = if index + 1 < count { 0x2000 } else { 0 };
+            let field = more | (index * data / 8) as u16;
+            fragment[6..8].copy_from_slice(&field.to_be_bytes());
+            fragment[10..12].copy_from_slice(&[0, 0]);
+            let header_checksum = !checksum(&fragment[..20], 0);
+            fragment[10..12].copy_from_slice(&header_checksum.to_be_bytes());
+            fragment
+        })
+        .collect()
+}
+
+/// The 1,518-byte frames of the lab's frame-rate tests through a
+/// 1,420-byte tunnel: 1,500-byte datagrams in two fragments each.
+fn fragmented_datagrams(count: u16, src_port: u16) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let datagrams: Vec<Vec<u8>> = (0..count)
+        .map(|id| fragmentable(udp_packet(false, src_port, 1472, id)))
+        .collect();
+    let pieces = datagrams.iter().flat_map(|d| fragments(d, 1400)).collect();
+    (datagrams, pieces)
+}
+
+#[test]
+fn fragmented_udp_datagrams_are_joined_and_merge_into_one_write() {
+    let (datagrams, pieces) = fragmented_datagrams(10, 3000);
+    assert_eq!(pieces.len(), 20);
+    let writes = coalesce(&pieces, true);
+    assert_eq!(sizes(&writes), [10]);
+    assert_eq!(flatten(writes), datagrams);
+
+    // Without UDP GSO each datagram is still one write, whole.
+    let writes = coalesce(&pieces, false);
+    assert_eq!(sizes(&writes), vec![1; 10]);
+    assert_eq!(flatten(writes), datagrams);
+}
+
+#[test]
+fn a_joined_run_stays_within_the_piece_limit() {
+    let (datagrams, pieces) = fragmented_datagrams(100, 3000);
+    let writes = coalesce(&pieces, true);
+    // 1,472-byte payloads: 44 fit in 65,535 bytes, in 88 pieces.
+    assert_eq!(sizes(&writes), [44, 44, 12]);
+    assert_eq!(flatten(writes), datagrams);
+
+    // Datagrams of eight fragments each (400 bytes of UDP in 56-byte
+    // pieces): 16 of them fill the 128 pieces of a write.
+    let datagrams: Vec<Vec<u8>> = (0..50)
+        .map(|id| fragmentable(udp_packet(false, 3000, 392, id)))
+        .collect();
+    let pieces: Vec<Vec<u8>> = datagrams.iter().flat_map(|d| fragments(d, 56)).collect();
+    assert_eq!(pieces.len(), 400);
+    let writes = coalesce(&pieces, true);
+    assert_eq!(sizes(&writes), [16, 16, 16, 2]);
+    assert_eq!(flatten(writes), datagrams);
+}
+
+#[test]
+fn a_fragmented_datagram_of_another_protocol_goes_out_whole() {
+    let echo: Vec<u8> = [8, 0, 0, 0, 1, 2, 3, 4]
+        .into_iter()
+        .chain((0..3000).map(|i| i as u8))
+        .collect();
+    let icmp = fragmentable(ip_packet(false, 1, 77, echo));
+    let pieces = fragments(&icmp, 1400);
+    assert_eq!(pieces.len(), 3);
+    let writes = coalesce(&pieces, true);
+    assert_eq!(sizes(&writes), [1]);
+    assert_eq!(flatten(writes), [icmp]);
+}
+
+#[test]
+fn interleaved_fragments_of_two_datagrams_are_joined_each() {
+    let (datagrams, pieces) = fragmented_datagrams(2, 3000);
+    let interleaved = vec![
+        pieces[0].clone(),
+        pieces[2].clone(),
+        pieces[1].clone(),
+        pieces[3].clone(),
+    ];
+    let writes = coalesce(&interleaved, true);
+    assert_eq!(sizes(&writes), [2]);
+    assert_eq!(flatten(writes), datagrams);
+}
+
+#[test]
+fn fragments_that_do_not_join_go_out_as_they_came() {
+    let (_, pieces) = fragmented_datagrams(4, 3000);
+    let mut with_options = pieces[6].clone();
+    with_options[0] = 0x46;
+    let unjoinable: [Vec<Vec<u8>>; 6] = [
+        // The last fragment is missing: the kernel waits for it.
+        vec![pieces[0].clone()],
+        // Out of order.
+        vec![pieces[3].clone(), pieces[2].clone()],
+        // The first fragment twice: the first copy is given up.
+        vec![pieces[4].clone(), pieces[4].clone()],
+        // A fragment with IP options is not joined.
+        vec![with_options, pieces[7].clone()],
+        // The last alone, and the middle of nothing.
+        vec![pieces[1].clone(), pieces[5].clone()],
+        // An unfragmented packet between the same hosts, between the fragments.
+        vec![
+            pieces[0].clone(),
+            udp_packet(false, 3000, 10, 9),
+            pieces[3].clone(),
+        ],
+    ];
+    for case in unjoinable {
+        let writes = coalesce(&case, true);
+        assert_eq!(sizes(&writes), vec![1; case.len()]);
+        assert_eq!(flatten(writes), case);
+    }
+
+    // A duplicate first fragment: its datagram is joined from the second copy.
+    let writes = coalesce(
+        &[pieces[0].clone(), pieces[0].clone(), pieces[1].clone()],
+        true,
+    );
+    assert_eq!(sizes(&writes), [1, 1]);
+}
+
+#[test]
+fn a_datagram_past_the_piece_limit_or_64_kib_is_left_to_the_kernel() {
+    // 200 fragments of 8 bytes: more pieces than one write may carry.
+    let many = fragmentable(ip_packet(false, 1, 5, vec![7; 1600]));
+    let pieces = fragments(&many, 8);
+    assert_eq!(pieces.len(), 200);
+    let writes = coalesce(&pieces, true);
+    assert_eq!(sizes(&writes), vec![1; 200]);
+    assert_eq!(flatten(writes), pieces);
+
+    // Fragments that claim to go on past an IPv4 datagram's 65,535 bytes.
+    let long = fragmentable(ip_packet(false, 1, 6, vec![3; 48 * 1400]));
+    let pieces = fragments(&long, 1400);
+    assert_eq!(pieces.len(), 48);
+    let writes = coalesce(&pieces, true);
+    assert_eq!(sizes(&writes), vec![1; 48]);
+    assert_eq!(flatten(writes), pieces);
+}
+
+#[test]
+fn more_datagrams_at_once_than_are_joined_leave_the_oldest_to_the_kernel() {
+    let datagrams: Vec<Vec<u8>> = (0..PENDING_DATAGRAMS as u16 + 1)
+        .map(|id| fragmentable(udp_packet(false, 4000 + id, 1472, id)))
+        .collect();
+    let split: Vec<Vec<Vec<u8>>> = datagrams.iter().map(|d| fragments(d, 1400)).collect();
+    // Every first fragment, then every second one.
+    let pieces: Vec<Vec<u8>> = split
+        .iter()
+        .map(|f| f[0].clone())
+        .chain(split.iter().map(|f| f[1].clone()))
+        .collect();
+    let writes = coalesce(&pieces, true);
+    let out = flatten(writes);
+    // The oldest datagram's fragments, as they came; the others whole.
+    assert_eq!(out[0], split[0][0]);
+    assert!(out.contains(&split[0][1]));
+    for datagram in &datagrams[1..] {
+        assert!(out.contains(datagram));
+    }
+    assert_eq!(out.len(), 2 + PENDING_DATAGRAMS);
 }
