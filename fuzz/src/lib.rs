@@ -15,7 +15,7 @@ use fjord_mesh::Cidr;
 
 pub use fjord_targets::{config_parse, uapi_request};
 pub use mesh_targets::{cert_parse, control_parse, mesh_membership};
-pub use net_targets::{carrier_frames, fake_tcp_segment, tun_coalesce};
+pub use net_targets::{carrier_frames, fake_tcp_segment, fragment_balance, tun_coalesce};
 pub use node_targets::node_session;
 pub use proto_targets::{device_datagram, icmp_too_big, ip_header, wire_parse};
 pub use switch_targets::switch_frames;
@@ -68,6 +68,7 @@ mod tests {
         replay("device_datagram", super::device_datagram);
         replay("cidr_parse", super::cidr_parse);
         replay("tun_coalesce", super::tun_coalesce);
+        replay("fragment_balance", super::fragment_balance);
         replay("control_parse", super::control_parse);
         replay("cert_parse", super::cert_parse);
         replay("mesh_membership", super::mesh_membership);

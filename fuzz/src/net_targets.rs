@@ -3,6 +3,7 @@
 use fjord_net::carrier::fake_tcp::segment::{SegmentHeader, parse_ipv4, write_header};
 use fjord_net::carrier::framing::{FrameDecoder, PREAMBLE, frame_header};
 use fjord_net::tun::coalesce::{Coalescer, MAX_PIECES};
+use fjord_net::tun::fragment_balance::balance;
 
 /// The TUN write coalescer over arbitrary packets (a peer decides what it
 /// sends us, so every header is hostile). Input: one flag byte (bit 0:
@@ -41,6 +42,31 @@ pub fn tun_coalesce(data: &[u8]) {
         carried,
         ranges.len().min(fjord_net::tun::coalesce::BATCH_PACKETS)
     );
+}
+
+/// The sender's re-cut of a datagram's two IPv4 fragments (TUN packets
+/// come from any local program, raw sockets included). Input: the first
+/// fragment's length as a little-endian `u16`, then the two packets. A
+/// re-cut must keep the bytes the two carry, only moved between them.
+pub fn fragment_balance(data: &[u8]) {
+    let Some((length, rest)) = data.split_first_chunk::<2>() else {
+        return;
+    };
+    let split = usize::from(u16::from_le_bytes(*length)).min(rest.len());
+    let (first, last) = rest.split_at(split);
+    let mut first = first.to_vec();
+    let mut last_buffer = last.to_vec();
+    last_buffer.resize(last.len().max(first.len()), 0);
+    let Some((first_len, last_len)) = balance(&mut first, split, &mut last_buffer, last.len())
+    else {
+        assert_eq!(first, rest[..split], "nothing changes without a re-cut");
+        return;
+    };
+    assert_eq!(first_len + last_len, split + last.len());
+    let data = |packet: &[u8]| packet[20..].to_vec();
+    let before = [data(&rest[..split]), data(last)].concat();
+    let after = [data(&first[..first_len]), data(&last_buffer[..last_len])].concat();
+    assert_eq!(before, after, "the datagram's data, in order");
 }
 
 /// The carrier's frame decoder (a peer, or anyone who connects to the

@@ -113,6 +113,12 @@ fn pair(test: &str, initiator: &dyn Implementation, responder: &dyn Implementati
         .unwrap_or_else(|error| panic!("{}", context(&error.to_string())));
     traffic::ping(&hosts.right, left_overlay, 3)
         .unwrap_or_else(|error| panic!("{}", context(&error.to_string())));
+    // Echoes over the tunnel's MTU leave as IPv4 fragments, which fjord
+    // re-cuts into halves when it sends and joins when it receives.
+    for (from, to) in [(&hosts.left, right_overlay), (&hosts.right, left_overlay)] {
+        traffic::ping_over_tunnel_mtu(from, to)
+            .unwrap_or_else(|error| panic!("{}", context(&error.to_string())));
+    }
 
     let transfer = BulkTransfer::new(TRANSFER_BYTES).timeout(Duration::from_secs(90));
     for (direction, source, sink, sink_address) in [

@@ -71,6 +71,15 @@ fn ping_and_bulk_transfer(test: &str, fjord: Fjord) -> Option<Tunnel> {
         .unwrap_or_else(|error| panic!("{}", tunnel.context(&error.to_string())));
     traffic::ping(&hosts.right, left_overlay(), 3)
         .unwrap_or_else(|error| panic!("{}", tunnel.context(&error.to_string())));
+    // Fragmented echoes: re-cut into halves by the sending fjord, joined
+    // by the receiving one.
+    for (from, to) in [
+        (&hosts.left, right_overlay()),
+        (&hosts.right, left_overlay()),
+    ] {
+        traffic::ping_over_tunnel_mtu(from, to)
+            .unwrap_or_else(|error| panic!("{}", tunnel.context(&error.to_string())));
+    }
 
     let transfer = BulkTransfer::new(TRANSFER_BYTES).timeout(Duration::from_secs(180));
     let bare = transfer
@@ -268,57 +277,111 @@ fn fjord_counters(ifname: &str) -> std::collections::HashMap<String, u64> {
 
 const BURSTS: usize = 20;
 const BURST_DATAGRAMS: usize = 40;
-const DATAGRAM_BYTES: usize = 1200;
 
-/// Datagram `index` of the UDP burst test: its index, then bytes derived
-/// from it. The last of each burst is shorter, as GSO allows.
-fn burst_datagram(index: usize) -> Vec<u8> {
-    let len = if index % BURST_DATAGRAMS == BURST_DATAGRAMS - 1 {
-        DATAGRAM_BYTES / 3
-    } else {
-        DATAGRAM_BYTES
-    };
-    let mut datagram = (index as u32).to_be_bytes().to_vec();
-    datagram.extend((4..len).map(|i| (i * 31 + index * 7) as u8));
-    datagram
+/// The datagrams of one kind of UDP burst test.
+#[derive(Clone, Copy)]
+struct Bursts {
+    /// Full-size datagram length.
+    datagram_bytes: usize,
+    /// One `send` per burst with UDP GSO (only for datagrams that fit the
+    /// tunnel's MTU), or one `sendmmsg`.
+    gso: bool,
 }
 
-/// Sends the bursts with UDP GSO (one `send` per burst), so each crosses
-/// the tunnel back to back and reaches the far side in one receive batch.
-/// A burst leaves once the previous one has arrived (`arrived` counts
-/// datagrams at the receiver), so a busy machine cannot pile them up.
-fn send_bursts(destination: SocketAddr, arrived: &AtomicUsize) -> std::io::Result<()> {
-    use std::os::fd::AsFd;
-    let socket = std::net::UdpSocket::bind("0.0.0.0:0")?;
-    socket.connect(destination)?;
-    fjord_sys::socket::set_int_option(
-        socket.as_fd(),
-        libc::SOL_UDP,
-        libc::UDP_SEGMENT,
-        DATAGRAM_BYTES as libc::c_int,
-    )?;
-    for burst in 0..BURSTS {
-        let contents: Vec<u8> = (0..BURST_DATAGRAMS)
-            .flat_map(|i| burst_datagram(burst * BURST_DATAGRAMS + i))
-            .collect();
-        socket.send(&contents)?;
-        let sent = (burst + 1) * BURST_DATAGRAMS;
-        netns::wait_until(Duration::from_secs(3), "the burst to arrive", || {
-            arrived.load(Ordering::Acquire) >= sent
-        })
-        .map_err(|_| {
-            std::io::Error::other(format!(
-                "burst {burst}: {} of the {sent} datagrams sent so far arrived within 3 s",
-                arrived.load(Ordering::Acquire)
-            ))
-        })?;
+impl Bursts {
+    /// Datagram `index`: its index, then bytes derived from it. The last
+    /// of each burst is shorter, as GSO allows.
+    fn datagram(self, index: usize) -> Vec<u8> {
+        let len = if index % BURST_DATAGRAMS == BURST_DATAGRAMS - 1 {
+            self.datagram_bytes / 3
+        } else {
+            self.datagram_bytes
+        };
+        let mut datagram = (index as u32).to_be_bytes().to_vec();
+        datagram.extend((4..len).map(|i| (i * 31 + index * 7) as u8));
+        datagram
     }
-    Ok(())
+
+    /// Sends the bursts, each in one system call, so that it crosses the
+    /// tunnel back to back and reaches the far side in few receive
+    /// batches. A burst leaves once the previous one has arrived
+    /// (`arrived` counts datagrams at the receiver), so a busy machine
+    /// cannot pile them up.
+    fn send(self, destination: SocketAddr, arrived: &AtomicUsize) -> std::io::Result<()> {
+        use std::os::fd::AsFd;
+        let socket = std::net::UdpSocket::bind("0.0.0.0:0")?;
+        socket.connect(destination)?;
+        if self.gso {
+            fjord_sys::socket::set_int_option(
+                socket.as_fd(),
+                libc::SOL_UDP,
+                libc::UDP_SEGMENT,
+                self.datagram_bytes as libc::c_int,
+            )?;
+        }
+        for burst in 0..BURSTS {
+            let datagrams: Vec<Vec<u8>> = (0..BURST_DATAGRAMS)
+                .map(|i| self.datagram(burst * BURST_DATAGRAMS + i))
+                .collect();
+            if self.gso {
+                socket.send(&datagrams.concat())?;
+            } else {
+                let taken = fjord_sys::mmsg::send_batch(
+                    socket.as_fd(),
+                    datagrams.iter().map(Vec::as_slice),
+                )?;
+                assert_eq!(taken, BURST_DATAGRAMS, "one sendmmsg takes the burst");
+            }
+            let sent = (burst + 1) * BURST_DATAGRAMS;
+            netns::wait_until(Duration::from_secs(3), "the burst to arrive", || {
+                arrived.load(Ordering::Acquire) >= sent
+            })
+            .map_err(|_| {
+                std::io::Error::other(format!(
+                    "burst {burst}: {} of the {sent} datagrams sent so far arrived within 3 s",
+                    arrived.load(Ordering::Acquire)
+                ))
+            })?;
+        }
+        Ok(())
+    }
 }
 
 #[test]
 fn udp_bursts_reach_the_kernel_merged_intact_and_in_order() {
-    let test = "udp_bursts_reach_the_kernel_merged_intact_and_in_order";
+    let bursts = Bursts {
+        datagram_bytes: 1200,
+        gso: true,
+    };
+    // Four packets or more per TUN write on average.
+    udp_bursts_arrive_merged(
+        "udp_bursts_reach_the_kernel_merged_intact_and_in_order",
+        bursts,
+        4,
+    );
+}
+
+/// 1,500-byte datagrams through a 1,420-byte tunnel: two IPv4 fragments
+/// each, which the sending fjord re-cuts into halves of one length and the
+/// receiving one joins, and then merges like any UDP.
+#[test]
+fn fragmented_udp_bursts_are_joined_intact_and_in_order() {
+    let bursts = Bursts {
+        datagram_bytes: 1472,
+        gso: false,
+    };
+    // Fewer writes than datagrams: joined, and merged too.
+    udp_bursts_arrive_merged(
+        "fragmented_udp_bursts_are_joined_intact_and_in_order",
+        bursts,
+        2,
+    );
+}
+
+/// Sends `bursts` through a fjord tunnel and checks that every datagram
+/// arrived intact and in order, in at most one TUN write per
+/// `packets_per_write` packets fjord received.
+fn udp_bursts_arrive_merged(test: &str, bursts: Bursts, packets_per_write: u64) {
     if !ready(test) {
         return;
     }
@@ -354,7 +417,7 @@ fn udp_bursts_reach_the_kernel_merged_intact_and_in_order() {
     tunnel
         .hosts
         .left
-        .spawn_thread(move || send_bursts(sink, &arrived))
+        .spawn_thread(move || bursts.send(sink, &arrived))
         .expect("sender thread")
         .join()
         .expect("sender")
@@ -369,7 +432,9 @@ fn udp_bursts_reach_the_kernel_merged_intact_and_in_order() {
         delta("tun_writes"),
         delta("tun_write_errors"),
     );
-    let expected: Vec<Vec<u8>> = (0..BURSTS * BURST_DATAGRAMS).map(burst_datagram).collect();
+    let expected: Vec<Vec<u8>> = (0..BURSTS * BURST_DATAGRAMS)
+        .map(|index| bursts.datagram(index))
+        .collect();
     assert!(
         received == expected,
         "{}",
@@ -386,7 +451,7 @@ fn udp_bursts_reach_the_kernel_merged_intact_and_in_order() {
         tunnel.context("TUN write errors")
     );
     assert!(
-        delta("tun_writes") < delta("rx_packets") / 4,
+        delta("tun_writes") < delta("rx_packets") / packets_per_write,
         "{}",
         tunnel.context("bursts were not merged into few TUN writes")
     );

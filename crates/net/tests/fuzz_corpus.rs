@@ -1,5 +1,5 @@
-//! Replays the committed `tun_coalesce`, `carrier_frames` and
-//! `fake_tcp_segment` fuzz seeds
+//! Replays the committed `tun_coalesce`, `fragment_balance`,
+//! `carrier_frames` and `fake_tcp_segment` fuzz seeds
 //! through the functions the cargo-fuzz targets run, so stable CI
 //! exercises them without nightly.
 
@@ -25,6 +25,11 @@ fn replay(name: &str, target: fn(&[u8])) {
 #[test]
 fn tun_coalesce_seeds() {
     replay("tun_coalesce", net_targets::tun_coalesce);
+}
+
+#[test]
+fn fragment_balance_seeds() {
+    replay("fragment_balance", net_targets::fragment_balance);
 }
 
 #[test]

@@ -66,7 +66,18 @@ pub fn ping(
     destination: IpAddr,
     count: u32,
 ) -> Result<PingSummary, TrafficError> {
-    let output = run_ping(namespace, destination, count)?;
+    ping_sized(namespace, destination, count, None)
+}
+
+/// [`ping`] with `payload` bytes of echo data (`ping -s`; 56 when `None`),
+/// for echoes larger than a tunnel's MTU, which leave as IP fragments.
+pub fn ping_sized(
+    namespace: &Namespace,
+    destination: IpAddr,
+    count: u32,
+    payload: Option<usize>,
+) -> Result<PingSummary, TrafficError> {
+    let output = run_ping(namespace, destination, count, payload)?;
     match parse_ping(&output) {
         Some(summary) if summary.received == count => Ok(summary),
         _ => Err(TrafficError::PingFailed {
@@ -75,6 +86,18 @@ pub fn ping(
             output: output.trim().to_string(),
         }),
     }
+}
+
+/// Echoes too large for a 1,420-byte tunnel, each answered: 1,500-byte
+/// datagrams (two IPv4 fragments each way) and 3,028-byte ones (three).
+pub fn ping_over_tunnel_mtu(
+    namespace: &Namespace,
+    destination: IpAddr,
+) -> Result<(), TrafficError> {
+    for payload in [1472, 3000] {
+        ping_sized(namespace, destination, 3, Some(payload))?;
+    }
+    Ok(())
 }
 
 /// Pings once per try until a reply comes or `timeout` passes; returns the
@@ -86,7 +109,7 @@ pub fn wait_for_ping(
 ) -> Result<Duration, TrafficError> {
     let start = Instant::now();
     loop {
-        let output = run_ping(namespace, destination, 1)?;
+        let output = run_ping(namespace, destination, 1, None)?;
         if parse_ping(&output).is_some_and(|summary| summary.received == 1) {
             return Ok(start.elapsed());
         }
@@ -108,12 +131,14 @@ fn run_ping(
     namespace: &Namespace,
     destination: IpAddr,
     count: u32,
+    payload: Option<usize>,
 ) -> Result<String, TrafficError> {
     let mut command: Command = namespace.command("ping");
-    command
-        .args(["-n", "-c", &count.to_string(), "-i", "0.2", "-W", "1"])
-        .arg(destination.to_string())
-        .stdin(Stdio::null());
+    command.args(["-n", "-c", &count.to_string(), "-i", "0.2", "-W", "1"]);
+    if let Some(payload) = payload {
+        command.args(["-s", &payload.to_string()]);
+    }
+    command.arg(destination.to_string()).stdin(Stdio::null());
     let output = command.output().map_err(|source| TrafficError::Io {
         operation: format!("run ping in {}", namespace.name()),
         source,

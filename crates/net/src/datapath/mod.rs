@@ -6,6 +6,8 @@
 //! ```text
 //! TUN reads (each one packet or a super-packet, several per turn) ─ split
 //! by tun-rs into slots of one contiguous area, each packet at slot[16..] ─
+//! (a first IPv4 fragment waits for the read of its last one, and the two
+//! are re-cut into halves of one length: tun/fragment_balance.rs) ─
 //! route, compress in place (fjord peers that agreed on it, where it
 //! pays), counter, header (in order) ─ seal in place, halves of a large
 //! read on other threads (crypto_stage.rs) ─ after

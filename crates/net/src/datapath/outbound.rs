@@ -10,6 +10,7 @@ use fjord_proto::Outgoing;
 
 use crate::crypto_stage::SealSlot;
 use crate::stats::DataStats;
+use crate::tun::fragment_balance::{self, is_first_of_several};
 use crate::tun::{IDEAL_BATCH_SIZE, MAX_SUPER_PACKET, TunReadError, is_device_gone};
 use crate::udp::{DEFAULT_GSO_SEGMENT, UdpTransport, is_stale_source};
 use crate::udp_send::{GsoMessage, SEND_BATCH, Sent, send_or_wait};
@@ -51,6 +52,16 @@ pub struct Outbound {
     /// they are gathered from (both emptied every send, capacity kept).
     runs: Vec<GsoRun>,
     spans: Vec<std::ops::Range<usize>>,
+    /// A first fragment read but not yet sealed: its last fragment, read
+    /// next, may take half of it ([`fragment_balance`]).
+    held: Option<Held>,
+}
+
+/// The slot and length of a held first fragment.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    slot: usize,
+    len: usize,
 }
 
 /// Whether packets were flowing from TUN when the worker woke.
@@ -77,6 +88,7 @@ impl Outbound {
             filled: 0,
             runs: Vec::with_capacity(OUTBOUND_SLOTS),
             spans: Vec::with_capacity(OUTBOUND_SLOTS),
+            held: None,
         };
         outbound.set_mtu(mtu);
         outbound
@@ -109,9 +121,11 @@ impl Outbound {
         max_batches: usize,
         pace: Pace,
     ) -> Drained {
+        // IP packets only: a TAP device (never with offload) reads frames.
+        let balance_fragments = pipes.tun.offload();
         for batch in 0..max_batches {
             if self.filled > OUTBOUND_SLOTS - IDEAL_BATCH_SIZE {
-                self.send_sealed(pipes.udp, pipes.stats);
+                self.send_all(now, pipes);
             }
             let stride = self.stride;
             let mut chunks = self.area[self.filled * stride..].chunks_exact_mut(stride);
@@ -132,18 +146,18 @@ impl Outbound {
                     // packet.
                     pipes.stats.tun_read_errors += 1;
                     tracing::warn!(%error, "TUN packet longer than the known MTU; using 64 KiB slots");
-                    self.send_sealed(pipes.udp, pipes.stats);
+                    self.send_all(now, pipes);
                     self.set_mtu(65_535);
                     continue;
                 }
                 Err(TunReadError::Io(error)) => match error.kind() {
                     io::ErrorKind::WouldBlock => {
-                        self.send_sealed(pipes.udp, pipes.stats);
+                        self.send_all(now, pipes);
                         return Drained::Empty;
                     }
                     io::ErrorKind::Interrupted => continue,
                     _ if is_device_gone(&error) => {
-                        self.send_sealed(pipes.udp, pipes.stats);
+                        self.send_all(now, pipes);
                         return Drained::DeviceGone;
                     }
                     _ => {
@@ -155,16 +169,74 @@ impl Outbound {
             };
             pipes.stats.tun_reads += 1;
             let first = self.filled;
-            self.seal_read(now, pipes, first, count);
             self.filled += count;
+            let (seal_from, seal_count) = match self.held.take() {
+                Some(held) if count == 1 && self.balance(held, first) => (held.slot, 2),
+                Some(held) => {
+                    self.seal_held(now, pipes, held);
+                    (first, count)
+                }
+                None => (first, count),
+            };
+            if balance_fragments && seal_count == 1 && is_first_of_several(self.packet(first)) {
+                // Its last fragment is next in the queue (the kernel
+                // queues a datagram's fragments together).
+                self.held = Some(Held {
+                    slot: first,
+                    len: self.sizes[0],
+                });
+                continue;
+            }
+            self.seal_read(now, pipes, seal_from, seal_count);
             if count > 1 || (batch == 0 && pace == Pace::Idle) {
                 // A super-packet is a GSO send by itself; sending it now
                 // lets the peer start on it while we read the next one.
                 self.send_sealed(pipes.udp, pipes.stats);
             }
         }
-        self.send_sealed(pipes.udp, pipes.stats);
+        self.send_all(now, pipes);
         Drained::MoreWaiting
+    }
+
+    /// The packet read into slot `slot` (a single read: its length is
+    /// `sizes[0]`).
+    fn packet(&self, slot: usize) -> &[u8] {
+        &self.area[slot * self.stride + self.layout.offset..][..self.sizes[0]]
+    }
+
+    /// Balances the held first fragment with the single packet just read
+    /// into `slot` if that is its last fragment; on success the two are
+    /// `sizes[0]` and `sizes[1]`, ready to seal from the held slot.
+    fn balance(&mut self, held: Held, slot: usize) -> bool {
+        let (stride, offset) = (self.stride, self.layout.offset);
+        let (before, after) = self.area.split_at_mut(slot * stride);
+        let first = &mut before[held.slot * stride + offset..];
+        let last = &mut after[offset..stride];
+        match fragment_balance::balance(first, held.len, last, self.sizes[0]) {
+            Some((first_len, last_len)) => {
+                self.sizes[1] = last_len;
+                self.sizes[0] = first_len;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Seals the held fragment as it was read (the read after it was not
+    /// its last fragment, or the turn ends).
+    fn seal_held(&mut self, now: Instant, pipes: &mut Pipes<'_>, held: Held) {
+        let read = self.sizes[0];
+        self.sizes[0] = held.len;
+        self.seal_read(now, pipes, held.slot, 1);
+        self.sizes[0] = read;
+    }
+
+    /// Seals a held fragment, then sends every sealed slot.
+    fn send_all(&mut self, now: Instant, pipes: &mut Pipes<'_>) {
+        if let Some(held) = self.held.take() {
+            self.seal_held(now, pipes, held);
+        }
+        self.send_sealed(pipes.udp, pipes.stats);
     }
 
     /// Seals the `count` packets read into slots from `first`: the

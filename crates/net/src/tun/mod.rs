@@ -17,6 +17,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 pub mod coalesce;
+pub mod fragment_balance;
 
 use std::io::IoSlice;
 use std::ops::Range;
