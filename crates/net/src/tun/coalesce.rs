@@ -26,7 +26,9 @@
 
 use std::ops::Range;
 
-use reassembly::{Fragment, IPV4_HEADER_LEN, PENDING_DATAGRAMS, Pending};
+use reassembly::{PENDING_DATAGRAMS, Pending};
+
+use super::ipv4_fragment::{self, Fragment, HEADER_LEN as IPV4_HEADER_LEN};
 
 use tun_rs::{VIRTIO_NET_HDR_LEN, checksum};
 const VIRTIO_F_NEEDS_CSUM: u8 = 1;
@@ -449,7 +451,7 @@ impl Coalescer {
             if group.segments > 1 {
                 finish_headers(group, first);
             } else if group.reassembled {
-                reassembly::finish_header(first, group.total_len);
+                ipv4_fragment::set_whole_header(first, group.total_len);
             }
         }
     }
@@ -699,11 +701,7 @@ fn finish_headers(group: &Group, first: &mut [u8]) {
     if group.kind.is_v6() {
         first[4..6].copy_from_slice(&(l4_len as u16).to_be_bytes());
     } else {
-        first[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-        reassembly::clear_fragment_fields(first);
-        first[10..12].copy_from_slice(&[0, 0]);
-        let header_checksum = !checksum(&first[..20], 0);
-        first[10..12].copy_from_slice(&header_checksum.to_be_bytes());
+        ipv4_fragment::set_whole_header(first, total);
     }
     let l4 = group.ip_header_len;
     let (protocol, checksum_at) = if group.kind.is_udp() {

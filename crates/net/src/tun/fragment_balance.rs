@@ -13,25 +13,13 @@
 //! receiving side joins again ([`super::coalesce`]). Any receiver takes them:
 //! where a datagram is cut is the sender's choice.
 
-use tun_rs::checksum;
-
-const HEADER_LEN: usize = 20;
-const MORE_FRAGMENTS: u16 = 0x2000;
-const OFFSET_UNITS: u16 = 0x1fff;
+use super::ipv4_fragment::{Fragment, HEADER_LEN, MORE_FRAGMENTS, set_header};
 
 /// Whether `packet` is the first fragment of an IPv4 datagram (no IP
 /// options) with more to follow: the one read worth holding back until
 /// the next one is read.
 pub fn is_first_of_several(packet: &[u8]) -> bool {
-    fragment_field(packet).is_some_and(|field| field == MORE_FRAGMENTS)
-}
-
-/// The fragment field of an IPv4 packet without options whose total length
-/// is its length.
-fn fragment_field(packet: &[u8]) -> Option<u16> {
-    let header = packet.get(..HEADER_LEN)?;
-    let total = usize::from(u16::from_be_bytes([header[2], header[3]]));
-    (header[0] == 0x45 && total == packet.len()).then(|| u16::from_be_bytes([header[6], header[7]]))
+    Fragment::parse(packet).is_some_and(|fragment| fragment.is_first_of_several())
 }
 
 /// If `last[..last_len]` is the last fragment of the datagram whose first
@@ -46,17 +34,13 @@ pub fn balance(
     last: &mut [u8],
     last_len: usize,
 ) -> Option<(usize, usize)> {
-    let first_field = fragment_field(&first[..first_len])?;
-    let last_field = fragment_field(last.get(..last_len)?)?;
-    let first_data = first_len - HEADER_LEN;
-    let last_data = last_len - HEADER_LEN;
-    let same_datagram = first_field == MORE_FRAGMENTS
-        && last_field & MORE_FRAGMENTS == 0
-        && usize::from(last_field & OFFSET_UNITS) * 8 == first_data
-        // Identification, protocol and addresses (RFC 791's match).
-        && first[4..6] == last[4..6]
-        && first[9] == last[9]
-        && first[12..20] == last[12..20];
+    let first_fragment = Fragment::parse(&first[..first_len])?;
+    let last_fragment = Fragment::parse(last.get(..last_len)?)?;
+    let (first_data, last_data) = (first_fragment.data_len, last_fragment.data_len);
+    let same_datagram = first_fragment.is_first_of_several()
+        && !last_fragment.more
+        && last_fragment.offset == first_data
+        && last_fragment.key == first_fragment.key;
     let total = first_data + last_data;
     let half = total.div_ceil(2).next_multiple_of(8);
     if !same_datagram || half >= first_data || last.len() < HEADER_LEN + total - half {
@@ -67,22 +51,15 @@ pub fn balance(
     last[HEADER_LEN..HEADER_LEN + moved].copy_from_slice(&first[HEADER_LEN + half..first_len]);
     let first_len = HEADER_LEN + half;
     let last_len = HEADER_LEN + total - half;
-    rewrite_header(first, first_len, MORE_FRAGMENTS);
-    rewrite_header(last, last_len, (half / 8) as u16);
+    set_header(first, first_len, MORE_FRAGMENTS);
+    set_header(last, last_len, (half / 8) as u16);
     Some((first_len, last_len))
-}
-
-fn rewrite_header(packet: &mut [u8], len: usize, fragment_field: u16) {
-    packet[2..4].copy_from_slice(&(len as u16).to_be_bytes());
-    packet[6..8].copy_from_slice(&fragment_field.to_be_bytes());
-    packet[10..12].copy_from_slice(&[0, 0]);
-    let header_checksum = !checksum(&packet[..HEADER_LEN], 0);
-    packet[10..12].copy_from_slice(&header_checksum.to_be_bytes());
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tun_rs::checksum;
 
     /// A datagram of `data` bytes after its header, cut as the kernel cuts
     /// it for `mtu`: (first fragment, last fragment).
@@ -93,7 +70,7 @@ mod tests {
             let mut packet = vec![0x45, 0, 0, 0, (id >> 8) as u8, id as u8, 0, 0, 64, 17, 0, 0];
             packet.extend_from_slice(&[198, 19, 0, 1, 198, 19, 0, 2]);
             packet.extend_from_slice(chunk);
-            rewrite_header(&mut packet, HEADER_LEN + chunk.len(), field);
+            set_header(&mut packet, HEADER_LEN + chunk.len(), field);
             packet
         };
         (
@@ -106,7 +83,7 @@ mod tests {
     fn joined(first: &[u8], last: &[u8]) -> Vec<u8> {
         assert_eq!(checksum(&first[..HEADER_LEN], 0), 0xffff);
         assert_eq!(checksum(&last[..HEADER_LEN], 0), 0xffff);
-        let offset = usize::from(u16::from_be_bytes([last[6], last[7]]) & OFFSET_UNITS) * 8;
+        let offset = Fragment::parse(last).expect("a last fragment").offset;
         assert_eq!(
             offset,
             first.len() - HEADER_LEN,
@@ -140,7 +117,7 @@ mod tests {
         let (_, other) = cut(1480, 1420, 10);
         let mut middle = last.clone();
         let more_to_follow = u16::from_be_bytes([last[6], last[7]]) | MORE_FRAGMENTS;
-        rewrite_header(&mut middle, last.len(), more_to_follow);
+        set_header(&mut middle, last.len(), more_to_follow);
         let mut options = last.clone();
         options[0] = 0x46;
         for candidate in [other, middle, options, first.clone()] {

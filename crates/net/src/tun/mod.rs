@@ -18,6 +18,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 pub mod coalesce;
 pub mod fragment_balance;
+mod ipv4_fragment;
 
 use std::io::IoSlice;
 use std::ops::Range;
