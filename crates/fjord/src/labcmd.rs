@@ -48,6 +48,14 @@ pub enum LabCommand {
         /// most of what the loss suite measures.
         #[arg(long, value_name = "NAME")]
         congestion_control: Option<String>,
+        /// Run every suite on every system N times, interleaved (bare,
+        /// the systems, then all again), and report each figure as the
+        /// median of its rounds, with their range. One run of one system
+        /// can be 20–30 % off on a small or shared machine; this takes N
+        /// times as long.
+        #[arg(long, value_name = "N", default_value_t = 1,
+              value_parser = clap::value_parser!(u32).range(1..=i64::from(fjord_lab::rounds::MAX_ROUNDS)))]
+        rounds: u32,
         /// Directory for the results (default: lab-runs/<time>).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -94,13 +102,16 @@ pub fn run(command: LabCommand, threads: Option<u16>) -> anyhow::Result<()> {
         fjord_lab::systems::wireguard::use_fjord_threads(threads);
     }
     match command {
-        LabCommand::Quick { systems, out } => run_suites(vec![Suite::Quick], &systems, true, out),
+        LabCommand::Quick { systems, out } => {
+            run_suites(vec![Suite::Quick], &systems, true, 1, out)
+        }
         LabCommand::Run {
             suites,
             systems,
             quick,
             soak_minutes,
             congestion_control,
+            rounds,
             out,
         } => {
             let suites = Suite::parse_list(&suites).map_err(UsageError)?;
@@ -118,7 +129,7 @@ pub fn run(command: LabCommand, threads: Option<u16>) -> anyhow::Result<()> {
                     minutes * 60.0,
                 ));
             }
-            run_suites(suites, &systems, quick, out)
+            run_suites(suites, &systems, quick, rounds, out)
         }
         LabCommand::Report { dir } => rerender(&dir),
         LabCommand::InstallPeers { dry_run } => install(dry_run),
@@ -137,6 +148,7 @@ fn run_suites(
     suites: Vec<Suite>,
     systems: &str,
     quick: bool,
+    rounds: u32,
     out: Option<PathBuf>,
 ) -> anyhow::Result<()> {
     let mut names = systems.to_string();
@@ -155,6 +167,7 @@ fn run_suites(
         suites,
         systems,
         quick,
+        rounds,
         out_dir,
     })?;
     println!("{}", report::terminal_summary(&summary.record));

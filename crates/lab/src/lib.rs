@@ -17,6 +17,7 @@ pub mod progress;
 pub mod relay;
 pub mod report;
 pub mod results;
+pub mod rounds;
 pub mod run;
 pub mod suites;
 pub mod systems;

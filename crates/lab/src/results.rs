@@ -21,6 +21,10 @@ pub struct RunRecord {
     /// RFC 3339 UTC start time.
     pub started_at: String,
     pub duration_secs: f64,
+    /// Interleaved rounds of every suite on every system (`--rounds`);
+    /// each figure is the median of its rounds'.
+    #[serde(default = "one_round", skip_serializing_if = "is_one_round")]
+    pub rounds: u32,
     pub machine: Machine,
     /// Suites run, in order.
     pub suites: Vec<String>,
@@ -306,6 +310,12 @@ pub struct Extra {
     /// Which clock timed the frames.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clock: Option<String>,
+
+    // Runs of several rounds (`--rounds`, `crate::rounds`).
+    /// Each round's figure, in round order, of the rounds that measured
+    /// it; the row's median is theirs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub round_medians: Option<Vec<f64>>,
 }
 
 /// Drop counts by reason; in `results.json` an object from reason names
@@ -411,6 +421,14 @@ impl Measurement {
     pub fn same_test(&self, other: &Measurement) -> bool {
         self.suite == other.suite && self.test == other.test && self.params == other.params
     }
+}
+
+fn one_round() -> u32 {
+    1
+}
+
+fn is_one_round(rounds: &u32) -> bool {
+    *rounds == 1
 }
 
 /// Median of `samples` (mean of the middle two for even counts); 0 if empty.
@@ -536,6 +554,7 @@ mod tests {
             fjord_version: "test".into(),
             started_at: "2026-11-22T00:00:00Z".into(),
             duration_secs: 1.0,
+            rounds: 1,
             machine: Machine {
                 cpus: 2,
                 kernel: "6".into(),

@@ -3,6 +3,10 @@
 //! and the reports. Bare runs first in every suite, so every figure has
 //! its reference from the same run.
 //!
+//! With `--rounds N` all of that runs N times over, every system once
+//! per round, and each figure is the median of its rounds'
+//! ([`crate::rounds`]).
+//!
 //! Ctrl-C (or SIGTERM) finishes the current step, cleans up and writes
 //! what was measured; a second one exits at once. Namespaces left by a
 //! crashed run are removed at the next start.
@@ -16,7 +20,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use crate::netns;
 use crate::progress::Progress;
 use crate::report;
-use crate::results::{Machine, RunRecord, SCHEMA_VERSION, SystemOutcome, SystemStatus};
+use crate::results::{
+    Machine, Measurement, RunRecord, SCHEMA_VERSION, SystemOutcome, SystemStatus,
+};
 use crate::suites::{Context, Suite};
 use crate::systems::{System, SystemError};
 use crate::topology::TwoHosts;
@@ -40,6 +46,9 @@ pub struct RunOptions {
     pub systems: Vec<Box<dyn System>>,
     /// Shorter trials and fewer points.
     pub quick: bool,
+    /// Every suite on every system this many times, interleaved
+    /// ([`crate::rounds`]); at least 1.
+    pub rounds: u32,
     pub out_dir: PathBuf,
 }
 
@@ -100,47 +109,61 @@ pub fn run(options: RunOptions) -> Result<RunSummary, RunError> {
         }
     }
 
+    let rounds = options.rounds.max(1);
     let total: u64 = options
         .suites
         .iter()
         .map(|suite| suite.steps(options.quick) * runnable.len() as u64)
-        .sum();
+        .sum::<u64>()
+        * u64::from(rounds);
     let progress = Progress::new(total).stop_on(interrupted.clone());
     // Absolute: daemons that change directory read their files from here
     // (sshd refuses a relative host key path).
     let workdir = std::path::absolute(&options.out_dir)
         .map_err(|e| output(e, &options.out_dir))?
         .join("work");
-    let mut measurements = Vec::new();
-    'suites: for suite in &options.suites {
-        for system in &runnable {
-            if interrupted.load(Ordering::Relaxed) {
-                progress.line("interrupted: cleaning up and writing what was measured");
-                break 'suites;
-            }
-            let steps = suite.steps(options.quick);
-            match run_one(
-                *suite,
-                *system,
-                options.quick,
-                &progress,
-                &workdir.join(format!("{}-{}", suite.name(), system.name())),
-            ) {
-                Ok(rows) => measurements.extend(rows),
-                Err(error) => {
-                    progress.line(&format!(
-                        "{} could not run the {} suite: {error}",
-                        system.name(),
-                        suite.name()
-                    ));
-                    progress.skip(steps);
-                    if let Some(entry) = outcomes.get_mut(system.name()) {
-                        entry.status = SystemStatus::Failed;
-                        entry.reason = Some(error.to_string());
+    let mut by_round: Vec<Vec<Measurement>> = Vec::new();
+    'rounds: for round in 1..=rounds {
+        if rounds > 1 {
+            progress.line(&format!("round {round} of {rounds}"));
+        }
+        let mut measurements = Vec::new();
+        for suite in &options.suites {
+            for system in &runnable {
+                if interrupted.load(Ordering::Relaxed) {
+                    progress.line("interrupted: cleaning up and writing what was measured");
+                    by_round.push(measurements);
+                    break 'rounds;
+                }
+                let steps = suite.steps(options.quick);
+                let name = match rounds {
+                    1 => format!("{}-{}", suite.name(), system.name()),
+                    _ => format!("{}-{}-{round}", suite.name(), system.name()),
+                };
+                match run_one(
+                    *suite,
+                    *system,
+                    options.quick,
+                    &progress,
+                    &workdir.join(name),
+                ) {
+                    Ok(rows) => measurements.extend(rows),
+                    Err(error) => {
+                        progress.line(&format!(
+                            "{} could not run the {} suite: {error}",
+                            system.name(),
+                            suite.name()
+                        ));
+                        progress.skip(steps);
+                        if let Some(entry) = outcomes.get_mut(system.name()) {
+                            entry.status = SystemStatus::Failed;
+                            entry.reason = Some(error.to_string());
+                        }
                     }
                 }
             }
         }
+        by_round.push(measurements);
     }
     progress.finish();
     let _ = std::fs::remove_dir_all(&workdir);
@@ -150,6 +173,7 @@ pub fn run(options: RunOptions) -> Result<RunSummary, RunError> {
         fjord_version: env!("CARGO_PKG_VERSION").to_string(),
         started_at,
         duration_secs: started.elapsed().as_secs_f64(),
+        rounds,
         machine: machine(),
         suites: options
             .suites
@@ -161,7 +185,10 @@ pub fn run(options: RunOptions) -> Result<RunSummary, RunError> {
             .iter()
             .filter_map(|s| outcomes.remove(s.name()))
             .collect(),
-        measurements,
+        measurements: match rounds {
+            1 => by_round.into_iter().flatten().collect(),
+            _ => crate::rounds::merge(by_round),
+        },
     };
     record.compute_ratios();
     report::write_reports(&record, &options.out_dir).map_err(|e| output(e, &options.out_dir))?;
@@ -179,7 +206,7 @@ fn run_one(
     quick: bool,
     progress: &Progress,
     workdir: &Path,
-) -> Result<Vec<crate::results::Measurement>, SystemError> {
+) -> Result<Vec<Measurement>, SystemError> {
     let failed = |detail: String| SystemError::StartFailed {
         system: system.name().to_string(),
         detail,

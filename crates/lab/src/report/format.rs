@@ -89,6 +89,18 @@ pub fn quantity(value: f64, unit: &str) -> String {
     }
 }
 
+/// `low` to `high` with one unit: `5.14–6.58 Gbit/s`, or each with its
+/// own where the prefixes differ (`980 Mbit/s–1.20 Gbit/s`).
+pub fn range(low: f64, high: f64, unit: &str) -> String {
+    let (low, high) = (quantity(low, unit), quantity(high, unit));
+    match (low.split_once(' '), high.split_once(' ')) {
+        (Some((low_number, low_unit)), Some((high_number, high_unit))) if low_unit == high_unit => {
+            format!("{low_number}–{high_number} {high_unit}")
+        }
+        _ => format!("{low}–{high}"),
+    }
+}
+
 /// The same as [`quantity`] but terse for terminal cells: `9.41G`,
 /// `148.8k`, `0.052`; the unit goes in the heading.
 pub fn terse(value: f64, unit: &str) -> String {

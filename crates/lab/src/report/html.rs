@@ -87,7 +87,7 @@ pub fn render(record: &RunRecord) -> String {
         out,
         "<header>\n<h1>fjord lab report</h1>\n\
          <p class=\"meta\">fjord {} · started {} · {} · {} CPUs · {} · Linux {}</p>\n\
-         <p class=\"guide\">{}</p>\n</header>\n",
+         <p class=\"guide\">{}</p>\n{}</header>\n",
         escape(&record.fjord_version),
         escape(&record.started_at),
         format::quantity(record.duration_secs, "s"),
@@ -95,6 +95,13 @@ pub fn render(record: &RunRecord) -> String {
         escape(&machine.cpu_model),
         escape(&machine.kernel),
         escape(reading_guide()),
+        match record.rounds {
+            1 => String::new(),
+            rounds => format!(
+                "<p class=\"guide\">{}</p>\n",
+                escape(&super::markdown::rounds_text(rounds))
+            ),
+        },
     );
 
     let suites = sections::suite_order(record);

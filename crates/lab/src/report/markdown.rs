@@ -28,6 +28,14 @@ pub fn escape(text: &str) -> String {
     out
 }
 
+/// What a run of several rounds means for its cells.
+pub(super) fn rounds_text(rounds: u32) -> String {
+    format!(
+        "rounds: {rounds}, interleaved (every system once per round); each cell is \
+         the median of the rounds' figures, [low–high] their range"
+    )
+}
+
 pub fn render(record: &RunRecord) -> String {
     let mut out = String::from("# fjord lab report\n\n");
     let machine = &record.machine;
@@ -46,6 +54,9 @@ pub fn render(record: &RunRecord) -> String {
         escape(&machine.kernel)
     );
     let _ = writeln!(out, "- suites: {}", escape(&record.suites.join(", ")));
+    if record.rounds > 1 {
+        let _ = writeln!(out, "- {}", rounds_text(record.rounds));
+    }
     let _ = writeln!(out, "\n{}\n", reading_guide());
 
     out.push_str("## Systems\n\n");

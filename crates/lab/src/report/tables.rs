@@ -116,13 +116,25 @@ pub fn figure(m: &Measurement, value: f64, ratio: Option<f64>) -> String {
     text
 }
 
+/// `text`, a cell showing `m`'s median, with the range of the rounds'
+/// medians behind it if `m` was measured in several (`--rounds`).
+fn with_round_range(m: &Measurement, mut text: String) -> String {
+    let Some(figures) = m.extra.round_medians.as_ref().filter(|f| f.len() > 1) else {
+        return text;
+    };
+    let low = figures.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = figures.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    text.push_str(&format!(" [{}]", format::range(low, high, &m.unit)));
+    text
+}
+
 fn unverified(m: &Measurement) -> bool {
     m.extra.verified == Some(false)
 }
 
 /// The measurement's own figure: its median and ratio to bare.
 pub(super) fn median_figure(m: &Measurement) -> String {
-    figure(m, m.median, m.ratio_to_bare)
+    with_round_range(m, figure(m, m.median, m.ratio_to_bare))
 }
 
 /// A caption: the fixed parameters (unless they label the only row), then
@@ -683,7 +695,11 @@ fn latency_table(section: &Section, title: String) -> Table {
             .and_then(|bare| percentile(bare, statistic))
             .filter(|bare| *bare > 0.0)
             .map(|bare| own / bare);
-        figure(m, own, ratio)
+        match statistic {
+            // The rounds' figures are their medians, the p50s.
+            Statistic::P50 => with_round_range(m, figure(m, own, ratio)),
+            _ => figure(m, own, ratio),
+        }
     };
     let extra = ["p99.9, min and max are in results.json".to_string()];
     grid(

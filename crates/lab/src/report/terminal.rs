@@ -94,9 +94,13 @@ pub fn render(record: &RunRecord) -> String {
         machine.kernel
     );
     let _ = writeln!(out, "{}", fit(&head, WIDTH));
+    let median = match record.rounds {
+        1 => "median".to_string(),
+        rounds => format!("median of {rounds} interleaved rounds"),
+    };
     let _ = writeln!(
         out,
-        "cells: median and its ratio to bare (no tunnel); >: hit the time limit; !: unverified"
+        "cells: {median} and its ratio to bare (no tunnel); >: hit the time limit; !: unverified"
     );
     for system in &record.systems {
         let status = match system.status {

@@ -99,6 +99,7 @@ fn record(systems: &[&str], measurements: Vec<Measurement>) -> RunRecord {
         fjord_version: "test".into(),
         started_at: "2026-11-22T00:00:00Z".into(),
         duration_secs: 1.0,
+        rounds: 1,
         machine: Machine {
             cpus: 2,
             kernel: "6.18.0".into(),
@@ -868,4 +869,58 @@ fn mtu_rows_show_each_sides_cpu_and_the_best_ping_average() {
     assert_eq!(ping.header, ["payload (bytes)", "fjord avg", "fjord p50"]);
     assert_eq!(ping.rows[0][2], "0.049 ms");
     assert!(markdown_report(&record).contains("jumbo underlay"));
+}
+
+#[test]
+fn a_run_of_rounds_shows_each_figures_range_and_says_what_the_cells_are() {
+    let streams = [("streams", serde_json::json!(1))];
+    let mut fjord = measurement("fjord", "tcp_bulk", &streams, 5.77e9);
+    fjord.extra.round_medians = Some(vec![5.14e9, 5.77e9, 6.58e9]);
+    let mut bulk = record(
+        &["bare", "fjord"],
+        vec![measurement("bare", "tcp_bulk", &streams, 12.2e9), fjord],
+    );
+    bulk.rounds = 3;
+    let markdown = markdown_report(&bulk);
+    assert!(
+        markdown.contains(r"5.77 Gbit/s (0.47×) \[5.14–6.58 Gbit/s\]"),
+        "{markdown}"
+    );
+    assert!(markdown.contains("rounds: 3, interleaved"), "{markdown}");
+    assert!(html_report(&bulk).contains("[5.14–6.58 Gbit/s]"));
+    assert!(terminal_summary(&bulk).contains("median of 3 interleaved rounds"));
+    // A latency row: the range follows the p50, which the rounds' figures
+    // are, and not the p99.
+    let mut rtt = measurement("fjord", "rtt", &[("payload", serde_json::json!(56))], 0.19);
+    rtt.unit = "ms".into();
+    rtt.extra.p99 = Some(0.29);
+    rtt.extra.round_medians = Some(vec![0.187, 0.19, 0.232]);
+    let mut bare = measurement("bare", "rtt", &[("payload", serde_json::json!(56))], 0.044);
+    bare.unit = "ms".into();
+    bare.extra.p99 = Some(0.074);
+    let mut latency = record(&["bare", "fjord"], vec![bare, rtt]);
+    latency.rounds = 3;
+    let markdown = markdown_report(&latency);
+    assert_eq!(
+        markdown.matches(r"\[0.187–0.232 ms\]").count(),
+        1,
+        "{markdown}"
+    );
+    // Back from results.json as written.
+    let text = serde_json::to_string(&bulk).unwrap();
+    let back: RunRecord = serde_json::from_str(&text).unwrap();
+    assert_eq!(back.rounds, 3);
+    assert_eq!(
+        back.measurements[1].extra.round_medians,
+        bulk.measurements[1].extra.round_medians
+    );
+}
+
+#[test]
+fn records_without_rounds_read_as_one_round() {
+    let mut value = serde_json::to_value(record(&["bare"], Vec::new())).unwrap();
+    assert!(value.get("rounds").is_none(), "one round is not written");
+    value.as_object_mut().unwrap().remove("rounds");
+    let back: RunRecord = serde_json::from_value(value).unwrap();
+    assert_eq!(back.rounds, 1);
 }
