@@ -182,6 +182,17 @@ mod tests {
     }
 
     #[test]
+    fn one_round_comes_back_as_it_was() {
+        let round = vec![
+            row("bare", 1, 100.0, 1.0),
+            row("fjord", 1, 10.0, 1.0),
+            row("fjord", 1, 20.0, 2.0),
+            row("fjord", 4, 30.0, 3.0),
+        ];
+        assert_eq!(merge(vec![round.clone()]), round);
+    }
+
+    #[test]
     fn a_row_given_twice_in_a_round_pairs_with_its_own_repeat() {
         let merged = merge(vec![
             vec![row("fjord", 1, 10.0, 1.0), row("fjord", 1, 100.0, 1.0)],

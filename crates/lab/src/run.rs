@@ -185,10 +185,8 @@ pub fn run(options: RunOptions) -> Result<RunSummary, RunError> {
             .iter()
             .filter_map(|s| outcomes.remove(s.name()))
             .collect(),
-        measurements: match rounds {
-            1 => by_round.into_iter().flatten().collect(),
-            _ => crate::rounds::merge(by_round),
-        },
+        // One round's rows come back as they are.
+        measurements: crate::rounds::merge(by_round),
     };
     record.compute_ratios();
     report::write_reports(&record, &options.out_dir).map_err(|e| output(e, &options.out_dir))?;

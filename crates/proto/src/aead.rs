@@ -14,7 +14,7 @@
 //! datapath` can compare the two on a machine's own AES. Measured on this
 //! project's 2-vCPU AMD EPYC (VAES, AVX-512): equal at 1,420 bytes (ring
 //! 41.7, aws-lc-rs 41.0 Gbit/s, one seal per call over 64 buffers), ring
-//! 17 % ahead at 64 bytes (12.2 against 10.5 Mpps), and in the node's own
+//! 16 % ahead at 64 bytes (12.2 against 10.5 Mpps), and in the node's own
 //! path ring as fast or faster (README, "Choosing the AEAD crate").
 
 use std::mem::MaybeUninit;
@@ -159,8 +159,8 @@ impl TransportKey {
 
 impl Drop for TransportKey {
     fn drop(&mut self) {
-        // A volatile write of zeros over every byte, which the compiler
-        // may not remove as a dead store.
+        // ring: a volatile write of zeros over every byte, which the
+        // compiler may not remove as a dead store.
         #[cfg(not(feature = "aws-lc-rs"))]
         zeroize::Zeroize::zeroize(&mut self.0);
         // SAFETY: initialised since `with_cipher`, dropped once, here.

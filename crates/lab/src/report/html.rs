@@ -10,7 +10,7 @@ use super::charts;
 use super::sections;
 use super::svg::escape;
 use super::tables::{self, Table};
-use super::{format, reading_guide};
+use super::{format, reading_guide, rounds_guide};
 use crate::results::RunRecord;
 
 const STYLE: &str = "\
@@ -97,10 +97,7 @@ pub fn render(record: &RunRecord) -> String {
         escape(reading_guide()),
         match record.rounds {
             1 => String::new(),
-            rounds => format!(
-                "<p class=\"guide\">{}</p>\n",
-                escape(&super::markdown::rounds_text(rounds))
-            ),
+            rounds => format!("<p class=\"guide\">{}</p>\n", escape(&rounds_guide(rounds))),
         },
     );
 

@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use super::sections;
 use super::tables::{self, Table};
-use super::{format, reading_guide};
+use super::{format, reading_guide, rounds_guide};
 use crate::results::RunRecord;
 
 /// Escapes what Markdown (GFM) would otherwise interpret inside a table
@@ -26,14 +26,6 @@ pub fn escape(text: &str) -> String {
         }
     }
     out
-}
-
-/// What a run of several rounds means for its cells.
-pub(super) fn rounds_text(rounds: u32) -> String {
-    format!(
-        "rounds: {rounds}, interleaved (every system once per round); each cell is \
-         the median of the rounds' figures, [low–high] their range"
-    )
 }
 
 pub fn render(record: &RunRecord) -> String {
@@ -55,7 +47,7 @@ pub fn render(record: &RunRecord) -> String {
     );
     let _ = writeln!(out, "- suites: {}", escape(&record.suites.join(", ")));
     if record.rounds > 1 {
-        let _ = writeln!(out, "- {}", rounds_text(record.rounds));
+        let _ = writeln!(out, "- {}", rounds_guide(record.rounds));
     }
     let _ = writeln!(out, "\n{}\n", reading_guide());
 

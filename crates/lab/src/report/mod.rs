@@ -45,6 +45,15 @@ fn reading_guide() -> &'static str {
      \"> N (limit)\" marks a trial that hit its time limit."
 }
 
+/// What the cells of a run of several rounds (`--rounds`) are, shared by
+/// the Markdown and HTML reports.
+fn rounds_guide(rounds: u32) -> String {
+    format!(
+        "rounds: {rounds}, interleaved (every system once per round); each cell is \
+         the median of the rounds' figures, [low–high] their range"
+    )
+}
+
 /// A write that failed, naming the file; the `io::Error` is its source.
 #[derive(Debug)]
 struct WriteFailed {
