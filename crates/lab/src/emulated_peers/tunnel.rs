@@ -24,6 +24,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
+use fjord_net::tun::read::Slots;
 use fjord_net::tun::{IDEAL_BATCH_SIZE, MAX_SUPER_PACKET, TunReadError, is_device_gone};
 use fjord_net::{TunDevice, UdpTransport};
 use fjord_proto::{DATA_HEADROOM, DATA_TAILROOM, Sent};
@@ -100,15 +101,12 @@ impl Outbound {
         scratch: &mut [u8],
     ) -> io::Result<()> {
         for _ in 0..MAX_READS_PER_TURN {
-            let mut chunks = self.area.chunks_exact_mut(STRIDE);
-            let mut slots: [&mut [u8]; IDEAL_BATCH_SIZE] =
-                std::array::from_fn(|_| chunks.next().unwrap_or_default());
-            let count = match tun.read_packets(
-                &mut self.scratch,
-                &mut slots,
-                &mut self.sizes,
-                DATA_HEADROOM,
-            ) {
+            let slots = Slots {
+                area: &mut self.area,
+                stride: STRIDE,
+                offset: DATA_HEADROOM,
+            };
+            let count = match tun.read_packets(&mut self.scratch, slots, &mut self.sizes) {
                 Ok(count) => count,
                 Err(TunReadError::Io(error)) => match error.kind() {
                     io::ErrorKind::WouldBlock => return Ok(()),

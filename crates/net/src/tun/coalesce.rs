@@ -160,6 +160,13 @@ pub struct PayloadRanges<'a> {
     next: Option<usize>,
 }
 
+impl PayloadRanges<'_> {
+    /// Whether the group is its first packet alone.
+    pub fn is_empty(&self) -> bool {
+        self.next.is_none()
+    }
+}
+
 impl Iterator for PayloadRanges<'_> {
     type Item = Range<usize>;
 

@@ -3,8 +3,9 @@
 //! Ethernet frames through the same calls.
 //!
 //! With offload on (`IFF_VNET_HDR` + `TUNSETOFFLOAD`), one read returns a
-//! TCP (or UDP) super-packet of up to 64 KiB that tun-rs splits into
-//! MTU-sized packets straight into our slots, and one write hands the
+//! packet straight into its slot, or a TCP (or UDP) super-packet of up to
+//! 64 KiB that tun-rs's `gso_split` cuts into MTU-sized packets in our
+//! slots ([`read`]), and one write hands the
 //! kernel several same-flow packets merged into one ([`coalesce`], a
 //! `writev` straight from the receive buffer). Without offload, each read
 //! and write carries one packet. The choice is made once at start: if the
@@ -19,11 +20,12 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 pub mod coalesce;
 pub mod fragment_balance;
 mod ipv4_fragment;
+pub mod read;
 
 use std::io::IoSlice;
 use std::ops::Range;
 
-use tun_rs::{DeviceBuilder, Layer, SyncDevice, VirtioNetHdr};
+use tun_rs::{DeviceBuilder, Layer, SyncDevice};
 
 use coalesce::{Coalescer, MAX_PIECES};
 
@@ -40,12 +42,6 @@ pub const MAX_SUPER_PACKET: usize = VIRTIO_NET_HDR_LEN + 65_535;
 /// keeps far less than this in flight (TCP small queues), so only traffic
 /// that outruns fjord's CPU ever fills it.
 const TX_QUEUE_PACKETS: u32 = 4096;
-
-/// `gso_type` of a virtio-net header that carries one packet, not a
-/// super-packet.
-const VIRTIO_NET_HDR_GSO_NONE: u8 = 0;
-/// Where `gso_type` lies in a virtio-net header (after `flags`).
-const GSO_TYPE_OFFSET: usize = 1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TunError {
@@ -178,39 +174,31 @@ impl TunDevice {
         self.offload
     }
 
-    /// Reads one (super-)packet and splits it into `slots`, each packet at
-    /// `slots[i][offset..][..sizes[i]]`. Returns the number of packets.
-    /// `scratch` holds the raw read and must be [`MAX_SUPER_PACKET`] long.
+    /// Reads one (super-)packet into `slots`: packet `i` at
+    /// `slots.area[i * slots.stride + slots.offset..][..sizes[i]]`. Returns
+    /// the number of packets. `scratch` takes what overflows the first
+    /// slot (a super-packet) and must be [`MAX_SUPER_PACKET`] long.
     pub fn read_packets(
         &self,
         scratch: &mut [u8],
-        slots: &mut [&mut [u8]],
+        slots: read::Slots<'_>,
         sizes: &mut [usize],
-        offset: usize,
     ) -> Result<usize, TunReadError> {
         if self.offload {
-            // Marks the header as not read, so that a failure before the
-            // read is never taken for one after it (see below).
-            scratch[GSO_TYPE_OFFSET] = u8::MAX;
+            return read::read_offloaded(
+                |buffers| self.device.recv_vectored(buffers),
+                scratch,
+                slots,
+                sizes,
+            );
         }
-        let error = match self.device.recv_multiple(scratch, slots, sizes, offset) {
-            Ok(count) => return Ok(count),
-            Err(error) => error,
-        };
-        // tun-rs reports a packet longer than the slot as text only
-        // (`io::Error::other`, no errno), after the raw read has landed in
-        // `scratch`: recognise it from the packet itself.
         let room = slots
-            .first()
-            .map_or(0, |slot| slot.len().saturating_sub(offset));
-        if self.offload
-            && error.raw_os_error().is_none()
-            && let Some(len) = single_packet_len(scratch)
-            && len > room
-        {
-            return Err(TunReadError::PacketTooLong { len, room });
-        }
-        Err(TunReadError::Io(error))
+            .area
+            .get_mut(slots.offset..slots.stride)
+            .filter(|_| !sizes.is_empty())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no slot to read into"))?;
+        sizes[0] = self.device.recv(room)?;
+        Ok(1)
     }
 
     /// Queues the packet at `buffer[range]` for the next
@@ -233,18 +221,24 @@ impl TunDevice {
         let mut refused = None;
         let mut gone = None;
         for write in self.pending.writes() {
-            let mut slices = [IoSlice::new(&[]); MAX_PIECES + 1];
-            let mut count = 0;
-            if self.offload {
-                slices[0] = IoSlice::new(&write.header);
-                count = 1;
-            }
-            for range in std::iter::once(write.first).chain(write.payloads) {
-                slices[count] = IoSlice::new(&buffer[range]);
-                count += 1;
-            }
+            let header =
+                IoSlice::new(&write.header[..VIRTIO_NET_HDR_LEN * usize::from(self.offload)]);
+            let result = if write.payloads.is_empty() {
+                // One packet: filling the array for a whole group below
+                // cost more than the rest of the write's user-space work.
+                self.writev(&[header, IoSlice::new(&buffer[write.first])])
+            } else {
+                let mut slices = [IoSlice::new(&[]); MAX_PIECES + 1];
+                slices[0] = header;
+                let mut count = 1;
+                for range in std::iter::once(write.first).chain(write.payloads) {
+                    slices[count] = IoSlice::new(&buffer[range]);
+                    count += 1;
+                }
+                self.writev(&slices[..count])
+            };
             outcome.writes += 1;
-            match self.writev(&slices[..count]) {
+            match result {
                 Ok(()) => outcome.written += write.packets,
                 Err(error) if is_device_gone(&error) => {
                     gone = Some(error);
@@ -299,28 +293,6 @@ pub struct FlushOutcome {
     pub writes: usize,
 }
 
-/// The IP length of the packet behind the virtio-net header in `read`, if
-/// the header says it is one packet (not a super-packet).
-fn single_packet_len(read: &[u8]) -> Option<usize> {
-    let header = VirtioNetHdr::decode(read).ok()?;
-    if header.gso_type != VIRTIO_NET_HDR_GSO_NONE {
-        return None;
-    }
-    let packet = read.get(VIRTIO_NET_HDR_LEN..)?;
-    let field = |at: usize| {
-        Some(usize::from(u16::from_be_bytes([
-            *packet.get(at)?,
-            *packet.get(at + 1)?,
-        ])))
-    };
-    match packet.first()? >> 4 {
-        // IPv4 total length; IPv6 payload length behind a 40-byte header.
-        4 => field(2),
-        6 => Some(40 + field(4)?),
-        _ => None,
-    }
-}
-
 /// The interface was deleted under us (`ip link del`).
 pub fn is_device_gone(error: &io::Error) -> bool {
     matches!(
@@ -340,40 +312,5 @@ impl AsRawFd for TunDevice {
 impl AsFd for TunDevice {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.device.as_fd()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn read_of(gso_type: u8, packet: &[u8]) -> Vec<u8> {
-        let mut read = vec![0; VIRTIO_NET_HDR_LEN];
-        read[GSO_TYPE_OFFSET] = gso_type;
-        read.extend_from_slice(packet);
-        read
-    }
-
-    #[test]
-    fn single_packet_length_comes_from_the_ip_header() {
-        let mut v4 = [0u8; 20];
-        v4[0] = 0x45;
-        v4[2..4].copy_from_slice(&1600u16.to_be_bytes());
-        assert_eq!(single_packet_len(&read_of(0, &v4)), Some(1600));
-        let mut v6 = [0u8; 40];
-        v6[0] = 0x60;
-        v6[4..6].copy_from_slice(&1560u16.to_be_bytes());
-        assert_eq!(single_packet_len(&read_of(0, &v6)), Some(1600));
-    }
-
-    #[test]
-    fn super_packets_unread_headers_and_junk_have_no_single_length() {
-        let mut v4 = [0u8; 20];
-        v4[0] = 0x45;
-        assert_eq!(single_packet_len(&read_of(1, &v4)), None, "TCPv4 GSO");
-        assert_eq!(single_packet_len(&read_of(u8::MAX, &v4)), None, "not read");
-        assert_eq!(single_packet_len(&read_of(0, &[0x10, 0, 0, 0])), None);
-        assert_eq!(single_packet_len(&read_of(0, &[0x45])), None, "truncated");
-        assert_eq!(single_packet_len(&[0; 3]), None);
     }
 }
