@@ -15,7 +15,7 @@ use fjord_mesh::Cidr;
 
 pub use fjord_targets::{config_parse, uapi_request};
 pub use mesh_targets::{cert_parse, control_parse, mesh_membership};
-pub use net_targets::{carrier_frames, fake_tcp_segment, fragment_balance, tun_coalesce};
+pub use net_targets::{carrier_frames, fake_tcp_segment, fragment_balance, tun_coalesce, tun_read};
 pub use node_targets::node_session;
 pub use proto_targets::{device_datagram, icmp_too_big, ip_header, wire_parse};
 pub use switch_targets::switch_frames;

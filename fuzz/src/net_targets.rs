@@ -1,9 +1,13 @@
 //! Fuzz bodies for `fjord-net`'s pure parts.
 
+use std::io::IoSliceMut;
+
 use fjord_net::carrier::fake_tcp::segment::{SegmentHeader, parse_ipv4, write_header};
 use fjord_net::carrier::framing::{FrameDecoder, PREAMBLE, frame_header};
 use fjord_net::tun::coalesce::{Coalescer, MAX_PIECES};
 use fjord_net::tun::fragment_balance::balance;
+use fjord_net::tun::read::{Slots, read_offloaded};
+use fjord_net::tun::{IDEAL_BATCH_SIZE, MAX_SUPER_PACKET};
 
 /// The TUN write coalescer over arbitrary packets (a peer decides what it
 /// sends us, so every header is hostile). Input: one flag byte (bit 0:
@@ -174,4 +178,44 @@ pub fn fake_tcp_segment(data: &[u8]) {
     let parsed = parse_ipv4(&packet).expect("a segment we wrote parses");
     assert_eq!(parsed.header, header);
     assert_eq!(parsed.payload, payload);
+}
+
+/// One TUN read placed into slots (`tun::read`): the kernel writes these
+/// bytes, but no read may panic whatever they hold. Input: one byte
+/// choosing the slot size, then the read (virtio-net header and packet),
+/// scattered over the first slot and the scratch behind it as `readv`
+/// would. Every packet placed must fit its slot.
+pub fn tun_read(data: &[u8]) {
+    let Some((&size, read)) = data.split_first() else {
+        return;
+    };
+    if read.len() > MAX_SUPER_PACKET {
+        return;
+    }
+    let stride = 32 + usize::from(size) * 8;
+    let offset = 16;
+    let mut area = vec![0u8; stride * IDEAL_BATCH_SIZE];
+    let mut scratch = vec![0u8; MAX_SUPER_PACKET];
+    let mut sizes = [0usize; IDEAL_BATCH_SIZE];
+    let recv = |buffers: &mut [IoSliceMut<'_>]| {
+        let mut rest = read;
+        for buffer in buffers.iter_mut() {
+            let take = rest.len().min(buffer.len());
+            buffer[..take].copy_from_slice(&rest[..take]);
+            rest = &rest[take..];
+        }
+        Ok(read.len() - rest.len())
+    };
+    let slots = Slots {
+        area: &mut area,
+        stride,
+        offset,
+    };
+    if let Ok(count) = read_offloaded(recv, &mut scratch, slots, &mut sizes) {
+        assert!(
+            count <= IDEAL_BATCH_SIZE,
+            "a super-packet without payload places none"
+        );
+        assert!(sizes[..count].iter().all(|&size| size <= stride - offset));
+    }
 }

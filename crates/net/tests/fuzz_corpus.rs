@@ -1,4 +1,4 @@
-//! Replays the committed `tun_coalesce`, `fragment_balance`,
+//! Replays the committed `tun_read`, `tun_coalesce`, `fragment_balance`,
 //! `carrier_frames` and `fake_tcp_segment` fuzz seeds
 //! through the functions the cargo-fuzz targets run, so stable CI
 //! exercises them without nightly.
@@ -20,6 +20,11 @@ fn replay(name: &str, target: fn(&[u8])) {
         count += 1;
     }
     assert!(count > 0, "no seeds in {}", dir.display());
+}
+
+#[test]
+fn tun_read_seeds() {
+    replay("tun_read", net_targets::tun_read);
 }
 
 #[test]

@@ -176,8 +176,9 @@ impl TunDevice {
 
     /// Reads one (super-)packet into `slots`: packet `i` at
     /// `slots.area[i * slots.stride + slots.offset..][..sizes[i]]`. Returns
-    /// the number of packets. `scratch` takes what overflows the first
-    /// slot (a super-packet) and must be [`MAX_SUPER_PACKET`] long.
+    /// the number of packets (none for a super-packet without payload).
+    /// `scratch` takes what overflows the first slot (a super-packet) and
+    /// must be [`MAX_SUPER_PACKET`] long.
     pub fn read_packets(
         &self,
         scratch: &mut [u8],
