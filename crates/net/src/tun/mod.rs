@@ -222,8 +222,7 @@ impl TunDevice {
         let mut refused = None;
         let mut gone = None;
         for write in self.pending.writes() {
-            let header =
-                IoSlice::new(&write.header[..VIRTIO_NET_HDR_LEN * usize::from(self.offload)]);
+            let header = IoSlice::new(if self.offload { &write.header } else { &[] });
             let result = if write.payloads.is_empty() {
                 // One packet: filling the array for a whole group below
                 // cost more than the rest of the write's user-space work.

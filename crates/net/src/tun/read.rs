@@ -24,6 +24,8 @@ const VIRTIO_NET_HDR_GSO_NONE: u8 = 0;
 const VIRTIO_NET_HDR_GSO_TCPV4: u8 = 1;
 const VIRTIO_NET_HDR_GSO_TCPV6: u8 = 4;
 const VIRTIO_NET_HDR_GSO_UDP_L4: u8 = 5;
+/// Set beside a TCP GSO type when the segments carry ECN's CWR.
+const VIRTIO_NET_HDR_GSO_ECN: u8 = 0x80;
 
 /// Where one read lands: slot `i` is `area[i * stride..][..stride]`, its
 /// packet at `offset` in it.
@@ -39,7 +41,7 @@ impl Slots<'_> {
     }
 
     /// Bytes a packet may take in a slot.
-    pub fn room(&self) -> usize {
+    fn room(&self) -> usize {
         self.stride.saturating_sub(self.offset)
     }
 }
@@ -68,7 +70,6 @@ pub fn read_offloaded(
     };
     let first = &mut slots.area[header_at..slots.stride];
     let read = recv(&mut [IoSliceMut::new(first), IoSliceMut::new(overflow)])?;
-    let first = &mut slots.area[header_at..slots.stride];
     if read <= in_slot {
         if let Some(len) = lone_in_place(&mut first[..read])? {
             sizes[0] = len;
@@ -90,20 +91,22 @@ fn lone_in_place(read: &mut [u8]) -> Result<Option<usize>, TunReadError> {
     if header.gso_type != VIRTIO_NET_HDR_GSO_NONE {
         return Ok(None);
     }
+    finish_lone(&header, packet).map(Some)
+}
+
+/// Completes a lone packet's checksum if the kernel left it to us; its
+/// length.
+fn finish_lone(header: &VirtioNetHdr, packet: &mut [u8]) -> Result<usize, TunReadError> {
     if header.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0 {
         complete_checksum(packet, header.csum_start, header.csum_offset)?;
     }
-    Ok(Some(packet.len()))
+    Ok(packet.len())
 }
 
 /// Places a whole read (header and packet) held in one buffer: a lone
 /// packet into the first slot, a super-packet cut into as many slots as
 /// it needs.
-pub fn place(
-    read: &mut [u8],
-    slots: Slots<'_>,
-    sizes: &mut [usize],
-) -> Result<usize, TunReadError> {
+fn place(read: &mut [u8], slots: Slots<'_>, sizes: &mut [usize]) -> Result<usize, TunReadError> {
     let room = slots.room();
     let (header, packet) = split_header(read)?;
     if header.gso_type == VIRTIO_NET_HDR_GSO_NONE {
@@ -113,10 +116,7 @@ pub fn place(
                 room,
             });
         }
-        if header.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0 {
-            complete_checksum(packet, header.csum_start, header.csum_offset)?;
-        }
-        sizes[0] = packet.len();
+        sizes[0] = finish_lone(&header, packet)?;
         slots.area[slots.offset..][..packet.len()].copy_from_slice(packet);
         return Ok(1);
     }
@@ -158,7 +158,7 @@ fn with_parsed_header_len(
     packet: &[u8],
 ) -> Result<VirtioNetHdr, TunReadError> {
     let ip_len = usize::from(header.csum_start);
-    let transport_len = match header.gso_type & !0x80 {
+    let transport_len = match header.gso_type & !VIRTIO_NET_HDR_GSO_ECN {
         VIRTIO_NET_HDR_GSO_UDP_L4 => 8,
         VIRTIO_NET_HDR_GSO_TCPV4 | VIRTIO_NET_HDR_GSO_TCPV6 => {
             let data_offset = *packet
