@@ -24,6 +24,7 @@ pub const TAI64N_LEN: usize = 12;
 const TAI64_BASE_SECS: u64 = 0x4000_0000_0000_000a;
 /// Nanosecond precision kept in timestamps (about 16.8 ms).
 const WHITENER_MASK: u32 = 0x0100_0000 - 1;
+const NANOS_PER_SEC: u32 = 1_000_000_000;
 /// What a fjord initiator writes into the whitened bits ("fjo").
 pub const FJORD_MARK: u32 = 0x0066_6a6f;
 
@@ -47,6 +48,28 @@ impl Tai64N {
         let mut bytes = self.0;
         let nanos = (self.nanos() & !WHITENER_MASK) | FJORD_MARK;
         bytes[8..].copy_from_slice(&nanos.to_be_bytes());
+        Self(bytes)
+    }
+
+    /// This timestamp, or if it is not later than `previous` (two
+    /// initiations within one whitening step, or a clock stepped back),
+    /// the first whitened step after `previous`, with this timestamp's
+    /// low bits (its fjord mark). A responder takes an initiation whose
+    /// timestamp is not later than the last it accepted for a replay.
+    pub fn later_than(self, previous: Tai64N) -> Self {
+        if self > previous {
+            return self;
+        }
+        let secs = u64::from_be_bytes(previous.0[..8].try_into().unwrap_or_default());
+        let step = (previous.nanos() & !WHITENER_MASK) + WHITENER_MASK + 1;
+        let (secs, nanos) = if step >= NANOS_PER_SEC {
+            (secs.wrapping_add(1), 0)
+        } else {
+            (secs, step)
+        };
+        let mut bytes = [0u8; TAI64N_LEN];
+        bytes[..8].copy_from_slice(&secs.to_be_bytes());
+        bytes[8..].copy_from_slice(&(nanos | (self.nanos() & WHITENER_MASK)).to_be_bytes());
         Self(bytes)
     }
 
@@ -90,6 +113,29 @@ mod tests {
         assert!(a < b && b < c);
         // Within one whitening step the label does not change.
         assert_eq!(a, Tai64N::from_unix(Duration::new(100, 1_000)));
+    }
+
+    #[test]
+    fn a_stamp_not_later_than_the_previous_moves_one_step_past_it() {
+        let first = Tai64N::from_unix(Duration::new(100, 0)).with_fjord_mark();
+        let same_step = Tai64N::from_unix(Duration::new(100, 1_000)).with_fjord_mark();
+        let next = same_step.later_than(first);
+        assert!(next > first && next.has_fjord_mark());
+        assert_eq!(
+            next,
+            Tai64N::from_unix(Duration::new(100, 0x0100_0000)).with_fjord_mark()
+        );
+        // A later stamp is kept as it is.
+        let later = Tai64N::from_unix(Duration::new(101, 0)).with_fjord_mark();
+        assert_eq!(later.later_than(first), later);
+        // The last step of a second carries into the next second.
+        let last_step = Tai64N::from_unix(Duration::new(100, 999_999_999));
+        let carried = last_step.later_than(last_step);
+        assert!(carried > last_step);
+        assert_eq!(carried, Tai64N::from_unix(Duration::new(101, 0)));
+        // A clock stepped back still stamps past what was sent.
+        let earlier = Tai64N::from_unix(Duration::new(50, 0));
+        assert!(earlier.later_than(later) > later);
     }
 
     #[test]

@@ -186,8 +186,7 @@ impl Device {
             if !peer.has_session() || peer.endpoint.is_none() {
                 peer.endpoint = Some(first.into());
             }
-            peer.last_initiation_sent = None;
-            peer.initiate_to(id, now, ctx, false, endpoints);
+            peer.initiate_afresh_to(id, now, ctx, endpoints);
         });
     }
 

@@ -1,6 +1,7 @@
 //! The handshake half of a peer: initiations, responses and cookie
 //! replies, and installing the sessions they derive.
 
+use std::net::SocketAddr;
 use std::time::Instant;
 
 use zeroize::Zeroizing;
@@ -22,6 +23,36 @@ impl Peer {
     pub fn initiate(&mut self, id: PeerId, now: Instant, ctx: &mut Context, retry: bool) {
         let endpoint = self.endpoint;
         self.initiate_to(id, now, ctx, retry, endpoint.as_slice());
+    }
+
+    /// An initiation toward `destinations` now, whatever went out before
+    /// (a path just learned). One that went out less than the
+    /// responder's minimum gap between initiations ago is sent again as
+    /// it is instead: a new one would reach the peer right behind it,
+    /// be refused there (as a flood, or as a replay within one timestamp
+    /// step), and leave us waiting for the answer to the new one while
+    /// the answer to the first is dropped, both sides without a session
+    /// until the retry seconds later.
+    pub fn initiate_afresh_to(
+        &mut self,
+        id: PeerId,
+        now: Instant,
+        ctx: &mut Context,
+        destinations: &[SocketAddr],
+    ) {
+        let just_sent = self.initiation_sent.as_ref().filter(|(sent, _)| {
+            self.initiation.is_some()
+                && now.saturating_duration_since(*sent) < ctx.timing.handshake_initiation_rate
+        });
+        if let Some((_, message)) = just_sent {
+            for &destination in destinations {
+                self.stats.tx_bytes += message.len() as u64;
+                ctx.send(destination.into(), message.clone());
+            }
+            return;
+        }
+        self.last_initiation_sent = None;
+        self.initiate_to(id, now, ctx, false, destinations);
     }
 
     /// [`Peer::initiate`], with a copy of the one initiation to each of
@@ -60,7 +91,7 @@ impl Peer {
         let Some(out) = message.first_chunk_mut::<HANDSHAKE_INITIATION_LEN>() else {
             return;
         };
-        let timestamp = ctx.timestamp(now);
+        let timestamp = ctx.timestamp(now).later_than(self.last_timestamp_sent);
         let created = match ctx.identity.as_ref() {
             Some(identity) => handshake::create_initiation(
                 identity,
@@ -84,6 +115,7 @@ impl Peer {
             .write_macs(now, &mut message, MacLayout::INITIATION);
         self.initiation = Some(state);
         self.last_initiation_sent = Some(now);
+        self.last_timestamp_sent = timestamp;
         self.resent_for_cookie = false;
         self.timers.any_authenticated_packet_traversal(now);
         self.timers.any_authenticated_packet_sent();
@@ -108,6 +140,7 @@ impl Peer {
             ctx.send(from_where_known(destination), message.clone());
         }
         self.stats.tx_bytes += message.len() as u64;
+        self.initiation_sent = Some((now, message.clone()));
         ctx.send(from_where_known(last), message);
     }
 

@@ -120,6 +120,13 @@ pub(crate) struct Peer {
     initiation: Option<InitiatorState>,
     crossing: Crossing,
     pub(crate) last_initiation_sent: Option<Instant>,
+    /// The timestamp of our last initiation, so that the next is later
+    /// even when it follows within one whitening step.
+    last_timestamp_sent: Tai64N,
+    /// Our latest initiation as it went out (macs included) and when, to
+    /// send again toward other endpoints while it is in flight
+    /// (`initiate_afresh_to`).
+    initiation_sent: Option<(Instant, Vec<u8>)>,
     /// The initiation in flight was sent again at once for a cookie reply;
     /// cleared by every other initiation, so replies (forged ones too)
     /// can add at most one initiation per attempt.
@@ -143,6 +150,8 @@ impl Peer {
             initiation: None,
             crossing: Crossing::None,
             last_initiation_sent: None,
+            last_timestamp_sent: Tai64N::default(),
+            initiation_sent: None,
             resent_for_cookie: false,
             greatest_timestamp: None,
             last_initiation_consumed: None,

@@ -203,6 +203,58 @@ fn initiation_from_an_unknown_peer_is_dropped() {
     );
 }
 
+/// A mesh that moves a peer to another path (a relay, a punched hole)
+/// initiates toward it at once, and two such moves can come within the
+/// responder's minimum gap between initiations (and within one
+/// whitened timestamp step): a second, new initiation would be refused
+/// there, and its answer to the first dropped here as unexpected, both
+/// sides without a session until the retry 5 s later. The second move
+/// sends the first initiation again instead.
+#[test]
+fn initiating_toward_a_peer_twice_at_once_still_makes_a_session() {
+    let mut pair = Pair::new();
+    let (now, bob) = (pair.now, pair.alice.peer);
+    pair.alice.device.initiate_toward(bob, now, &[bob_addr()]);
+    pair.alice.device.initiate_toward(bob, now, &[bob_addr()]);
+    pair.advance(millis(1));
+
+    let initiations = pair.sent_by(Alice, Kind::Initiation);
+    assert_eq!(initiations.len(), 2);
+    assert_eq!(
+        initiations[0].1.bytes, initiations[1].1.bytes,
+        "one initiation, twice"
+    );
+    assert_eq!(pair.bob.drops(DropReason::InitiationFlood), 0);
+    assert_eq!(pair.alice.drops(DropReason::UnexpectedHandshakeMessage), 0);
+    assert!(pair.alice.saw(completed(true)), "Alice has a session");
+    pair.send(Alice, b"at once");
+    assert_eq!(pair.bob.delivered_bodies(), [&b"at once"[..]]);
+    assert_eq!(pair.sent_by(Alice, Kind::Initiation).len(), 2, "no retry");
+}
+
+/// Past that gap a move starts a new handshake, and its timestamp is
+/// later than the first's even within one whitening step.
+#[test]
+fn initiating_toward_a_peer_again_later_starts_a_new_handshake() {
+    let mut pair = Pair::new();
+    let bob = pair.alice.peer;
+    let now = pair.now;
+    pair.alice.device.initiate_toward(bob, now, &[bob_addr()]);
+    pair.advance(millis(25));
+    let now = pair.now;
+    pair.alice.device.initiate_toward(bob, now, &[bob_addr()]);
+    pair.advance(millis(1));
+
+    let initiations = pair.sent_by(Alice, Kind::Initiation);
+    assert_eq!(initiations.len(), 2);
+    assert_ne!(initiations[0].1.bytes, initiations[1].1.bytes);
+    assert_eq!(pair.bob.drops(DropReason::ReplayedInitiation), 0);
+    assert_eq!(pair.bob.drops(DropReason::InitiationFlood), 0);
+    assert_eq!(pair.sent_by(Bob, Kind::Response).len(), 2);
+    pair.send(Alice, b"after both");
+    assert_eq!(pair.bob.delivered_bodies(), [&b"after both"[..]]);
+}
+
 #[test]
 fn replayed_initiation_is_dropped() {
     let mut pair = Pair::connected();
