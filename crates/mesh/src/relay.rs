@@ -21,7 +21,7 @@
 //! relay table is asked first, so such a collision (odds 2^-32 per pair)
 //! would cost R that session's packets until its next rekey.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 
 use fjord_proto::PublicKey;
@@ -30,6 +30,12 @@ use fjord_proto::wire::Message;
 
 /// Most relayed pairs one member serves.
 pub const MAX_RELAYED_PAIRS: usize = 64;
+/// Receiver indices remembered per pair, newest kept: a side holds at
+/// most three sessions (previous, current, next) and one handshake in
+/// flight, so two sides use at most eight at once; twice that leaves
+/// room for crossing handshakes. Older ones belong to sessions both
+/// sides have let go, and without a bound every rekey would add two.
+const INDICES_PER_PAIR: usize = 16;
 
 /// One side of a relayed pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +49,9 @@ struct Pair {
     /// mac1 checkers keyed to each side's public key: a handshake message
     /// for side `i` carries the mac1 of `checkers[i]`.
     checkers: [CookieChecker; 2],
+    /// The receiver indices learned from this pair's handshakes, oldest
+    /// first.
+    learned: VecDeque<u32>,
 }
 
 /// The pairs this member relays, and the receiver indices it learned.
@@ -64,16 +73,25 @@ impl RelayTable {
     /// Relays between `a` and `b` (replacing an earlier pair of the same
     /// two keys). Refused past [`MAX_RELAYED_PAIRS`].
     pub fn install(&mut self, a: RelaySide, b: RelaySide) -> bool {
-        self.pairs.retain(|pair| {
+        let same_keys = |pair: &Pair| {
             let keys = [pair.sides[0].key, pair.sides[1].key];
-            !(keys.contains(&a.key) && keys.contains(&b.key))
-        });
+            keys.contains(&a.key) && keys.contains(&b.key)
+        };
+        // The sessions of a pair installed again go on through us.
+        let learned = self
+            .pairs
+            .iter()
+            .position(same_keys)
+            .map(|at| self.pairs.swap_remove(at).learned)
+            .unwrap_or_default();
         if self.pairs.len() >= MAX_RELAYED_PAIRS {
+            self.forget(learned);
             return false;
         }
         self.pairs.push(Pair {
             sides: [a, b],
             checkers: [CookieChecker::new(&a.key), CookieChecker::new(&b.key)],
+            learned,
         });
         self.reindex_endpoints();
         true
@@ -81,9 +99,42 @@ impl RelayTable {
 
     /// Drops every pair with `key` on one side.
     pub fn remove(&mut self, key: &PublicKey) {
-        self.pairs
-            .retain(|pair| pair.sides.iter().all(|side| side.key != *key));
+        let (gone, kept) = std::mem::take(&mut self.pairs)
+            .into_iter()
+            .partition(|pair| pair.sides.iter().any(|side| side.key == *key));
+        self.pairs = kept;
+        for pair in gone {
+            self.forget(pair.learned);
+        }
         self.reindex_endpoints();
+    }
+
+    fn forget(&mut self, learned: VecDeque<u32>) {
+        for index in learned {
+            self.indices.remove(&index);
+        }
+    }
+
+    /// Receiver indices remembered, for all pairs.
+    pub fn learned_indices(&self) -> usize {
+        self.indices.len()
+    }
+
+    /// Remembers that messages for `index` go to `to`, a side of pair
+    /// number `pair`, forgetting the pair's oldest index past
+    /// [`INDICES_PER_PAIR`].
+    fn learn(&mut self, pair: usize, index: u32, to: SocketAddr) {
+        self.indices.insert(index, to);
+        let learned = &mut self.pairs[pair].learned;
+        if learned.contains(&index) {
+            return;
+        }
+        learned.push_back(index);
+        if learned.len() > INDICES_PER_PAIR
+            && let Some(oldest) = learned.pop_front()
+        {
+            self.indices.remove(&oldest);
+        }
     }
 
     fn reindex_endpoints(&mut self) {
@@ -103,13 +154,14 @@ impl RelayTable {
         }
         let destination = match Message::parse(datagram).ok()? {
             Message::HandshakeInitiation(initiation) => {
-                let to = self.handshake_destination(from, datagram, MacLayout::INITIATION)?;
-                self.indices.insert(initiation.sender_index(), from);
+                let (pair, to) =
+                    self.handshake_destination(from, datagram, MacLayout::INITIATION)?;
+                self.learn(pair, initiation.sender_index(), from);
                 to
             }
             Message::HandshakeResponse(response) => {
-                let to = self.handshake_destination(from, datagram, MacLayout::RESPONSE)?;
-                self.indices.insert(response.sender_index(), from);
+                let (pair, to) = self.handshake_destination(from, datagram, MacLayout::RESPONSE)?;
+                self.learn(pair, response.sender_index(), from);
                 to
             }
             Message::CookieReply(reply) => *self.indices.get(&reply.receiver_index())?,
@@ -119,20 +171,112 @@ impl RelayTable {
         Some(destination)
     }
 
-    /// The other side of a pair whose side at `from` sent a handshake
-    /// message keyed (mac1) to the other side's key.
+    /// The pair (by number) and its other side, of a pair whose side at
+    /// `from` sent a handshake message keyed (mac1) to the other side's
+    /// key.
     fn handshake_destination(
         &self,
         from: SocketAddr,
         message: &[u8],
         layout: MacLayout,
-    ) -> Option<SocketAddr> {
-        self.pairs.iter().find_map(|pair| {
+    ) -> Option<(usize, SocketAddr)> {
+        self.pairs.iter().enumerate().find_map(|(number, pair)| {
             let from_side = pair.sides.iter().position(|side| side.endpoint == from)?;
             let to_side = 1 - from_side;
             pair.checkers[to_side]
                 .check_mac1(message, layout)
-                .then_some(pair.sides[to_side].endpoint)
+                .then_some((number, pair.sides[to_side].endpoint))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use fjord_proto::{Device, DeviceConfig, PrivateKey, Rng, WallClock};
+
+    use super::*;
+    use crate::test_support::peer_config;
+
+    /// Random enough that 200 handshakes get 200 distinct indices.
+    struct XorShift(u64);
+
+    impl Rng for XorShift {
+        fn fill_bytes(&mut self, dest: &mut [u8]) {
+            for byte in dest {
+                self.0 ^= self.0 << 13;
+                self.0 ^= self.0 >> 7;
+                self.0 ^= self.0 << 17;
+                *byte = self.0 as u8;
+            }
+        }
+    }
+
+    const A: &str = "198.18.0.1:51820";
+    const B: &str = "198.18.0.2:51820";
+
+    fn side(seed: u8, endpoint: &str) -> RelaySide {
+        RelaySide {
+            key: PrivateKey::from_bytes([seed; 32]).public_key(),
+            endpoint: endpoint.parse().expect("address"),
+        }
+    }
+
+    /// A relay between A (key `[1; 32]`, the test device) and B (`[2; 32]`)
+    /// carries `handshakes` initiations from A, each a new sender index.
+    fn relay_handshakes(relay: &mut RelayTable, handshakes: u32) -> Vec<u32> {
+        let mut a = Device::new(
+            DeviceConfig {
+                private_key: Some(PrivateKey::from_bytes([1; 32])),
+                mtu: 1420,
+            },
+            Box::new(XorShift(0x9e37_79b9_7f4a_7c15)),
+            WallClock {
+                base: std::time::Instant::now(),
+                base_since_epoch: Duration::from_secs(1_800_000_000),
+            },
+        );
+        let b = a.add_peer(peer_config(2)).expect("a peer");
+        let mut now = std::time::Instant::now();
+        let mut buf = [0u8; 256];
+        let mut senders = Vec::new();
+        for _ in 0..handshakes {
+            // Past the gap within which an initiation is sent again as it was.
+            now += Duration::from_millis(25);
+            a.initiate_toward(b, now, &[B.parse().expect("address")]);
+            let transmit = a.poll_transmit(&mut buf).expect("an initiation");
+            let initiation = &buf[..transmit.len];
+            let Ok(Message::HandshakeInitiation(view)) = Message::parse(initiation) else {
+                panic!("not an initiation");
+            };
+            senders.push(view.sender_index());
+            let to = relay.route(A.parse().expect("address"), initiation);
+            assert_eq!(to, Some(B.parse().expect("address")));
+        }
+        senders
+    }
+
+    #[test]
+    fn a_pair_that_rekeys_for_ever_keeps_its_newest_indices_only() {
+        let mut relay = RelayTable::default();
+        assert!(relay.install(side(1, A), side(2, B)));
+        let senders = relay_handshakes(&mut relay, 200);
+        let distinct: std::collections::HashSet<&u32> = senders.iter().collect();
+        assert_eq!(distinct.len(), senders.len());
+        assert_eq!(relay.learned_indices(), INDICES_PER_PAIR);
+        // The newest still route (a transport message for A's newest index
+        // goes to A), the oldest no longer does.
+        let newest = *senders.last().expect("some");
+        assert_eq!(
+            relay.indices.get(&newest),
+            Some(&A.parse().expect("address"))
+        );
+        assert_eq!(relay.indices.get(&senders[0]), None);
+        // Installing the same pair again keeps what it learned.
+        assert!(relay.install(side(1, A), side(2, B)));
+        assert_eq!(relay.learned_indices(), INDICES_PER_PAIR);
+        relay.remove(&side(2, B).key);
+        assert_eq!(relay.learned_indices(), 0);
     }
 }
