@@ -126,9 +126,8 @@ impl RelayTable {
     fn learn(&mut self, pair: usize, index: u32, to: SocketAddr) {
         self.indices.insert(index, to);
         let learned = &mut self.pairs[pair].learned;
-        if learned.contains(&index) {
-            return;
-        }
+        // Learned again (the same initiation sent twice): now the newest.
+        learned.retain(|known| *known != index);
         learned.push_back(index);
         if learned.len() > INDICES_PER_PAIR
             && let Some(oldest) = learned.pop_front()
@@ -194,24 +193,10 @@ impl RelayTable {
 mod tests {
     use std::time::Duration;
 
-    use fjord_proto::{Device, DeviceConfig, PrivateKey, Rng, WallClock};
+    use fjord_proto::PrivateKey;
 
     use super::*;
-    use crate::test_support::peer_config;
-
-    /// Random enough that 200 handshakes get 200 distinct indices.
-    struct XorShift(u64);
-
-    impl Rng for XorShift {
-        fn fill_bytes(&mut self, dest: &mut [u8]) {
-            for byte in dest {
-                self.0 ^= self.0 << 13;
-                self.0 ^= self.0 >> 7;
-                self.0 ^= self.0 << 17;
-                *byte = self.0 as u8;
-            }
-        }
-    }
+    use crate::test_support::{device, peer_config};
 
     const A: &str = "198.18.0.1:51820";
     const B: &str = "198.18.0.2:51820";
@@ -226,17 +211,7 @@ mod tests {
     /// A relay between A (key `[1; 32]`, the test device) and B (`[2; 32]`)
     /// carries `handshakes` initiations from A, each a new sender index.
     fn relay_handshakes(relay: &mut RelayTable, handshakes: u32) -> Vec<u32> {
-        let mut a = Device::new(
-            DeviceConfig {
-                private_key: Some(PrivateKey::from_bytes([1; 32])),
-                mtu: 1420,
-            },
-            Box::new(XorShift(0x9e37_79b9_7f4a_7c15)),
-            WallClock {
-                base: std::time::Instant::now(),
-                base_since_epoch: Duration::from_secs(1_800_000_000),
-            },
-        );
+        let mut a = device();
         let b = a.add_peer(peer_config(2)).expect("a peer");
         let mut now = std::time::Instant::now();
         let mut buf = [0u8; 256];
@@ -262,17 +237,20 @@ mod tests {
         let mut relay = RelayTable::default();
         assert!(relay.install(side(1, A), side(2, B)));
         let senders = relay_handshakes(&mut relay, 200);
-        let distinct: std::collections::HashSet<&u32> = senders.iter().collect();
-        assert_eq!(distinct.len(), senders.len());
+        // The test device's counting random source repeats its indices
+        // after a while, but not within the last INDICES_PER_PAIR + 1.
+        let recent = &senders[senders.len() - INDICES_PER_PAIR - 1..];
+        let distinct: std::collections::HashSet<&u32> = recent.iter().collect();
+        assert_eq!(distinct.len(), recent.len());
         assert_eq!(relay.learned_indices(), INDICES_PER_PAIR);
         // The newest still route (a transport message for A's newest index
-        // goes to A), the oldest no longer does.
+        // goes to A); the one before the newest sixteen no longer does.
         let newest = *senders.last().expect("some");
         assert_eq!(
             relay.indices.get(&newest),
             Some(&A.parse().expect("address"))
         );
-        assert_eq!(relay.indices.get(&senders[0]), None);
+        assert_eq!(relay.indices.get(&recent[0]), None);
         // Installing the same pair again keeps what it learned.
         assert!(relay.install(side(1, A), side(2, B)));
         assert_eq!(relay.learned_indices(), INDICES_PER_PAIR);
