@@ -77,22 +77,20 @@ impl RelayTable {
             let keys = [pair.sides[0].key, pair.sides[1].key];
             keys.contains(&a.key) && keys.contains(&b.key)
         };
-        // The sessions of a pair installed again go on through us.
-        let learned = self
-            .pairs
-            .iter()
-            .position(same_keys)
-            .map(|at| self.pairs.swap_remove(at).learned)
-            .unwrap_or_default();
-        if self.pairs.len() >= MAX_RELAYED_PAIRS {
-            self.forget(learned);
-            return false;
-        }
-        self.pairs.push(Pair {
+        let pair = |learned| Pair {
             sides: [a, b],
             checkers: [CookieChecker::new(&a.key), CookieChecker::new(&b.key)],
             learned,
-        });
+        };
+        match self.pairs.iter().position(same_keys) {
+            // The sessions of a pair installed again go on through us.
+            Some(at) => {
+                let learned = std::mem::take(&mut self.pairs[at].learned);
+                self.pairs[at] = pair(learned);
+            }
+            None if self.pairs.len() >= MAX_RELAYED_PAIRS => return false,
+            None => self.pairs.push(pair(VecDeque::new())),
+        }
         self.reindex_endpoints();
         true
     }
@@ -103,21 +101,10 @@ impl RelayTable {
             .into_iter()
             .partition(|pair| pair.sides.iter().any(|side| side.key == *key));
         self.pairs = kept;
-        for pair in gone {
-            self.forget(pair.learned);
+        for index in gone.iter().flat_map(|pair: &Pair| &pair.learned) {
+            self.indices.remove(index);
         }
         self.reindex_endpoints();
-    }
-
-    fn forget(&mut self, learned: VecDeque<u32>) {
-        for index in learned {
-            self.indices.remove(&index);
-        }
-    }
-
-    /// Receiver indices remembered, for all pairs.
-    pub fn learned_indices(&self) -> usize {
-        self.indices.len()
     }
 
     /// Remembers that messages for `index` go to `to`, a side of pair
@@ -242,7 +229,7 @@ mod tests {
         let recent = &senders[senders.len() - INDICES_PER_PAIR - 1..];
         let distinct: std::collections::HashSet<&u32> = recent.iter().collect();
         assert_eq!(distinct.len(), recent.len());
-        assert_eq!(relay.learned_indices(), INDICES_PER_PAIR);
+        assert_eq!(relay.indices.len(), INDICES_PER_PAIR);
         // The newest still route (a transport message for A's newest index
         // goes to A); the one before the newest sixteen no longer does.
         let newest = *senders.last().expect("some");
@@ -253,8 +240,8 @@ mod tests {
         assert_eq!(relay.indices.get(&recent[0]), None);
         // Installing the same pair again keeps what it learned.
         assert!(relay.install(side(1, A), side(2, B)));
-        assert_eq!(relay.learned_indices(), INDICES_PER_PAIR);
+        assert_eq!(relay.indices.len(), INDICES_PER_PAIR);
         relay.remove(&side(2, B).key);
-        assert_eq!(relay.learned_indices(), 0);
+        assert_eq!(relay.indices.len(), 0);
     }
 }

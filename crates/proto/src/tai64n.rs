@@ -35,8 +35,13 @@ pub struct Tai64N([u8; TAI64N_LEN]);
 impl Tai64N {
     /// The timestamp for `since_unix_epoch` of wall-clock time.
     pub fn from_unix(since_unix_epoch: Duration) -> Self {
-        let secs = TAI64_BASE_SECS.wrapping_add(since_unix_epoch.as_secs());
-        let nanos = since_unix_epoch.subsec_nanos() & !WHITENER_MASK;
+        Self::from_parts(
+            TAI64_BASE_SECS.wrapping_add(since_unix_epoch.as_secs()),
+            since_unix_epoch.subsec_nanos() & !WHITENER_MASK,
+        )
+    }
+
+    fn from_parts(secs: u64, nanos: u32) -> Self {
         let mut bytes = [0u8; TAI64N_LEN];
         bytes[..8].copy_from_slice(&secs.to_be_bytes());
         bytes[8..].copy_from_slice(&nanos.to_be_bytes());
@@ -60,22 +65,24 @@ impl Tai64N {
         if self > previous {
             return self;
         }
-        let secs = u64::from_be_bytes(previous.0[..8].try_into().unwrap_or_default());
+        let secs = previous.secs();
         let step = (previous.nanos() & !WHITENER_MASK) + WHITENER_MASK + 1;
         let (secs, nanos) = if step >= NANOS_PER_SEC {
             (secs.wrapping_add(1), 0)
         } else {
             (secs, step)
         };
-        let mut bytes = [0u8; TAI64N_LEN];
-        bytes[..8].copy_from_slice(&secs.to_be_bytes());
-        bytes[8..].copy_from_slice(&(nanos | (self.nanos() & WHITENER_MASK)).to_be_bytes());
-        Self(bytes)
+        Self::from_parts(secs, nanos | (self.nanos() & WHITENER_MASK))
     }
 
     /// Whether the sender marked itself as fjord.
     pub fn has_fjord_mark(&self) -> bool {
         self.nanos() & WHITENER_MASK == FJORD_MARK
+    }
+
+    fn secs(&self) -> u64 {
+        let [a, b, c, d, e, f, g, h, ..] = self.0;
+        u64::from_be_bytes([a, b, c, d, e, f, g, h])
     }
 
     fn nanos(&self) -> u32 {

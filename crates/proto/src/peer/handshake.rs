@@ -45,10 +45,8 @@ impl Peer {
                 && now.saturating_duration_since(*sent) < ctx.timing.handshake_initiation_rate
         });
         if let Some((_, message)) = just_sent {
-            for &destination in destinations {
-                self.stats.tx_bytes += message.len() as u64;
-                ctx.send(destination.into(), message.clone());
-            }
+            let message = message.clone();
+            self.send_initiation(ctx, destinations, message);
             return;
         }
         self.last_initiation_sent = None;
@@ -74,10 +72,10 @@ impl Peer {
         {
             return;
         }
-        let Some((&last, others)) = destinations.split_last() else {
+        if destinations.is_empty() {
             ctx.drop(DropReason::NoEndpoint);
             return;
-        };
+        }
         if ctx.identity.is_none() {
             ctx.drop(DropReason::NoPrivateKey);
             return;
@@ -121,6 +119,25 @@ impl Peer {
         self.timers.any_authenticated_packet_sent();
         let jitter = ctx.jitter();
         self.timers.handshake_initiated(now, jitter, &ctx.timing);
+        ctx.events.push_back(Event::HandshakeInitiated {
+            peer: id,
+            endpoint: self.endpoint.map(|endpoint| endpoint.remote),
+            at: now,
+        });
+        self.initiation_sent = Some((now, message.clone()));
+        self.send_initiation(ctx, destinations, message);
+    }
+
+    /// A copy of our initiation `message` to each of `destinations`.
+    fn send_initiation<E: Into<Endpoint> + Copy>(
+        &mut self,
+        ctx: &mut Context,
+        destinations: &[E],
+        message: Vec<u8>,
+    ) {
+        let Some((&last, others)) = destinations.split_last() else {
+            return;
+        };
         // The peer's own address keeps the local address it reached us at.
         let known = self.endpoint;
         let from_where_known = |destination: E| {
@@ -130,17 +147,11 @@ impl Peer {
                 _ => destination,
             }
         };
-        ctx.events.push_back(Event::HandshakeInitiated {
-            peer: id,
-            endpoint: self.endpoint.map(|endpoint| endpoint.remote),
-            at: now,
-        });
         for &destination in others {
             self.stats.tx_bytes += message.len() as u64;
             ctx.send(from_where_known(destination), message.clone());
         }
         self.stats.tx_bytes += message.len() as u64;
-        self.initiation_sent = Some((now, message.clone()));
         ctx.send(from_where_known(last), message);
     }
 
