@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use zeroize::Zeroizing;
 
-use super::{Crossing, Peer, release};
+use super::{Crossing, InFlight, Peer, release};
 use crate::context::Context;
 use crate::cookie::MacLayout;
 use crate::endpoint::Endpoint;
@@ -40,12 +40,11 @@ impl Peer {
         ctx: &mut Context,
         destinations: &[SocketAddr],
     ) {
-        let just_sent = self.initiation_sent.as_ref().filter(|(sent, _)| {
-            self.initiation.is_some()
-                && now.saturating_duration_since(*sent) < ctx.timing.handshake_initiation_rate
+        let just_sent = self.initiation.as_ref().filter(|sent| {
+            now.saturating_duration_since(sent.sent_at) < ctx.timing.handshake_initiation_rate
         });
-        if let Some((_, message)) = just_sent {
-            let message = message.clone();
+        if let Some(sent) = just_sent {
+            let message = sent.message.clone();
             self.send_initiation(ctx, destinations, message);
             return;
         }
@@ -81,7 +80,7 @@ impl Peer {
             return;
         }
         if let Some(old) = self.initiation.take() {
-            ctx.release_index(old.local_index());
+            ctx.release_index(old.state.local_index());
         }
         let index = ctx.allocate_index(id);
         let ephemeral = Zeroizing::new(ctx.rng.bytes32());
@@ -111,7 +110,6 @@ impl Peer {
         };
         self.cookie
             .write_macs(now, &mut message, MacLayout::INITIATION);
-        self.initiation = Some(state);
         self.last_initiation_sent = Some(now);
         self.last_timestamp_sent = timestamp;
         self.resent_for_cookie = false;
@@ -124,7 +122,11 @@ impl Peer {
             endpoint: self.endpoint.map(|endpoint| endpoint.remote),
             at: now,
         });
-        self.initiation_sent = Some((now, message.clone()));
+        self.initiation = Some(InFlight {
+            state,
+            message: message.clone(),
+            sent_at: now,
+        });
         self.send_initiation(ctx, destinations, message);
     }
 
@@ -246,6 +248,7 @@ impl Peer {
         let Some(state) = self
             .initiation
             .as_ref()
+            .map(|sent| &sent.state)
             .filter(|state| state.local_index() == response.receiver_index())
         else {
             ctx.drop(DropReason::UnexpectedHandshakeMessage);
@@ -302,7 +305,7 @@ impl Peer {
         let answers_initiation = self
             .initiation
             .as_ref()
-            .is_some_and(|state| state.local_index() == reply.receiver_index());
+            .is_some_and(|sent| sent.state.local_index() == reply.receiver_index());
         if answers_initiation && !self.resent_for_cookie {
             self.last_initiation_sent = None;
             self.initiate(id, now, ctx, true);

@@ -117,16 +117,12 @@ pub(crate) struct Peer {
     next: Option<Session>,
     pub remote: RemoteKeys,
     pub cookie: CookieState,
-    initiation: Option<InitiatorState>,
+    initiation: Option<InFlight>,
     crossing: Crossing,
     pub(crate) last_initiation_sent: Option<Instant>,
     /// The timestamp of our last initiation, so that the next is later
     /// even when it follows within one whitening step.
     last_timestamp_sent: Tai64N,
-    /// Our latest initiation as it went out (macs included) and when, to
-    /// send again toward other endpoints while it is in flight
-    /// (`initiate_afresh_to`).
-    initiation_sent: Option<(Instant, Vec<u8>)>,
     /// The initiation in flight was sent again at once for a cookie reply;
     /// cleared by every other initiation, so replies (forged ones too)
     /// can add at most one initiation per attempt.
@@ -134,6 +130,15 @@ pub(crate) struct Peer {
     greatest_timestamp: Option<Tai64N>,
     last_initiation_consumed: Option<Instant>,
     staged: VecDeque<Vec<u8>>,
+}
+
+/// Our handshake in flight: its secrets, and the initiation as it went
+/// out (macs included) and when, to send again toward other endpoints
+/// (`initiate_afresh_to`). The bytes go with the handshake.
+struct InFlight {
+    state: InitiatorState,
+    message: Vec<u8>,
+    sent_at: Instant,
 }
 
 impl Peer {
@@ -151,7 +156,6 @@ impl Peer {
             crossing: Crossing::None,
             last_initiation_sent: None,
             last_timestamp_sent: Tai64N::default(),
-            initiation_sent: None,
             resent_for_cookie: false,
             greatest_timestamp: None,
             last_initiation_consumed: None,
@@ -172,7 +176,11 @@ impl Peer {
             .into_iter()
             .flatten()
             .map(Session::local_index);
-        sessions.chain(self.initiation.as_ref().map(InitiatorState::local_index))
+        sessions.chain(
+            self.initiation
+                .as_ref()
+                .map(|sent| sent.state.local_index()),
+        )
     }
 
     /// Forgets every session and handshake (keys are wiped on drop).
@@ -227,8 +235,8 @@ impl Peer {
                 for _ in self.staged.drain(..) {
                     ctx.drop(DropReason::HandshakeTimedOut);
                 }
-                if let Some(state) = self.initiation.take() {
-                    ctx.release_index(state.local_index());
+                if let Some(sent) = self.initiation.take() {
+                    ctx.release_index(sent.state.local_index());
                 }
                 self.timers.handshake_abandoned(now, &ctx.timing);
                 ctx.events.push_back(Event::HandshakeAbandoned { peer: id });
