@@ -3,7 +3,7 @@
 
 use std::io::IsTerminal;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -11,10 +11,6 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub struct Progress {
     bar: ProgressBar,
     started: Instant,
-    total_steps: u64,
-    /// Steps done or skipped, for the plain lines' count and estimate
-    /// (a hidden bar keeps no count).
-    steps_done: AtomicU64,
     interactive: bool,
     /// Set when the run is asked to stop (Ctrl-C): suites end before their
     /// next step instead of at the end of the suite.
@@ -25,6 +21,7 @@ impl Progress {
     /// A progress display for `total_steps` steps.
     pub fn new(total_steps: u64) -> Self {
         let interactive = std::io::stderr().is_terminal();
+        // Hidden, the bar still counts the steps for the plain lines.
         let bar = if interactive {
             let bar =
                 ProgressBar::with_draw_target(Some(total_steps), ProgressDrawTarget::stderr());
@@ -35,13 +32,11 @@ impl Progress {
             }
             bar
         } else {
-            ProgressBar::hidden()
+            ProgressBar::with_draw_target(Some(total_steps), ProgressDrawTarget::hidden())
         };
         Self {
             bar,
             started: Instant::now(),
-            total_steps,
-            steps_done: AtomicU64::new(0),
             interactive,
             stop: None,
         }
@@ -78,9 +73,10 @@ impl Progress {
             self.line(text);
             return;
         }
-        let done = self.steps_done.load(Ordering::Relaxed);
-        let position = format!("{}/{}", (done + 1).min(self.total_steps), self.total_steps);
-        match remaining_estimate(self.started.elapsed(), done, self.total_steps) {
+        let done = self.bar.position();
+        let total = self.bar.length().unwrap_or(done);
+        let position = format!("{}/{total}", (done + 1).min(total));
+        match remaining_estimate(self.started.elapsed(), done, total) {
             Some(left) => self.line(&format!("{position}, about {} left: {text}", minutes(left))),
             None => self.line(&format!("{position}: {text}")),
         }
@@ -88,13 +84,11 @@ impl Progress {
 
     /// Finishes a step.
     pub fn done(&self) {
-        self.steps_done.fetch_add(1, Ordering::Relaxed);
         self.bar.inc(1);
     }
 
     /// Skips `steps` steps that will not run (a system that failed).
     pub fn skip(&self, steps: u64) {
-        self.steps_done.fetch_add(steps, Ordering::Relaxed);
         self.bar.inc(steps);
     }
 
