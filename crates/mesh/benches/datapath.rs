@@ -18,103 +18,30 @@
 //!
 //! Issues 4 and 17's target: the node paths at no less than 80 % of the
 //! raw AEAD throughput at each size, for each cipher. Compare `Throughput`
-//! lines within one run.
+//! lines within one run; to compare two builds, run both in turn several
+//! times (one run of one binary can be 5–15 % off the next on a shared
+//! machine), and count their instructions per packet with
+//! `count-instructions.sh` (the `instructions` benchmark), which does not
+//! move between runs.
 
 use std::hint::black_box;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::time::Instant;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use fjord_mesh::{AllowedIps, Cidr, Node};
+use fjord_mesh::{AllowedIps, Cidr};
 use fjord_proto::aead::TransportKey;
-use fjord_proto::{
-    CipherPolicy, DATA_HEADROOM, DATA_TAILROOM, DataCipher, PeerConfig, PeerId, PresharedKey,
-    PrivateKey, Received, Sent,
-};
+use fjord_proto::{DATA_HEADROOM, DATA_TAILROOM, DataCipher, Received};
 
+#[path = "support/pair.rs"]
+mod pair;
 mod support;
 
-const ALICE: SocketAddr =
-    SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::new(198, 18, 0, 1)), 51820);
-const BOB: SocketAddr = SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::new(198, 18, 0, 2)), 51820);
+use pair::{
+    ALICE, CIPHERS, PAYLOADS, connected_pair, raw_sealed_batch, sealed_batch, write_packet,
+};
+
 const BATCH: usize = 1024;
-const CIPHERS: [(DataCipher, &str); 2] = [
-    (DataCipher::ChaCha20Poly1305, "chacha"),
-    (DataCipher::Aes256Gcm, "aes"),
-];
-
-fn node(
-    own: u8,
-    peer: u8,
-    endpoint: SocketAddr,
-    allowed: &str,
-    now: Instant,
-    seed: u64,
-) -> (Node, PeerId) {
-    let mut node = support::node_with_key([own; 32], now, seed);
-    let id = node
-        .add_peer(
-            PeerConfig {
-                public_key: PrivateKey::from_bytes([peer; 32]).public_key(),
-                preshared_key: PresharedKey::zero(),
-                endpoint: Some(endpoint),
-                persistent_keepalive: None,
-            },
-            &[allowed.parse::<Cidr>().expect("valid prefix")],
-        )
-        .expect("distinct keys");
-    (node, id)
-}
-
-/// An IPv4 packet of `len` bytes from 198.19.0.1 to 198.19.0.2 at `buf[DATA_HEADROOM..]`.
-fn write_packet(buf: &mut [u8], len: usize) {
-    support::write_packet(buf, len, [198, 19, 0, 1], [198, 19, 0, 2]);
-}
-
-/// Alice and Bob with a confirmed session in both directions, sealing
-/// with `cipher` once their negotiation is over.
-fn connected_pair(cipher: DataCipher) -> (Node, Node) {
-    let now = Instant::now();
-    let (mut alice, alice_peer) = node(1, 2, BOB, "198.19.0.2/32", now, 1);
-    let (mut bob, _) = node(2, 1, ALICE, "198.19.0.1/32", now, 2);
-    if cipher == DataCipher::Aes256Gcm {
-        for side in [&mut alice, &mut bob] {
-            side.device_mut()
-                .set_cipher_policy(CipherPolicy::OfferAes256Gcm);
-        }
-    }
-    let mut buf = vec![0u8; 2048];
-    write_packet(&mut buf, 64);
-    assert!(matches!(
-        alice.handle_tun_packet(now, &mut buf, 64),
-        Sent::Staged
-    ));
-    support::shuttle(&mut alice, ALICE, &mut bob, BOB, now);
-    let agreed = alice
-        .device()
-        .peer_status(alice_peer)
-        .and_then(|status| status.sending_cipher);
-    assert_eq!(agreed, Some(cipher), "the pair did not agree on {cipher}");
-    (alice, bob)
-}
-
-/// `BATCH` data datagrams from Alice to Bob, each `payload` bytes inside.
-fn sealed_batch(alice: &mut Node, payload: usize) -> Vec<Vec<u8>> {
-    let now = Instant::now();
-    (0..BATCH)
-        .map(|_| {
-            let mut buf = vec![0u8; DATA_HEADROOM + payload + DATA_TAILROOM];
-            write_packet(&mut buf, payload);
-            match alice.handle_tun_packet(now, &mut buf, payload) {
-                Sent::Sealed { len, .. } => {
-                    buf.truncate(len);
-                    buf
-                }
-                other => panic!("expected a sealed packet, got {other:?}"),
-            }
-        })
-        .collect()
-}
 
 type Group<'a> = criterion::BenchmarkGroup<'a, criterion::measurement::WallTime>;
 
@@ -122,7 +49,7 @@ type Group<'a> = criterion::BenchmarkGroup<'a, criterion::measurement::WallTime>
 fn bench_each(c: &mut Criterion, name: &str, one: fn(&mut Group<'_>, DataCipher, &str, usize)) {
     let mut group = c.benchmark_group(name);
     for (cipher, cipher_name) in CIPHERS {
-        for payload in [64usize, 1420] {
+        for payload in PAYLOADS {
             one(&mut group, cipher, cipher_name, payload);
         }
     }
@@ -145,7 +72,7 @@ fn bench_open_one(group: &mut Group<'_>, cipher: DataCipher, cipher_name: &str, 
     let mut work = vec![0u8; 2048];
     group.bench_function(format!("raw/{cipher_name}/{payload}"), |b| {
         b.iter_batched(
-            || raw_sealed_batch(&key, payload),
+            || raw_sealed_batch(&key, payload, BATCH),
             |batch| {
                 for (counter, (sealed, tag)) in batch.iter().enumerate() {
                     let work = &mut work[..sealed.len()];
@@ -161,7 +88,7 @@ fn bench_open_one(group: &mut Group<'_>, cipher: DataCipher, cipher_name: &str, 
     let (mut alice, mut bob) = connected_pair(cipher);
     group.bench_function(format!("node/{cipher_name}/{payload}"), |b| {
         b.iter_batched(
-            || sealed_batch(&mut alice, payload),
+            || sealed_batch(&mut alice, payload, BATCH),
             |batch| {
                 let now = Instant::now();
                 for datagram in &batch {
@@ -177,18 +104,6 @@ fn bench_open_one(group: &mut Group<'_>, cipher: DataCipher, cipher_name: &str, 
             BatchSize::LargeInput,
         )
     });
-}
-
-/// `BATCH` payloads of `payload` bytes sealed with `key`, the n-th under
-/// counter n, each with its tag.
-fn raw_sealed_batch(key: &TransportKey, payload: usize) -> Vec<(Vec<u8>, [u8; 16])> {
-    (0..BATCH as u64)
-        .map(|counter| {
-            let mut sealed = vec![0x5au8; payload];
-            let tag = key.seal_in_place(counter, &mut sealed);
-            (sealed, tag)
-        })
-        .collect()
 }
 
 fn bench_seal(c: &mut Criterion) {
