@@ -33,7 +33,7 @@ fi
 count() {
     local case=$1 function=$2 collected
     collected=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null \
-        --toggle-collect="*instructions::${function}*" \
+        --toggle-collect="*pair::${function}*" \
         "$binary" "$case" "$packets" 2>&1 >/dev/null |
         sed -n 's/.*Collected : \([0-9]*\).*/\1/p')
     if [[ -z $collected ]]; then

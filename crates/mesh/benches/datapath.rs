@@ -31,14 +31,15 @@ use std::time::Instant;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use fjord_mesh::{AllowedIps, Cidr};
 use fjord_proto::aead::TransportKey;
-use fjord_proto::{DATA_HEADROOM, DATA_TAILROOM, DataCipher, Received};
+use fjord_proto::{DATA_HEADROOM, DATA_TAILROOM, DataCipher};
 
 #[path = "support/pair.rs"]
 mod pair;
 mod support;
 
 use pair::{
-    ALICE, CIPHERS, PAYLOADS, connected_pair, raw_sealed_batch, sealed_batch, write_packet,
+    CIPHERS, PAYLOADS, connected_pair, open_node, open_raw, raw_sealed_batch, seal_node, seal_raw,
+    sealed_batch,
 };
 
 const BATCH: usize = 1024;
@@ -74,12 +75,7 @@ fn bench_open_one(group: &mut Group<'_>, cipher: DataCipher, cipher_name: &str, 
         b.iter_batched(
             || raw_sealed_batch(&key, payload, BATCH),
             |batch| {
-                for (counter, (sealed, tag)) in batch.iter().enumerate() {
-                    let work = &mut work[..sealed.len()];
-                    work.copy_from_slice(sealed);
-                    key.open_in_place(counter as u64, black_box(work), tag)
-                        .expect("authentic");
-                }
+                open_raw(&key, &batch, &mut work);
                 batch
             },
             BatchSize::LargeInput,
@@ -90,15 +86,7 @@ fn bench_open_one(group: &mut Group<'_>, cipher: DataCipher, cipher_name: &str, 
         b.iter_batched(
             || sealed_batch(&mut alice, payload, BATCH),
             |batch| {
-                let now = Instant::now();
-                for datagram in &batch {
-                    let len = datagram.len();
-                    work[..len].copy_from_slice(datagram);
-                    let outcome =
-                        bob.handle_datagram(now, ALICE, black_box(&mut work[..len]), &mut []);
-                    debug_assert!(matches!(outcome, Received::Data { .. }));
-                    black_box(outcome);
-                }
+                open_node(&mut bob, &batch, &mut work);
                 batch
             },
             BatchSize::LargeInput,
@@ -116,23 +104,12 @@ fn bench_seal_one(group: &mut Group<'_>, cipher: DataCipher, cipher_name: &str, 
     let mut work = vec![0x5au8; payload];
     let mut counter = 0u64;
     group.bench_function(format!("raw/{cipher_name}/{payload}"), |b| {
-        b.iter(|| {
-            for _ in 0..BATCH {
-                counter += 1;
-                black_box(key.seal_in_place(counter, black_box(&mut work)));
-            }
-        })
+        b.iter(|| seal_raw(&key, &mut work, &mut counter, BATCH))
     });
     let (mut alice, _bob) = connected_pair(cipher);
     let mut buf = vec![0u8; DATA_HEADROOM + payload + DATA_TAILROOM];
     group.bench_function(format!("node/{cipher_name}/{payload}"), |b| {
-        b.iter(|| {
-            let now = Instant::now();
-            for _ in 0..BATCH {
-                write_packet(&mut buf, payload);
-                black_box(alice.handle_tun_packet(now, black_box(&mut buf), payload));
-            }
-        })
+        b.iter(|| seal_node(&mut alice, &mut buf, payload, BATCH))
     });
 }
 

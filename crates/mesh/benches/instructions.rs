@@ -1,6 +1,7 @@
 //! The per-packet paths of `datapath`, for an instruction count: each
 //! case (open or seal, node or raw AEAD, cipher, payload size) runs a
-//! fixed number of packets through a function of its own, which
+//! fixed number of packets through the loop `datapath` times
+//! (`support/pair.rs`), a function of its own, which
 //! `valgrind --tool=callgrind --toggle-collect` counts alone.
 //!
 //! Why beside the timed benchmark: on a shared 2-vCPU machine
@@ -20,19 +21,16 @@
 //! Arguments: `CASE PACKETS`, CASE being `open|seal/node|raw/chacha|aes/64|1420`
 //! (as in `datapath`), or none for every case.
 
-use std::hint::black_box;
-use std::time::Instant;
-
-use fjord_mesh::Node;
 use fjord_proto::aead::TransportKey;
-use fjord_proto::{DATA_HEADROOM, DATA_TAILROOM, DataCipher, Received, Sent};
+use fjord_proto::{DATA_HEADROOM, DATA_TAILROOM, DataCipher};
 
 #[path = "support/pair.rs"]
 mod pair;
 mod support;
 
 use pair::{
-    ALICE, CIPHERS, PAYLOADS, connected_pair, raw_sealed_batch, sealed_batch, write_packet,
+    CIPHERS, PAYLOADS, connected_pair, open_node, open_raw, raw_sealed_batch, seal_node, seal_raw,
+    sealed_batch,
 };
 
 /// Packets per case when run without arguments.
@@ -113,6 +111,8 @@ impl Case {
                 let batch = sealed_batch(&mut alice, self.payload, packets);
                 let mut work = vec![0u8; 2048];
                 open_node(&mut bob, &batch, &mut work);
+                // A count of a path that refused its packets would mislead.
+                assert_eq!(bob.drops().total(), 0, "{self:?}: packets refused");
             }
             (Direction::Open, Path::Raw) => {
                 let key = TransportKey::with_cipher(self.cipher, &[7u8; 32]);
@@ -124,54 +124,14 @@ impl Case {
                 let (mut alice, _bob) = connected_pair(self.cipher);
                 let mut buf = vec![0u8; DATA_HEADROOM + self.payload + DATA_TAILROOM];
                 seal_node(&mut alice, &mut buf, self.payload, packets);
+                assert_eq!(alice.drops().total(), 0, "{self:?}: packets refused");
             }
             (Direction::Seal, Path::Raw) => {
                 let key = TransportKey::with_cipher(self.cipher, &[7u8; 32]);
                 let mut work = vec![0x5au8; self.payload];
-                seal_raw(&key, &mut work, packets);
+                seal_raw(&key, &mut work, &mut 0, packets);
             }
         }
-    }
-}
-
-// The four counted functions do per packet exactly what `datapath`'s
-// timed loops do.
-
-#[inline(never)]
-fn open_node(bob: &mut Node, batch: &[Vec<u8>], work: &mut [u8]) {
-    let now = Instant::now();
-    for datagram in batch {
-        let len = datagram.len();
-        work[..len].copy_from_slice(datagram);
-        let outcome = bob.handle_datagram(now, ALICE, black_box(&mut work[..len]), &mut []);
-        assert!(matches!(outcome, Received::Data { .. }), "{outcome:?}");
-    }
-}
-
-#[inline(never)]
-fn open_raw(key: &TransportKey, batch: &[(Vec<u8>, [u8; 16])], work: &mut [u8]) {
-    for (counter, (sealed, tag)) in batch.iter().enumerate() {
-        let work = &mut work[..sealed.len()];
-        work.copy_from_slice(sealed);
-        key.open_in_place(counter as u64, black_box(work), tag)
-            .expect("authentic");
-    }
-}
-
-#[inline(never)]
-fn seal_node(alice: &mut Node, buf: &mut [u8], payload: usize, packets: usize) {
-    let now = Instant::now();
-    for _ in 0..packets {
-        write_packet(buf, payload);
-        let sent = alice.handle_tun_packet(now, black_box(&mut *buf), payload);
-        assert!(matches!(sent, Sent::Sealed { .. }), "{sent:?}");
-    }
-}
-
-#[inline(never)]
-fn seal_raw(key: &TransportKey, work: &mut [u8], packets: usize) {
-    for counter in 0..packets as u64 {
-        black_box(key.seal_in_place(counter, black_box(&mut *work)));
     }
 }
 

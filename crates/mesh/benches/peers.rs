@@ -16,10 +16,7 @@ use std::time::Instant;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use fjord_mesh::{Cidr, Node};
-use fjord_proto::{
-    CipherPolicy, DATA_HEADROOM, DATA_TAILROOM, DataCipher, PeerConfig, PeerId, PresharedKey,
-    PrivateKey, Sent,
-};
+use fjord_proto::{CipherPolicy, DATA_HEADROOM, DATA_TAILROOM, DataCipher, PeerId, Sent};
 
 mod support;
 
@@ -47,15 +44,6 @@ fn spoke_at(index: usize) -> SocketAddr {
     SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, high, low)), 51820)
 }
 
-fn peer_config(private: [u8; 32], endpoint: SocketAddr) -> PeerConfig {
-    PeerConfig {
-        public_key: PrivateKey::from_bytes(private).public_key(),
-        preshared_key: PresharedKey::zero(),
-        endpoint: Some(endpoint),
-        persistent_keepalive: None,
-    }
-}
-
 fn host_route(address: [u8; 4]) -> Cidr {
     let [a, b, c, d] = address;
     format!("{a}.{b}.{c}.{d}/32").parse().expect("valid prefix")
@@ -81,11 +69,14 @@ fn star(count: usize) -> Star {
             .device_mut()
             .set_cipher_policy(CipherPolicy::OfferAes256Gcm);
         spoke
-            .add_peer(peer_config(HUB_KEY, HUB_AT), &[host_route(HUB_INNER)])
+            .add_peer(
+                support::peer_config(HUB_KEY, HUB_AT),
+                &[host_route(HUB_INNER)],
+            )
             .expect("one peer");
         let id: PeerId = hub
             .add_peer(
-                peer_config(spoke_key(index), spoke_at(index)),
+                support::peer_config(spoke_key(index), spoke_at(index)),
                 &[host_route(spoke_inner(index))],
             )
             .expect("distinct keys");

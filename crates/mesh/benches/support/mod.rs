@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use fjord_mesh::Node;
-use fjord_proto::{DATA_HEADROOM, Device, DeviceConfig, PrivateKey, Rng, WallClock};
+use fjord_proto::{
+    DATA_HEADROOM, Device, DeviceConfig, PeerConfig, PresharedKey, PrivateKey, Rng, WallClock,
+};
 
 pub const MTU: usize = 1420;
 
@@ -39,6 +41,17 @@ pub fn node_with_key(private: [u8; 32], now: Instant, seed: u64) -> Node {
         },
     );
     Node::new(device)
+}
+
+/// The configuration of the peer whose private key is `private`, reached
+/// at `endpoint`.
+pub fn peer_config(private: [u8; 32], endpoint: SocketAddr) -> PeerConfig {
+    PeerConfig {
+        public_key: PrivateKey::from_bytes(private).public_key(),
+        preshared_key: PresharedKey::zero(),
+        endpoint: Some(endpoint),
+        persistent_keepalive: None,
+    }
 }
 
 /// An IPv4 packet of `len` bytes from `source` to `destination` at

@@ -1,18 +1,18 @@
-//! Two nodes with a session, and the datagrams and sealed buffers the
-//! per-packet benchmarks (`datapath`, `instructions`) feed them. Included
+//! Two nodes with a session, the datagrams and sealed buffers the
+//! per-packet benchmarks (`datapath`, `instructions`) feed them, and the
+//! per-packet loops both run: `datapath` times them, `instructions`
+//! counts them, so both measure the same code. Included
 //! by path (`#[path = "support/pair.rs"]`) by the benchmarks that use it,
 //! so that `peers`, which shares `support` but not this, has no unused
 //! code.
 
+use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Instant;
 
 use fjord_mesh::{Cidr, Node};
 use fjord_proto::aead::TransportKey;
-use fjord_proto::{
-    CipherPolicy, DATA_HEADROOM, DATA_TAILROOM, DataCipher, PeerConfig, PeerId, PresharedKey,
-    PrivateKey, Sent,
-};
+use fjord_proto::{CipherPolicy, DATA_HEADROOM, DATA_TAILROOM, DataCipher, PeerId, Received, Sent};
 
 use crate::support;
 
@@ -37,12 +37,7 @@ fn node(
     let mut node = support::node_with_key([own; 32], now, seed);
     let id = node
         .add_peer(
-            PeerConfig {
-                public_key: PrivateKey::from_bytes([peer; 32]).public_key(),
-                preshared_key: PresharedKey::zero(),
-                endpoint: Some(endpoint),
-                persistent_keepalive: None,
-            },
+            support::peer_config([peer; 32], endpoint),
             &[allowed.parse::<Cidr>().expect("valid prefix")],
         )
         .expect("distinct keys");
@@ -113,4 +108,53 @@ pub fn raw_sealed_batch(
             (sealed, tag)
         })
         .collect()
+}
+
+// The per-packet loops. Not inlined, so that callgrind can count each
+// alone (`--toggle-collect`); a call per batch costs the timed runs
+// nothing measurable.
+
+/// Bob opens `batch` (Alice's datagrams), each copied into `work` first.
+#[inline(never)]
+pub fn open_node(bob: &mut Node, batch: &[Vec<u8>], work: &mut [u8]) {
+    let now = Instant::now();
+    for datagram in batch {
+        let len = datagram.len();
+        work[..len].copy_from_slice(datagram);
+        let outcome = bob.handle_datagram(now, ALICE, black_box(&mut work[..len]), &mut []);
+        debug_assert!(matches!(outcome, Received::Data { .. }));
+        black_box(outcome);
+    }
+}
+
+/// Opens `batch` (from [`raw_sealed_batch`]) with `key`, each copied into
+/// `work` first.
+#[inline(never)]
+pub fn open_raw(key: &TransportKey, batch: &[(Vec<u8>, [u8; 16])], work: &mut [u8]) {
+    for (counter, (sealed, tag)) in batch.iter().enumerate() {
+        let work = &mut work[..sealed.len()];
+        work.copy_from_slice(sealed);
+        key.open_in_place(counter as u64, black_box(work), tag)
+            .expect("authentic");
+    }
+}
+
+/// Alice writes and seals `packets` packets of `payload` bytes in `buf`.
+#[inline(never)]
+pub fn seal_node(alice: &mut Node, buf: &mut [u8], payload: usize, packets: usize) {
+    let now = Instant::now();
+    for _ in 0..packets {
+        write_packet(buf, payload);
+        black_box(alice.handle_tun_packet(now, black_box(&mut *buf), payload));
+    }
+}
+
+/// Seals `work` in place `packets` times with `key`, under the counters
+/// after `*counter`.
+#[inline(never)]
+pub fn seal_raw(key: &TransportKey, work: &mut [u8], counter: &mut u64, packets: usize) {
+    for _ in 0..packets {
+        *counter += 1;
+        black_box(key.seal_in_place(*counter, black_box(&mut *work)));
+    }
 }
