@@ -63,11 +63,12 @@ pub fn read_offloaded(
         return place(&mut scratch[..read], slots, sizes);
     };
     let in_slot = slots.stride - header_at;
-    let Some(overflow) = scratch.get_mut(in_slot..) else {
-        return Err(
-            io::Error::new(io::ErrorKind::InvalidInput, "scratch smaller than a slot").into(),
-        );
-    };
+    // A slot as large as the largest read (the 64 KiB slots taken when the
+    // MTU grew unseen) leaves nothing to overflow: the second piece is
+    // empty. Refusing such a slot, as this once did, made every read fail
+    // before its system call, and the worker spun on a TUN it never read.
+    let overflow_at = in_slot.min(scratch.len());
+    let overflow = &mut scratch[overflow_at..];
     let first = &mut slots.area[header_at..slots.stride];
     let read = recv(&mut [IoSliceMut::new(first), IoSliceMut::new(overflow)])?;
     if read <= in_slot {
@@ -75,7 +76,10 @@ pub fn read_offloaded(
             sizes[0] = len;
             return Ok(1);
         }
-        scratch[..read].copy_from_slice(&first[..read]);
+        let Some(whole) = scratch.get_mut(..read) else {
+            return Err(invalid("super-packet longer than the scratch buffer"));
+        };
+        whole.copy_from_slice(&first[..read]);
     } else {
         // A super-packet (or a packet longer than the MTU we know): its
         // start is still in the slot.

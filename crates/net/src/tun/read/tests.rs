@@ -208,3 +208,30 @@ fn a_checksum_field_beyond_the_packet_is_refused_not_a_panic() {
         Err(TunReadError::Io(_))
     ));
 }
+
+/// The 64 KiB slots the outbound pipeline falls back to when the MTU grew
+/// unseen are larger than its scratch buffer: the read must still happen
+/// (it once failed before its system call, and the worker spun forever).
+#[test]
+fn a_slot_larger_than_scratch_still_reads() {
+    let packet = ipv4(17, &[0u8; 8]);
+    let mut bytes = virtio_header(0, VIRTIO_NET_HDR_GSO_NONE, 0, 0, 0);
+    bytes.extend_from_slice(&packet);
+    let mut area = vec![0u8; STRIDE * 8];
+    let mut scratch = vec![0u8; STRIDE / 2];
+    let called = std::cell::Cell::new(false);
+    let recv = |buffers: &mut [IoSliceMut<'_>]| {
+        called.set(true);
+        recv_of(bytes)(buffers)
+    };
+    let mut sizes = [0; 8];
+    let slots = Slots {
+        area: &mut area,
+        stride: STRIDE,
+        offset: OFFSET,
+    };
+    let count = read_offloaded(recv, &mut scratch, slots, &mut sizes);
+    assert!(called.get(), "no read was made");
+    assert_eq!(count.expect("a packet"), 1);
+    assert_eq!(&area[OFFSET..OFFSET + sizes[0]], &packet[..]);
+}
