@@ -48,6 +48,22 @@ pub fn host_addresses(
     Ok(addresses)
 }
 
+/// Every address this host has now, on any interface and whatever its
+/// kind: what a kept source address must be one of.
+pub fn local_addresses() -> io::Result<std::collections::HashSet<IpAddr>> {
+    Ok(getifaddrs()
+        .map_err(io::Error::from)?
+        .filter_map(|interface| {
+            let address = interface.address?;
+            if let Some(v4) = address.as_sockaddr_in() {
+                Some(IpAddr::V4(v4.ip()))
+            } else {
+                address.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip()))
+            }
+        })
+        .collect())
+}
+
 fn is_reachable_unicast(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => {
@@ -82,6 +98,12 @@ mod tests {
         for ip in ["198.18.0.1", "fd00::1"] {
             assert!(is_reachable_unicast(ip.parse().unwrap()), "{ip}");
         }
+    }
+
+    #[test]
+    fn local_addresses_include_loopback() {
+        let local = local_addresses().unwrap();
+        assert!(local.contains(&"127.0.0.1".parse::<IpAddr>().unwrap()));
     }
 
     #[test]

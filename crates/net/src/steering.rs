@@ -78,7 +78,24 @@ impl Steering {
     }
 
     fn find(&self, remote: SocketAddr) -> Option<&UdpTransport> {
-        self.get(*self.by_endpoint.get(&remote)?)
+        self.get(self.slot_of(remote)?)
+    }
+
+    pub fn slot_of(&self, remote: SocketAddr) -> Option<usize> {
+        self.by_endpoint.get(&remote).copied()
+    }
+
+    /// Slots whose socket is bound to a local address that `is_gone`
+    /// says the host no longer has.
+    pub fn bound_to_gone(&self, is_gone: impl Fn(std::net::IpAddr) -> bool) -> Vec<usize> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, entry)| {
+                let (_, socket) = entry.as_ref()?;
+                socket.bound_local().is_some_and(&is_gone).then_some(slot)
+            })
+            .collect()
     }
 
     /// Sends to `remote` through `transport` from now on; the slot, or

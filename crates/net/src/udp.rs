@@ -257,6 +257,12 @@ impl UdpTransport {
         fjord_sys::socket::receive_queue_bytes(self.socket.as_fd()).is_ok_and(|bytes| bytes > 0)
     }
 
+    /// The local address a connected socket is bound to (`None`: the
+    /// route's choice, or not a connected socket).
+    pub(crate) fn bound_local(&self) -> Option<IpAddr> {
+        self.connection.and_then(|(_, local)| local)
+    }
+
     pub fn port(&self) -> u16 {
         self.port
     }
@@ -336,7 +342,7 @@ impl UdpTransport {
         let count = self
             .state
             .recv(UdpSockRef::from(&self.socket), buffers, meta)?;
-        let bound_local = self.connection.and_then(|(_, local)| local);
+        let bound_local = self.bound_local();
         for m in &mut meta[..count] {
             m.addr = canonical(m.addr);
             m.dst_ip = bound_local.or(m.dst_ip.map(canonical_ip));

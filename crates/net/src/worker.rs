@@ -63,6 +63,8 @@ const SHUTDOWN: Token = Token(3);
 const CARRIER_LISTENER: Token = Token(4);
 /// The fake-TCP carrier's raw socket (carrier/fake_tcp/).
 const FAKE_TCP: Token = Token(5);
+/// Notice of the host's address changes (worker/steer.rs).
+const ADDRESSES: Token = Token(6);
 /// Steered sockets (steering.rs) poll as `STEERED + slot`.
 const STEERED: usize = 16;
 /// Port prediction sockets poll from here on (port_prediction.rs).
@@ -134,6 +136,9 @@ pub struct Worker {
     /// may be read again after using it up (unwatched until then).
     flooded_socket: TimeShare,
     udp_paused_until: Option<Instant>,
+    /// Readable when the host's addresses change; `None` if it could not
+    /// be opened (kept source addresses then go stale until a restart).
+    address_watch: Option<fjord_sys::address_watch::AddressWatch>,
 }
 
 impl Worker {
@@ -181,6 +186,20 @@ impl Worker {
                 .register(&mut SourceFd(&fd), FAKE_TCP, Interest::READABLE)
                 .map_err(setup("register the fake-TCP socket"))?;
         }
+        let address_watch = fjord_sys::address_watch::AddressWatch::open()
+            .and_then(|watch| {
+                poll.registry()
+                    .register(
+                        &mut SourceFd(&watch.as_raw_fd()),
+                        ADDRESSES,
+                        Interest::READABLE,
+                    )
+                    .map(|()| watch)
+            })
+            .inspect_err(|error| {
+                tracing::warn!(%error, "cannot watch the host's address changes; a removed source address stays in use until a restart");
+            })
+            .ok();
         let prediction = PortPrediction::new(PREDICTION);
         let carrier_tokens =
             prediction.token_end()..prediction.token_end() + crate::carrier::MAX_CARRIERS;
@@ -213,6 +232,7 @@ impl Worker {
                 FLOODED_SOCKET_CREDIT,
             ),
             udp_paused_until: None,
+            address_watch,
         };
         Ok((worker, handle))
     }
@@ -295,6 +315,7 @@ impl Worker {
                     UDP => ready.udp = true,
                     CARRIER_LISTENER => listener_ready = true,
                     FAKE_TCP => ready.steered.push(ReceiveOn::FakeTcp),
+                    ADDRESSES => self.read_address_changes(),
                     Token(token) if (STEERED..PREDICTION).contains(&token) => {
                         ready.steered.push(ReceiveOn::Steered(token - STEERED));
                     }
@@ -356,6 +377,17 @@ impl Worker {
             if self.run_control_calls(now) {
                 self.after_io(Instant::now());
             }
+        }
+    }
+
+    fn read_address_changes(&mut self) {
+        let Some(watch) = &self.address_watch else {
+            return;
+        };
+        match watch.drain() {
+            Ok(true) => self.addresses_changed(),
+            Ok(false) => {}
+            Err(error) => tracing::debug!(%error, "reading address change notices failed"),
         }
     }
 
@@ -547,6 +579,9 @@ impl Worker {
                         tracing::debug!(peer = %key(*peer), %endpoint, "peer endpoint changed");
                     }
                 }
+            }
+            Event::LocalAddressChanged { peer } => {
+                tracing::debug!(peer = %key(*peer), "peer reaches us at another of our addresses");
             }
             Event::KeysErased { peer } => {
                 tracing::debug!(peer = %key(*peer), "session keys erased after inactivity");

@@ -480,6 +480,12 @@ pub enum Event {
         peer: PeerId,
         endpoint: SocketAddr,
     },
+    /// The peer's datagrams now arrive at another of our addresses (or at
+    /// one again after [`crate::Device::forget_local_addresses`]), from
+    /// the same remote endpoint: replies leave from the new one.
+    LocalAddressChanged {
+        peer: PeerId,
+    },
     KeysErased {
         peer: PeerId,
     },

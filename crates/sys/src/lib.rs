@@ -7,6 +7,7 @@
 //!   receive timestamps, drop counters).
 //! - [`mmsg`]: one `recvmmsg`/`sendmmsg` per batch, including the tunnel's
 //!   UDP GSO messages.
+//! - [`address_watch`]: notice that the host's addresses changed.
 //! - [`poll`]: sleeping until descriptors are readable or writable.
 //! - [`thread`]: the calling thread's clocks, scheduling class and timer slack.
 //! - [`process`]: root check, signals, network namespaces, daemonizing.
@@ -15,6 +16,7 @@
 //! - [`packet`]: `AF_PACKET` raw sockets, the lab's link emulator's
 //!   instrument; the tunnel never uses them.
 
+pub mod address_watch;
 pub mod mmsg;
 pub mod packet;
 pub mod poll;

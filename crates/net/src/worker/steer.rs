@@ -22,7 +22,9 @@ impl Worker {
     /// address they arrive at.
     pub(super) fn proven_endpoint(&self, event: &Event) -> Option<Endpoint> {
         let peer = match *event {
-            Event::HandshakeCompleted { peer, .. } | Event::EndpointChanged { peer, .. } => peer,
+            Event::HandshakeCompleted { peer, .. }
+            | Event::EndpointChanged { peer, .. }
+            | Event::LocalAddressChanged { peer } => peer,
             _ => return None,
         };
         endpoint_of(&self.node.device().peer_status(peer)?)
@@ -62,10 +64,16 @@ impl Worker {
     /// on the interface's socket cannot crowd its datagrams out. Past
     /// `MAX_STEERED`, or if the socket cannot be opened, the endpoint
     /// shares the interface's socket as before.
+    /// A socket bound to another of our addresses than the one the peer
+    /// now reaches us at is replaced: replies leave from the address the
+    /// peer sent to.
     pub(super) fn connect_endpoint(&mut self, Endpoint { remote, local }: Endpoint) {
         let steering = self.udp.steering();
-        if steering.contains(remote) || steering.len() >= MAX_STEERED {
-            return;
+        match steering.slot_of(remote) {
+            Some(slot) if steering.get(slot).is_some_and(|s| s.bound_local() == local) => return,
+            Some(slot) => self.unsteer(slot),
+            None if steering.len() >= MAX_STEERED => return,
+            None => {}
         }
         let endpoint = remote;
         match UdpTransport::connected(self.udp.port(), remote, local, self.fwmark) {
@@ -124,13 +132,48 @@ impl Worker {
             .filter_map(|id| device.peer_status(id)?.endpoint)
             .collect();
         for slot in self.udp.steering().closable(&used) {
-            if let Some(socket) = self.udp.steering().get(slot) {
-                let _ = self
-                    .poll
-                    .registry()
-                    .deregister(&mut SourceFd(&socket.as_raw_fd()));
+            self.unsteer(slot);
+        }
+    }
+
+    /// Closes a steered socket; its endpoint's datagrams go through the
+    /// interface's socket again.
+    fn unsteer(&mut self, slot: usize) {
+        if let Some(socket) = self.udp.steering().get(slot) {
+            let _ = self
+                .poll
+                .registry()
+                .deregister(&mut SourceFd(&socket.as_raw_fd()));
+        }
+        self.udp.steering_mut().remove(slot);
+    }
+
+    /// The host's addresses changed (`ip addr del`, DHCP, a roaming
+    /// laptop): a source address kept for a peer, or a steered socket
+    /// bound to one, that the host no longer has is dropped, so the very
+    /// next datagram leaves from the route's choice instead of failing
+    /// (IPv4) or leaving from an address no reply can reach (IPv6). The
+    /// peer's next datagram says which address it reaches us at now.
+    pub(super) fn addresses_changed(&mut self) {
+        let local = match crate::host_addresses::local_addresses() {
+            Ok(local) => local,
+            Err(error) => {
+                tracing::debug!(%error, "cannot list the host's addresses after a change");
+                return;
             }
-            self.udp.steering_mut().remove(slot);
+        };
+        let is_gone = |ip: std::net::IpAddr| !local.contains(&ip);
+        let stale = self.udp.steering().bound_to_gone(is_gone);
+        for &slot in &stale {
+            self.unsteer(slot);
+        }
+        let forgotten = self.node.device_mut().forget_local_addresses(is_gone);
+        if forgotten > 0 || !stale.is_empty() {
+            tracing::debug!(
+                peers = forgotten,
+                sockets = stale.len(),
+                "source addresses the host no longer has were dropped"
+            );
         }
     }
 }

@@ -2,7 +2,7 @@
 //! status, endpoints and keepalives, and the handshakes a driver starts
 //! (at start, toward NAT-traversal endpoints, provisional mesh members).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use crate::cookie::CookieChecker;
@@ -121,6 +121,26 @@ impl Device {
 
     pub fn set_peer_endpoint(&mut self, id: PeerId, endpoint: SocketAddr) {
         self.with_peer(id, |peer, _| peer.endpoint = Some(endpoint.into()));
+    }
+
+    /// Forgets every kept local address (the one each peer reached us at)
+    /// that `is_gone` says the host no longer has: datagrams to those
+    /// peers leave from the route's choice of source until the peer's next
+    /// datagram says which address it reaches us at now. Returns how many
+    /// peers had one. Kept, a removed address makes the kernel refuse the
+    /// send (IPv4) or, on a socket bound to it, send from an address no
+    /// reply can reach (IPv6).
+    pub fn forget_local_addresses(&mut self, is_gone: impl Fn(IpAddr) -> bool) -> usize {
+        let mut forgotten = 0;
+        for peer in self.peers.iter_mut().flatten() {
+            if let Some(endpoint) = &mut peer.endpoint
+                && endpoint.local.is_some_and(&is_gone)
+            {
+                endpoint.local = None;
+                forgotten += 1;
+            }
+        }
+        forgotten
     }
 
     pub fn set_peer_persistent_keepalive(

@@ -365,15 +365,15 @@ impl Peer {
     }
 
     pub(super) fn set_endpoint(&mut self, id: PeerId, from: Endpoint, ctx: &mut Context) {
-        let moved = self
-            .endpoint
-            .is_none_or(|known| known.remote != from.remote);
-        self.endpoint = Some(from);
-        if moved {
+        let known = self.endpoint.replace(from);
+        if known.is_none_or(|known| known.remote != from.remote) {
             ctx.events.push_back(Event::EndpointChanged {
                 peer: id,
                 endpoint: from.remote,
             });
+        } else if known.is_some_and(|known| known.local != from.local) && from.local.is_some() {
+            ctx.events
+                .push_back(Event::LocalAddressChanged { peer: id });
         }
     }
 }

@@ -272,9 +272,31 @@ fn replies_leave_from_the_local_address_the_peer_sent_to() {
         pair.bob.device.encapsulate(now, peer, &mut packet, len),
         Sent::Sealed { source: Some(source), .. } if source == first
     ));
-    // Only our address changed, the peer's did not: nothing to log.
-    let moves = std::iter::from_fn(|| pair.bob.device.poll_event())
+    // Only our address changed, the peer's did not: no move to log, but
+    // the driver hears of it (a socket bound to the old address must go).
+    let events: Vec<Event> = std::iter::from_fn(|| pair.bob.device.poll_event()).collect();
+    let moves = events
+        .iter()
         .filter(|event| matches!(event, Event::EndpointChanged { .. }))
         .count();
     assert_eq!(moves, 0);
+    assert!(
+        events
+            .iter()
+            .any(|event| matches!(event, Event::LocalAddressChanged { peer: p } if *p == peer))
+    );
+
+    // The host loses that address: replies leave from the route's choice
+    // until the peer's next datagram names one.
+    assert_eq!(pair.bob.device.forget_local_addresses(|ip| ip == second), 0);
+    assert_eq!(pair.bob.device.forget_local_addresses(|ip| ip == first), 1);
+    let (mut packet, len) = tun_buffer(&ipv4_packet(
+        pair.bob.tunnel_ip,
+        pair.alice.tunnel_ip,
+        b"from anywhere",
+    ));
+    assert!(matches!(
+        pair.bob.device.encapsulate(now, peer, &mut packet, len),
+        Sent::Sealed { source: None, .. }
+    ));
 }
