@@ -181,3 +181,99 @@ fn fjord_answers_fjord_from_its_second_ipv6_address() {
         IpAddr::V6(SECOND_V6),
     );
 }
+
+/// fjord on the right host is reached at its second `second` address,
+/// which it keeps as the source for that peer (and binds the peer's own
+/// socket to); the address is then removed while the right host pings
+/// the left one every 10 ms through the tunnel. As with WireGuard, the
+/// next datagram leaves from whatever the route gives: at most the one
+/// echo in flight at the moment of removal is lost.
+fn a_removed_source_address_costs_at_most_one_ping(test: &str, second: IpAddr, prefix: u8) {
+    let peer = fjord();
+    if !ready(test, &peer) {
+        return;
+    }
+    let hosts = TwoHosts::direct().expect("build two hosts");
+    add_addresses(&hosts);
+    let workdir = WorkDir::create(test).expect("work directory");
+    let (mut left_side, right_side) = wireguard::point_to_point(Initiator::Left).expect("keys");
+    let target = SocketAddr::new(second, right_side.listen_port);
+    left_side.peers[0].endpoint = Some(target);
+    let right = fjord()
+        .start(&hosts.right, &right_side, workdir.path())
+        .unwrap_or_else(|error| panic!("start fjord: {error}"));
+    let left = peer
+        .start(&hosts.left, &left_side, workdir.path())
+        .unwrap_or_else(|error| panic!("start fjord peer: {error}"));
+    let context = |what: &str| {
+        let mut text = what.to_string();
+        for side in [&left, &right] {
+            text.push_str(&format!(
+                "\n--- {} log:{}",
+                side.implementation(),
+                systems::log_tail(side.log_path(), 30)
+            ));
+        }
+        text
+    };
+    traffic::wait_for_ping(
+        &hosts.left,
+        IpAddr::V4(RIGHT_OVERLAY),
+        Duration::from_secs(20),
+    )
+    .unwrap_or_else(|error| panic!("{}", context(&format!("first ping: {error}"))));
+
+    let pings = 300;
+    let ping = hosts
+        .right
+        .command("ping")
+        .args(["-n", "-i", "0.01", "-W", "1", "-c", &pings.to_string()])
+        .arg(LEFT_OVERLAY.to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start ping");
+    std::thread::sleep(Duration::from_secs(1));
+    hosts
+        .right
+        .ip(&[
+            "addr",
+            "del",
+            &format!("{second}/{prefix}"),
+            "dev",
+            HOST_LINK,
+        ])
+        .unwrap_or_else(|error| panic!("remove {second}: {error}"));
+    let output = ping.wait_with_output().expect("ping ends");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let summary = traffic::parse_ping(&text)
+        .unwrap_or_else(|| panic!("{}", context(&format!("no ping summary in:\n{text}"))));
+    assert_eq!(summary.transmitted, pings, "{text}");
+    let lost = summary.transmitted - summary.received;
+    assert!(
+        lost <= 1,
+        "{}",
+        context(&format!(
+            "{lost} of {pings} pings lost after {second} was removed"
+        ))
+    );
+    eprintln!("{test}: {lost} of {pings} pings (every 10 ms) lost when {second} went away");
+}
+
+#[test]
+fn a_removed_ipv4_source_address_costs_at_most_one_ping() {
+    a_removed_source_address_costs_at_most_one_ping(
+        "a_removed_ipv4_source_address_costs_at_most_one_ping",
+        IpAddr::V4(SECOND_V4),
+        24,
+    );
+}
+
+#[test]
+fn a_removed_ipv6_source_address_costs_at_most_one_ping() {
+    a_removed_source_address_costs_at_most_one_ping(
+        "a_removed_ipv6_source_address_costs_at_most_one_ping",
+        IpAddr::V6(SECOND_V6),
+        64,
+    );
+}

@@ -155,7 +155,7 @@ pub fn log_tail(path: &Path, lines: usize) -> String {
 }
 
 /// `program` on `PATH`, else the first of `fallbacks` that exists.
-pub(crate) fn find_program(program: &str, fallbacks: &[PathBuf]) -> Option<PathBuf> {
+pub fn find_program(program: &str, fallbacks: &[PathBuf]) -> Option<PathBuf> {
     let on_path = std::env::var_os("PATH")
         .into_iter()
         .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
