@@ -562,6 +562,13 @@ mod tests {
                 "revocations",
                 Control::Revocations(vec![kit.revocations[0].clone(), kit.revocations[5].clone()]),
             ),
+            (
+                "revocation_digest",
+                Control::RevocationDigest {
+                    count: 2,
+                    hash: [7; 16],
+                },
+            ),
             ("goodbye", Control::Goodbye),
             ("ping", Control::Ping { nonce: 42 }),
         ];

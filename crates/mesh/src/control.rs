@@ -16,7 +16,10 @@
 //! and whether we want the receiver's member list),
 //! Members (a batch of other members with their certificates, observed
 //! endpoints and how long ago the sender heard of them), Revocations,
-//! Goodbye (the sender leaves the mesh), Ping/Pong (path RTT), and
+//! RevocationDigest (how many revocations the sender holds and a hash of
+//! them, `membership/revocations.rs`: a receiver whose own differs sends
+//! its list back), Goodbye (the sender leaves the mesh), Ping/Pong (path
+//! RTT), and
 //! Introduce/Rendezvous (NAT traversal through a mutual member) and
 //! RelayRequest/RelayOffer (a member relays when no direct path opens),
 //! and MtuProbe/MtuAck (path MTU probing, `pmtu.rs`: a probe is padded
@@ -24,6 +27,12 @@
 //! plaintext bytes arrived). Kind 13 is an Ethernet frame of a
 //! switch-mode interface (`switch.rs`): data, not control, so it is never
 //! decoded as a [`Control`].
+//!
+//! A kind the receiver does not know fails to decode and is dropped (and
+//! counted as malformed); nothing else happens. That is what keeps new
+//! kinds compatible: RevocationDigest (14) is newer than the rest, and a
+//! node that predates it ignores it and still gets revocations the old
+//! way, in Revocations messages.
 
 use std::net::SocketAddr;
 
@@ -56,6 +65,10 @@ const KIND_MTU_PROBE: u8 = 11;
 const KIND_MTU_ACK: u8 = 12;
 /// An Ethernet frame of a switch-mode interface (`switch.rs`).
 pub(crate) const KIND_FRAME: u8 = 13;
+const KIND_REVOCATION_DIGEST: u8 = 14;
+
+/// Bytes of the revocation hash in a [`Control::RevocationDigest`].
+pub const REVOCATION_HASH_LEN: usize = 16;
 
 /// One member as another member describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +99,13 @@ pub enum Control {
     },
     Members(Vec<MemberRecord>),
     Revocations(Vec<Revocation>),
+    /// "I hold `count` revocations, hashing to `hash`" (see
+    /// `membership/revocations.rs` for the hash): a receiver whose own
+    /// digest differs answers with its Revocations.
+    RevocationDigest {
+        count: u32,
+        hash: [u8; REVOCATION_HASH_LEN],
+    },
     Goodbye,
     Ping {
         nonce: u64,
@@ -176,6 +196,10 @@ impl Control {
                     .collect::<Result<_, _>>()?;
                 Control::Revocations(revocations)
             }
+            KIND_REVOCATION_DIGEST => Control::RevocationDigest {
+                count: body.u32()?,
+                hash: body.array()?,
+            },
             KIND_GOODBYE => Control::Goodbye,
             KIND_PING => Control::Ping { nonce: body.u64()? },
             KIND_PONG => Control::Pong { nonce: body.u64()? },
@@ -235,6 +259,11 @@ impl Control {
                     body.bytes(&revocation.encode());
                 }
                 KIND_REVOCATIONS
+            }
+            Control::RevocationDigest { count, hash } => {
+                body.u32(*count);
+                body.bytes(hash);
+                KIND_REVOCATION_DIGEST
             }
             Control::Goodbye => KIND_GOODBYE,
             Control::Ping { nonce } => {
@@ -386,6 +415,10 @@ mod tests {
                 NetworkSecret::from_seed([1; 32])
                     .revoke(PrivateKey::from_bytes([4; 32]).public_key(), 15),
             ]),
+            Control::RevocationDigest {
+                count: 3,
+                hash: [9; REVOCATION_HASH_LEN],
+            },
             Control::Goodbye,
             Control::Ping { nonce: 42 },
             Control::Pong { nonce: 43 },
@@ -423,6 +456,19 @@ mod tests {
             bytes.resize(bytes.len().next_multiple_of(16), 0);
             assert_eq!(Control::decode(&bytes).unwrap(), control);
         }
+    }
+
+    #[test]
+    fn an_unknown_kind_is_an_error_a_node_ignores() {
+        // What a node from before RevocationDigest makes of one: the kind
+        // byte is all it checks, so any later kind fails the same way.
+        let mut bytes = Control::RevocationDigest {
+            count: 1,
+            hash: [0; REVOCATION_HASH_LEN],
+        }
+        .encode();
+        bytes[1] = 200;
+        assert_eq!(Control::decode(&bytes), Err(DecodeError::UnknownFormat));
     }
 
     #[test]

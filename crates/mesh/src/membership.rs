@@ -37,6 +37,9 @@
 //! member list to one member chosen at random (anti-entropy), so a lost
 //! announcement costs one interval, not a member.
 //!
+//! Revocations spread by flood, by a digest exchanged on every greeting
+//! and by a periodic digest check (`revocations.rs`).
+//!
 //! A member disappears when its certificate expires, a revocation covers
 //! it, it says Goodbye, or nobody has heard from it for `member_timeout`
 //! (each gossip record says how long ago its sender heard of the member,
@@ -52,6 +55,7 @@ use fjord_proto::{PublicKey, WallClock};
 
 use crate::cert::{CertError, Certificate, Revocation};
 use crate::control::{Control, MAX_ENDPOINTS, MemberRecord};
+use revocations::RevocationDigest;
 
 struct Member {
     certificate: Certificate,
@@ -82,6 +86,8 @@ pub struct Mesh {
     members: HashMap<PublicKey, Member>,
     /// The newest revocation per node key.
     revocations: HashMap<PublicKey, Revocation>,
+    /// The digest of `revocations`, kept current as they change.
+    revocation_digest: RevocationDigest,
     /// Members that said Goodbye, and when: older gossip about them is
     /// ignored so they do not come back from other members' lists.
     departed: HashMap<PublicKey, Instant>,
@@ -99,6 +105,7 @@ pub struct Mesh {
     pending_connects: usize,
     next_gossip: Instant,
     next_ping: Instant,
+    next_revocation_check: Instant,
     rng_state: u64,
     actions: VecDeque<MeshAction>,
     outbox: VecDeque<Outbound>,
@@ -123,6 +130,7 @@ impl Mesh {
             wall_clock,
             members: HashMap::new(),
             revocations: HashMap::new(),
+            revocation_digest: RevocationDigest::of(std::iter::empty()),
             departed: HashMap::new(),
             unverified: HashMap::new(),
             greeted: HashSet::new(),
@@ -131,6 +139,7 @@ impl Mesh {
             pending_connects: 0,
             next_gossip: now,
             next_ping: now,
+            next_revocation_check: now,
             rng_state: seed | 1,
             actions,
             outbox: VecDeque::new(),
@@ -139,6 +148,7 @@ impl Mesh {
         };
         mesh.next_gossip = now + mesh.jittered(mesh.config.gossip_interval);
         mesh.next_ping = now + mesh.jittered(mesh.config.ping_interval);
+        mesh.next_revocation_check = now + mesh.jittered(mesh.config.revocation_check_interval);
         // Sending the Hello is what brings the first session up.
         let bootstrap: Vec<PublicKey> = mesh.bootstrap.iter().copied().collect();
         for key in bootstrap {
@@ -282,6 +292,9 @@ impl Mesh {
                     self.learn_revocation(revocation)?;
                 }
             }
+            Control::RevocationDigest { count, hash } => {
+                self.handle_revocation_digest(key, RevocationDigest { count, hash });
+            }
             Control::Goodbye => {
                 self.departed.insert(key, now);
                 self.remove_member(key);
@@ -305,7 +318,14 @@ impl Mesh {
         if certificate.node_key != key || key == self.own_key() {
             return Err(CertError::WrongNode.into());
         }
-        let certificate = self.accept(now, &certificate)?;
+        let certificate = match self.accept(now, &certificate) {
+            Ok(certificate) => certificate,
+            Err(CertError::Revoked) => {
+                self.refuse_revoked(key);
+                return Err(CertError::Revoked.into());
+            }
+            Err(error) => return Err(error.into()),
+        };
         self.unverified.remove(&key);
         self.departed.remove(&key);
         let is_new = !self.members.contains_key(&key);
@@ -337,13 +357,13 @@ impl Mesh {
         if wants_members {
             let everyone: Vec<PublicKey> = self.members.keys().copied().collect();
             self.send_members(key, everyone.iter().filter(|k| **k != key));
-            if !self.revocations.is_empty() {
-                let revocations: Vec<Revocation> = self.revocations.values().cloned().collect();
-                for chunk in revocations.chunks(self.revocations_per_message()) {
-                    self.send(key, &Control::Revocations(chunk.to_vec()));
-                }
-            }
+            // A joiner that predates revocation digests gets them this way.
+            self.send_revocations(key);
         }
+        // Each side of a greeting says what revocations it holds, so a
+        // member started with one (which flooded to nobody) hands it to
+        // everyone it meets, and a restarted one catches up.
+        self.send_revocation_digest(key);
         if is_new {
             let direct: Vec<PublicKey> = self
                 .members
@@ -531,6 +551,10 @@ impl Mesh {
             self.gossip_to_random_member();
             self.next_gossip = now + self.jittered(self.config.gossip_interval);
         }
+        if now >= self.next_revocation_check {
+            self.check_revocations();
+            self.next_revocation_check = now + self.jittered(self.config.revocation_check_interval);
+        }
         if self.next_punch.is_some_and(|due| due <= now) {
             self.punch_due(now);
         }
@@ -544,6 +568,7 @@ impl Mesh {
             [
                 Some(self.next_ping),
                 Some(self.next_gossip),
+                Some(self.next_revocation_check),
                 verify,
                 self.next_punch,
                 self.next_connect(),
@@ -640,6 +665,7 @@ fn merge_endpoint(endpoints: &mut Vec<SocketAddr>, endpoint: SocketAddr) {
 
 mod config;
 mod gossip;
+mod revocations;
 mod traversal;
 
 pub use config::{

@@ -55,6 +55,11 @@ pub struct MeshConfig {
     /// Ping each member this often (default 10 s: under the 30 s UDP
     /// mapping timeout of common NATs, and RTTs stay fresh).
     pub ping_interval: Duration,
+    /// Our revocation digest to every member in session this often
+    /// (default 30 s: a member that missed a revocation learns it within
+    /// 37.5 s of meeting one that holds it, at a third of the pings'
+    /// message rate; see `revocations.rs`).
+    pub revocation_check_interval: Duration,
     /// Forget a member nobody has heard from for this long (default 180 s).
     pub member_timeout: Duration,
     /// A peer that is not a member must present a valid Hello this soon
@@ -75,6 +80,7 @@ impl MeshConfig {
             host_addresses: Vec::new(),
             gossip_interval: Duration::from_secs(15),
             ping_interval: Duration::from_secs(10),
+            revocation_check_interval: Duration::from_secs(30),
             member_timeout: Duration::from_secs(180),
             verify_timeout: Duration::from_secs(10),
             max_message_bytes: mtu,

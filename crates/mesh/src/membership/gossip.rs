@@ -1,59 +1,16 @@
-//! Spreading what a member knows: pings, member lists cut to the MTU,
-//! and revocations, which flood once.
+//! Spreading what a member knows: pings and member lists cut to the MTU
+//! (revocations have their own module, `revocations.rs`).
 
 use std::time::Instant;
 
 use fjord_proto::PublicKey;
 
-use super::{Mesh, MeshDrop};
-use crate::cert::{REVOCATION_LEN, Revocation};
+use super::Mesh;
 use crate::control::{
     CONTROL_HEADER_LEN, Control, MAX_BATCH_ENTRIES, MemberRecord, member_record_len,
 };
 
 impl Mesh {
-    pub(super) fn learn_revocation(&mut self, revocation: Revocation) -> Result<(), MeshDrop> {
-        // A member list has no network key to sign revocations with.
-        let super::Trust::Network(network) = &self.config.trust else {
-            return Err(crate::cert::CertError::BadSignature.into());
-        };
-        revocation.verify(network)?;
-        let key = revocation.node_key;
-        if self
-            .revocations
-            .get(&key)
-            .is_some_and(|known| known.revoked_at >= revocation.revoked_at)
-        {
-            return Ok(());
-        }
-        self.counters.revocations_learned += 1;
-        if self
-            .members
-            .get(&key)
-            .is_some_and(|member| revocation.covers(&member.certificate))
-        {
-            self.remove_member(key);
-        }
-        self.revocations.insert(key, revocation.clone());
-        // A new revocation floods: every member forwards it once.
-        let direct: Vec<PublicKey> = self
-            .members
-            .iter()
-            .filter(|(_, m)| m.direct)
-            .map(|(k, _)| *k)
-            .collect();
-        for peer in direct {
-            self.send(peer, &Control::Revocations(vec![revocation.clone()]));
-        }
-        Ok(())
-    }
-
-    /// Adds a revocation given locally (`fjord network revoke` output in
-    /// the configuration), and spreads it.
-    pub fn revoke(&mut self, revocation: Revocation) -> Result<(), MeshDrop> {
-        self.learn_revocation(revocation)
-    }
-
     pub(super) fn ping_all(&mut self, now: Instant) {
         // Only members that spoke to us: a ping to one we have not met
         // would leave as a blind handshake, which spoils its NAT's mapping
@@ -145,13 +102,5 @@ impl Mesh {
             host_addresses: member.host_addresses.clone(),
             heard_secs_ago: u32::try_from(heard_secs_ago).unwrap_or(u32::MAX),
         })
-    }
-
-    pub(super) fn revocations_per_message(&self) -> usize {
-        let budget = self
-            .config
-            .max_message_bytes
-            .saturating_sub(CONTROL_HEADER_LEN + 1);
-        (budget / REVOCATION_LEN).clamp(1, MAX_BATCH_ENTRIES)
     }
 }

@@ -31,6 +31,8 @@ struct Sim {
     nodes: BTreeMap<PublicKey, SimNode>,
     in_flight: VecDeque<(PublicKey, PublicKey, Vec<u8>)>,
     delivered: u64,
+    /// Revocations messages among `delivered`.
+    revocation_lists: u64,
     /// Messages from the first key to the second are lost until the
     /// second punched toward the first.
     blocked: Vec<(PublicKey, PublicKey)>,
@@ -63,6 +65,7 @@ impl Sim {
             nodes: BTreeMap::new(),
             in_flight: VecDeque::new(),
             delivered: 0,
+            revocation_lists: 0,
             blocked: Vec::new(),
             punched: Vec::new(),
             symmetric: Vec::new(),
@@ -123,6 +126,19 @@ impl Sim {
         certificate: Certificate,
         bootstrap: Option<u16>,
     ) -> PublicKey {
+        let mesh = self.new_mesh(index, trust, certificate, bootstrap);
+        self.start(index, mesh)
+    }
+
+    /// Node `index`'s mesh, not started yet (so a test can give it
+    /// revocations before it meets anyone, as `fjord up` does).
+    fn new_mesh(
+        &self,
+        index: u16,
+        trust: Trust,
+        certificate: Certificate,
+        bootstrap: Option<u16>,
+    ) -> Mesh {
         let mut config = MeshConfig::new(trust, certificate, 1420);
         config.bootstrap = bootstrap
             .map(|b| Bootstrap {
@@ -131,7 +147,11 @@ impl Sim {
             })
             .into_iter()
             .collect();
-        let mesh = Mesh::new(config, self.now, self.wall_clock(), u64::from(index) + 1);
+        Mesh::new(config, self.now, self.wall_clock(), u64::from(index) + 1)
+    }
+
+    /// Puts node `index` with `mesh` on the network.
+    fn start(&mut self, index: u16, mesh: Mesh) -> PublicKey {
         let public = key(index).public_key();
         self.nodes.insert(
             public,
@@ -237,6 +257,9 @@ impl Sim {
             .mesh
             .handle_control(now, from, from_address, &message);
         self.delivered += 1;
+        if matches!(Control::decode(&message), Ok(Control::Revocations(_))) {
+            self.revocation_lists += 1;
+        }
     }
 
     /// A handshake from `from` to `to` completes: both sides see a session.
@@ -685,3 +708,6 @@ fn a_member_list_refuses_unlisted_keys_other_addresses_and_certificates() {
         .collect();
     assert_eq!(addresses, [listed(1).addresses]);
 }
+
+/// Scenarios of revocations spreading (issue 44).
+mod revocations;
