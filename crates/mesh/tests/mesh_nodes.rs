@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use fjord_mesh::{Bootstrap, Cidr, Mesh, MeshConfig, NetworkSecret, Node};
+use fjord_mesh::{Bootstrap, Cidr, Mesh, MeshConfig, NetworkSecret, Node, Revocation};
 use fjord_proto::{
     DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, PrivateKey, Received, Sent, WallClock,
 };
@@ -147,6 +147,18 @@ impl Net {
     }
 
     fn add(&mut self, secret: &NetworkSecret, index: u8, bootstrap: Option<u8>) {
+        self.add_revoking(secret, index, bootstrap, &[]);
+    }
+
+    /// Like `add`, with `revocations` given to the mesh before it meets
+    /// anyone, as `fjord up` gives those of its `Revocations` file.
+    fn add_revoking(
+        &mut self,
+        secret: &NetworkSecret,
+        index: u8,
+        bootstrap: Option<u8>,
+        revocations: &[Revocation],
+    ) {
         let wall_clock = WallClock {
             base: self.base,
             base_since_epoch: Duration::from_secs(EPOCH_SECS),
@@ -179,7 +191,10 @@ impl Net {
             })
             .into_iter()
             .collect();
-        let mesh = Mesh::new(config, self.now, wall_clock, u64::from(index) + 1);
+        let mut mesh = Mesh::new(config, self.now, wall_clock, u64::from(index) + 1);
+        for revocation in revocations {
+            mesh.revoke(revocation.clone()).unwrap();
+        }
         let mut node = Node::new(device);
         node.enable_mesh(self.now, mesh);
         self.nodes.insert(underlay(index), node);
@@ -444,6 +459,57 @@ fn a_stranger_with_a_valid_handshake_but_no_certificate_is_dropped() {
             .is_none(),
         "the provisional peer is gone"
     );
+}
+
+/// Whether node `at` holds nothing of node `gone`: no member, and no
+/// peer but perhaps a provisional one (no routes) that it is refusing.
+fn forgotten(net: &Net, at: u8, gone: u8) -> bool {
+    let node = &net.nodes[&underlay(at)];
+    let key = Net::key(gone).public_key();
+    !node.mesh().unwrap().is_member(&key)
+        && node
+            .device()
+            .peer_id(&key)
+            .is_none_or(|id| node.device().is_provisional(id))
+}
+
+#[test]
+fn a_revocation_read_by_a_member_that_is_not_the_bootstrap_ends_the_victims_sessions_everywhere() {
+    let secret = NetworkSecret::from_seed([42; 32]);
+    let mut net = Net::new();
+    net.add(&secret, 1, None);
+    net.add(&secret, 3, Some(1));
+    net.add_behind_nat(&secret, 4, Some(1), NatKind::PortPreserving);
+    net.advance(Duration::from_secs(3));
+    assert!(net.ping(3, 1) && net.ping(1, 3) && net.ping(3, 4));
+
+    // Node 2 starts with node 3's revocation in its file: learned before
+    // any session, so it floods to nobody (issue 44).
+    let revocation = secret.revoke(Net::key(3).public_key(), EPOCH_SECS);
+    net.add_revoking(&secret, 2, Some(1), &[revocation]);
+    let start = net.now;
+    while !(forgotten(&net, 1, 3) && forgotten(&net, 4, 3) && forgotten(&net, 2, 3)) {
+        assert!(
+            net.now - start < Duration::from_secs(10),
+            "node 3 still a member somewhere 10 s after node 2 started"
+        );
+        net.advance(Duration::from_millis(10));
+    }
+    // Node 1 learns it in the greeting with node 2 and floods it to
+    // node 4: one round of messages (no simulated delay), no timer.
+    assert_eq!(net.now - start, Duration::from_millis(10), "one step");
+    // Its sessions are gone: what it still sends is refused.
+    assert!(!net.ping(3, 1));
+    assert!(!net.ping(3, 4));
+    // It keeps handshaking and greeting; it is refused every time.
+    net.advance(Duration::from_secs(60));
+    for at in [1, 2, 4] {
+        assert!(forgotten(&net, at, 3), "node {at} took node 3 back");
+        let counters = net.nodes[&underlay(at)].mesh().unwrap().counters().clone();
+        assert_eq!(counters.revocations_learned, 1, "node {at}");
+    }
+    assert!(!net.ping(3, 1));
+    assert!(net.ping(2, 1) && net.ping(1, 2) && net.ping(2, 4) && net.ping(4, 1));
 }
 
 /// Time until every pair of nodes in `indices` lists the other as a
