@@ -173,3 +173,30 @@ fn digests_match_only_for_the_same_revocations() {
     assert_eq!(digest(&[]).count, 0);
     assert_eq!(digest(&[&a, &b]).count, 2);
 }
+
+#[test]
+fn a_revoked_bootstrap_member_loses_its_peer_and_routes_too() {
+    let mut sim = Sim::new();
+    let bootstrap = sim.join(0, None);
+    let member = sim.join(1, Some(0));
+    let other = sim.join(2, Some(0));
+    sim.advance(Duration::from_secs(3));
+    assert!(sim.converged());
+    // Both joined through node 0, whose peer a timeout alone would keep
+    // (to rejoin through it); a revocation removes it outright.
+    let revocation = sim.secret.revoke(bootstrap, EPOCH_SECS);
+    sim.nodes
+        .get_mut(&member)
+        .unwrap()
+        .mesh
+        .revoke(revocation)
+        .unwrap();
+    sim.pump();
+    assert!(dropped(&sim, &member, &bootstrap));
+    assert!(dropped(&sim, &other, &bootstrap));
+    sim.advance(Duration::from_secs(60));
+    assert!(dropped(&sim, &member, &bootstrap));
+    assert!(dropped(&sim, &other, &bootstrap));
+    assert!(sim.nodes[&member].mesh.is_member(&other));
+    assert!(sim.nodes[&other].mesh.is_member(&member));
+}
