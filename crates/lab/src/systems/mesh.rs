@@ -338,6 +338,51 @@ impl RunningFjordMesh {
         &self.nodes[node]
     }
 
+    /// Revokes node `revoked` in `node`'s `Revocations` file as an
+    /// operator does: `fjord network revoke` appended to the file, which
+    /// `node`'s config names. Before `node` starts: fjord reads the file
+    /// when it comes up.
+    pub fn revoke_in_file(&self, node: usize, revoked: usize) -> Result<(), String> {
+        use std::io::Write as _;
+        let entry = self.node(node);
+        if entry.process.is_some() {
+            return Err(format!(
+                "{} is running; it would not read the file",
+                entry.name
+            ));
+        }
+        let output = Command::new(&self.binary)
+            .args(["network", "revoke", "--network-key"])
+            .arg(self.dir.file("network.key"))
+            .arg("--public-key")
+            .arg(self.node(revoked).public_key.to_string())
+            .output()
+            .map_err(|e| format!("run fjord network revoke: {e}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "fjord network revoke: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        let path = self.dir.file(&format!("{}.revocations", entry.name));
+        let append = |path: &Path, bytes: &[u8]| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .and_then(|mut file| file.write_all(bytes))
+                .map_err(|e| format!("append to {}: {e}", path.display()))
+        };
+        let config = std::fs::read_to_string(&entry.config_path)
+            .map_err(|e| format!("read {}: {e}", entry.config_path.display()))?;
+        if !config.contains("\nRevocations = ") {
+            // [Mesh] is the config's last section.
+            let line = format!("Revocations = {}\n", path.display());
+            append(&entry.config_path, line.as_bytes())?;
+        }
+        append(&path, &output.stdout)
+    }
+
     /// `node`'s mesh counter `name` (`port_predictions`, ...) as `fjord
     /// show` reads it from the control socket.
     pub fn mesh_counter(&self, node: usize, name: &str) -> Result<u64, String> {
