@@ -35,6 +35,16 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
     if !drops.is_empty() {
         let _ = writeln!(out, "  dropped: {}", drops.join(", "));
     }
+    // Turns that found work and moved no data: near zero unless the
+    // worker loops without progress (it then waits between turns).
+    let idle_turns = interface
+        .counters
+        .iter()
+        .find_map(|(key, n)| (key == "idle_turns").then_some(*n))
+        .unwrap_or(0);
+    if idle_turns > 0 {
+        let _ = writeln!(out, "  worker: {idle_turns} turns without progress");
+    }
     let handshakes = handshake_counters(interface);
     let computed = handshakes.get("initiations_computed").copied();
     let cookies = handshakes.get("cookie_replies").copied();

@@ -14,6 +14,7 @@ pub mod endpoint_log;
 pub mod host_addresses;
 pub mod port_prediction;
 mod relay_forward;
+mod stall_watch;
 pub mod stats;
 pub mod steering;
 mod time_share;

@@ -19,4 +19,17 @@ pub struct DataStats {
     /// Batches whose encryption or decryption was shared with other
     /// threads (`--threads`).
     pub crypto_splits: u64,
+    /// Turns of the worker's loop that found a source ready but moved no
+    /// data: near zero on a healthy worker (each ready source is read
+    /// until it would block). A run of them is a loop that cannot make
+    /// progress; the worker then waits between turns and says so once.
+    pub idle_turns: u64,
+}
+
+impl DataStats {
+    /// System calls that moved data: what every turn over a ready source
+    /// makes at least one of, unless the source was found empty.
+    pub fn data_calls(&self) -> u64 {
+        self.tun_reads + self.tun_writes + self.udp_recvs + self.udp_sends
+    }
 }

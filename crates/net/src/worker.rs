@@ -47,6 +47,7 @@ use crate::datapath::{Inbound, Outbound, Pace, ReceiveOn, send_blocking};
 use crate::drop_report::DropReport;
 use crate::endpoint_log::EndpointLog;
 use crate::port_prediction::PortPrediction;
+use crate::stall_watch::{Stall, StallWatch};
 use crate::stats::DataStats;
 use crate::time_share::TimeShare;
 use crate::tun::TunDevice;
@@ -75,6 +76,15 @@ const BATCHES_PER_TURN: usize = 8;
 /// How often the worker looks for changes made behind its back (the MTU)
 /// and at refused datagrams.
 const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(1);
+/// Turns in a row without progress (see [`DataStats::idle_turns`]) after
+/// which the worker waits [`IDLE_WAIT`] between turns instead of polling
+/// again at once: a loop that cannot make progress then costs a few
+/// percent of a core instead of all of it, and traffic that comes still
+/// wakes the worker at once.
+const IDLE_TURNS_BEFORE_WAIT: u32 = 64;
+const IDLE_WAIT: Duration = Duration::from_millis(1);
+/// At most one warning about turns without progress per this long.
+const IDLE_WARNING_INTERVAL: Duration = Duration::from_secs(60);
 
 /// `--threads` when not given: one per two CPUs this process may run on,
 /// at least one. Per Gbit/s a tunnel spends about as much CPU in the
@@ -126,6 +136,12 @@ pub struct Worker {
     endpoint_log: EndpointLog<fjord_proto::PeerId>,
     /// Keeps a dead peer's abandoned handshakes to one warning.
     unanswered_log: UnansweredLog<String>,
+    /// Peers with packets waiting and nothing leaving (one warning each).
+    stalls: StallWatch<fjord_proto::PublicKey>,
+    /// Turns in a row that found work and moved no data, and when that
+    /// was last told in the log.
+    idle_streak: u32,
+    idle_warned_at: Option<Instant>,
     busy_poll_window: Duration,
     /// Threads sharing the crypto (`--threads`), this one included.
     threads: usize,
@@ -222,6 +238,9 @@ impl Worker {
             drop_report,
             endpoint_log: EndpointLog::default(),
             unanswered_log: UnansweredLog::default(),
+            stalls: StallWatch::default(),
+            idle_streak: 0,
+            idle_warned_at: None,
             busy_poll_window: SPIN_WINDOW,
             threads: 1,
             prediction,
@@ -268,13 +287,15 @@ impl Worker {
         let mut busy_poll = BusyPoll::with_window(Instant::now(), self.busy_poll_window);
         let mut ready = Ready::default();
         let mut tun_at_last_wake = false;
+        // When timers due were last handled: a deadline not past it would
+        // make every wait return at once.
+        let mut timers_handled_at = Instant::now();
         loop {
-            let deadline = self
-                .node
-                .poll_timeout()
-                .map_or(self.next_housekeeping, |next| {
-                    next.min(self.next_housekeeping)
-                });
+            let node_deadline = self.node.poll_timeout();
+            let timer_stuck = node_deadline.is_some_and(|deadline| deadline <= timers_handled_at);
+            let deadline = node_deadline.map_or(self.next_housekeeping, |next| {
+                next.min(self.next_housekeeping)
+            });
             let before_poll = Instant::now();
             let deadline = match self.udp_paused_until {
                 Some(until) if until <= before_poll => {
@@ -289,8 +310,11 @@ impl Worker {
             // and nowhere else, also while a flood never lets a source run
             // dry.
             let busy = ready.any(self.udp_paused_until.is_some());
-            let spinning = !busy && busy_poll.should_spin(before_poll);
-            let timeout = if busy {
+            let stuck = self.idle_streak >= IDLE_TURNS_BEFORE_WAIT;
+            let spinning = !busy && !stuck && busy_poll.should_spin(before_poll);
+            let timeout = if stuck {
+                IDLE_WAIT.min(deadline.saturating_duration_since(before_poll))
+            } else if busy {
                 Duration::ZERO
             } else if spinning {
                 std::thread::yield_now();
@@ -365,13 +389,20 @@ impl Worker {
             };
             tun_at_last_wake = ready.tun;
             let now = Instant::now();
-            if ready.any(self.udp_paused_until.is_some()) {
+            let data_calls = self.stats.data_calls();
+            let turned = ready.any(self.udp_paused_until.is_some());
+            if turned {
                 busy_poll.traffic(now);
                 if let Some(stop) = self.turn(now, &mut ready, &stage, pace) {
                     return Ok(stop);
                 }
             }
             self.after_io(now);
+            timers_handled_at = now;
+            let moved_nothing = turned
+                && ready.any(self.udp_paused_until.is_some())
+                && self.stats.data_calls() == data_calls;
+            self.count_idle_turn(now, moved_nothing || timer_stuck, &ready, timer_stuck);
             // A flood can keep a socket from ever running dry: `fjord
             // show` and `wg set` must not wait for that.
             if self.run_control_calls(now) {
@@ -391,11 +422,75 @@ impl Worker {
         }
     }
 
+    /// Counts a turn that found work and could not do it (`idle`), and
+    /// tells the log once when a run of them makes the worker wait.
+    fn count_idle_turn(&mut self, now: Instant, idle: bool, ready: &Ready, timer_stuck: bool) {
+        if !idle {
+            self.idle_streak = 0;
+            return;
+        }
+        self.stats.idle_turns += 1;
+        self.idle_streak = self.idle_streak.saturating_add(1);
+        let warn = self.idle_streak == IDLE_TURNS_BEFORE_WAIT
+            && self
+                .idle_warned_at
+                .is_none_or(|at| now.saturating_duration_since(at) >= IDLE_WARNING_INTERVAL);
+        if warn {
+            self.idle_warned_at = Some(now);
+            tracing::warn!(
+                tun = ready.tun,
+                udp = ready.udp,
+                peer_sockets = ready.steered.len(),
+                timer_stuck,
+                "{IDLE_TURNS_BEFORE_WAIT} turns in a row found work but moved no data; waiting {} ms between turns until data moves again (counted as idle_turns in `fjord show`; please report this)",
+                IDLE_WAIT.as_millis()
+            );
+        }
+    }
+
+    /// One warning for each peer that packets wait for while nothing
+    /// leaves toward it (stall_watch.rs).
+    fn watch_stalls(&mut self, now: Instant) {
+        let device = self.node.device();
+        let mut stalls = Vec::new();
+        let mut present = std::collections::HashSet::new();
+        for id in device.peer_ids() {
+            let Some(status) = device.peer_status(id) else {
+                continue;
+            };
+            present.insert(status.public_key);
+            let queued = status.staged_packets;
+            if let Some(stall) = self.stalls.observe(status.public_key, now, queued) {
+                stalls.push((status, stall));
+            }
+        }
+        self.stalls.retain(|key| present.contains(key));
+        for (status, stall) in stalls {
+            let peer = status.public_key.to_base64();
+            match stall {
+                Stall::Began(waited) => {
+                    let endpoint = status
+                        .endpoint
+                        .map_or_else(|| "none".to_string(), |endpoint| endpoint.to_string());
+                    tracing::warn!(
+                        %peer,
+                        endpoint,
+                        queued = status.staged_packets,
+                        "packets have waited {} s for this peer and nothing has left toward it: no session yet (its handshake is unanswered: check its endpoint, both sides' keys, and that UDP reaches it)",
+                        waited.as_secs()
+                    );
+                }
+                Stall::Ended => tracing::info!(%peer, "traffic to the stalled peer leaves again"),
+            }
+        }
+    }
+
     /// Follows MTU changes made with `ip link set mtu`, and logs refused
     /// datagrams (rate-limited).
     fn housekeeping(&mut self, now: Instant) {
         self.next_housekeeping = now + HOUSEKEEPING_INTERVAL;
         self.tidy_steering(now);
+        self.watch_stalls(now);
         for slot in self.udp.carriers_mut().expired(now) {
             self.close_carrier(slot, true);
         }

@@ -89,6 +89,7 @@ pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
         ("tun_write_errors", data.tun_write_errors),
         ("udp_send_errors", data.udp_send_errors),
         ("udp_recv_errors", data.udp_recv_errors),
+        ("idle_turns", data.idle_turns),
     ] {
         let _ = writeln!(out, "{name}={value}");
     }

@@ -114,6 +114,8 @@ pub struct PeerStatus {
     /// How our data to the peer is compressed (both offered the codec);
     /// `None`, not at all.
     pub sending_codec: Option<Codec>,
+    /// Packets waiting for a session (sent once a handshake completes).
+    pub staged_packets: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -111,6 +111,7 @@ impl Device {
             sending_cipher: peer.sending_cipher(),
             speaks_fjord: peer.speaks_fjord(),
             sending_codec: peer.sending_codec(),
+            staged_packets: peer.staged_len(),
         })
     }
 

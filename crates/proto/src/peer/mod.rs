@@ -221,6 +221,10 @@ impl Peer {
             .is_some_and(|session| session.negotiation().peer_speaks_fjord())
     }
 
+    pub fn staged_len(&self) -> usize {
+        self.staged.len()
+    }
+
     pub fn has_session(&self) -> bool {
         self.current.is_some() || self.next.is_some()
     }
