@@ -77,7 +77,13 @@ pub fn send_or_wait(udp: &UdpTransport, messages: &[GsoMessage<'_>], waits: &mut
             Sent::Count(sent)
         }
         Err(error) if error.kind() == io::ErrorKind::WouldBlock && *waits < 3 => {
-            fjord_sys::poll::wait_writable(udp.as_fd(), std::time::Duration::from_millis(50));
+            // The socket that was full: a peer's own socket when steered.
+            // Waiting on the interface's socket instead returned at once,
+            // and the run was dropped after three empty waits.
+            let full = messages
+                .first()
+                .map_or(udp, |first| udp.route(first.destination));
+            fjord_sys::poll::wait_writable(full.as_fd(), std::time::Duration::from_millis(50));
             *waits += 1;
             Sent::Again
         }

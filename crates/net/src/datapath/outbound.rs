@@ -467,7 +467,9 @@ pub fn send_blocking(
             Ok(()) => return true,
             Err(error) if is_stale_source(&error, source) => source = None,
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-                fjord_sys::poll::wait_writable(udp.as_fd(), std::time::Duration::from_millis(50));
+                // The socket that was full (see `send_or_wait`).
+                let full = udp.route(destination);
+                fjord_sys::poll::wait_writable(full.as_fd(), std::time::Duration::from_millis(50));
             }
             Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
             Err(error) => {
