@@ -8,6 +8,7 @@ pub mod labcmd;
 pub mod netconf;
 pub mod networkcmd;
 pub mod privilege;
+pub mod reload;
 pub mod reresolve;
 pub mod show;
 pub mod status;

@@ -86,6 +86,13 @@ enum Command {
         #[arg(long)]
         no_busy_poll: bool,
     },
+    /// Re-read the file of `fjord up` for IFACE and apply what changed,
+    /// keeping every unchanged peer's session (as SIGHUP does; prints what
+    /// changed, or why the file was refused and nothing changed).
+    Reload {
+        /// The interface, e.g. wg0.
+        interface: String,
+    },
     /// A fjord mesh network: its key, and certificates for its members.
     #[command(subcommand)]
     Network(fjord::networkcmd::NetworkCommand),
@@ -252,6 +259,16 @@ fn run(
         }
         Command::Network(command) => fjord::networkcmd::run(command, &mut stdout.lock()),
         Command::Lab(command) => fjord::labcmd::run(command, chosen_threads),
+        Command::Reload { interface } => {
+            require_root("fjord reload")?;
+            match fjord::uapi::reload(&interface)? {
+                Ok(summary) => {
+                    writeln!(stdout.lock(), "{interface}: reloaded: {summary}")?;
+                    Ok(())
+                }
+                Err(reason) => Err(UsageError(format!("{interface}: {reason}")).into()),
+            }
+        }
         Command::Show { interface, json } => {
             require_root("fjord show")?;
             let text = fjord::show::show(interface.as_deref(), json)?;

@@ -221,6 +221,23 @@ impl Netconf {
 }
 
 /// The first table from 51820 up that holds no routes.
+/// Removes the route of `prefix` through `interface` (an allowed IP that a
+/// reload took away), from the table routes were added to.
+pub fn remove_route(interface: &str, prefix: &Cidr, table: RouteTable) -> Result<(), NetconfError> {
+    let text = prefix.network().to_string();
+    let mut args = vec![family(prefix), "route", "del", &text, "dev", interface];
+    let number;
+    match table {
+        RouteTable::Off => return Ok(()),
+        RouteTable::Named(named) => {
+            number = named.to_string();
+            args.extend(["table", &number]);
+        }
+        RouteTable::Auto => {}
+    }
+    ip(&args).map(drop)
+}
+
 pub fn free_table() -> Result<u32, NetconfError> {
     let mut table = DEFAULT_ROUTE_TABLE;
     loop {

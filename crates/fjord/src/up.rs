@@ -12,6 +12,7 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use fjord_mesh::switch::{MacAddress, SwitchConfig};
@@ -25,6 +26,7 @@ use crate::config::{
     interface_name_from_path,
 };
 use crate::netconf::{self, Netconf, RouteTable, run_hook};
+use crate::reload::{self, DataOfferOverride, Reloader};
 use crate::reresolve::{self, NamedEndpoint};
 use crate::uapi;
 
@@ -93,13 +95,22 @@ pub fn new_device(
     offer: DataOffer,
     now: Instant,
 ) -> Device {
-    let cipher = offer.cipher;
     let config = DeviceConfig {
         private_key,
         mtu: usize::from(mtu),
     };
     let mut device = Device::new(config, Box::new(SystemRng), wall_clock(now));
     device.set_timing(timing);
+    apply_offer(&mut device, offer);
+    device
+}
+
+/// Offers fjord peers the ciphers `offer.cipher` allows on this CPU, and
+/// compression if `offer.compression` enables it: at start, and again on
+/// a reload (sessions that exist keep what they agreed until their next
+/// handshake).
+pub fn apply_offer(device: &mut Device, offer: DataOffer) {
+    let cipher = offer.cipher;
     let hardware_aes = fjord_proto::aead::hardware_aes();
     let policy = cipher.policy(hardware_aes);
     device.set_cipher_policy(policy);
@@ -126,7 +137,6 @@ pub fn new_device(
             "compression with fjord peers: zstd where the peer enables it too, LZ4 where the peer has only that (Compression = zstd); never with WireGuard peers"
         ),
     }
-    device
 }
 
 /// Reads and checks the files a `[Mesh]` section names (relative to the
@@ -207,6 +217,12 @@ pub fn build_node(
 pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
     let config = Config::load(config_path).map_err(|error| UsageError(error.to_string()))?;
     let mesh = load_mesh(&config, config_path)?;
+    // A reload reads the same file again, whatever the directory then.
+    let config_path = &std::fs::canonicalize(config_path).unwrap_or(config_path.to_path_buf());
+    let command_line = DataOfferOverride {
+        cipher: options.cipher,
+        compression: options.compression,
+    };
     let name =
         interface_name_from_path(config_path).map_err(|error| UsageError(error.to_string()))?;
     let interface = name.as_str().to_string();
@@ -259,21 +275,13 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
         Some(_) => announced_addresses(udp.port(), &interface),
         None => Vec::new(),
     };
+    let reloader_mesh = mesh.clone();
     let node = build_node(
         &config,
         mesh,
         host_addresses,
         options.timing,
-        DataOffer {
-            cipher: options
-                .cipher
-                .or(config.interface.cipher)
-                .unwrap_or_default(),
-            compression: options
-                .compression
-                .or(config.interface.compression)
-                .unwrap_or_default(),
-        },
+        command_line.offer(&config),
         Instant::now(),
     )?;
     netconf.add_routes(&interface, &allowed, table, fwmark)?;
@@ -291,9 +299,18 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
         crate::privilege::drop_to(account)?;
     }
     reresolve::spawn(control.clone(), named_endpoints(&config))?;
+    let reloader = Arc::new(Mutex::new(Reloader::new(
+        config_path,
+        &interface,
+        config.clone(),
+        reloader_mesh.as_ref(),
+        command_line,
+        control.clone(),
+    )));
+    reload::spawn_on_sighup(reloader.clone())?;
     std::thread::Builder::new()
         .name("uapi".into())
-        .spawn(move || uapi::serve(listener, control))?;
+        .spawn(move || uapi::serve(listener, control, Some(reloader)))?;
     for hook in &config.interface.wg_quick.post_up {
         run_hook("PostUp", hook.as_str(), &interface)?;
     }

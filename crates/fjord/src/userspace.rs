@@ -62,7 +62,7 @@ pub fn run_interface(
     let worker = worker.with_threads(threads);
     std::thread::Builder::new()
         .name("uapi".into())
-        .spawn(move || uapi::serve(listener, control))?;
+        .spawn(move || uapi::serve(listener, control, None))?;
     tracing::info!(interface, "interface created; waiting for configuration");
     match worker.run()? {
         StopReason::Signal => tracing::info!(interface, "stopping on signal"),

@@ -665,6 +665,7 @@ fn merge_endpoint(endpoints: &mut Vec<SocketAddr>, endpoint: SocketAddr) {
 
 mod config;
 mod gossip;
+mod renewal;
 mod revocations;
 mod traversal;
 

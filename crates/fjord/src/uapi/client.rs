@@ -93,6 +93,21 @@ pub fn socket_paths() -> Vec<String> {
 /// Sends `request`; the reply's lines up to `errno=0`, wiped when dropped
 /// (a `get=1` reply holds the private key).
 fn request(path: &Path, request: &str) -> Result<Zeroizing<Vec<String>>, UapiClientError> {
+    let (lines, errno) = request_with_errno(path, request)?;
+    if errno != 0 {
+        return Err(UapiClientError::Errno {
+            path: path.to_path_buf(),
+            errno,
+        });
+    }
+    Ok(lines)
+}
+
+/// The reply's lines before `errno=N`, and N.
+fn request_with_errno(
+    path: &Path,
+    request: &str,
+) -> Result<(Zeroizing<Vec<String>>, i32), UapiClientError> {
     let io = |source| UapiClientError::Io {
         path: path.to_path_buf(),
         source,
@@ -104,23 +119,44 @@ fn request(path: &Path, request: &str) -> Result<Zeroizing<Vec<String>>, UapiCli
     stream.write_all(request.as_bytes()).map_err(io)?;
     let mut lines = Zeroizing::new(Vec::new());
     let mut reader = SecretLines::new(&stream);
+    let mut errno = 0;
     while let Some(mut line) = reader.next_line().map_err(io)? {
         if line.is_empty() {
             break;
         }
-        if let Some(errno) = line.strip_prefix("errno=") {
-            let errno = errno.parse().unwrap_or(-1);
-            if errno != 0 {
-                return Err(UapiClientError::Errno {
-                    path: path.to_path_buf(),
-                    errno,
-                });
-            }
+        if let Some(value) = line.strip_prefix("errno=") {
+            errno = value.parse().unwrap_or(-1);
             break;
         }
         lines.push(std::mem::take(&mut *line));
     }
-    Ok(lines)
+    Ok((lines, errno))
+}
+
+/// `fjord reload IFACE`: asks the `fjord up` that serves `interface` to
+/// re-read its file. `Ok(Ok(summary))` when it did, `Ok(Err(reason))`
+/// when it refused (the running configuration unchanged).
+pub fn reload(interface: &str) -> Result<Result<String, String>, UapiClientError> {
+    let path = socket_path(interface);
+    if !path.exists() {
+        return Err(UapiClientError::NoSuchInterface(
+            interface.to_string(),
+            path,
+        ));
+    }
+    // Reading the file and applying it takes longer than a `get`.
+    let (lines, errno) = request_with_errno(&path, "reload=fjord\n\n")?;
+    let field = |key: &str| {
+        lines
+            .iter()
+            .find_map(|line| line.strip_prefix(key).map(str::to_string))
+    };
+    if errno == 0 {
+        return Ok(Ok(field("reloaded=").unwrap_or_default()));
+    }
+    Ok(Err(field("reload_error=").unwrap_or_else(|| {
+        format!("{interface} does not reload (errno {errno}): only an interface started with `fjord up CONFIG` has a file to read again")
+    })))
 }
 
 /// Asks `interface`'s implementation for its configuration and state.

@@ -15,7 +15,7 @@ mod server;
 mod set;
 
 pub use client::{
-    UapiClientError, UapiInterface, UapiPeer, parse_get, query, socket_path, socket_paths,
+    UapiClientError, UapiInterface, UapiPeer, parse_get, query, reload, socket_path, socket_paths,
 };
 pub use format::{
     HANDSHAKE_PREFIX, MESH_PREFIX, PEER_CIPHER_PREFIX, PEER_COMPRESSION_PREFIX,

@@ -12,6 +12,7 @@ use zeroize::Zeroizing;
 
 use super::lines::SecretLines;
 use super::{SOCKET_DIRECTORY, socket_path, write_fjord_counters, write_get};
+use crate::reload::SharedReloader;
 use crate::status::InterfaceStatus;
 
 /// Requests longer than this are refused (a `set` of 1,000 peers with
@@ -65,11 +66,13 @@ pub fn bind(interface: &str) -> Result<(UnixListener, SocketGuard), UapiServerEr
     Ok((listener, SocketGuard { path }))
 }
 
-/// Serves connections until the worker stops.
-pub fn serve(listener: UnixListener, control: ControlHandle) {
+/// Serves connections until the worker stops. `reloader` answers
+/// `reload=fjord` (`fjord reload IFACE`); without one (an interface that
+/// `wg` configures) the request is refused.
+pub fn serve(listener: UnixListener, control: ControlHandle, reloader: Option<SharedReloader>) {
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
-        if serve_connection(stream, &control).is_err() {
+        if serve_connection(stream, &control, reloader.as_ref()).is_err() {
             tracing::debug!("configuration client went away");
         }
         if control.call(|_| ()).is_err() {
@@ -78,7 +81,11 @@ pub fn serve(listener: UnixListener, control: ControlHandle) {
     }
 }
 
-fn serve_connection(stream: UnixStream, control: &ControlHandle) -> std::io::Result<()> {
+fn serve_connection(
+    stream: UnixStream,
+    control: &ControlHandle,
+    reloader: Option<&SharedReloader>,
+) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut writer = &stream;
     let mut reader = SecretLines::new(&stream);
@@ -94,6 +101,7 @@ fn serve_connection(stream: UnixStream, control: &ControlHandle) -> std::io::Res
             ("get=1", Some(body)) if body.is_empty() => reply_get(control, false),
             ("get=fjord", Some(body)) if body.is_empty() => reply_get(control, true),
             ("set=1", Some(body)) => reply_set(control, &body),
+            ("reload=fjord", Some(body)) if body.is_empty() => reply_reload(reloader),
             _ => errno_reply(libc::EINVAL),
         };
         writer.write_all(reply.as_bytes())?;
@@ -152,6 +160,25 @@ fn reply_set(control: &ControlHandle, body: &[String]) -> Zeroizing<String> {
             errno_reply(error.errno)
         }
         Err(_) => errno_reply(libc::ESHUTDOWN),
+    }
+}
+
+fn reply_reload(reloader: Option<&SharedReloader>) -> Zeroizing<String> {
+    let Some(reloader) = reloader else {
+        return errno_reply(libc::EOPNOTSUPP);
+    };
+    // One line each: a reason never holds a newline of its own.
+    let one_line = |text: String| text.replace('\n', " ");
+    match crate::reload::reload_and_log(reloader) {
+        Ok(summary) => Zeroizing::new(format!(
+            "reloaded={}\nerrno=0\n\n",
+            one_line(summary.to_string())
+        )),
+        Err(error) => Zeroizing::new(format!(
+            "reload_error={}\nerrno={}\n\n",
+            one_line(error.to_string()),
+            libc::EINVAL
+        )),
     }
 }
 

@@ -29,7 +29,8 @@ use fjord_proto::{
 };
 
 use super::Node;
-use crate::membership::{MemberStatus, Mesh, MeshAction};
+use crate::cert::{Certificate, Revocation};
+use crate::membership::{MemberStatus, Mesh, MeshAction, MeshDrop};
 use crate::pmtu::PathMtuTable;
 use crate::relay::RelayTable;
 
@@ -114,6 +115,34 @@ impl Node {
                 (member, session)
             })
             .collect()
+    }
+
+    /// Adds a revocation given locally (a reload re-read the file) and
+    /// spreads it; members it covers go.
+    pub fn revoke(&mut self, now: Instant, revocation: Revocation) -> Result<(), MeshDrop> {
+        let Some(driver) = self.mesh.as_mut() else {
+            return Ok(());
+        };
+        driver.last_now = now;
+        let result = driver.mesh.revoke(revocation);
+        self.pump_mesh();
+        result
+    }
+
+    /// Takes a renewed certificate of this node's own (a reload), telling
+    /// every member in session; whether it was newer than the one in use.
+    pub fn renew_certificate(
+        &mut self,
+        now: Instant,
+        certificate: Certificate,
+    ) -> Result<bool, MeshDrop> {
+        let Some(driver) = self.mesh.as_mut() else {
+            return Ok(false);
+        };
+        driver.last_now = now;
+        let result = driver.mesh.renew_certificate(now, certificate);
+        self.pump_mesh();
+        result
     }
 
     /// Says Goodbye to the mesh (before shutting down); the messages leave
