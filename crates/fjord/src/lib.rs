@@ -1,7 +1,9 @@
 //! The fjord binary's library: configuration files, key commands, the
 //! `up` and `show` commands, and the WireGuard configuration protocol.
-//! `main.rs` only parses the command line and maps errors to exit codes.
+//! `cli.rs` defines the command line; `main.rs` only parses it and maps
+//! errors to exit codes.
 
+pub mod cli;
 pub mod config;
 pub mod keycmd;
 pub mod labcmd;
