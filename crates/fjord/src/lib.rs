@@ -11,6 +11,7 @@ pub mod netconf;
 pub mod networkcmd;
 pub mod privilege;
 pub mod reresolve;
+pub mod service;
 pub mod show;
 pub mod status;
 pub mod uapi;
