@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds fjord's Debian package with cargo-deb into target/debian/ (or
+# Builds fjord's Debian package (the VPN, without the lab) with cargo-deb into target/debian/ (or
 # $CARGO_TARGET_DIR/debian/) and prints its path.
 #
 #   packaging/build-deb.sh              a release build, then the package
@@ -38,8 +38,10 @@ if [[ $(cargo deb --version 2>/dev/null) != *" $CARGO_DEB_VERSION"* ]]; then
     cargo install cargo-deb --version "$CARGO_DEB_VERSION" --locked </dev/null
 fi
 
-log "cargo build --profile $profile -p fjord"
-cargo build --profile "$profile" -p fjord --bin fjord >&2
+# The VPN alone: servers get no lab (`fjord lab`, its generators and peer
+# drivers).
+log "cargo build --profile $profile -p fjord --no-default-features"
+cargo build --profile "$profile" -p fjord --bin fjord --no-default-features >&2
 binary=$target_dir/$profile_dir/fjord
 
 generated=packaging/generated

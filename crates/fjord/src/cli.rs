@@ -133,6 +133,7 @@ pub enum Command {
     #[command(subcommand)]
     Network(crate::networkcmd::NetworkCommand),
     /// The measurement lab: compare fjord with bare links and other VPNs.
+    #[cfg(feature = "lab")]
     #[command(subcommand)]
     Lab(crate::labcmd::LabCommand),
     /// Show interfaces, peers, handshakes and transfer (like `wg show`).

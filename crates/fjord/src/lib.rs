@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod config;
 pub mod keycmd;
+#[cfg(feature = "lab")]
 pub mod labcmd;
 pub mod netconf;
 pub mod networkcmd;

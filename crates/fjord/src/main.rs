@@ -17,13 +17,8 @@ fn main() -> ExitCode {
         Command::Up { tunnel, .. } => tunnel.clone().or(cli.tunnel.clone()),
         _ => cli.tunnel.clone(),
     };
-    // The lab prints its own progress; its libraries' logs are for debugging.
     init_logging(
-        if matches!(cli.command, Command::Lab(_)) {
-            "warn"
-        } else {
-            "info"
-        },
+        default_log_level(&cli.command),
         tunnel.log_format.unwrap_or_default(),
     );
     let foreground =
@@ -43,6 +38,15 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
+    }
+}
+
+/// The lab prints its own progress; its libraries' logs are for debugging.
+fn default_log_level(command: &Command) -> &'static str {
+    match command {
+        #[cfg(feature = "lab")]
+        Command::Lab(_) => "warn",
+        _ => "info",
     }
 }
 
@@ -144,6 +148,7 @@ fn run(command: Command, foreground: bool, tunnel: TunnelArgs) -> anyhow::Result
             )
         }
         Command::Network(command) => fjord::networkcmd::run(command, &mut stdout.lock()),
+        #[cfg(feature = "lab")]
         Command::Lab(command) => fjord::labcmd::run(command, tunnel.threads),
         Command::Show { interface, json } => {
             require_root("fjord show")?;
