@@ -7,7 +7,9 @@
 //! address, `READY=1` arrives only after the first handshake initiation
 //! left, `WATCHDOG=1` follows every half period, SIGTERM gives
 //! `STOPPING=1` and a clean exit. The logs on a pipe carry no ANSI colour,
-//! and with `FJORD_LOG_FORMAT=json` every line is a JSON object.
+//! and with `FJORD_LOG_FORMAT=json` every line is a JSON object. A third
+//! run adds the README's drop-in for `--user`: `FJORD_USER=nobody` and
+//! its capabilities.
 //!
 //! Needs root; without it the test skips with one line (fails under CI).
 
@@ -29,6 +31,9 @@ const PEER_PORT: u16 = 51_820;
 /// A handshake initiation's type byte and length (WireGuard's wire format).
 const INITIATION_TYPE: u8 = 1;
 const INITIATION_LEN: usize = 148;
+
+/// The README's drop-in for `FJORD_USER`, in setpriv's spelling.
+const USER_DROP_IN_CAPABILITIES: &str = "+setuid,+setgid,+setpcap,+chown";
 
 /// The unit file, as shipped.
 fn unit() -> String {
@@ -104,18 +109,30 @@ fn exec_start_comes_up_notifies_and_answers_the_watchdog() {
     }
     let unit = unit();
     assert_eq!(unit_value(&unit, "Type"), "notify");
-    let bounding = unit_value(&unit, "CapabilityBoundingSet");
-    assert_eq!(bounding, "CAP_NET_ADMIN CAP_NET_RAW");
-    for (format, name) in [("text", "fjst"), ("json", "fjsj")] {
+    // In setpriv's spelling: +net_admin,+net_raw.
+    let bounding = unit_value(&unit, "CapabilityBoundingSet")
+        .split_whitespace()
+        .map(|cap| format!("+{}", cap.trim_start_matches("CAP_").to_lowercase()))
+        .collect::<Vec<_>>()
+        .join(",");
+    assert_eq!(bounding, "+net_admin,+net_raw");
+    let with_user = format!("{bounding},{USER_DROP_IN_CAPABILITIES}");
+    for (format, name, bounding, user) in [
+        ("text", "fjst", &bounding, None),
+        ("json", "fjsj", &bounding, None),
+        ("text", "fjsu", &with_user, Some("nobody")),
+    ] {
         let name = format!("{name}{}", std::process::id() % 10_000);
-        run_once(&name, format);
+        run_once(&name, format, bounding, user);
     }
 }
 
-fn run_once(name: &str, log_format: &str) {
+fn run_once(name: &str, log_format: &str, bounding: &str, user: Option<&str>) {
     let host = Namespace::create("svc").unwrap();
     let dir = TempDir(std::env::temp_dir().join(format!("fjord-service-{name}")));
     std::fs::create_dir_all(&dir.0).unwrap();
+    // nobody reaches the notify socket inside (the config is read as root).
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
     let config = dir.0.join(format!("{name}.conf"));
     std::fs::write(
         &config,
@@ -128,6 +145,8 @@ fn run_once(name: &str, log_format: &str) {
     std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
     let notify_path = dir.0.join("notify");
     let notify = UnixDatagram::bind(&notify_path).unwrap();
+    // As systemd's own: anyone may send, so also fjord once it runs as nobody.
+    std::fs::set_permissions(&notify_path, std::fs::Permissions::from_mode(0o777)).unwrap();
     // The peer's endpoint: the initiation must be here before READY=1.
     let peer = host
         .spawn_thread(|| UdpSocket::bind(("127.0.0.1", PEER_PORT)))
@@ -141,11 +160,8 @@ fn run_once(name: &str, log_format: &str) {
     let log_path = dir.0.join("stderr.log");
     let mut command = host.command("setpriv");
     command
-        .args([
-            "--bounding-set=-all,+net_admin,+net_raw",
-            "--no-new-privs",
-            "--",
-        ])
+        .arg(format!("--bounding-set=-all,{bounding}"))
+        .args(["--no-new-privs", "--"])
         .args(&words)
         .env("NOTIFY_SOCKET", &notify_path)
         .env("WATCHDOG_USEC", "400000")
@@ -153,6 +169,10 @@ fn run_once(name: &str, log_format: &str) {
         .env_remove("FJORD_LOG")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log_path).unwrap());
+    match user {
+        Some(user) => command.env("FJORD_USER", user),
+        None => command.env_remove("FJORD_USER"),
+    };
     let mut process = host.spawn(&mut command).unwrap();
 
     let messages = wait_for(&notify, "READY=1", Duration::from_secs(10));
@@ -182,6 +202,9 @@ fn run_once(name: &str, log_format: &str) {
 
     let log = std::fs::read_to_string(&log_path).unwrap();
     assert!(log.contains("up"), "{log}");
+    if user.is_some() {
+        assert!(log.contains("dropped root"), "{log}");
+    }
     assert!(!log.contains('\x1b'), "ANSI colour on a pipe: {log:?}");
     if log_format == "json" {
         for line in log.lines() {
