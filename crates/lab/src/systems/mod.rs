@@ -30,10 +30,10 @@ pub use mesh::{FjordMesh, Member, MemberPath, RunningMesh};
 pub use openvpn::OpenVpn;
 pub use relay::Relay;
 pub use ssh::SshTunnel;
+pub(crate) use support::home_path;
 pub use support::{
     WorkDir, find_program, link_exists, log_tail, missing_is_failure, running_as_root,
 };
-pub(crate) use support::home_path;
 pub use vpncloud::VpnCloud;
 pub use wireguard::WireGuardSystem;
 
