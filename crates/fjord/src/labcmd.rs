@@ -26,6 +26,11 @@ pub enum LabCommand {
         /// (default: lab-runs/<time>).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Threads for every fjord tunnel this starts (`--threads` of
+        /// `fjord up`) [default: fjord's, one per two CPUs].
+        #[arg(long, env = "FJORD_THREADS",
+              value_parser = clap::value_parser!(u16).range(1..=256))]
+        threads: Option<u16>,
     },
     /// Run suites for systems.
     Run {
@@ -59,6 +64,11 @@ pub enum LabCommand {
         /// Directory for the results (default: lab-runs/<time>).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Threads for every fjord tunnel this starts (`--threads` of
+        /// `fjord up`) [default: fjord's, one per two CPUs].
+        #[arg(long, env = "FJORD_THREADS",
+              value_parser = clap::value_parser!(u16).range(1..=256))]
+        threads: Option<u16>,
     },
     /// Re-render report.md and report.html from a run's results.json.
     Report {
@@ -91,18 +101,26 @@ pub enum LabCommand {
     },
 }
 
-/// Runs a lab command; `threads` is `--threads` for every fjord it starts
-/// (`None`: fjord's default).
-pub fn run(command: LabCommand, threads: Option<u16>) -> anyhow::Result<()> {
+/// Runs a lab command; `fallback_threads` is `--threads` for every fjord
+/// it starts where the command gives none (`fjord --threads 2 lab quick`;
+/// `None`: fjord's default).
+pub fn run(command: LabCommand, fallback_threads: Option<u16>) -> anyhow::Result<()> {
     // The lab's fjord system is this very binary unless $FJORD_BIN says otherwise.
     if let Ok(me) = std::env::current_exe() {
         fjord_lab::systems::wireguard::use_fjord_binary(me);
     }
-    if let Some(threads) = threads {
-        fjord_lab::systems::wireguard::use_fjord_threads(threads);
-    }
+    let use_threads = |threads: Option<u16>| {
+        if let Some(threads) = threads.or(fallback_threads) {
+            fjord_lab::systems::wireguard::use_fjord_threads(threads);
+        }
+    };
     match command {
-        LabCommand::Quick { systems, out } => {
+        LabCommand::Quick {
+            systems,
+            out,
+            threads,
+        } => {
+            use_threads(threads);
             run_suites(vec![Suite::Quick], &systems, true, 1, out)
         }
         LabCommand::Run {
@@ -113,7 +131,9 @@ pub fn run(command: LabCommand, threads: Option<u16>) -> anyhow::Result<()> {
             congestion_control,
             rounds,
             out,
+            threads,
         } => {
+            use_threads(threads);
             let suites = Suite::parse_list(&suites).map_err(UsageError)?;
             if let Some(name) = congestion_control {
                 fjord_lab::netns::use_congestion_control(&name).map_err(UsageError)?;

@@ -1,15 +1,19 @@
 //! The fjord binary's library: configuration files, key commands, the
 //! `up` and `show` commands, and the WireGuard configuration protocol.
-//! `main.rs` only parses the command line and maps errors to exit codes.
+//! `cli.rs` defines the command line; `main.rs` only parses it and maps
+//! errors to exit codes.
 
+pub mod cli;
 pub mod config;
 pub mod keycmd;
+#[cfg(feature = "lab")]
 pub mod labcmd;
 pub mod netconf;
 pub mod networkcmd;
 pub mod privilege;
 pub mod reload;
 pub mod reresolve;
+pub mod service;
 pub mod show;
 pub mod status;
 pub mod uapi;

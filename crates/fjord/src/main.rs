@@ -2,147 +2,28 @@
 //! 2 bad input (command line, config file, permissions, not root).
 
 use std::io::{self, Write};
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use fjord::config::{CipherSetting, CompressionSetting};
+use clap::Parser;
+use fjord::cli::{Cli, Command, LogFormat, REKEY_DIVISOR_ENV, TunnelArgs};
 use fjord::keycmd;
 use fjord::up::{DataOffer, UpOptions, UsageError};
 use fjord_proto::Timing;
 
-#[derive(Parser)]
-#[command(
-    name = "fjord",
-    version,
-    about = "A fast WireGuard-compatible VPN for Linux, with a measurement lab"
-)]
-#[command(
-    after_help = "Started as `fjord [-f] IFACE` (the way wg-quick starts a userspace implementation),\nfjord creates IFACE, serves the wg configuration protocol on /var/run/wireguard/IFACE.sock,\nand runs in the background unless -f is given or WG_PROCESS_FOREGROUND=1."
-)]
-struct Cli {
-    /// With `fjord IFACE`: stay in the foreground.
-    #[arg(short, long, global = true)]
-    foreground: bool,
-    /// Threads that share the encryption and decryption of large batches,
-    /// for `up`, `fjord IFACE` and the fjord tunnels `fjord lab` starts
-    /// [default: one per two CPUs]. One keeps
-    /// everything on one thread; more lift one tunnel, even one TCP flow,
-    /// past what one core can encrypt, if there are cores to spare.
-    #[arg(long, global = true, env = "FJORD_THREADS",
-          value_parser = clap::value_parser!(u16).range(1..=256))]
-    threads: Option<u16>,
-    /// The data cipher offered to other fjord nodes, for `up` and `fjord
-    /// IFACE` (over the config file's `Cipher`): `auto` (AES-256-GCM with
-    /// a fjord peer that offers it too, where this CPU has hardware AES)
-    /// or `chacha20-poly1305` (WireGuard's cipher with every peer).
-    /// WireGuard peers always get ChaCha20-Poly1305 [default: auto]
-    #[arg(long, global = true, env = "FJORD_CIPHER", value_parser = parse_cipher)]
-    cipher: Option<CipherSetting>,
-    /// Compression of data to other fjord nodes, for `up` and `fjord
-    /// IFACE` (over the config file's `Compression`): `off`, `lz4` or
-    /// `zstd` (per packet, with each fjord peer that enables it too; for
-    /// low-entropy traffic on slow links). Off by default because packet
-    /// sizes then leak secrets mixed with attacker-controlled data.
-    /// WireGuard peers never get compressed data [default: off]
-    #[arg(long, global = true, env = "FJORD_COMPRESSION", value_parser = parse_compression)]
-    compression: Option<CompressionSetting>,
-    /// For tests only: run the rekey cycle N times faster (sessions
-    /// rekeyed every 120/N s, handshakes retried every 5/N s). A peer on
-    /// the standard timers would refuse the extra initiations as a flood:
-    /// never on a real tunnel. Hidden from --help.
-    #[arg(long, global = true, hide = true, env = REKEY_DIVISOR_ENV,
-          value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    test_rekey_divisor: Option<u32>,
-    /// For `up` and `fjord IFACE`: once the interface is set up, run as
-    /// USER, keeping only CAP_NET_ADMIN (socket marks and buffers, and
-    /// removing routing rules at shutdown).
-    #[arg(long, global = true, env = "FJORD_USER", value_name = "USER")]
-    user: Option<String>,
-    #[command(subcommand)]
-    command: Command,
-}
-
-const REKEY_DIVISOR_ENV: &str = "FJORD_TEST_REKEY_DIVISOR";
-
-#[derive(Subcommand)]
-enum Command {
-    /// Print a new private key (like `wg genkey`).
-    Genkey,
-    /// Read a private key on stdin, print its public key (like `wg pubkey`).
-    Pubkey,
-    /// Print a new preshared key (like `wg genpsk`).
-    Genpsk,
-    /// Bring up the interface described by a wg-quick style file and run it
-    /// in the foreground until SIGINT/SIGTERM (interface name = file stem).
-    Up {
-        /// Path to the configuration file, e.g. /etc/wireguard/wg0.conf.
-        config: PathBuf,
-        /// Do not use TUN or UDP segmentation offloads.
-        #[arg(long)]
-        no_offload: bool,
-        /// Always sleep when idle instead of polling for 250 µs after
-        /// traffic (saves up to 5 % of a core; adds about 0.1 ms per round trip).
-        #[arg(long)]
-        no_busy_poll: bool,
-    },
-    /// Re-read the file of `fjord up` for IFACE and apply what changed,
-    /// keeping every unchanged peer's session (as SIGHUP does; prints what
-    /// changed, or why the file was refused and nothing changed).
-    Reload {
-        /// The interface, e.g. wg0.
-        interface: String,
-    },
-    /// A fjord mesh network: its key, and certificates for its members.
-    #[command(subcommand)]
-    Network(fjord::networkcmd::NetworkCommand),
-    /// The measurement lab: compare fjord with bare links and other VPNs.
-    #[command(subcommand)]
-    Lab(fjord::labcmd::LabCommand),
-    /// `fjord IFACE`: create IFACE and wait for `wg` to configure it.
-    #[command(external_subcommand)]
-    Interface(Vec<String>),
-    /// Show interfaces, peers, handshakes and transfer (like `wg show`).
-    Show {
-        /// Interface to show; all when omitted.
-        interface: Option<String>,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-    },
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // The lab prints its own progress; its libraries' logs are for debugging.
-    init_logging(if matches!(cli.command, Command::Lab(_)) {
-        "warn"
-    } else {
-        "info"
-    });
+    // `up`'s own options, each over the same option given before it.
+    let tunnel = match &cli.command {
+        Command::Up { tunnel, .. } => tunnel.clone().or(cli.tunnel.clone()),
+        _ => cli.tunnel.clone(),
+    };
+    init_logging(
+        default_log_level(&cli.command),
+        tunnel.log_format.unwrap_or_default(),
+    );
     let foreground =
         cli.foreground || std::env::var("WG_PROCESS_FOREGROUND").is_ok_and(|v| v == "1");
-    let timing = match cli.test_rekey_divisor {
-        Some(divisor) => {
-            tracing::warn!(
-                "rekeying {divisor} times as often, for testing (--test-rekey-divisor / {REKEY_DIVISOR_ENV}); peers on standard timers will refuse the extra handshakes"
-            );
-            Timing::fast_rekeys(divisor)
-        }
-        None => Timing::default(),
-    };
-    let protocol = Protocol {
-        timing,
-        cipher: cli.cipher,
-        compression: cli.compression,
-    };
-    match run(
-        cli.command,
-        foreground,
-        cli.threads,
-        protocol,
-        cli.user.as_deref(),
-    ) {
+    match run(cli.command, foreground, tunnel) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             if let Some(io) = error.downcast_ref::<io::Error>()
@@ -160,15 +41,43 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(default_level: &str) {
+/// The lab prints its own progress; its libraries' logs are for debugging.
+fn default_log_level(command: &Command) -> &'static str {
+    match command {
+        #[cfg(feature = "lab")]
+        Command::Lab(_) => "warn",
+        _ => "info",
+    }
+}
+
+/// Logs go to stderr, one event a line: coloured only on a terminal (under
+/// systemd, journald gets plain lines), or as JSON objects.
+fn init_logging(default_level: &str, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FJORD_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(io::stderr)
-        .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
-        .with_target(false)
-        .init();
+        .with_target(false);
+    match format {
+        LogFormat::Text => builder
+            .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
+            .init(),
+        LogFormat::Json => builder.json().with_ansi(false).init(),
+    }
+}
+
+/// The protocol timers `--test-rekey-divisor` asks for.
+fn timing(tunnel: &TunnelArgs) -> Timing {
+    match tunnel.test_rekey_divisor {
+        Some(divisor) => {
+            tracing::warn!(
+                "rekeying {divisor} times as often, for testing (--test-rekey-divisor / {REKEY_DIVISOR_ENV}); peers on standard timers will refuse the extra handshakes"
+            );
+            Timing::fast_rekeys(divisor)
+        }
+        None => Timing::default(),
+    }
 }
 
 fn require_root(what: &str) -> anyhow::Result<()> {
@@ -181,33 +90,13 @@ fn require_root(what: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn parse_cipher(text: &str) -> Result<CipherSetting, String> {
-    text.parse()
-        .map_err(|_| format!("expected {}", CipherSetting::EXPECTED))
-}
-
-fn parse_compression(text: &str) -> Result<CompressionSetting, String> {
-    text.parse()
-        .map_err(|_| format!("expected {}", CompressionSetting::EXPECTED))
-}
-
-/// The protocol settings the command line gives `up` and `fjord IFACE`.
-struct Protocol {
-    timing: Timing,
-    cipher: Option<CipherSetting>,
-    compression: Option<CompressionSetting>,
-}
-
-fn run(
-    command: Command,
-    foreground: bool,
-    chosen_threads: Option<u16>,
-    protocol: Protocol,
-    user: Option<&str>,
-) -> anyhow::Result<()> {
-    let stdout = io::stdout();
+fn run(command: Command, foreground: bool, tunnel: TunnelArgs) -> anyhow::Result<()> {
+    let user = tunnel.user.as_deref();
     let resolve_user = || user.map(fjord::privilege::resolve_user).transpose();
-    let threads = chosen_threads.map_or_else(fjord_net::default_threads, usize::from);
+    let threads = tunnel
+        .threads
+        .map_or_else(fjord_net::default_threads, usize::from);
+    let stdout = io::stdout();
     match command {
         Command::Genkey => {
             if keycmd::output_is_world_accessible(&stdout) {
@@ -221,6 +110,7 @@ fn run(
             config,
             no_offload,
             no_busy_poll,
+            tunnel: _,
         } => {
             let user = resolve_user()?;
             require_root("fjord up")?;
@@ -228,9 +118,9 @@ fn run(
                 no_offload,
                 no_busy_poll,
                 threads,
-                timing: protocol.timing,
-                cipher: protocol.cipher,
-                compression: protocol.compression,
+                timing: timing(&tunnel),
+                cipher: tunnel.cipher,
+                compression: tunnel.compression,
                 user,
             };
             fjord::up::up(&config, &options)
@@ -249,16 +139,17 @@ fn run(
                 name,
                 foreground,
                 threads,
-                protocol.timing,
+                timing(&tunnel),
                 DataOffer {
-                    cipher: protocol.cipher.unwrap_or_default(),
-                    compression: protocol.compression.unwrap_or_default(),
+                    cipher: tunnel.cipher.unwrap_or_default(),
+                    compression: tunnel.compression.unwrap_or_default(),
                 },
                 user.as_ref(),
             )
         }
         Command::Network(command) => fjord::networkcmd::run(command, &mut stdout.lock()),
-        Command::Lab(command) => fjord::labcmd::run(command, chosen_threads),
+        #[cfg(feature = "lab")]
+        Command::Lab(command) => fjord::labcmd::run(command, tunnel.threads),
         Command::Reload { interface } => {
             require_root("fjord reload")?;
             match fjord::uapi::reload(&interface)? {
@@ -275,6 +166,12 @@ fn run(
             stdout.lock().write_all(text.as_bytes())?;
             Ok(())
         }
+        Command::Completions { shell } => {
+            fjord::cli::write_completions(shell, &mut stdout.lock());
+            Ok(())
+        }
+        Command::Manpage { dir: Some(dir) } => Ok(fjord::cli::write_manpages(&dir)?),
+        Command::Manpage { dir: None } => Ok(fjord::cli::write_manpage(&mut stdout.lock())?),
     }
 }
 

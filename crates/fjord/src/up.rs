@@ -6,8 +6,10 @@
 //! `fjord up` of the same interface fails before touching anything); UDP
 //! socket; TUN interface (TAP in switch mode); addresses and MTU; peers;
 //! routes; with `--user`, root given up (`privilege.rs`); serving the
-//! configuration socket; PostUp. A `[Mesh]` section's files are read and
-//! checked with the config file, before anything is created. On the way
+//! configuration socket; PostUp; readiness to systemd once the worker
+//! has sent its first initiations (`service.rs`). A `[Mesh]` section's
+//! files are read and checked with the config file, before anything is
+//! created. On the way
 //! down: PreDown, routes and rules, interface, PostDown (as wg-quick).
 
 use std::net::SocketAddr;
@@ -308,6 +310,7 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
         control.clone(),
     )));
     reload::spawn_on_sighup(reloader.clone())?;
+    let control_for_service = control.clone();
     std::thread::Builder::new()
         .name("uapi".into())
         .spawn(move || uapi::serve(listener, control, Some(reloader)))?;
@@ -315,8 +318,10 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
         run_hook("PostUp", hook.as_str(), &interface)?;
     }
     tracing::info!(interface, peers = config.peers.len(), "up");
+    crate::service::spawn(control_for_service, interface.clone(), config.peers.len())?;
 
     let reason = worker.run()?;
+    crate::service::stopping();
     match reason {
         StopReason::Signal => tracing::info!(interface, "stopping on signal"),
         StopReason::InterfaceDeleted => {

@@ -206,3 +206,99 @@ fn keys_round_trip_through_wg() {
     std::io::Write::write_all(bad.stdin.as_mut().unwrap(), b"garbage\n").unwrap();
     assert_usage_error(&bad.wait_with_output().unwrap(), &["invalid private key"]);
 }
+
+/// What `fjord ARGS --help` prints.
+fn help(args: &[&str]) -> String {
+    let mut all = args.to_vec();
+    all.push("--help");
+    let output = fjord(&all);
+    assert!(output.status.success(), "{args:?}: {output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[test]
+fn each_subcommand_lists_only_its_own_options() {
+    let tunnel_options = [
+        "--threads",
+        "--cipher",
+        "--compression",
+        "--user",
+        "--log-format",
+    ];
+    for args in [
+        &["network", "sign"][..],
+        &["network"],
+        &["show"],
+        &["genkey"],
+        &["lab", "report"],
+        &["completions"],
+    ] {
+        let text = help(args);
+        for option in tunnel_options.iter().chain(&["--foreground"]) {
+            assert!(!text.contains(option), "{args:?} lists {option}:\n{text}");
+        }
+    }
+    // The tunnel's options where a tunnel runs: `up`, and the bare
+    // `fjord [-f] IFACE` form's top-level help.
+    for args in [&["up"][..], &[]] {
+        let text = help(args);
+        for option in tunnel_options {
+            assert!(text.contains(option), "{args:?} misses {option}:\n{text}");
+        }
+        assert!(!text.contains("--test-rekey-divisor"), "{text}");
+    }
+    assert!(help(&[]).contains("--foreground"));
+    // The lab starts fjord tunnels with `--threads`.
+    assert!(help(&["lab", "quick"]).contains("--threads"));
+    assert!(help(&["lab", "run"]).contains("--threads"));
+}
+
+#[test]
+fn tunnel_options_are_checked_where_they_are_taken() {
+    // Parsed (and refused) by `up` after its file, and before it.
+    let output = fjord(&["up", "x.conf", "--threads", "0"]);
+    assert_eq!(output.status.code(), Some(2));
+    let output = fjord(&["--cipher", "rot13", "up", "x.conf"]);
+    assert_eq!(output.status.code(), Some(2));
+    // Not taken by commands that run no tunnel.
+    let output = fjord(&["network", "new", "--threads", "2"]);
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn completions_and_man_page_come_from_the_definition() {
+    for (shell, marker) in [
+        ("bash", "_fjord()"),
+        ("zsh", "#compdef fjord"),
+        ("fish", "complete -c fjord"),
+    ] {
+        let output = fjord(&["completions", shell]);
+        assert!(output.status.success(), "{shell}: {output:?}");
+        let script = String::from_utf8(output.stdout).unwrap();
+        assert!(script.contains(marker), "{shell}: {script}");
+        assert!(
+            script.contains("no-busy-poll"),
+            "{shell} lacks up's options"
+        );
+    }
+    let page = fjord(&["manpage"]);
+    assert!(page.status.success());
+    let page = String::from_utf8(page.stdout).unwrap();
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH fjord 1"),
+        "{page}"
+    );
+    let dir = TempDir::new("man");
+    assert!(
+        fjord(&["manpage", dir.0.to_str().unwrap()])
+            .status
+            .success()
+    );
+    for name in ["fjord.1", "fjord-up.1", "fjord-network-sign.1"] {
+        assert!(dir.0.join(name).exists(), "{name} not written");
+    }
+    let up_page = std::fs::read_to_string(dir.0.join("fjord-up.1")).unwrap();
+    assert!(up_page.contains("threads"));
+    let sign_page = std::fs::read_to_string(dir.0.join("fjord-network-sign.1")).unwrap();
+    assert!(!sign_page.contains("threads"), "{sign_page}");
+}
