@@ -3,8 +3,10 @@
 //! `main.rs` only parses the command line and maps errors to exit codes.
 
 pub mod config;
+pub mod counters;
 pub mod keycmd;
 pub mod labcmd;
+pub mod metrics;
 pub mod netconf;
 pub mod networkcmd;
 pub mod privilege;

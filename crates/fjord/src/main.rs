@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use fjord::config::{CipherSetting, CompressionSetting};
+use fjord::config::{CipherSetting, CompressionSetting, MetricsAddress};
 use fjord::keycmd;
 use fjord::up::{DataOffer, UpOptions, UsageError};
 use fjord_proto::Timing;
@@ -59,6 +59,12 @@ struct Cli {
     /// removing routing rules at shutdown).
     #[arg(long, global = true, env = "FJORD_USER", value_name = "USER")]
     user: Option<String>,
+    /// For `up` and `fjord IFACE`: serve Prometheus metrics at
+    /// http://ADDR:PORT/metrics (over the config file's `Metrics`), e.g.
+    /// 127.0.0.1:9587. No authentication: keep it on loopback [default: off]
+    #[arg(long, global = true, env = "FJORD_METRICS", value_name = "ADDR:PORT",
+          value_parser = parse_metrics)]
+    metrics: Option<MetricsAddress>,
     #[command(subcommand)]
     command: Command,
 }
@@ -128,6 +134,7 @@ fn main() -> ExitCode {
         timing,
         cipher: cli.cipher,
         compression: cli.compression,
+        metrics: cli.metrics,
     };
     match run(
         cli.command,
@@ -179,6 +186,11 @@ fn parse_cipher(text: &str) -> Result<CipherSetting, String> {
         .map_err(|_| format!("expected {}", CipherSetting::EXPECTED))
 }
 
+fn parse_metrics(text: &str) -> Result<MetricsAddress, String> {
+    text.parse()
+        .map_err(|error: fjord::config::ValueError| error.to_string())
+}
+
 fn parse_compression(text: &str) -> Result<CompressionSetting, String> {
     text.parse()
         .map_err(|_| format!("expected {}", CompressionSetting::EXPECTED))
@@ -189,6 +201,8 @@ struct Protocol {
     timing: Timing,
     cipher: Option<CipherSetting>,
     compression: Option<CompressionSetting>,
+    /// Not the protocol's, but taken by the same two commands.
+    metrics: Option<MetricsAddress>,
 }
 
 fn run(
@@ -225,6 +239,7 @@ fn run(
                 cipher: protocol.cipher,
                 compression: protocol.compression,
                 user,
+                metrics: protocol.metrics,
             };
             fjord::up::up(&config, &options)
         }
@@ -248,6 +263,7 @@ fn run(
                     compression: protocol.compression.unwrap_or_default(),
                 },
                 user.as_ref(),
+                protocol.metrics,
             )
         }
         Command::Network(command) => fjord::networkcmd::run(command, &mut stdout.lock()),
