@@ -111,13 +111,13 @@ struct PeerFamily {
 const PEER_FAMILIES: [PeerFamily; 3] = [
     PeerFamily {
         name: "fjord_peer_receive_bytes",
-        help: "Bytes of decrypted data received from the peer (as `wg show` counts them).",
+        help: "Bytes of WireGuard datagrams received from the peer, handshakes included (as `wg show` counts them).",
         kind: Kind::Counter,
         value: |peer| peer.rx_bytes,
     },
     PeerFamily {
         name: "fjord_peer_transmit_bytes",
-        help: "Bytes of data sent to the peer before encryption (as `wg show` counts them).",
+        help: "Bytes of WireGuard datagrams sent to the peer, handshakes included (as `wg show` counts them).",
         kind: Kind::Counter,
         value: |peer| peer.tx_bytes,
     },
