@@ -1,7 +1,8 @@
 //! Fuzz target bodies for the `fjord` binary's parsers: the wg-quick
 //! style configuration file, and WireGuard's configuration protocol
 //! (requests `wg` sends to the configuration socket, and the replies
-//! `fjord show` reads from any implementation's socket).
+//! `fjord show` reads from any implementation's socket), and the metrics
+//! endpoint's HTTP request heads.
 //!
 //! Besides never panicking, both must keep secrets out of their error
 //! messages, which end up in logs: a refused key is named, never quoted.
@@ -231,6 +232,45 @@ fn disguise_char(c: char, shift: u32) -> char {
         .find(|(first, len)| (*first..first + len).contains(&code))
         .and_then(|(first, len)| char::from_u32(first + (code - first + shift) % len))
         .unwrap_or(c)
+}
+
+/// The metrics endpoint's HTTP request head parser on arbitrary bytes:
+/// never panics; a head is complete only with its empty line inside the
+/// size limit, incomplete input under the limit asks for more, and what
+/// follows a complete head (a body, the next bytes of a stream) never
+/// changes the answer, so reading in pieces gives what reading whole does.
+pub fn metrics_request(data: &[u8]) {
+    use fjord::metrics::http::{HeadError, MAX_HEAD_BYTES, parse_head};
+    let result = parse_head(data);
+    let ends_head = |bytes: &[u8]| {
+        bytes.windows(2).any(|pair| pair == b"\n\n") || bytes.windows(3).any(|w| w == b"\n\r\n")
+    };
+    let window = &data[..data.len().min(MAX_HEAD_BYTES)];
+    match result {
+        Ok(Some(_)) => assert!(ends_head(window), "complete without an empty line"),
+        Ok(None) => assert!(data.len() < MAX_HEAD_BYTES, "past the limit yet incomplete"),
+        Err(HeadError::TooLarge) => assert!(data.len() >= MAX_HEAD_BYTES),
+        Err(HeadError::Malformed) => {}
+    }
+    if let Ok(Some(_)) | Err(HeadError::Malformed) = result {
+        let mut longer = data.to_vec();
+        longer.extend_from_slice(b"GET /metrics HTTP/1.1\r\n\r\n");
+        assert_eq!(
+            parse_head(&longer),
+            result,
+            "more bytes changed a complete head"
+        );
+    }
+    // Every prefix of a complete head is incomplete: its first empty line
+    // is its end.
+    if let Ok(Some(_)) = result {
+        for cut in [data.len() / 2, data.len().saturating_sub(1)] {
+            let prefix = &data[..cut];
+            if !ends_head(prefix) {
+                assert_eq!(parse_head(prefix), Ok(None), "a prefix read as complete");
+            }
+        }
+    }
 }
 
 #[cfg(test)]

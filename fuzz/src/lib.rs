@@ -13,7 +13,7 @@ use std::str::FromStr;
 
 use fjord_mesh::Cidr;
 
-pub use fjord_targets::{config_parse, uapi_request};
+pub use fjord_targets::{config_parse, metrics_request, uapi_request};
 pub use mesh_targets::{cert_parse, control_parse, mesh_membership};
 pub use net_targets::{carrier_frames, fake_tcp_segment, fragment_balance, tun_coalesce, tun_read};
 pub use node_targets::node_session;
@@ -76,6 +76,7 @@ mod tests {
         replay("fake_tcp_segment", super::fake_tcp_segment);
         replay("config_parse", super::config_parse);
         replay("uapi_request", super::uapi_request);
+        replay("metrics_request", super::metrics_request);
         replay("node_session", super::node_session);
         replay("switch_frames", super::switch_frames);
     }

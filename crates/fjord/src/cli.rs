@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
-use crate::config::{CipherSetting, CompressionSetting};
+use crate::config::{CipherSetting, CompressionSetting, MetricsAddress};
 
 /// Read by `--test-rekey-divisor` when it is not given.
 pub const REKEY_DIVISOR_ENV: &str = "FJORD_TEST_REKEY_DIVISOR";
@@ -74,6 +74,12 @@ pub struct TunnelArgs {
     /// at shutdown).
     #[arg(long, env = "FJORD_USER", value_name = "USER")]
     pub user: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics (over the
+    /// config file's `Metrics`), e.g. 127.0.0.1:9587. No authentication:
+    /// keep it on loopback [default: off]
+    #[arg(long, env = "FJORD_METRICS", value_name = "ADDR:PORT",
+          value_parser = parse_metrics)]
+    pub metrics: Option<MetricsAddress>,
     /// How log lines are written to stderr: `text` (one event a line,
     /// coloured only on a terminal) or `json` (one JSON object a line, for
     /// log shippers) [default: text]
@@ -91,6 +97,7 @@ impl TunnelArgs {
             compression: self.compression.or(fallback.compression),
             test_rekey_divisor: self.test_rekey_divisor.or(fallback.test_rekey_divisor),
             user: self.user.or(fallback.user),
+            metrics: self.metrics.or(fallback.metrics),
             log_format: self.log_format.or(fallback.log_format),
         }
     }
@@ -212,6 +219,11 @@ pub fn write_manpage(out: &mut dyn std::io::Write) -> std::io::Result<()> {
 pub fn write_manpages(dir: &std::path::Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     clap_mangen::generate_to(command(), dir)
+}
+
+fn parse_metrics(text: &str) -> Result<MetricsAddress, String> {
+    text.parse()
+        .map_err(|error: crate::config::ValueError| error.to_string())
 }
 
 fn parse_cipher(text: &str) -> Result<CipherSetting, String> {

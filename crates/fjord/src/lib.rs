@@ -5,9 +5,11 @@
 
 pub mod cli;
 pub mod config;
+pub mod counters;
 pub mod keycmd;
 #[cfg(feature = "lab")]
 pub mod labcmd;
+pub mod metrics;
 pub mod netconf;
 pub mod networkcmd;
 pub mod privilege;

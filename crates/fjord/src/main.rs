@@ -122,6 +122,7 @@ fn run(command: Command, foreground: bool, tunnel: TunnelArgs) -> anyhow::Result
                 cipher: tunnel.cipher,
                 compression: tunnel.compression,
                 user,
+                metrics: tunnel.metrics,
             };
             fjord::up::up(&config, &options)
         }
@@ -145,6 +146,7 @@ fn run(command: Command, foreground: bool, tunnel: TunnelArgs) -> anyhow::Result
                     compression: tunnel.compression.unwrap_or_default(),
                 },
                 user.as_ref(),
+                tunnel.metrics,
             )
         }
         Command::Network(command) => fjord::networkcmd::run(command, &mut stdout.lock()),

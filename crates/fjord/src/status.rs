@@ -8,7 +8,9 @@ use std::time::Duration;
 use fjord_mesh::fallback::PathState;
 use fjord_mesh::{Cidr, Node};
 use fjord_net::{ControlContext, DataStats};
-use fjord_proto::{Codec, DataCipher, HandshakeCounters, PresharedKey, PrivateKey, PublicKey};
+use fjord_proto::{
+    Codec, DataCipher, DropReason, HandshakeCounters, PresharedKey, PrivateKey, PublicKey,
+};
 use serde::Serialize;
 use serde::ser::{SerializeStruct, Serializer};
 
@@ -25,7 +27,8 @@ pub struct InterfaceStatus {
     /// within the worker's housekeeping interval, so it may lag the link.
     pub datapath_mtu: usize,
     pub peers: Vec<PeerStatus>,
-    /// Dropped packets by reason (only non-zero reasons).
+    /// Dropped packets by reason, every reason (zeros too: metrics carry
+    /// them all; `get=fjord` prints the others).
     pub drops: Vec<(&'static str, u64)>,
     /// Handshakes read with Diffie–Hellman work and answered with cookies.
     pub handshakes: HandshakeCounters,
@@ -200,11 +203,13 @@ impl InterfaceStatus {
             fwmark: context.fwmark(),
             datapath_mtu: device.mtu(),
             peers,
-            drops: node
-                .drops()
-                .nonzero()
-                .map(|(reason, n)| (reason.name(), n))
-                .collect(),
+            drops: {
+                let drops = node.drops();
+                DropReason::ALL
+                    .into_iter()
+                    .map(|reason| (reason.name(), drops.get(reason)))
+                    .collect()
+            },
             handshakes: device.handshake_counters(),
             data: context.stats.clone(),
             members: member_lines(node),

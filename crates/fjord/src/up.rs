@@ -25,12 +25,12 @@ use fjord_sys::privilege::Account;
 
 use crate::config::{
     CipherSetting, CompressionSetting, Config, FallbackCarrier, InterfaceMode, LoadedMesh,
-    interface_name_from_path,
+    MetricsAddress, interface_name_from_path,
 };
 use crate::netconf::{self, Netconf, RouteTable, run_hook};
 use crate::reload::{self, DataOfferOverride, Reloader};
 use crate::reresolve::{self, NamedEndpoint};
-use crate::uapi;
+use crate::{metrics, uapi};
 
 /// Errors that mean "your input is wrong" (exit code 2) rather than
 /// "something failed while running" (exit code 1).
@@ -57,6 +57,8 @@ pub struct UpOptions {
     pub compression: Option<CompressionSetting>,
     /// The account to run as once set up (`--user`); `None` stays root.
     pub user: Option<Account>,
+    /// `--metrics`, which wins over the file's `Metrics`.
+    pub metrics: Option<MetricsAddress>,
 }
 
 /// What this node offers other fjord nodes for the data of each session.
@@ -250,6 +252,7 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
     };
     let (listener, _socket_guard) =
         uapi::bind(&interface).map_err(|error| UsageError(error.to_string()))?;
+    let metrics_listener = bind_metrics(options.metrics.or(config.interface.metrics))?;
     let mut udp = UdpTransport::bind(config.interface.listen_port.unwrap_or(0), fwmark)
         .map_err(|error| UsageError(error.to_string()))?;
     open_carrier(&config, &mut udp, fwmark)?;
@@ -311,6 +314,9 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
     )));
     reload::spawn_on_sighup(reloader.clone())?;
     let control_for_service = control.clone();
+    if let Some(metrics_listener) = metrics_listener {
+        metrics::spawn(metrics_listener, control.clone())?;
+    }
     std::thread::Builder::new()
         .name("uapi".into())
         .spawn(move || uapi::serve(listener, control, Some(reloader)))?;
@@ -340,6 +346,23 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Listens for scrapes at `address`, if metrics are on; an address that
+/// is taken or not this host's is a usage error (exit code 2).
+pub fn bind_metrics(
+    address: Option<MetricsAddress>,
+) -> anyhow::Result<Option<std::net::TcpListener>> {
+    let Some(address) = address else {
+        return Ok(None);
+    };
+    metrics::bind(address).map(Some).map_err(|error| {
+        if error.is_usage() {
+            UsageError(error.to_string()).into()
+        } else {
+            error.into()
+        }
+    })
 }
 
 /// Prepares the fallback carrier if any peer may need it (a peer with a

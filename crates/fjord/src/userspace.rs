@@ -7,7 +7,8 @@
 //! process ends when the interface is deleted (`ip link del`,
 //! `wg-quick down`) or on SIGINT/SIGTERM. With `FJORD_USER=NAME` (or
 //! `--user NAME`) it runs as NAME once the interface exists, keeping only
-//! `CAP_NET_ADMIN` (`privilege.rs`).
+//! `CAP_NET_ADMIN` (`privilege.rs`). `--metrics ADDR:PORT` serves the
+//! Prometheus endpoint (`metrics/`).
 
 use std::time::Instant;
 
@@ -17,9 +18,9 @@ use fjord_proto::Timing;
 use fjord_sys::privilege::Account;
 use fjord_sys::process::{Daemonized, daemonize};
 
-use crate::config::{DEFAULT_MTU, InterfaceName};
+use crate::config::{DEFAULT_MTU, InterfaceName, MetricsAddress};
 use crate::uapi;
-use crate::up::{DataOffer, UsageError, new_device};
+use crate::up::{DataOffer, UsageError, bind_metrics, new_device};
 
 pub fn run_interface(
     name: &str,
@@ -28,6 +29,7 @@ pub fn run_interface(
     timing: Timing,
     offer: DataOffer,
     user: Option<&Account>,
+    metrics: Option<MetricsAddress>,
 ) -> anyhow::Result<()> {
     let name: InterfaceName = name
         .parse()
@@ -35,6 +37,7 @@ pub fn run_interface(
     let interface = name.as_str();
     let (listener, _socket_guard) =
         uapi::bind(interface).map_err(|error| UsageError(error.to_string()))?;
+    let metrics_listener = bind_metrics(metrics)?;
     let udp = UdpTransport::bind(0, 0)?;
     let mtu = DEFAULT_MTU.bytes();
     let tun = TunDevice::create(interface, DeviceKind::Tun, mtu, true)?;
@@ -60,6 +63,9 @@ pub fn run_interface(
     }
     let (worker, control) = Worker::new(Node::new(device), tun, udp, 0)?;
     let worker = worker.with_threads(threads);
+    if let Some(metrics_listener) = metrics_listener {
+        crate::metrics::spawn(metrics_listener, control.clone())?;
+    }
     std::thread::Builder::new()
         .name("uapi".into())
         .spawn(move || uapi::serve(listener, control, None))?;

@@ -1,4 +1,4 @@
-//! The process: who runs it, signals to the processes it started, the
+//! The process: who runs it, the units of its `/proc` figures, signals to the processes it started, the
 //! network namespace of the calling thread, and going to the background.
 
 use std::io;
@@ -13,6 +13,23 @@ use crate::check;
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// Clock ticks per second, the unit of the CPU times in `/proc/PID/stat`
+/// (100 on every Linux architecture fjord builds for, used if the call
+/// fails).
+pub fn clock_ticks_per_second() -> u64 {
+    // SAFETY: sysconf takes a constant name and has no other preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(ticks).ok().filter(|&t| t > 0).unwrap_or(100)
+}
+
+/// The size of a memory page in bytes, the unit of `/proc/PID/statm`
+/// (4096 if the call fails).
+pub fn page_size_bytes() -> u64 {
+    // SAFETY: sysconf takes a constant name and has no other preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(size).ok().filter(|&s| s > 0).unwrap_or(4096)
 }
 
 /// Sends `signal` to process `pid`. Callers pass PIDs of processes they

@@ -36,13 +36,15 @@ pub(super) enum KeyName {
     FallbackCarrier,
     Cipher,
     Compression,
+    /// `[Interface] Metrics`: the Prometheus endpoint's address.
+    Metrics,
 }
 
 /// Number of [`KeyName`] variants, for per-key tables.
-pub(super) const KEY_COUNT: usize = 28;
+pub(super) const KEY_COUNT: usize = 29;
 
 // `SeenKeys` indexes by discriminant; the last variant must fit.
-const _: () = assert!(KeyName::Compression as usize + 1 == KEY_COUNT);
+const _: () = assert!(KeyName::Metrics as usize + 1 == KEY_COUNT);
 
 const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::PrivateKey,
@@ -73,6 +75,7 @@ const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::FallbackCarrier,
     KeyName::Cipher,
     KeyName::Compression,
+    KeyName::Metrics,
 ];
 
 impl KeyName {
@@ -106,6 +109,7 @@ impl KeyName {
             KeyName::FallbackCarrier => "FallbackCarrier",
             KeyName::Cipher => "Cipher",
             KeyName::Compression => "Compression",
+            KeyName::Metrics => "Metrics",
         }
     }
 

@@ -49,7 +49,8 @@ pub use mesh::{BootstrapMember, FileSetting, LoadedMesh, MeshSection};
 pub use mode::InterfaceMode;
 pub use values::{
     CipherSetting, CompressionSetting, FallbackCarrier, InterfaceName, InterfaceNameError,
-    KeepaliveInterval, Mtu, VerbatimValue, VerbatimValueError, interface_name_from_path,
+    KeepaliveInterval, MetricsAddress, Mtu, VerbatimValue, VerbatimValueError,
+    interface_name_from_path,
 };
 
 /// The MTU of the tunnel interface when the file sets none: 1420, as
@@ -112,6 +113,11 @@ pub struct InterfaceSection {
     pub mode: InterfaceMode,
     /// `Compression`, if the file sets one (fjord's key; `off` when absent).
     pub compression: Option<CompressionSetting>,
+    /// `Metrics` (fjord only): where the Prometheus endpoint listens.
+    /// `None` (the default) serves no metrics; `--metrics` wins over it.
+    /// The endpoint has no authentication and names every peer, so keep
+    /// it on loopback or a management network.
+    pub metrics: Option<MetricsAddress>,
     /// Keys only wg-quick reads, kept as written.
     pub wg_quick: WgQuick,
 }
@@ -257,6 +263,7 @@ impl PartialEq for InterfaceSection {
             && self.cipher == other.cipher
             && self.mode == other.mode
             && self.compression == other.compression
+            && self.metrics == other.metrics
             && self.wg_quick == other.wg_quick
     }
 }

@@ -34,8 +34,8 @@ use super::keys::{KEY_COUNT, KeyName};
 use super::mesh::MeshDraft;
 use super::mode::{InterfaceMode, SwitchConflicts};
 use super::values::{
-    CipherSetting, CompressionSetting, FallbackCarrier, KeepaliveInterval, Mtu, VerbatimValue,
-    parse_bool, parse_fallback_port, parse_fwmark, parse_listen_port,
+    CipherSetting, CompressionSetting, FallbackCarrier, KeepaliveInterval, MetricsAddress, Mtu,
+    VerbatimValue, parse_bool, parse_fallback_port, parse_fwmark, parse_listen_port,
 };
 use super::{Config, InterfaceSection, PeerSection, WgQuick};
 
@@ -121,6 +121,7 @@ struct InterfaceDraft {
     cipher: Option<CipherSetting>,
     mode: InterfaceMode,
     compression: Option<CompressionSetting>,
+    metrics: Option<MetricsAddress>,
     wg_quick: WgQuick,
 }
 
@@ -337,6 +338,7 @@ impl Reader<'_> {
                 cipher: interface.cipher,
                 mode: interface.mode,
                 compression: interface.compression,
+                metrics: interface.metrics,
                 wg_quick: interface.wg_quick,
             },
             peers,
@@ -374,6 +376,7 @@ impl InterfaceDraft {
             cipher: None,
             mode: InterfaceMode::default(),
             compression: None,
+            metrics: None,
             wg_quick: WgQuick::default(),
         }
     }
@@ -410,6 +413,7 @@ impl InterfaceDraft {
             KeyName::Cipher => self.cipher = Some(value.parse()?),
             KeyName::Mode => self.mode = InterfaceMode::parse(value)?,
             KeyName::Compression => self.compression = Some(value.parse()?),
+            KeyName::Metrics => self.metrics = Some(value.parse()?),
             // Other sections' keys never reach here: `read_line` checks.
             _ => {}
         }

@@ -432,6 +432,53 @@ fn fallback_ports_in_interface_and_peer() {
 }
 
 #[test]
+fn metrics_address_is_an_ip_and_a_port() {
+    assert_eq!(parse_ok(&with_interface("")).interface.metrics, None);
+    let config = parse_ok(&with_interface("metrics = 127.0.0.1:9587"));
+    let metrics = config.interface.metrics.expect("Metrics read");
+    assert_eq!(
+        metrics.socket_address(),
+        SocketAddr::from(([127, 0, 0, 1], 9587))
+    );
+    assert!(
+        config
+            .to_wg_format()
+            .contains("\nMetrics = 127.0.0.1:9587\n")
+    );
+    let v6 = parse_ok(&with_interface("Metrics = [::1]:9587"));
+    assert_eq!(
+        v6.interface.metrics.map(|m| m.to_string()),
+        Some("[::1]:9587".to_string())
+    );
+    assert_eq!(
+        error_of(&with_interface("Metrics = localhost:9587")),
+        "wg0.conf:3: Metrics: 'localhost:9587' is not an IP address and port, like 127.0.0.1:9587"
+    );
+    assert_eq!(
+        error_of(&with_interface("Metrics = 127.0.0.1")),
+        "wg0.conf:3: Metrics: '127.0.0.1' is not an IP address and port, like 127.0.0.1:9587"
+    );
+    assert_eq!(
+        error_of(&with_interface("Metrics = 127.0.0.1:0")),
+        "wg0.conf:3: Metrics: 0 is out of range (1 to 65535)"
+    );
+    assert_eq!(
+        error_of(&with_interface("Metrics = 127.0.0.1:70000")),
+        "wg0.conf:3: Metrics: '127.0.0.1:70000' is not an IP address and port, like 127.0.0.1:9587"
+    );
+    assert_eq!(
+        error_of(&with_interface(
+            "Metrics = 127.0.0.1:1\nMetrics = 127.0.0.1:2"
+        )),
+        "wg0.conf:4: Metrics given twice in this [Interface] (first on line 3)"
+    );
+    assert_eq!(
+        error_of(&with_peer("Metrics = 127.0.0.1:9587")),
+        "wg0.conf:5: Metrics belongs in [Interface], not in [Peer]"
+    );
+}
+
+#[test]
 fn mtu_range_and_default() {
     let config = parse_ok(&with_interface(""));
     assert_eq!(config.interface.mtu, None);
@@ -947,6 +994,12 @@ fn interface() -> impl Strategy<Value = InterfaceSection> {
                 CompressionSetting::Off,
                 CompressionSetting::Lz4,
             ])),
+            prop::option::of((ip(), 1u16..).prop_map(|(ip, port)| {
+                SocketAddr::new(ip, port)
+                    .to_string()
+                    .parse::<MetricsAddress>()
+                    .expect("an address and a non-zero port")
+            })),
         ),
         prop::sample::select(vec![InterfaceMode::Router, InterfaceMode::Switch]),
         wg_quick,
@@ -963,7 +1016,7 @@ fn interface() -> impl Strategy<Value = InterfaceSection> {
                 fwmark,
                 addresses,
                 mtu,
-                (cipher, compression),
+                (cipher, compression, metrics),
                 mode,
                 wg_quick,
                 fallback_port,
@@ -977,6 +1030,7 @@ fn interface() -> impl Strategy<Value = InterfaceSection> {
                     mtu: mtu.map(|bytes| Mtu::new(bytes).expect("within range")),
                     cipher,
                     compression,
+                    metrics,
                     mode,
                     fallback_port,
                     fallback_carrier: carrier,

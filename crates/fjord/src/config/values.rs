@@ -430,3 +430,42 @@ pub(super) fn parse_bool(text: &str) -> Result<bool, ValueError> {
         Err(ValueError::invalid(text, "true or false"))
     }
 }
+
+/// `Metrics` (fjord only) and `--metrics`: where the Prometheus endpoint
+/// listens, an IP address and a port from 1 to 65535 (`127.0.0.1:9587`,
+/// `[::1]:9587`). A name is refused: the endpoint is bound once, before
+/// any resolver could be trusted to answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MetricsAddress(std::net::SocketAddr);
+
+impl MetricsAddress {
+    pub const EXPECTED: &'static str = "an IP address and port, like 127.0.0.1:9587";
+
+    pub fn socket_address(self) -> std::net::SocketAddr {
+        self.0
+    }
+}
+
+impl FromStr for MetricsAddress {
+    type Err = ValueError;
+
+    fn from_str(text: &str) -> Result<Self, ValueError> {
+        let address: std::net::SocketAddr = text
+            .parse()
+            .map_err(|_| ValueError::invalid(text, Self::EXPECTED))?;
+        if address.port() == 0 {
+            return Err(ValueError::OutOfRange {
+                value: 0,
+                min: 1,
+                max: u64::from(u16::MAX),
+            });
+        }
+        Ok(MetricsAddress(address))
+    }
+}
+
+impl fmt::Display for MetricsAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}

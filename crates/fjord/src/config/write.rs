@@ -50,6 +50,9 @@ pub(super) fn to_wg_format(config: &Config) -> Zeroizing<String> {
     if let Some(compression) = interface.compression {
         line(&mut out, "Compression", compression);
     }
+    if let Some(metrics) = interface.metrics {
+        line(&mut out, "Metrics", metrics);
+    }
     let wg_quick = &interface.wg_quick;
     if !wg_quick.dns.is_empty() {
         line(&mut out, "DNS", comma_list(&wg_quick.dns));

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use super::hex;
+use crate::counters::{Section, interface_readings};
 use crate::status::InterfaceStatus;
 
 /// The body of a `get=1` reply (without the final `errno=` line).
@@ -52,57 +53,25 @@ pub const SWITCH_MAC_ADDRESSES: &str = "switch_mac_addresses";
 /// (`switch_mac_addresses`, switch mode only), and mesh members
 /// (`member=`).
 pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
-    let _ = writeln!(out, "datapath_mtu={}", status.datapath_mtu);
-    if let Some(count) = status.mac_addresses {
-        let _ = writeln!(out, "{SWITCH_MAC_ADDRESSES}={count}");
-    }
-    for (reason, count) in &status.drops {
-        let _ = writeln!(out, "drop_{reason}={count}");
-    }
-    let handshakes = &status.handshakes;
-    let _ = writeln!(
-        out,
-        "{HANDSHAKE_PREFIX}initiations_computed={}",
-        handshakes.initiations_computed
-    );
-    let _ = writeln!(
-        out,
-        "{HANDSHAKE_PREFIX}cookie_replies={}",
-        handshakes.cookie_replies
-    );
-    let _ = writeln!(
-        out,
-        "{HANDSHAKE_PREFIX}cookie_replies_withheld={}",
-        handshakes.cookie_replies_withheld
-    );
-    let data = &status.data;
-    for (name, value) in [
-        ("tx_packets", data.tx_packets),
-        ("rx_packets", data.rx_packets),
-        ("rx_datagrams", data.rx_datagrams),
-        ("tun_reads", data.tun_reads),
-        ("tun_writes", data.tun_writes),
-        ("crypto_splits", data.crypto_splits),
-        ("udp_sends", data.udp_sends),
-        ("udp_recvs", data.udp_recvs),
-        ("tun_read_errors", data.tun_read_errors),
-        ("tun_write_errors", data.tun_write_errors),
-        ("udp_send_errors", data.udp_send_errors),
-        ("udp_recv_errors", data.udp_recv_errors),
-        ("idle_turns", data.idle_turns),
-    ] {
-        let _ = writeln!(out, "{name}={value}");
-    }
+    let readings = interface_readings(status);
+    let write_section = |out: &mut String, section: Section| {
+        for reading in readings
+            .iter()
+            .filter(|r| r.section == section && r.shown())
+        {
+            let _ = writeln!(out, "{}={}", reading.key, reading.value);
+        }
+    };
+    write_section(out, Section::Interface);
     for member in &status.members {
         let _ = writeln!(out, "{}", member.to_line());
     }
-    for (name, value) in &status.mesh_counters {
-        let _ = writeln!(out, "{MESH_PREFIX}{name}={value}");
-    }
-    if !status.fallback.is_empty() || status.fallback_counters.iter().any(|(_, n)| *n > 0) {
-        for (name, value) in &status.fallback_counters {
-            let _ = writeln!(out, "{name}={value}");
-        }
+    write_section(out, Section::Mesh);
+    let fallback_counted = readings
+        .iter()
+        .any(|r| r.section == Section::Fallback && r.value > 0);
+    if !status.fallback.is_empty() || fallback_counted {
+        write_section(out, Section::Fallback);
     }
     for line in &status.fallback {
         let _ = writeln!(out, "{}", line.to_line());

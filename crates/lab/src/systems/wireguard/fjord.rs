@@ -97,6 +97,9 @@ pub struct Fjord {
     log_filter: Option<String>,
     /// `Mode = switch`: a TAP interface instead of TUN.
     switch: bool,
+    /// `--metrics ADDR:PORT`: each side serves Prometheus metrics there
+    /// (inside its own namespace).
+    metrics: Option<std::net::SocketAddr>,
 }
 
 impl Fjord {
@@ -125,6 +128,7 @@ impl Fjord {
             user: None,
             log_filter: None,
             switch: false,
+            metrics: None,
         }
     }
 
@@ -140,6 +144,7 @@ impl Fjord {
             user: None,
             log_filter: None,
             switch: false,
+            metrics: None,
         }
     }
 
@@ -232,6 +237,13 @@ impl Fjord {
         self
     }
 
+    /// Runs each side with `--metrics address` (each in its namespace, so
+    /// one loopback address serves for both).
+    pub fn with_metrics(mut self, address: std::net::SocketAddr) -> Self {
+        self.metrics = Some(address);
+        self
+    }
+
     /// Runs each side with `FJORD_LOG=filter` (`trace` logs everything).
     pub fn with_log_filter(mut self, filter: &str) -> Self {
         self.log_filter = Some(filter.to_string());
@@ -315,6 +327,9 @@ impl Implementation for Fjord {
         }
         if let Some(user) = &self.user {
             command.arg("--user").arg(user);
+        }
+        if let Some(address) = self.metrics {
+            command.arg("--metrics").arg(address.to_string());
         }
         if let Some(filter) = &self.log_filter {
             command.env("FJORD_LOG", filter);
