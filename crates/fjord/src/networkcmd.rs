@@ -4,7 +4,8 @@
 //! fjord network new > network.key              a new secret network key
 //! fjord network pubkey < network.key           its public key ([Mesh] Network)
 //! fjord network sign --network-key network.key --public-key KEY \
-//!     --name NAME --address 198.19.0.2/32 [--days 365]   a certificate
+//!     --name NAME --address 198.19.0.2/32 [--valid 12h | --days 365]
+//!                                              a certificate
 //! fjord network revoke --network-key network.key --public-key KEY
 //! ```
 //!
@@ -43,10 +44,15 @@ pub enum NetworkCommand {
         /// An overlay address or prefix the node may use (repeat for more).
         #[arg(long = "address", required = true)]
         addresses: Vec<String>,
-        /// Days the certificate stays valid.
-        #[arg(long, default_value_t = 365,
+        /// Days the certificate stays valid [default: 365].
+        #[arg(long, conflicts_with = "valid",
               value_parser = clap::value_parser!(u32).range(1..=36_500))]
-        days: u32,
+        days: Option<u32>,
+        /// How long the certificate stays valid, for short-lived ones
+        /// renewed by a reload: a number and a unit, `s`, `m`, `h`, `d`
+        /// or `w` (`90m`, `12h`, `30d`); at least a minute.
+        #[arg(long, value_name = "DURATION", value_parser = parse_validity)]
+        valid: Option<Duration>,
     },
     /// Print a revocation of every certificate issued so far to a node key.
     Revoke {
@@ -82,6 +88,7 @@ pub fn run(command: NetworkCommand, out: &mut impl Write) -> anyhow::Result<()> 
             name,
             addresses,
             days,
+            valid,
         } => {
             let secret = read_secret(&network_key)?;
             let node_key = parse_public_key(&public_key)?;
@@ -93,7 +100,9 @@ pub fn run(command: NetworkCommand, out: &mut impl Write) -> anyhow::Result<()> 
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             let now = unix_now();
-            let expires = now + Duration::from_secs(u64::from(days) * 86_400).as_secs();
+            let validity = valid
+                .unwrap_or_else(|| Duration::from_secs(u64::from(days.unwrap_or(365)) * 86_400));
+            let expires = now + validity.as_secs();
             let certificate = secret
                 .sign(node_key, &name, &addresses, now, expires)
                 .map_err(|error| UsageError(format!("cannot sign: {error}")))?;
@@ -110,6 +119,42 @@ pub fn run(command: NetworkCommand, out: &mut impl Write) -> anyhow::Result<()> 
     }
     out.flush()?;
     Ok(())
+}
+
+/// Longest `--valid`: what `--days` allows.
+const MAX_VALIDITY: Duration = Duration::from_secs(36_500 * 86_400);
+
+/// `--valid`: `12h`, `90m`, `30d` and the like.
+fn parse_validity(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("`{text}` has no unit: add s, m, h, d or w (e.g. 12h)"))?;
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` does not start with a whole number (e.g. 12h)"))?;
+    let unit_secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        "w" => 7 * 86_400,
+        _ => {
+            return Err(format!(
+                "unknown unit `{unit}` in `{text}`: use s, m, h, d or w"
+            ));
+        }
+    };
+    let validity = number
+        .checked_mul(unit_secs)
+        .map(Duration::from_secs)
+        .filter(|validity| *validity <= MAX_VALIDITY)
+        .ok_or_else(|| format!("`{text}` is longer than 100 years"))?;
+    if validity < Duration::from_secs(60) {
+        return Err(format!("`{text}` is shorter than a minute"));
+    }
+    Ok(validity)
 }
 
 fn unix_now() -> u64 {
@@ -146,4 +191,30 @@ fn read_secret(path: &Path) -> anyhow::Result<NetworkSecret> {
             .map_err(|error| UsageError(format!("{}: {error}", path.display())))?,
     );
     Ok(parse_secret(&text, &path.display().to_string())?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validity_takes_a_number_and_a_unit() {
+        assert_eq!(parse_validity("12h"), Ok(Duration::from_secs(43_200)));
+        assert_eq!(parse_validity("90m"), Ok(Duration::from_secs(5_400)));
+        assert_eq!(parse_validity("60s"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_validity("2w"), Ok(Duration::from_secs(14 * 86_400)));
+        for bad in [
+            "12",
+            "h",
+            "12x",
+            "59s",
+            "-1h",
+            "1.5h",
+            "",
+            "36501d",
+            "99999999999999999w",
+        ] {
+            assert!(parse_validity(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -288,6 +288,8 @@ fn member_lines(node: &Node) -> Vec<MemberLine> {
             },
             rtt_micros: member.rtt.map(|rtt| rtt.as_micros() as u64),
             path_mtu: node.path_mtu(&member.key).map(|mtu| mtu as u64),
+            // A listed member's "certificate" never expires (u64::MAX).
+            expires_at: Some(member.expires_at).filter(|at| *at != u64::MAX),
         })
         .collect()
 }

@@ -108,3 +108,54 @@ fn a_revocation_in_a_non_bootstrap_members_file_spreads_to_every_member() {
     drop(mesh);
     drop(lan);
 }
+
+/// A revocation appended to the file of a running member that is not the
+/// bootstrap member takes a reload, no restart, and spreads from there.
+#[test]
+fn a_revocation_added_to_a_running_members_file_spreads_on_reload() {
+    if !systems::running_as_root("needs root (network namespaces)") {
+        return;
+    }
+    let lan = Lan::new(NODES).expect("a LAN of four hosts");
+    let workdir = systems::WorkDir::create("mesh-revoke-reload").expect("work directory");
+    let mut mesh = FjordMesh::new(Fjord::at(PathBuf::from(env!("CARGO_BIN_EXE_fjord"))))
+        .configure(&lan.mesh_hosts(), workdir.path())
+        .expect("mesh configured");
+    let victim = mesh.public_key(VICTIM).to_string();
+    let all: Vec<usize> = (0..NODES).collect();
+    for &node in &all {
+        mesh.start_node(node).expect("node started");
+    }
+    let mut last = HashMap::new();
+    let converged = netns::wait_until(CONVERGENCE_TIMEOUT, "a direct mesh of four", || {
+        last = listings(&mut mesh, &all);
+        last.values().all(|listed| {
+            listed.len() == NODES - 1
+                && listed
+                    .iter()
+                    .all(|member| member.path == MemberPath::Direct)
+        })
+    });
+    assert!(
+        converged.is_ok(),
+        "{converged:?}; members listed: {last:#?}"
+    );
+
+    mesh.revoke_in_file(REVOKER, VICTIM)
+        .expect("revocation written");
+    let reloaded = mesh.reload(REVOKER).expect("reloaded");
+    assert!(reloaded.contains("1 revocations added"), "{reloaded}");
+    let started = Instant::now();
+    let others = [0, REVOKER, 3];
+    let spread = netns::wait_until(SPREAD_TIMEOUT, "node2 to be dropped everywhere", || {
+        last = listings(&mut mesh, &others);
+        last.values().all(|listed| !lists(listed, &victim))
+    });
+    assert!(spread.is_ok(), "{spread:?}; members listed: {last:#?}");
+    eprintln!(
+        "mesh_revoke: after a reload of node1, node2 dropped by every member {:?} later",
+        started.elapsed()
+    );
+    drop(mesh);
+    drop(lan);
+}

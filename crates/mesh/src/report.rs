@@ -19,12 +19,15 @@ pub struct MemberLine {
     /// The largest datagram (IP header included) probing found to get
     /// through to the member; `None` until the first search settles.
     pub path_mtu: Option<u64>,
+    /// When the member's certificate expires (Unix seconds); `None` from
+    /// a fjord that predates it, or for a listed member.
+    pub expires_at: Option<u64>,
 }
 
 impl MemberLine {
     pub fn to_line(&self) -> String {
         format!(
-            "member={},{},{},{},{},{},{}",
+            "member={},{},{},{},{},{},{},{}",
             self.public_key,
             self.name,
             self.addresses.join(" "),
@@ -33,6 +36,8 @@ impl MemberLine {
             self.rtt_micros
                 .map_or("-".to_string(), |rtt| rtt.to_string()),
             self.path_mtu.map_or("-".to_string(), |mtu| mtu.to_string()),
+            self.expires_at
+                .map_or("-".to_string(), |expires| expires.to_string()),
         )
     }
 
@@ -58,6 +63,11 @@ impl MemberLine {
             None | Some("-") => None,
             Some(mtu) => Some(mtu.parse().ok()?),
         };
+        // Absent from a fjord that predates certificate renewal.
+        let expires_at = match fields.next() {
+            None | Some("-") => None,
+            Some(expires) => Some(expires.parse().ok()?),
+        };
         fields.next().is_none().then_some(Self {
             public_key,
             name,
@@ -66,6 +76,7 @@ impl MemberLine {
             path,
             rtt_micros,
             path_mtu,
+            expires_at,
         })
     }
 }
@@ -84,9 +95,10 @@ mod tests {
             path: "direct".to_string(),
             rtt_micros: Some(310),
             path_mtu: Some(1276),
+            expires_at: Some(1_800_000_000),
         };
         let text = line.to_line();
-        assert!(text.ends_with(",310,1276"), "{text}");
+        assert!(text.ends_with(",310,1276,1800000000"), "{text}");
         assert_eq!(MemberLine::parse(&text["member=".len()..]), Some(line));
         // A fjord from before path MTU probing sends one field less.
         let older = MemberLine::parse("key,node1,,-,connecting,-").unwrap();

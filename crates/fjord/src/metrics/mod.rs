@@ -211,6 +211,7 @@ mod tests {
             path: path.to_string(),
             rtt_micros: Some(1500),
             path_mtu: Some(1452),
+            expires_at: None,
         };
         InterfaceStatus {
             name: "fj0".to_string(),

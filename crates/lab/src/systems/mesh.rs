@@ -93,6 +93,8 @@ pub struct Member {
     pub rtt_micros: Option<u64>,
     /// The probed path MTU (IP datagram bytes), once found.
     pub path_mtu: Option<u64>,
+    /// When its certificate expires (Unix seconds), if it has one.
+    pub expires_at: Option<u64>,
 }
 
 /// How a node reaches a member (`fjord show`'s `path`).
@@ -131,6 +133,7 @@ impl From<MemberLine> for Member {
             path: MemberPath::from(line.path),
             rtt_micros: line.rtt_micros,
             path_mtu: line.path_mtu,
+            expires_at: line.expires_at,
         }
     }
 }
@@ -340,17 +343,11 @@ impl RunningFjordMesh {
 
     /// Revokes node `revoked` in `node`'s `Revocations` file as an
     /// operator does: `fjord network revoke` appended to the file, which
-    /// `node`'s config names. Before `node` starts: fjord reads the file
-    /// when it comes up.
+    /// `node`'s config names. fjord reads the file when it comes up, and
+    /// a running `node` on a [`reload`](Self::reload).
     pub fn revoke_in_file(&self, node: usize, revoked: usize) -> Result<(), String> {
         use std::io::Write as _;
         let entry = self.node(node);
-        if entry.process.is_some() {
-            return Err(format!(
-                "{} is running; it would not read the file",
-                entry.name
-            ));
-        }
         let output = Command::new(&self.binary)
             .args(["network", "revoke", "--network-key"])
             .arg(self.dir.file("network.key"))
@@ -381,6 +378,53 @@ impl RunningFjordMesh {
             append(&entry.config_path, line.as_bytes())?;
         }
         append(&path, &output.stdout)
+    }
+
+    /// Signs `node` a new certificate valid for `valid` (`12h`, `90m`)
+    /// with `fjord network sign`, as an operator renewing a short-lived
+    /// one does, and puts it in place of the file its config names.
+    pub fn renew_certificate(&self, node: usize, valid: &str) -> Result<(), String> {
+        let entry = self.node(node);
+        let output = Command::new(&self.binary)
+            .args(["network", "sign", "--network-key"])
+            .arg(self.dir.file("network.key"))
+            .arg("--public-key")
+            .arg(entry.public_key.to_string())
+            .args(["--name", &entry.name, "--valid", valid, "--address"])
+            .arg(format!("{}/32", entry.overlay))
+            .output()
+            .map_err(|e| format!("run fjord network sign: {e}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "fjord network sign: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        let path = self.dir.file(&format!("{}.cert", entry.name));
+        write_secret_file(&path, &String::from_utf8_lossy(&output.stdout))
+            .map_err(|e| format!("write {}: {e}", path.display()))
+    }
+
+    /// `fjord reload` of `node`'s interface: what it printed, or why it
+    /// refused.
+    pub fn reload(&self, node: usize) -> Result<String, String> {
+        let entry = self.node(node);
+        let output = Command::new("ip")
+            .args(["netns", "exec", &entry.namespace])
+            .arg(&self.binary)
+            .args(["reload", &entry.ifname])
+            .output()
+            .map_err(|e| format!("run fjord reload: {e}"))?;
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        if output.status.success() {
+            Ok(text)
+        } else {
+            Err(format!(
+                "{}: fjord reload: {}{text}",
+                entry.name,
+                String::from_utf8_lossy(&output.stderr)
+            ))
+        }
     }
 
     /// `node`'s mesh counter `name` (`port_predictions`, ...) as `fjord
