@@ -257,6 +257,12 @@ impl UdpTransport {
         fjord_sys::socket::receive_queue_bytes(self.socket.as_fd()).is_ok_and(|bytes| bytes > 0)
     }
 
+    /// Whether this is a socket of [`UdpTransport::connected`] (a port
+    /// prediction socket, steered too, is not: its own port is the point).
+    pub(crate) fn is_connected(&self) -> bool {
+        self.connection.is_some()
+    }
+
     /// The local address a connected socket is bound to (`None`: the
     /// route's choice, or not a connected socket).
     pub(crate) fn bound_local(&self) -> Option<IpAddr> {

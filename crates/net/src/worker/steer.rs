@@ -64,13 +64,15 @@ impl Worker {
     /// on the interface's socket cannot crowd its datagrams out. Past
     /// `MAX_STEERED`, or if the socket cannot be opened, the endpoint
     /// shares the interface's socket as before.
-    /// A socket bound to another of our addresses than the one the peer
-    /// now reaches us at is replaced: replies leave from the address the
-    /// peer sent to.
+    /// A connected socket bound to another of our addresses than the one
+    /// the peer now reaches us at is replaced: replies leave from the
+    /// address the peer sent to. A port prediction socket stays: the NAT
+    /// mapping that lets the member's datagrams in is its port's.
     pub(super) fn connect_endpoint(&mut self, Endpoint { remote, local }: Endpoint) {
         let steering = self.udp.steering();
+        let keep = |socket: &UdpTransport| !socket.is_connected() || socket.bound_local() == local;
         match steering.slot_of(remote) {
-            Some(slot) if steering.get(slot).is_some_and(|s| s.bound_local() == local) => return,
+            Some(slot) if steering.get(slot).is_some_and(keep) => return,
             Some(slot) => self.unsteer(slot),
             None if steering.len() >= MAX_STEERED => return,
             None => {}
