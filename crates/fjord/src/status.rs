@@ -84,6 +84,12 @@ pub struct PeerStatus {
     pub last_handshake: Option<Duration>,
     pub rx_bytes: u64,
     pub tx_bytes: u64,
+    /// Data messages (keepalives included) each way, and handshakes
+    /// completed and given up (see `fjord_proto::PeerStats`).
+    pub rx_datagrams: u64,
+    pub tx_datagrams: u64,
+    pub handshakes_completed: u64,
+    pub handshakes_abandoned: u64,
     pub persistent_keepalive: Option<Duration>,
     /// The cipher our data to the peer uses now (none without a session).
     pub sending_cipher: Option<DataCipher>,
@@ -184,6 +190,10 @@ impl InterfaceStatus {
                     last_handshake: status.stats.last_handshake,
                     rx_bytes: status.stats.rx_bytes,
                     tx_bytes: status.stats.tx_bytes,
+                    rx_datagrams: status.stats.rx_datagrams,
+                    tx_datagrams: status.stats.tx_datagrams,
+                    handshakes_completed: status.stats.handshakes_completed,
+                    handshakes_abandoned: status.stats.handshakes_abandoned,
                     persistent_keepalive: status.persistent_keepalive,
                     sending_cipher: status.sending_cipher,
                     compression: PeerCompression {

@@ -85,6 +85,7 @@ fn scrapes_during_a_transfer_count_what_was_sent() {
     }
     let tunnel = Tunnel::up(test, fjord().with_threads(1).with_metrics(METRICS));
     let (left, right) = (&tunnel.hosts.left, &tunnel.hosts.right);
+    let datagrams_before = sample(&scrape(left), "fjord_peer_transmit_datagrams_total");
     let sent_before = sample(&scrape(left), "fjord_peer_transmit_bytes_total");
     let received_before = sample(&scrape(right), "fjord_peer_receive_bytes_total");
 
@@ -115,6 +116,12 @@ fn scrapes_during_a_transfer_count_what_was_sent() {
     let body = scrape(left);
     let sent = sample(&body, "fjord_peer_transmit_bytes_total") - sent_before;
     let received = sample(&scrape(right), "fjord_peer_receive_bytes_total") - received_before;
+    // Each data message carries at most one 1,420-byte inner packet.
+    let datagrams = sample(&body, "fjord_peer_transmit_datagrams_total") - datagrams_before;
+    assert!(
+        datagrams >= TRANSFER_BYTES / 1_420 && datagrams <= sent / 32,
+        "{datagrams} data messages for {sent} B sent"
+    );
     let slowest = scrapes.iter().map(|(_, took)| *took).max();
     eprintln!(
         "{test}: {} B in {:?}; sender counted {sent} B sent, receiver {received} B received \

@@ -108,7 +108,7 @@ struct PeerFamily {
     value: fn(&crate::status::PeerStatus) -> u64,
 }
 
-const PEER_FAMILIES: [PeerFamily; 3] = [
+const PEER_FAMILIES: [PeerFamily; 7] = [
     PeerFamily {
         name: "fjord_peer_receive_bytes",
         help: "Bytes of WireGuard datagrams received from the peer, handshakes included (as `wg show` counts them).",
@@ -120,6 +120,30 @@ const PEER_FAMILIES: [PeerFamily; 3] = [
         help: "Bytes of WireGuard datagrams sent to the peer, handshakes included (as `wg show` counts them).",
         kind: Kind::Counter,
         value: |peer| peer.tx_bytes,
+    },
+    PeerFamily {
+        name: "fjord_peer_receive_datagrams",
+        help: "WireGuard data messages received from the peer and accepted, keepalives included.",
+        kind: Kind::Counter,
+        value: |peer| peer.rx_datagrams,
+    },
+    PeerFamily {
+        name: "fjord_peer_transmit_datagrams",
+        help: "WireGuard data messages sent to the peer, keepalives included.",
+        kind: Kind::Counter,
+        value: |peer| peer.tx_datagrams,
+    },
+    PeerFamily {
+        name: "fjord_peer_handshakes_completed",
+        help: "Handshakes with the peer that completed (about one every two minutes while traffic flows).",
+        kind: Kind::Counter,
+        value: |peer| peer.handshakes_completed,
+    },
+    PeerFamily {
+        name: "fjord_peer_handshakes_abandoned",
+        help: "Rounds of handshake attempts with the peer given up unanswered (after 90 s each).",
+        kind: Kind::Counter,
+        value: |peer| peer.handshakes_abandoned,
     },
     PeerFamily {
         name: "fjord_peer_latest_handshake_seconds",

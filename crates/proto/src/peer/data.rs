@@ -140,6 +140,7 @@ impl Peer {
 
     fn after_send(&mut self, now: Instant, is_data: bool, len: usize, ctx: &mut Context) {
         self.stats.tx_bytes += len as u64;
+        self.stats.tx_datagrams += 1;
         self.timers.any_authenticated_packet_traversal(now);
         self.timers.any_authenticated_packet_sent();
         if is_data && !self.timers.new_handshake_pending() {
@@ -353,6 +354,7 @@ impl Peer {
         }
         self.last_received = Some(now);
         self.stats.rx_bytes += datagram.len() as u64;
+        self.stats.rx_datagrams += 1;
         self.timers.any_authenticated_packet_received();
         self.timers.any_authenticated_packet_traversal(now);
         if rekey_before_expiry && !self.sent_last_minute_handshake {

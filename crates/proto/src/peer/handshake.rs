@@ -324,6 +324,7 @@ impl Peer {
         self.timers.handshake_complete();
         self.sent_last_minute_handshake = false;
         self.stats.last_handshake = Some(ctx.wall_clock.since_epoch(now));
+        self.stats.handshakes_completed += 1;
         ctx.events.push_back(Event::HandshakeCompleted {
             peer: id,
             initiator,

@@ -73,6 +73,14 @@ pub struct PeerStats {
     pub uncompressed_packets: u64,
     /// Compressed packets received and decompressed.
     pub decompressed_packets: u64,
+    /// Transport data messages (keepalives included) received and
+    /// accepted, and sent.
+    pub rx_datagrams: u64,
+    pub tx_datagrams: u64,
+    /// Handshakes that completed, and rounds of attempts given up
+    /// unanswered (after 90 s).
+    pub handshakes_completed: u64,
+    pub handshakes_abandoned: u64,
 }
 
 /// Where the sessions of two crossing handshakes stand.
@@ -243,6 +251,7 @@ impl Peer {
                     ctx.release_index(sent.state.local_index());
                 }
                 self.timers.handshake_abandoned(now, &ctx.timing);
+                self.stats.handshakes_abandoned += 1;
                 ctx.events.push_back(Event::HandshakeAbandoned { peer: id });
             }
         }
