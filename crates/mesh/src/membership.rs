@@ -298,6 +298,15 @@ impl Mesh {
             Control::Goodbye => {
                 self.departed.insert(key, now);
                 self.remove_member(key);
+                if self.bootstrap.contains(&key) {
+                    // Most often a restart: greet it again at once. The
+                    // Hello waits in a handshake that is retried every
+                    // 5 s, so the member is back within one retry of
+                    // coming up, where the stale session kept it off
+                    // every list for 16-20 s.
+                    self.actions.push_back(MeshAction::EndSessions { key });
+                    self.greet(key);
+                }
             }
             // Answered by the node's path MTU prober before they get here.
             Control::Hello { .. } | Control::MtuProbe { .. } | Control::MtuAck { .. } => {}

@@ -100,6 +100,10 @@ pub enum MeshAction {
     },
     /// Remove the peer `key` and its routes.
     Remove { key: PublicKey },
+    /// `key` said Goodbye but stays a peer (a bootstrap member): forget
+    /// our sessions with it, which it no longer holds, so that the next
+    /// message to it starts a handshake.
+    EndSessions { key: PublicKey },
     /// Send each endpoint of `key` a punch datagram with a TTL too low to
     /// reach the far NAT: it opens our own NAT for the answer without
     /// leaving a stray entry in theirs (which would make their NAT map

@@ -199,6 +199,9 @@ impl Sim {
                             node.peers.remove(&key);
                             node.sessions.remove(&key);
                         }
+                        MeshAction::EndSessions { key } => {
+                            node.sessions.remove(&key);
+                        }
                         MeshAction::Punch { key, .. } => {
                             self.punched.push((*from, key));
                             self.blocked.retain(|(a, b)| !(*a == key && b == from));

@@ -287,6 +287,11 @@ impl Node {
                     }
                 }
             }
+            MeshAction::EndSessions { key } => {
+                if let Some(id) = self.device.peer_id(&key) {
+                    self.device.end_sessions(id);
+                }
+            }
             MeshAction::Punch { endpoints, .. } => driver.punches.extend(endpoints),
             MeshAction::PredictPorts { toward, .. } => driver.predictions.push_back(toward),
             MeshAction::Connect { key, endpoints } => {

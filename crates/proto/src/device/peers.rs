@@ -179,6 +179,20 @@ impl Device {
     /// queued for `poll_transmit`; with no session it is staged and a
     /// handshake starts, as for any packet. Not for the data path: it
     /// allocates.
+    /// Forgets the peer's sessions and any handshake in flight (the peer
+    /// said it is going away: it holds none of them any more), so the
+    /// next packet for it starts a handshake at once instead of leaving
+    /// on a session nobody can open, unanswered until the keepalive
+    /// timeout 15 s later.
+    pub fn end_sessions(&mut self, id: PeerId) {
+        self.with_peer(id, |peer, ctx| {
+            peer.erase_keys(ctx);
+            // The pacing of initiations was toward the peer as it was;
+            // the first one to it as it comes back may leave at once.
+            peer.last_initiation_sent = None;
+        });
+    }
+
     pub fn send_extension(&mut self, id: PeerId, now: Instant, payload: &[u8]) {
         self.with_peer(id, |peer, ctx| peer.send_extension(id, now, payload, ctx));
     }
