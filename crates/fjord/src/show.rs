@@ -101,12 +101,12 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
             .map_or("-".to_string(), |mtu| format!("{mtu} B"));
         let _ = writeln!(
             out,
-            "  member {} ({}): {} via {} [{}], rtt {rtt}, path mtu {path_mtu}",
+            "  member {} ({}): {}, {}, rtt {rtt}, path mtu {path_mtu}{}",
             member.name,
             member.public_key,
             member.addresses.join(", "),
-            member.endpoint.as_deref().unwrap_or("?"),
-            member.path,
+            member_path(&member.path, member.endpoint.as_deref()),
+            certificate_expiry(member.expires_at, now),
         );
     }
     for peer in &interface.peers {
@@ -332,9 +332,57 @@ fn bytes(count: u64) -> String {
     format!("{value:.2} {}", UNITS[unit])
 }
 
+/// A member's path as a user reads it: where its traffic goes. Through a
+/// relay it goes to the relay, and the member's own address is only what
+/// was last seen of it.
+fn member_path(path: &str, endpoint: Option<&str>) -> String {
+    let endpoint = endpoint.unwrap_or("unknown");
+    match path.strip_prefix("relay ") {
+        Some(relay) => format!("relayed by {relay} (its own address last seen: {endpoint})"),
+        None if path == "direct" => format!("direct to {endpoint}"),
+        None => format!("{path} (last known address: {endpoint})"),
+    }
+}
+
+/// `, certificate expires in 11 hours, 59 minutes` when the member has a
+/// certificate (short-lived ones are renewed by reload).
+fn certificate_expiry(expires_at: Option<u64>, now: SystemTime) -> String {
+    let Some(expires_at) = expires_at else {
+        return String::new();
+    };
+    let now = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    match expires_at.checked_sub(now) {
+        Some(left) if left > 0 => format!(", certificate expires in {}", ago_units(left)),
+        _ => ", certificate expired".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_relayed_member_shows_the_relay_as_its_path() {
+        assert_eq!(
+            member_path("relay node0", Some("203.0.113.7:51820")),
+            "relayed by node0 (its own address last seen: 203.0.113.7:51820)"
+        );
+        assert_eq!(
+            member_path("direct", Some("198.18.0.2:51820")),
+            "direct to 198.18.0.2:51820"
+        );
+        assert_eq!(
+            member_path("connecting", None),
+            "connecting (last known address: unknown)"
+        );
+        let now = UNIX_EPOCH + Duration::from_secs(1_000);
+        assert_eq!(certificate_expiry(None, now), "");
+        assert_eq!(
+            certificate_expiry(Some(1_000 + 3_600), now),
+            ", certificate expires in 1 hour"
+        );
+        assert_eq!(certificate_expiry(Some(900), now), ", certificate expired");
+    }
 
     #[test]
     fn durations_and_sizes_print_like_wg() {
