@@ -46,6 +46,7 @@ use socket2::{Domain, Protocol, SockAddr, SockFilter, Socket, Type};
 use self::flow::{Flow, FlowState, Received, syn_ack};
 use self::segment::{ACK, FIN, RST, SYN, SYN_OPTIONS, SegmentHeader, parse_ipv4, write_header};
 use super::packing::Packer;
+use super::problem::starts_with_preamble;
 use super::{ACCEPTED_SILENCE_LIMIT, MAX_CARRIERS};
 
 /// What became of a flow, for the worker to tell the node.
@@ -54,6 +55,12 @@ pub enum FlowEvent {
     Connected(SocketAddr),
     Accepted(SocketAddr),
     Closed(SocketAddr),
+    /// Our SYN was answered with a reset: nothing listens there. The flow
+    /// is gone.
+    Refused(SocketAddr),
+    /// The flow carried a TCP carrier's preamble: the far end uses the
+    /// other carrier. The flow is closed (a `Closed` event follows).
+    OtherCarrier(SocketAddr),
 }
 
 struct Entry {
@@ -182,6 +189,13 @@ impl FakeTcp {
     /// Whether a flow goes to `remote`.
     pub fn carries(&self, remote: SocketAddr) -> bool {
         self.position(remote).is_some()
+    }
+
+    /// Whether the flow to `remote` was opened by the far end; `None`
+    /// without a flow there.
+    pub fn accepted(&self, remote: SocketAddr) -> Option<bool> {
+        let slot = self.position(remote)?;
+        self.flows[slot].as_ref().map(|entry| entry.accepted)
     }
 
     fn position(&self, remote: SocketAddr) -> Option<usize> {
@@ -370,6 +384,19 @@ impl FakeTcp {
             self.send_segment(remote, local, &reply, &[], &[]);
         }
         match received {
+            Received::Datagram if starts_with_preamble(segment.payload) => {
+                // A TCP carrier's first bytes: the far end speaks the
+                // other carrier, and nothing it sends is a datagram.
+                self.events
+                    .push_back(FlowEvent::OtherCarrier(remote.into()));
+                if let Some(mut entry) = self.flows[slot].take() {
+                    let fin = entry.flow.close();
+                    self.send_segment(remote, entry.local, &fin, &[], &[]);
+                }
+                self.len -= 1;
+                self.events.push_back(FlowEvent::Closed(remote.into()));
+                None
+            }
             Received::Datagram => Some((remote.into(), Some(local.into()))),
             Received::Established => {
                 self.events.push_back(FlowEvent::Connected(remote.into()));
@@ -377,6 +404,12 @@ impl FakeTcp {
             }
             Received::Closed => {
                 self.forget_flow(slot, remote);
+                None
+            }
+            Received::Refused => {
+                self.flows[slot] = None;
+                self.len -= 1;
+                self.events.push_back(FlowEvent::Refused(remote.into()));
                 None
             }
             Received::Nothing => None,
