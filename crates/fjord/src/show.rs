@@ -114,10 +114,19 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
         if peer.has_preshared_key {
             let _ = writeln!(out, "  preshared key: (hidden)");
         }
-        if let Some(endpoint) = peer.endpoint {
-            let _ = writeln!(out, "  endpoint: {endpoint}");
+        let path = fallback_path(interface, &peer.public_key);
+        match (peer.endpoint, path) {
+            // The endpoint is the carrier's far end (a fallback port, or
+            // the peer's TCP source port), which the path line names.
+            (Some(endpoint), Some(path)) if path.starts_with("carrier") => {
+                let _ = writeln!(out, "  endpoint: {} (over the carrier)", endpoint.ip());
+            }
+            (Some(endpoint), _) => {
+                let _ = writeln!(out, "  endpoint: {endpoint}");
+            }
+            (None, _) => {}
         }
-        if let Some(path) = fallback_path(interface, &peer.public_key) {
+        if let Some(path) = path {
             let _ = writeln!(out, "  path: {path}");
         }
         let allowed = if peer.allowed_ips.is_empty() {
@@ -227,8 +236,9 @@ fn carrier_counters(interface: &UapiInterface) -> std::collections::BTreeMap<Str
         .collect()
 }
 
-/// Where a peer that falls back sends now: `udp`, `connecting <address>`
-/// or `carrier <address>` (a TCP connection).
+/// Where a peer that falls back sends now (`FallbackLine`): `udp`,
+/// `connecting <kind> to <address>`, `carrier <kind> to <address>` or
+/// `carrier <kind> from <address>`.
 fn fallback_path<'a>(
     interface: &'a UapiInterface,
     key: &fjord_proto::PublicKey,

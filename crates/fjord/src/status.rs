@@ -51,7 +51,11 @@ pub struct InterfaceStatus {
 pub use fjord_mesh::report::MemberLine;
 
 /// One peer's fallback path, as `get=fjord` reports it:
-/// `fallback=<public key> udp|connecting <address>|carrier <address>`.
+/// `fallback=<public key> <path>`, the path one of `udp`, `connecting
+/// <kind> to <address>`, `carrier <kind> to <address>` (ours, to the
+/// peer's fallback port) or `carrier <kind> from <address>` (the peer
+/// opened it; the address is its TCP source, not a UDP endpoint), where
+/// `<kind>` is `fake-tcp` or `tcp`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FallbackLine {
     pub public_key: String,
@@ -223,7 +227,7 @@ impl InterfaceStatus {
             handshakes: device.handshake_counters(),
             data: context.stats.clone(),
             members: member_lines(node),
-            fallback: fallback_lines(node),
+            fallback: fallback_lines(context),
             fallback_counters: fallback_counters(context),
             mesh_counters: node
                 .mesh()
@@ -236,16 +240,31 @@ impl InterfaceStatus {
     }
 }
 
-/// Each peer that falls back, with where its datagrams go now.
-fn fallback_lines(node: &Node) -> Vec<FallbackLine> {
+/// Each peer that falls back or reaches us over a carrier it opened,
+/// with where its datagrams go now.
+fn fallback_lines(context: &ControlContext<'_>) -> Vec<FallbackLine> {
+    let node: &Node = context.node;
     let device = node.device();
+    let kind = context.carrier_kind();
     device
         .peer_ids()
         .filter_map(|id| {
-            let path = match node.fallback_state(id)? {
-                PathState::Udp => "udp".to_string(),
-                PathState::Connecting { carrier, .. } => format!("connecting {carrier}"),
-                PathState::Carried { carrier, .. } => format!("carrier {carrier}"),
+            let endpoint = device.peer_status(id)?.endpoint;
+            let accepted = endpoint.filter(|endpoint| {
+                context
+                    .carrier_to(*endpoint)
+                    .is_some_and(|(_, accepted)| accepted)
+            });
+            let path = match (node.fallback_state(id), accepted) {
+                (Some(PathState::Carried { carrier, .. }), _) => {
+                    format!("carrier {kind} to {carrier}")
+                }
+                (_, Some(source)) => format!("carrier {kind} from {source}"),
+                (Some(PathState::Connecting { carrier, .. }), None) => {
+                    format!("connecting {kind} to {carrier}")
+                }
+                (Some(PathState::Udp), None) => "udp".to_string(),
+                (None, None) => return None,
             };
             Some(FallbackLine {
                 public_key: device.peer_public_key(id)?.to_base64(),

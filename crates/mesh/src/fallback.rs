@@ -15,7 +15,7 @@
 //!    initiations toward UDP unanswered for UNANSWERED_BEFORE_FALLBACK (10 s)
 //!   Udp ─────────────────────────────────────────────────────────▶ Connecting
 //!    ▲                                                   Connect(peer ip : fallback port)
-//!    │ connect failed / CONNECT_TIMEOUT: Disconnect, UseUdp      │ connected
+//!    │ connect failed / CONNECT_TIMEOUT: GiveUp, UseUdp          │ connected
 //!    ├───────────────────────────────────────────────────────────┤
 //!    │                                                           ▼
 //!    │ the peer's endpoint moved to an address        Carried: UseCarrier (endpoint :=
@@ -95,6 +95,10 @@ pub enum FallbackAction {
     Connect { peer: PeerId, carrier: SocketAddr },
     /// Close the carrier connection to `carrier`.
     Disconnect { carrier: SocketAddr },
+    /// Close the attempt to open a carrier to `carrier`: it got no answer
+    /// within [`CONNECT_TIMEOUT`] (worth a warning: TCP to the fallback
+    /// port is blocked too, or nothing there answers).
+    GiveUp { carrier: SocketAddr },
     /// Send to `peer` through the open carrier: make `carrier` its
     /// endpoint and handshake over it now.
     UseCarrier { peer: PeerId, carrier: SocketAddr },
@@ -383,8 +387,7 @@ impl Fallback {
                 } if deadline <= now => {
                     path.state = PathState::Udp;
                     self.counters.failed_connects += 1;
-                    self.actions
-                        .push_back(FallbackAction::Disconnect { carrier });
+                    self.actions.push_back(FallbackAction::GiveUp { carrier });
                     self.actions.push_back(FallbackAction::UseUdp { peer, udp });
                 }
                 PathState::Carried {

@@ -175,7 +175,7 @@ impl Pair {
                     .handle_carrier(now, CarrierEvent::Accepted(Self::carrier_view(far, side)));
                 self.nodes[side].handle_carrier(now, CarrierEvent::Connected(address));
             }
-            CarrierCommand::Close(address) => {
+            CarrierCommand::Close(address) | CarrierCommand::GiveUp(address) => {
                 self.carriers
                     .retain(|&(connector, to)| !(connector == side && to == address));
                 let now = self.now;

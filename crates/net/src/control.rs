@@ -2,6 +2,7 @@
 //! run closures on the worker, between batches, with exclusive access to
 //! the node. The worker never blocks on them; a caller waits for the reply.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::Instant;
@@ -29,6 +30,19 @@ impl ControlContext<'_> {
     /// Counters of the fallback carriers.
     pub fn carrier_stats(&self) -> crate::carrier::CarrierStats {
         self.udp.carriers.stats()
+    }
+
+    /// The carrier whose far end is `remote`, if one is: this node's
+    /// carrier kind, and whether the far end opened it (accepted).
+    pub fn carrier_to(&self, remote: SocketAddr) -> Option<(crate::carrier::CarrierKind, bool)> {
+        let carriers = &self.udp.carriers;
+        let accepted = carriers.accepted(remote)?;
+        Some((carriers.kind(), accepted))
+    }
+
+    /// The carrier this node uses (`FallbackCarrier`).
+    pub fn carrier_kind(&self) -> crate::carrier::CarrierKind {
+        self.udp.carriers.kind()
     }
 
     pub fn fwmark(&self) -> u32 {

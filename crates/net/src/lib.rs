@@ -6,6 +6,7 @@
 
 mod busy_poll;
 pub mod carrier;
+pub mod carrier_log;
 pub mod control;
 pub mod crypto_stage;
 mod datapath;

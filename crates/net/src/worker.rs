@@ -41,6 +41,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::busy_poll::{BusyPoll, SPIN_WINDOW};
+use crate::carrier_log::CarrierLog;
 use crate::control::{ControlCall, ControlContext, ControlHandle};
 use crate::crypto_stage::CryptoStage;
 use crate::datapath::{Inbound, Outbound, Pace, ReceiveOn, send_blocking};
@@ -136,6 +137,9 @@ pub struct Worker {
     endpoint_log: EndpointLog<fjord_proto::PeerId>,
     /// Keeps a dead peer's abandoned handshakes to one warning.
     unanswered_log: UnansweredLog<String>,
+    /// Which carrier problems were warned about (one per far end and kind
+    /// an hour).
+    carrier_log: CarrierLog,
     /// Peers with packets waiting and nothing leaving (one warning each).
     stalls: StallWatch<fjord_proto::PublicKey>,
     /// Turns in a row that found work and moved no data, and when that
@@ -238,6 +242,7 @@ impl Worker {
             drop_report,
             endpoint_log: EndpointLog::default(),
             unanswered_log: UnansweredLog::default(),
+            carrier_log: CarrierLog::default(),
             stalls: StallWatch::default(),
             idle_streak: 0,
             idle_warned_at: None,

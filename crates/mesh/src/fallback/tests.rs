@@ -208,7 +208,7 @@ fn a_carrier_that_fails_or_hangs_gives_udp_back() {
     assert_eq!(
         run_until(&mut fallback, given_up + PROBE_INTERVAL),
         [
-            (given_up, FallbackAction::Disconnect { carrier: carrier() }),
+            (given_up, FallbackAction::GiveUp { carrier: carrier() }),
             (given_up, FallbackAction::UseUdp { peer, udp: udp() })
         ]
     );

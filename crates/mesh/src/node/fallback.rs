@@ -6,8 +6,8 @@
 //! Event::HandshakeCompleted ─▶ Fallback::handle_handshake
 //! Event::EndpointChanged  ─▶ Fallback::handle_endpoint
 //! handle_carrier (from the driver's sockets) ─▶ Fallback::handle_carrier
-//! FallbackAction::Connect / Disconnect ─▶ poll_carrier (the driver opens
-//!                                         or closes the TCP connection)
+//! FallbackAction::Connect / Disconnect / GiveUp ─▶ poll_carrier (the
+//!                            driver opens or closes the TCP connection)
 //! FallbackAction::UseCarrier ─▶ endpoint := carrier, initiation over it
 //! FallbackAction::ProbeUdp   ─▶ Device::initiate_toward(UDP endpoint)
 //! FallbackAction::UseUdp     ─▶ endpoint := UDP endpoint
@@ -35,6 +35,8 @@ pub enum CarrierCommand {
     Open(SocketAddr),
     /// Close the connection to this address.
     Close(SocketAddr),
+    /// Close the attempt to this address: it went unanswered.
+    GiveUp(SocketAddr),
 }
 
 pub(super) struct FallbackDriver {
@@ -189,6 +191,9 @@ impl Node {
                 }
                 FallbackAction::Disconnect { carrier } => {
                     driver.commands.push_back(CarrierCommand::Close(carrier));
+                }
+                FallbackAction::GiveUp { carrier } => {
+                    driver.commands.push_back(CarrierCommand::GiveUp(carrier));
                 }
                 FallbackAction::UseCarrier { peer, carrier } => {
                     self.device.set_peer_endpoint(peer, carrier);

@@ -19,6 +19,7 @@ use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
 use super::framing::{FRAME_HEADER_LEN, FrameDecoder, PREAMBLE, frame_header};
 use super::packing::Packer;
+use super::problem::{CarrierKind, CarrierProblem, starts_like_wireguard};
 use crate::udp::canonical;
 
 /// Most unsent bytes the kernel may hold for a carrier before writes are
@@ -77,6 +78,9 @@ pub struct Connection {
     /// Whether bytes arrived since the last [`Connection::silent_since`].
     heard: bool,
     silent_since: Instant,
+    /// The stream began with a bare WireGuard message instead of the
+    /// preamble: the far end sends fake TCP.
+    unframed_wireguard: bool,
 }
 
 impl Connection {
@@ -139,6 +143,7 @@ impl Connection {
             opened: now,
             heard: false,
             silent_since: now,
+            unframed_wireguard: false,
         }
     }
 
@@ -161,6 +166,27 @@ impl Connection {
     /// Whether the far side has sent its preamble (it speaks the carrier).
     pub fn introduced(&self) -> bool {
         self.decoder.introduced()
+    }
+
+    /// Whether the connection opened (ours: it connected; accepted: always).
+    pub fn was_open(&self) -> bool {
+        self.local.is_some()
+    }
+
+    /// What the connection showed about the far end's settings, for a
+    /// connection that is closing: a fake-TCP sender on our listener, or
+    /// (ours) a far end that opened but never spoke the carrier.
+    pub fn problem(&self) -> Option<CarrierProblem> {
+        let remote = self.remote;
+        if self.accepted {
+            return self
+                .unframed_wireguard
+                .then_some(CarrierProblem::OtherCarrier {
+                    remote,
+                    ours: CarrierKind::Tcp,
+                });
+        }
+        (self.was_open() && !self.introduced()).then_some(CarrierProblem::NotIntroduced { remote })
     }
 
     /// The connection became writable while connecting: `Ok(true)` once it
@@ -312,6 +338,7 @@ impl Connection {
                     Ok(None) => break,
                     Err(error) => {
                         tracing::debug!(%error, remote = %self.remote, "closing a carrier connection");
+                        self.unframed_wireguard = starts_like_wireguard(self.decoder.waiting());
                         self.state = LinkState::Closed;
                         break;
                     }

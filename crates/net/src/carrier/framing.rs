@@ -76,6 +76,12 @@ impl FrameDecoder {
         self.end = (self.end + count).min(self.buffer.len());
     }
 
+    /// The bytes received and not yet taken (after a
+    /// [`FramingError::BadPreamble`]: what came instead of the preamble).
+    pub fn waiting(&self) -> &[u8] {
+        &self.buffer[self.start..self.end]
+    }
+
     /// Whether the preamble has arrived.
     pub fn introduced(&self) -> bool {
         self.preamble_seen

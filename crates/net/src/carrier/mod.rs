@@ -36,6 +36,7 @@ mod connection;
 pub mod fake_tcp;
 pub mod framing;
 mod packing;
+mod problem;
 
 use std::io::{self, IoSliceMut};
 use std::net::{Ipv6Addr, SocketAddr};
@@ -50,6 +51,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use connection::{Connection, SendOutcome};
 pub use connection::{LinkState, UNSENT_LIMIT_BYTES};
 pub use fake_tcp::{FakeTcp, FlowEvent};
+pub use problem::{CarrierKind, CarrierProblem};
 
 use crate::udp_send::GsoMessage;
 
@@ -59,7 +61,9 @@ pub const MAX_CARRIERS: usize = 64;
 /// carried peer handshakes over it at least every 15 s (after each
 /// unanswered UDP probe), so only a dead or idle stranger stays silent.
 pub const ACCEPTED_SILENCE_LIMIT: Duration = Duration::from_secs(60);
-/// An accepted connection must send its preamble within this time.
+/// An accepted connection must send its preamble within this time, and
+/// so must the far end of ours once it opened (a fjord listener sends it
+/// at once; fake TCP answers a SYN and then never does).
 pub const INTRODUCTION_LIMIT: Duration = Duration::from_secs(10);
 
 /// Counters of all carriers, for `fjord show`.
@@ -82,8 +86,9 @@ pub struct CarrierStats {
 pub enum Writable {
     /// Our connection to this address just opened.
     Connected(SocketAddr),
-    /// Our connection to this address failed to open.
-    Failed(SocketAddr),
+    /// Our connection to this address failed to open, for this reason
+    /// (`ConnectionRefused`: nothing listens there).
+    Failed(SocketAddr, io::ErrorKind),
     /// Nothing new (the backlog went out, or still connecting).
     Nothing,
 }
@@ -122,6 +127,27 @@ pub enum Opening {
 impl Carriers {
     pub fn is_empty(&self) -> bool {
         self.len == 0 && !self.fake_has_flows.load(Ordering::Relaxed)
+    }
+
+    /// The carrier this node uses: fake TCP once [`Carriers::use_fake_tcp`]
+    /// was called, TCP connections otherwise.
+    pub fn kind(&self) -> CarrierKind {
+        if self.fake.is_some() {
+            CarrierKind::FakeTcp
+        } else {
+            CarrierKind::Tcp
+        }
+    }
+
+    /// Whether `remote` is the far end of a carrier, and if so whether the
+    /// far end opened it (accepted) or we did.
+    pub fn accepted(&self, remote: SocketAddr) -> Option<bool> {
+        if let Some(accepted) = self.with_fake(|fake| fake.accepted(remote)).flatten() {
+            return Some(accepted);
+        }
+        let slot = self.find(remote)?;
+        self.get(slot)
+            .map(|connection| connection.held().is_accepted())
     }
 
     /// Runs `work` on the fake-TCP carrier, if there is one, and notes
@@ -311,16 +337,15 @@ impl Carriers {
         }
     }
 
-    /// Closes the connection in `slot`.
-    pub fn remove(&mut self, slot: usize) -> Option<SocketAddr> {
+    /// Closes the connection in `slot`: its far end, and what it showed
+    /// about the far end's settings (`Connection::problem`).
+    pub fn remove(&mut self, slot: usize) -> Option<(SocketAddr, Option<CarrierProblem>)> {
         let connection = self.slots.get_mut(slot)?.take()?;
         self.len -= 1;
-        Some(
-            connection
-                .into_inner()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remote(),
-        )
+        let connection = connection
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        Some((connection.remote(), connection.problem()))
     }
 
     /// The connection in `slot` can take writes: finish connecting, or
@@ -337,7 +362,7 @@ impl Carriers {
                 Ok(false) => Writable::Nothing,
                 Err(error) => {
                     tracing::debug!(%error, %remote, "carrier connection failed");
-                    Writable::Failed(remote)
+                    Writable::Failed(remote, error.kind())
                 }
             };
         }
@@ -447,24 +472,26 @@ impl Carriers {
         });
     }
 
-    /// Connections to close now: broken ones, and accepted ones that never
-    /// introduced themselves or went silent. Call about once a second.
+    /// Connections to close now: broken ones, those (ours or accepted)
+    /// whose far end never introduced itself, and accepted ones that went
+    /// silent. Call about once a second.
     pub fn expired(&mut self, now: Instant) -> Vec<usize> {
         let mut expired = Vec::new();
         for (slot, entry) in self.slots.iter().enumerate() {
             let Some(cell) = entry else { continue };
             let mut connection = cell.held();
             let silent = now.saturating_duration_since(connection.silent_since(now));
-            let refused = connection.is_accepted()
-                && ((!connection.introduced()
-                    && now.saturating_duration_since(connection.opened()) >= INTRODUCTION_LIMIT)
-                    || silent >= ACCEPTED_SILENCE_LIMIT);
+            let unintroduced = connection.was_open()
+                && !connection.introduced()
+                && now.saturating_duration_since(connection.opened()) >= INTRODUCTION_LIMIT;
+            let refused =
+                connection.is_accepted() && (unintroduced || silent >= ACCEPTED_SILENCE_LIMIT);
             if refused {
                 let mut stats = *self.stats.held();
                 stats.connections_refused += 1;
                 *self.stats.held() = stats;
             }
-            if refused || connection.state() == LinkState::Closed {
+            if refused || unintroduced || connection.state() == LinkState::Closed {
                 expired.push(slot);
             }
         }

@@ -29,7 +29,7 @@ fn connected_pair() -> (Carriers, usize, Carriers, usize, SocketAddr) {
                 assert_eq!(to, remote);
                 break;
             }
-            Writable::Failed(to) => panic!("connecting to {to} failed"),
+            Writable::Failed(to, error) => panic!("connecting to {to} failed: {error:?}"),
             Writable::Nothing => {
                 assert!(Instant::now() < deadline, "never connected");
                 std::thread::sleep(Duration::from_millis(1));
@@ -228,4 +228,86 @@ fn silent_accepted_connections_expire() {
         server.expired(start + ACCEPTED_SILENCE_LIMIT + Duration::from_secs(1)),
         [server_slot]
     );
+}
+
+/// Accepts one connection on `server` (a stranger's, opened already).
+fn accept_one(server: &mut Carriers) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(accepted) = server.accept(Instant::now(), 0) {
+            break accepted.unwrap().0;
+        }
+        assert!(Instant::now() < deadline, "no connection accepted");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn what_a_closing_connection_shows_about_the_far_end() {
+    let mut server = Carriers::default();
+    server.listen(0, 0).unwrap();
+    let port = server.listen_port().unwrap();
+    // Fake TCP toward a TCP carrier: a bare WireGuard initiation.
+    let mut fake = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut initiation = [0u8; 148];
+    initiation[0] = 1;
+    std::io::Write::write_all(&mut fake, &initiation).unwrap();
+    let slot = accept_one(&mut server);
+    assert!(receive_all(&server, slot, 1).is_empty());
+    assert!(server.is_closed(slot));
+    let (remote, problem) = server.remove(slot).unwrap();
+    assert_eq!(
+        problem,
+        Some(CarrierProblem::OtherCarrier {
+            remote,
+            ours: CarrierKind::Tcp
+        })
+    );
+    // A stranger speaking something else is no news.
+    let mut stranger = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    std::io::Write::write_all(&mut stranger, b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    let slot = accept_one(&mut server);
+    assert!(receive_all(&server, slot, 1).is_empty());
+    assert_eq!(server.remove(slot).unwrap().1, None);
+
+    // Ours toward something that accepts and never introduces itself
+    // (fake TCP answers any SYN): closed after INTRODUCTION_LIMIT.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let remote = silent.local_addr().unwrap();
+    let start = Instant::now();
+    let mut client = Carriers::default();
+    let Opening::Stream(slot) = client.connect(start, remote, 0).unwrap() else {
+        panic!("a TCP connection was opened");
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while client.writable(slot) != Writable::Connected(remote) {
+        assert!(Instant::now() < deadline, "never connected");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(client.expired(start).is_empty());
+    assert_eq!(client.expired(start + INTRODUCTION_LIMIT), [slot]);
+    assert_eq!(
+        client.remove(slot).unwrap().1,
+        Some(CarrierProblem::NotIntroduced { remote })
+    );
+
+    // Ours toward a port where nothing listens: refused.
+    drop(silent);
+    let Opening::Stream(slot) = client.connect(start, remote, 0).unwrap() else {
+        panic!("a TCP connection was opened");
+    };
+    let outcome = loop {
+        match client.writable(slot) {
+            Writable::Nothing => {
+                assert!(Instant::now() < deadline, "no verdict");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            outcome => break outcome,
+        }
+    };
+    assert_eq!(
+        outcome,
+        Writable::Failed(remote, io::ErrorKind::ConnectionRefused)
+    );
+    assert_eq!(client.remove(slot).unwrap().1, None);
 }

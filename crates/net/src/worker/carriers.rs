@@ -9,10 +9,14 @@
 //! writable while connecting ─▶ Node::handle_carrier(Connected | Failed)
 //! listener readable          ─▶ accept, Node::handle_carrier(Accepted)
 //! closed, broken or expired  ─▶ Node::handle_carrier(Closed)
-//! fake TCP: flows opened, accepted, closed (after reading its raw
-//!     socket, and each second) ─▶ Node::handle_carrier
+//! fake TCP: flows opened, accepted, closed, refused (after reading its
+//!     raw socket, and each second) ─▶ Node::handle_carrier
+//! what shows a wrong setting (refused, unanswered, the other carrier's
+//!     bytes, a far end that never introduced itself) ─▶ one warning per
+//!     far end and kind an hour (`CarrierLog`), debug lines after it
 //! ```
 
+use std::io;
 use std::time::Instant;
 
 use fjord_mesh::CarrierCommand;
@@ -21,7 +25,7 @@ use mio::unix::SourceFd;
 use mio::{Interest, Token};
 
 use super::Worker;
-use crate::carrier::{FlowEvent, Opening, Writable};
+use crate::carrier::{CarrierProblem, FlowEvent, Opening, Writable};
 
 impl Worker {
     /// Accepts every waiting carrier connection; their slots, to be read
@@ -54,8 +58,13 @@ impl Worker {
                 self.node
                     .handle_carrier(now, CarrierEvent::Connected(remote));
             }
-            Writable::Failed(remote) => {
-                tracing::warn!(%remote, "carrier connection failed");
+            Writable::Failed(remote, error) => {
+                let ours = self.udp.carriers().kind();
+                if error == io::ErrorKind::ConnectionRefused {
+                    self.carrier_problem(now, CarrierProblem::Refused { remote, ours });
+                } else {
+                    tracing::warn!(%remote, %error, "carrier connection failed");
+                }
                 self.close_carrier(slot, false);
                 self.node.handle_carrier(now, CarrierEvent::Failed(remote));
             }
@@ -69,10 +78,13 @@ impl Worker {
         if let Some(fd) = self.udp.carriers().fd(slot) {
             let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
         }
-        let Some(remote) = self.udp.carriers_mut().remove(slot) else {
+        let Some((remote, problem)) = self.udp.carriers_mut().remove(slot) else {
             return;
         };
         tracing::debug!(%remote, "carrier connection closed");
+        if let Some(problem) = problem {
+            self.carrier_problem(Instant::now(), problem);
+        }
         if report {
             self.node
                 .handle_carrier(Instant::now(), CarrierEvent::Closed(remote));
@@ -92,13 +104,25 @@ impl Worker {
                             }
                         }
                         Err(error) => {
-                            tracing::warn!(%error, %remote, "cannot open a carrier connection");
+                            let problem = CarrierProblem::CannotOpen {
+                                remote,
+                                ours: self.udp.carriers().kind(),
+                                error: error.kind(),
+                            };
+                            self.carrier_problem(now, problem);
                             self.node.handle_carrier(now, CarrierEvent::Failed(remote));
                         }
                     }
                 }
                 CarrierCommand::Close(remote) => {
                     tracing::info!(%remote, "closing the carrier connection");
+                    if let Some(slot) = self.udp.carriers_mut().close(remote) {
+                        self.close_carrier(slot, false);
+                    }
+                }
+                CarrierCommand::GiveUp(remote) => {
+                    let ours = self.udp.carriers().kind();
+                    self.carrier_problem(now, CarrierProblem::Unanswered { remote, ours });
                     if let Some(slot) = self.udp.carriers_mut().close(remote) {
                         self.close_carrier(slot, false);
                     }
@@ -124,8 +148,29 @@ impl Worker {
                     tracing::debug!(%remote, "fake-TCP carrier flow closed");
                     CarrierEvent::Closed(remote)
                 }
+                FlowEvent::Refused(remote) => {
+                    let ours = self.udp.carriers().kind();
+                    self.carrier_problem(now, CarrierProblem::Refused { remote, ours });
+                    CarrierEvent::Failed(remote)
+                }
+                FlowEvent::OtherCarrier(remote) => {
+                    let ours = self.udp.carriers().kind();
+                    self.carrier_problem(now, CarrierProblem::OtherCarrier { remote, ours });
+                    continue;
+                }
             };
             self.node.handle_carrier(now, event);
+        }
+    }
+
+    /// Warns about `problem`, the first time in a while for its far end
+    /// and kind; a debug line otherwise.
+    fn carrier_problem(&mut self, now: Instant, problem: CarrierProblem) {
+        let remote = problem.remote();
+        if self.carrier_log.warns(&problem, now) {
+            tracing::warn!(%remote, "{problem}");
+        } else {
+            tracing::debug!(%remote, "{problem}");
         }
     }
 

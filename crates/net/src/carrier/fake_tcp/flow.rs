@@ -11,7 +11,10 @@
 //!           or first data that acknowledges it creates the flow, Established
 //! either:   FIN ─▶ Closed (sent when we close); resets are ignored: the
 //!           kernel's own TCP answers our segments with them, and a
-//!           forged one must not cut the tunnel
+//!           forged one must not cut the tunnel. One exception: a reset
+//!           that acknowledges our SYN (only who saw the SYN knows its
+//!           random sequence number) is the far host's kernel saying
+//!           nothing listens there: SynSent ─▶ Closed, refused
 //! ```
 //!
 //! Sans-I/O: inputs are received segments and `now`; outputs are segments
@@ -44,6 +47,9 @@ pub enum Received {
     Datagram,
     /// The peer closed the flow.
     Closed,
+    /// The far host refused our SYN (a reset acknowledging it): nothing
+    /// listens at that port.
+    Refused,
 }
 
 pub struct Flow {
@@ -130,6 +136,13 @@ impl Flow {
         reply: &mut Option<SegmentHeader>,
     ) -> Received {
         if header.flags & RST != 0 {
+            let refuses_our_syn = matches!(self.state, FlowState::SynSent(_))
+                && header.flags & ACK != 0
+                && header.acknowledgement == self.send_next;
+            if refuses_our_syn {
+                self.state = FlowState::Closed;
+                return Received::Refused;
+            }
             return Received::Nothing;
         }
         if header.flags & FIN != 0 {
@@ -284,6 +297,14 @@ mod tests {
         };
         assert_eq!(client.receive(&reset, 0, &mut reply), Received::Nothing);
         assert!(matches!(client.state, FlowState::SynSent(_)));
+        // The far kernel's reset answers our SYN (acknowledges it): refused.
+        let refusal = SegmentHeader {
+            sequence: 0,
+            acknowledgement: 1_001,
+            ..reset
+        };
+        assert_eq!(client.receive(&refusal, 0, &mut reply), Received::Refused);
+        assert_eq!(client.state, FlowState::Closed);
         let (mut client, mut server) = established(now);
         let fin = client.close();
         assert_eq!(client.state, FlowState::Closed);

@@ -46,6 +46,7 @@ use socket2::{Domain, Protocol, SockAddr, SockFilter, Socket, Type};
 use self::flow::{Flow, FlowState, Received, syn_ack};
 use self::segment::{ACK, FIN, RST, SYN, SYN_OPTIONS, SegmentHeader, parse_ipv4, write_header};
 use super::packing::Packer;
+use super::problem::starts_with_preamble;
 use super::{ACCEPTED_SILENCE_LIMIT, MAX_CARRIERS};
 
 /// What became of a flow, for the worker to tell the node.
@@ -54,6 +55,12 @@ pub enum FlowEvent {
     Connected(SocketAddr),
     Accepted(SocketAddr),
     Closed(SocketAddr),
+    /// Our SYN was answered with a reset: nothing listens there. The flow
+    /// is gone.
+    Refused(SocketAddr),
+    /// The flow carried a TCP carrier's preamble: the far end uses the
+    /// other carrier. The flow is closed (a `Closed` event follows).
+    OtherCarrier(SocketAddr),
 }
 
 struct Entry {
@@ -184,6 +191,13 @@ impl FakeTcp {
         self.position(remote).is_some()
     }
 
+    /// Whether the flow to `remote` was opened by the far end; `None`
+    /// without a flow there.
+    pub fn accepted(&self, remote: SocketAddr) -> Option<bool> {
+        let slot = self.position(remote)?;
+        self.flows[slot].as_ref().map(|entry| entry.accepted)
+    }
+
     fn position(&self, remote: SocketAddr) -> Option<usize> {
         let SocketAddr::V4(remote) = remote else {
             return None;
@@ -205,6 +219,13 @@ impl FakeTcp {
         };
         if self.position(remote.into()).is_some() {
             return Ok(());
+        }
+        // A closed flow that lingers there would take the new one's segments.
+        for entry in &mut self.flows {
+            if entry.as_ref().is_some_and(|entry| entry.remote == remote) {
+                *entry = None;
+                self.len -= 1;
+            }
         }
         let local = route_source(remote, fwmark)?;
         let (flow, syn) = Flow::connect(now, self.client_port, remote.port(), random_u32());
@@ -370,6 +391,20 @@ impl FakeTcp {
             self.send_segment(remote, local, &reply, &[], &[]);
         }
         match received {
+            Received::Datagram if starts_with_preamble(segment.payload) => {
+                // A TCP carrier's first bytes: the far end speaks the
+                // other carrier, and nothing it sends is a datagram. The
+                // flow is closed but lingers (`LINGER`), so the frames
+                // that follow are swallowed instead of opening a new one.
+                self.events
+                    .push_back(FlowEvent::OtherCarrier(remote.into()));
+                if let Some(entry) = self.flows[slot].as_mut() {
+                    let fin = entry.flow.close();
+                    self.send_segment(remote, local, &fin, &[], &[]);
+                }
+                self.events.push_back(FlowEvent::Closed(remote.into()));
+                None
+            }
             Received::Datagram => Some((remote.into(), Some(local.into()))),
             Received::Established => {
                 self.events.push_back(FlowEvent::Connected(remote.into()));
@@ -377,6 +412,12 @@ impl FakeTcp {
             }
             Received::Closed => {
                 self.forget_flow(slot, remote);
+                None
+            }
+            Received::Refused => {
+                self.flows[slot] = None;
+                self.len -= 1;
+                self.events.push_back(FlowEvent::Refused(remote.into()));
                 None
             }
             Received::Nothing => None,
@@ -446,8 +487,9 @@ impl FakeTcp {
         self.cookies.hash_one(remote) as u32
     }
 
-    /// Sends SYNs that are due again, and closes accepted flows that went
-    /// silent. Call about once a second.
+    /// Sends SYNs that are due again, closes accepted flows that went
+    /// silent, and forgets closed ones that lingered. Call about once a
+    /// second.
     pub fn tick(&mut self, now: Instant) {
         let mut syns = Vec::new();
         for slot in 0..self.flows.len() {
@@ -461,7 +503,10 @@ impl FakeTcp {
                 entry.silent_since = now;
             }
             let silent = now.saturating_duration_since(entry.silent_since);
-            if entry.accepted && silent >= ACCEPTED_SILENCE_LIMIT {
+            if entry.flow.state == FlowState::Closed && silent >= LINGER {
+                self.flows[slot] = None;
+                self.len -= 1;
+            } else if entry.accepted && silent >= ACCEPTED_SILENCE_LIMIT {
                 let remote = entry.remote;
                 self.forget_flow(slot, remote);
             }
@@ -489,6 +534,10 @@ fn port_filter(first: u16, second: u16) -> [SockFilter; 6] {
         SockFilter::new(RET_K, 0, 0, 0),
     ]
 }
+
+/// How long a flow closed because the far end speaks the other carrier
+/// stays, swallowing what that end still sends.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Classic BPF "return k": pass k bytes of the packet (0: drop it).
 const RET_K: u16 = 0x06;
