@@ -214,7 +214,7 @@ impl Reloader {
                 .as_ref()
                 .map(|mesh| (mesh.network, mesh.members.clone(), mesh.bootstrap.clone()))
         };
-        let checks: [(&'static str, bool); 10] = [
+        let checks: [(&'static str, bool); 11] = [
             (
                 "PrivateKey",
                 a.private_key.public_key() != b.private_key.public_key(),
@@ -233,6 +233,10 @@ impl Reloader {
             (
                 "a default route (AllowedIPs 0.0.0.0/0 or ::/0)",
                 has_default_route(old) != has_default_route(new),
+            ),
+            (
+                "a first FallbackPort (the carrier is set up at start)",
+                !uses_carrier(old) && uses_carrier(new),
             ),
         ];
         match checks.into_iter().find(|(_, changed)| *changed) {
@@ -319,6 +323,13 @@ fn prefixes(config: &Config) -> HashSet<Cidr> {
         .iter()
         .flat_map(|peer| peer.allowed_ips.iter().map(Cidr::network))
         .collect()
+}
+
+/// Whether `fjord up` opened a fallback carrier for this file (see
+/// `open_carrier`): our `FallbackPort`, or a peer's.
+fn uses_carrier(config: &Config) -> bool {
+    config.interface.fallback_port.is_some()
+        || config.peers.iter().any(|peer| peer.fallback_port.is_some())
 }
 
 fn has_default_route(config: &Config) -> bool {
