@@ -256,8 +256,9 @@ impl Mesh {
                     host_addresses,
                 );
             }
-            // A refusal answers our Hello, so it comes from a key that is
-            // not (or no longer) a member of ours either.
+            // A refusal answers our Hello, often from a bootstrap member
+            // that never became a member of ours: not held to the member
+            // check below (`handle_refused` has its own).
             Control::Refused { reason } => return self.handle_refused(key, reason),
             other => other,
         };
