@@ -281,6 +281,9 @@ impl MeshWorld {
     /// Applies what the mesh asks for, checking it is sane.
     fn drain(&mut self) {
         let own = self.kit.own_key();
+        while let Some(refusal) = self.mesh.poll_refusal() {
+            assert!(self.kit.peers.contains(&refusal.by), "refused by a stranger");
+        }
         while let Some(action) = self.mesh.poll_action() {
             match action {
                 MeshAction::Admit { key, addresses, .. } => {
@@ -402,7 +405,8 @@ impl MeshWorld {
 /// every action and message is drained and checked: no Admit or Remove
 /// names our own key, every route is one a certificate of that key names,
 /// every message goes to a known peer and decodes to what was encoded,
-/// and every Hello carries our certificate. Must never panic.
+/// and every Hello carries our certificate; a refusal of our own
+/// certificate comes from a known peer. Must never panic.
 pub fn mesh_membership(data: &[u8]) {
     let mut input = Input(data);
     let (flags, seed) = (input.u8(), input.u8());

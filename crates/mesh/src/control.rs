@@ -26,19 +26,25 @@
 //! with zeros to the size under test, the ack is small and says how many
 //! plaintext bytes arrived). Kind 13 is an Ethernet frame of a
 //! switch-mode interface (`switch.rs`): data, not control, so it is never
-//! decoded as a [`Control`].
+//! decoded as a [`Control`]. Refused (15) answers a Hello whose
+//! certificate the sender refused, with a one-byte [`RefusalReason`]: the
+//! handshake succeeded, so without it the refused node would look healthy
+//! to its operator while no member ever takes it in.
 //!
 //! A kind the receiver does not know fails to decode and is dropped (and
 //! counted as malformed); nothing else happens. That is what keeps new
 //! kinds compatible: RevocationDigest (14) is newer than the rest, and a
 //! node that predates it ignores it and still gets revocations the old
-//! way, in Revocations messages.
+//! way, in Revocations messages; a node that predates Refused (15) just
+//! goes on without being told. Refusal reasons follow the same rule one
+//! level down: a code the receiver does not know reads as
+//! [`RefusalReason::Other`].
 
 use std::net::SocketAddr;
 
 use fjord_proto::PublicKey;
 
-use crate::cert::{Certificate, Revocation};
+use crate::cert::{CertError, Certificate, Revocation};
 use crate::codec::{DecodeError, Reader, Writer};
 
 /// First plaintext byte of every fjord control message.
@@ -66,9 +72,89 @@ const KIND_MTU_ACK: u8 = 12;
 /// An Ethernet frame of a switch-mode interface (`switch.rs`).
 pub(crate) const KIND_FRAME: u8 = 13;
 const KIND_REVOCATION_DIGEST: u8 = 14;
+const KIND_REFUSED: u8 = 15;
 
 /// Bytes of the revocation hash in a [`Control::RevocationDigest`].
 pub const REVOCATION_HASH_LEN: usize = 16;
+
+/// Why a member refused the certificate in a Hello, as one byte on the
+/// wire. Coarser than [`CertError`]: what the refused node's operator can
+/// act on, not how the check failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RefusalReason {
+    /// Signed by another network key, or the signature does not verify
+    /// (from the refusing member's side the two look alike: it only holds
+    /// its own network's key).
+    OtherNetwork,
+    Expired,
+    /// Issued after the refusing member's clock: one of the clocks is off.
+    NotYetValid,
+    Revoked,
+    /// Not in the refusing member's member list, or with other addresses.
+    NotListed,
+    /// Issued for another node key than the one that presented it.
+    WrongNode,
+    /// A code this version does not know (a newer member's reason), kept
+    /// as it came so the message encodes back to the same bytes.
+    Other(u8),
+}
+
+impl RefusalReason {
+    /// The reason's byte on the wire.
+    pub fn code(self) -> u8 {
+        match self {
+            RefusalReason::Other(code) => code,
+            RefusalReason::OtherNetwork => 1,
+            RefusalReason::Expired => 2,
+            RefusalReason::NotYetValid => 3,
+            RefusalReason::Revoked => 4,
+            RefusalReason::NotListed => 5,
+            RefusalReason::WrongNode => 6,
+        }
+    }
+
+    /// What a byte on the wire means: every code is some reason.
+    pub fn from_code(code: u8) -> Self {
+        match code {
+            1 => RefusalReason::OtherNetwork,
+            2 => RefusalReason::Expired,
+            3 => RefusalReason::NotYetValid,
+            4 => RefusalReason::Revoked,
+            5 => RefusalReason::NotListed,
+            6 => RefusalReason::WrongNode,
+            other => RefusalReason::Other(other),
+        }
+    }
+}
+
+impl From<CertError> for RefusalReason {
+    fn from(error: CertError) -> Self {
+        match error {
+            CertError::WrongNetwork | CertError::BadSignature => RefusalReason::OtherNetwork,
+            CertError::Expired => RefusalReason::Expired,
+            CertError::NotYetValid => RefusalReason::NotYetValid,
+            CertError::Revoked => RefusalReason::Revoked,
+            CertError::NotListed => RefusalReason::NotListed,
+            CertError::WrongNode => RefusalReason::WrongNode,
+        }
+    }
+}
+
+impl std::fmt::Display for RefusalReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RefusalReason::OtherNetwork => "signed by another network",
+            RefusalReason::Expired => "expired",
+            RefusalReason::NotYetValid => "not valid yet",
+            RefusalReason::Revoked => "revoked",
+            RefusalReason::NotListed => "not in its member list",
+            RefusalReason::WrongNode => "issued for another node key",
+            RefusalReason::Other(code) => {
+                return write!(f, "reason code {code}, unknown to this version");
+            }
+        })
+    }
+}
 
 /// One member as another member describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,6 +232,11 @@ pub enum Control {
         id: u32,
         plaintext_bytes: u16,
     },
+    /// "I refused the certificate in your Hello": sent to a peer that is
+    /// not (or no longer) a member, at most once a minute per key.
+    Refused {
+        reason: RefusalReason,
+    },
 }
 
 impl Control {
@@ -217,6 +308,9 @@ impl Control {
             KIND_MTU_ACK => Control::MtuAck {
                 id: body.u32()?,
                 plaintext_bytes: body.u16()?,
+            },
+            KIND_REFUSED => Control::Refused {
+                reason: RefusalReason::from_code(body.u8()?),
             },
             KIND_RENDEZVOUS => {
                 let peer = PublicKey::from_bytes(body.array()?);
@@ -301,6 +395,10 @@ impl Control {
                 body.u32(*id);
                 body.u16(*plaintext_bytes);
                 KIND_MTU_ACK
+            }
+            Control::Refused { reason } => {
+                body.u8(reason.code());
+                KIND_REFUSED
             }
             Control::Rendezvous {
                 peer,
@@ -445,6 +543,9 @@ mod tests {
                 ],
                 predict_ports: false,
             },
+            Control::Refused {
+                reason: RefusalReason::Expired,
+            },
         ]
     }
 
@@ -469,6 +570,38 @@ mod tests {
         .encode();
         bytes[1] = 200;
         assert_eq!(Control::decode(&bytes), Err(DecodeError::UnknownFormat));
+    }
+
+    #[test]
+    fn every_refusal_reason_round_trips_and_unknown_codes_read_as_other() {
+        let reasons = [
+            RefusalReason::OtherNetwork,
+            RefusalReason::Expired,
+            RefusalReason::NotYetValid,
+            RefusalReason::Revoked,
+            RefusalReason::NotListed,
+            RefusalReason::WrongNode,
+            RefusalReason::Other(0),
+        ];
+        for reason in reasons {
+            let bytes = Control::Refused { reason }.encode();
+            assert_eq!(Control::decode(&bytes), Ok(Control::Refused { reason }));
+        }
+        // A reason added after this version: still a refusal, just vaguer,
+        // and it encodes back to what came.
+        let mut bytes = Control::Refused {
+            reason: RefusalReason::Expired,
+        }
+        .encode();
+        bytes[CONTROL_HEADER_LEN] = 200;
+        let decoded = Control::decode(&bytes).unwrap();
+        assert_eq!(
+            decoded,
+            Control::Refused {
+                reason: RefusalReason::Other(200)
+            }
+        );
+        assert_eq!(decoded.encode(), bytes);
     }
 
     #[test]

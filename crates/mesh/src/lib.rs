@@ -24,7 +24,8 @@ pub use allowed_ips::AllowedIps;
 pub use cert::{Certificate, NetworkPublicKey, NetworkSecret, Revocation};
 pub use cidr::{Cidr, CidrParseError};
 pub use codec::DecodeError;
-pub use membership::{Bootstrap, MemberStatus, Mesh, MeshAction, MeshConfig, Trust};
+pub use control::RefusalReason;
+pub use membership::{Bootstrap, MemberStatus, Mesh, MeshAction, MeshConfig, Refusal, Trust};
 pub use node::{
     CarrierCommand, InnerLayout, ModeMismatch, Node, PUNCH_DATAGRAM, PUNCH_TTL, PeerSends,
 };

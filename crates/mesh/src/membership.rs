@@ -13,8 +13,9 @@
 //!     a control message from a peer   -> handle_control(now, key, from, plaintext)
 //!     an unknown key handshaked to us -> handle_unverified(now, key)
 //!     poll_timeout() reached          -> handle_timeout(now)
-//!     then drain poll_action() (apply to the peer table and routes) and
-//!     poll_message() (seal each to its peer in the session)
+//!     then drain poll_action() (apply to the peer table and routes),
+//!     poll_message() (seal each to its peer in the session) and
+//!     poll_refusal() (tell the operator a member refused us)
 //! }
 //! ```
 //!
@@ -45,7 +46,8 @@
 //! (each gossip record says how long ago its sender heard of the member,
 //! so liveness spreads with the list). A peer that handshaked with us
 //! without being a member must present a valid Hello within
-//! `verify_timeout`, or it is removed.
+//! `verify_timeout`, or it is removed. A refused Hello is answered with
+//! the reason (`refusals.rs`).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
@@ -96,6 +98,10 @@ pub struct Mesh {
     unverified: HashMap<PublicKey, Instant>,
     /// Peers we have sent our Hello to since they became reachable.
     greeted: HashSet<PublicKey>,
+    /// When we last told each refused key why (`refusals.rs`).
+    refusals_answered: HashMap<PublicKey, Instant>,
+    /// Members' refusals of our own certificate, for `poll_refusal`.
+    refusals: VecDeque<Refusal>,
     bootstrap: HashSet<PublicKey>,
     /// The `now` of the latest input, for ages in outgoing gossip.
     last_input: Instant,
@@ -134,6 +140,8 @@ impl Mesh {
             departed: HashMap::new(),
             unverified: HashMap::new(),
             greeted: HashSet::new(),
+            refusals_answered: HashMap::new(),
+            refusals: VecDeque::new(),
             last_input: now,
             next_punch: None,
             pending_connects: 0,
@@ -248,6 +256,10 @@ impl Mesh {
                     host_addresses,
                 );
             }
+            // A refusal answers our Hello, often from a bootstrap member
+            // that never became a member of ours: not held to the member
+            // check below (`handle_refused` has its own).
+            Control::Refused { reason } => return self.handle_refused(key, reason),
             other => other,
         };
         let relayed = self.relayed_from(&key, from);
@@ -308,8 +320,12 @@ impl Mesh {
                     self.greet(key);
                 }
             }
-            // Answered by the node's path MTU prober before they get here.
-            Control::Hello { .. } | Control::MtuProbe { .. } | Control::MtuAck { .. } => {}
+            // Handled above, or by the node's path MTU prober before
+            // they get here.
+            Control::Hello { .. }
+            | Control::Refused { .. }
+            | Control::MtuProbe { .. }
+            | Control::MtuAck { .. } => {}
         }
         Ok(())
     }
@@ -324,16 +340,20 @@ impl Mesh {
         mut host_addresses: Vec<SocketAddr>,
     ) -> Result<(), MeshDrop> {
         host_addresses.truncate(MAX_ENDPOINTS);
-        if certificate.node_key != key || key == self.own_key() {
-            return Err(CertError::WrongNode.into());
-        }
-        let certificate = match self.accept(now, &certificate) {
+        let accepted = if certificate.node_key != key || key == self.own_key() {
+            Err(CertError::WrongNode)
+        } else {
+            self.accept(now, &certificate)
+        };
+        let certificate = match accepted {
             Ok(certificate) => certificate,
-            Err(CertError::Revoked) => {
-                self.refuse_revoked(key);
-                return Err(CertError::Revoked.into());
+            Err(error) => {
+                self.answer_refusal(now, key, error);
+                if error == CertError::Revoked {
+                    self.refuse_revoked(now, key);
+                }
+                return Err(error.into());
             }
-            Err(error) => return Err(error.into()),
         };
         self.unverified.remove(&key);
         self.departed.remove(&key);
@@ -674,6 +694,7 @@ fn merge_endpoint(endpoints: &mut Vec<SocketAddr>, endpoint: SocketAddr) {
 
 mod config;
 mod gossip;
+mod refusals;
 mod renewal;
 mod revocations;
 mod traversal;
@@ -682,6 +703,7 @@ pub use config::{
     Bootstrap, CHANGED_GOSSIP_DELAY, MemberStatus, MeshAction, MeshConfig, MeshCounters, MeshDrop,
     Outbound, Trust,
 };
+pub use refusals::{MAX_ANSWERED_KEYS, MAX_PENDING_REFUSALS, REFUSAL_NOTICE_INTERVAL, Refusal};
 pub use traversal::{PREDICTION_PROBES, PREDICTION_SOCKETS};
 
 #[cfg(test)]

@@ -8,7 +8,9 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use fjord_mesh::{Bootstrap, Cidr, Mesh, MeshConfig, NetworkSecret, Node, Revocation};
+use fjord_mesh::{
+    Bootstrap, Cidr, Mesh, MeshConfig, NetworkSecret, Node, Refusal, RefusalReason, Revocation,
+};
 use fjord_proto::{
     DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, PrivateKey, Received, Sent, WallClock,
 };
@@ -36,6 +38,8 @@ struct Net {
     delivered: Vec<(SocketAddr, Vec<u8>)>,
     /// Larger IPv4 datagrams (header included) are lost, with no ICMP.
     path_mtu: usize,
+    /// Refusals of their certificates nodes were told of: (node, when).
+    refusals: Vec<(SocketAddr, Instant, Refusal)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -118,6 +122,7 @@ impl Net {
             filtered: None,
             delivered: Vec::new(),
             path_mtu: usize::MAX,
+            refusals: Vec::new(),
         }
     }
 
@@ -206,7 +211,11 @@ impl Net {
         let mut buf = vec![0u8; 65_536];
         loop {
             let nats = &mut self.nats;
+            let now = self.now;
             for (address, node) in self.nodes.iter_mut() {
+                while let Some(refusal) = node.poll_refusal() {
+                    self.refusals.push((*address, now, refusal));
+                }
                 while let Some(transmit) = node.poll_transmit(&mut buf) {
                     self.in_flight.push_back((
                         *address,
@@ -461,6 +470,38 @@ fn a_stranger_with_a_valid_handshake_but_no_certificate_is_dropped() {
     );
 }
 
+#[test]
+fn a_node_of_another_network_is_told_why_once_a_minute() {
+    let secret = NetworkSecret::from_seed([42; 32]);
+    let mut net = Net::new();
+    net.add(&secret, 1, None);
+    let start = net.now;
+    let other = NetworkSecret::from_seed([7; 32]);
+    net.add(&other, 9, Some(1));
+    // It keeps handshaking and greeting for three minutes.
+    net.advance(Duration::from_secs(180));
+    let told: Vec<(SocketAddr, Duration, Refusal)> = net
+        .refusals
+        .iter()
+        .map(|(at, when, refusal)| (*at, *when - start, *refusal))
+        .collect();
+    let refusal = Refusal {
+        by: Net::key(1).public_key(),
+        reason: RefusalReason::OtherNetwork,
+    };
+    // At once, inside the session its handshake opened.
+    assert_eq!(told.first(), Some(&(underlay(9), Duration::ZERO, refusal)));
+    assert!(
+        told.iter()
+            .all(|(at, _, r)| *at == underlay(9) && *r == refusal)
+    );
+    // Never twice within a minute, and again while it keeps trying.
+    assert!(told.len() >= 2, "{told:?}");
+    for pair in told.windows(2) {
+        assert!(pair[1].1 - pair[0].1 >= Duration::from_secs(60), "{told:?}");
+    }
+}
+
 /// Whether node `at` holds nothing of node `gone`: no member, and no
 /// peer but perhaps a provisional one (no routes) that it is refusing.
 fn forgotten(net: &Net, at: u8, gone: u8) -> bool {
@@ -510,6 +551,12 @@ fn a_revocation_read_by_a_member_that_is_not_the_bootstrap_ends_the_victims_sess
     }
     assert!(!net.ping(3, 1));
     assert!(net.ping(2, 1) && net.ping(1, 2) && net.ping(2, 4) && net.ping(4, 1));
+    // And it was told so: the notice left before its provisional peer went.
+    assert!(
+        net.refusals
+            .iter()
+            .any(|(at, _, refusal)| *at == underlay(3) && refusal.reason == RefusalReason::Revoked)
+    );
 }
 
 /// Time until every pair of nodes in `indices` lists the other as a

@@ -12,11 +12,15 @@
 //! One refusal has a line of its own, once per peer: a peer in the other
 //! mode ([`log_mode_mismatch`]), since its every packet is refused for a
 //! reason the counters alone do not explain.
+//!
+//! The other way round, a member refusing this node's certificate gets a
+//! warning too ([`log_refusal`]): the handshake with it succeeded, so
+//! nothing else in our own log says that no member takes us in.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use fjord_mesh::PeerSends;
+use fjord_mesh::{PeerSends, RefusalReason};
 use fjord_proto::{DropCounters, PublicKey};
 
 /// Says why a peer's traffic is refused (and counted as `mode_mismatch`):
@@ -33,6 +37,41 @@ pub fn log_mode_mismatch(peer: Option<&PublicKey>, sends: PeerSends) {
             %peer,
             "peer sends Ethernet frames (it is fjord in switch mode), but this interface is a router: set the same Mode on both ends; dropping its frames"
         ),
+    }
+}
+
+/// Says that `member` (its name if known, else its key) refused this
+/// node's certificate, why, and what to change; `unlogged` refusals by it
+/// came since the last such line. The worker keeps these to one a minute
+/// per member.
+pub fn log_refusal(member: &str, reason: RefusalReason, unlogged: u64) {
+    let advice = match reason {
+        RefusalReason::OtherNetwork => {
+            "the member trusts another network: check Network = in [Mesh] on both sides, or sign this node's certificate with fjord network sign and that network's key"
+        }
+        RefusalReason::Expired => {
+            "sign a new one with fjord network sign, put it in place of the Certificate file and run fjord reload"
+        }
+        RefusalReason::NotYetValid => {
+            "it was issued after the member's clock: check the clocks of both hosts"
+        }
+        RefusalReason::Revoked => {
+            "this node was revoked: only a certificate signed after the revocation lets it back in"
+        }
+        RefusalReason::NotListed => {
+            "the member's [Mesh] Member lines do not list this node's key with these addresses"
+        }
+        RefusalReason::WrongNode => {
+            "the certificate names another public key: sign one for this interface's key with fjord network sign"
+        }
+        RefusalReason::Other(_) => "a newer member's reason: see its log",
+    };
+    if unlogged == 0 {
+        tracing::warn!("member {member} refused our certificate: {reason} ({advice})");
+    } else {
+        tracing::warn!(
+            "member {member} refused our certificate: {reason} ({advice}; {unlogged} more refusals by it since the last such line)"
+        );
     }
 }
 

@@ -1,5 +1,7 @@
 //! Log lines about peer endpoints that moved, at most one per peer per
-//! [`QUIET_INTERVAL`].
+//! [`QUIET_INTERVAL`]; the same limit, with a longer interval, keeps
+//! other per-peer news to a line a minute (a member's refusal of our
+//! certificate, [`EndpointLog::with_interval`]).
 //!
 //! A roaming peer moves now and then, and each move deserves a line. But
 //! whoever sees a peer's datagrams on the way can send copies from another
@@ -26,6 +28,8 @@ const REMEMBERED_PEERS: usize = 1024;
 /// since; `P` names a peer.
 #[derive(Debug)]
 pub struct EndpointLog<P> {
+    /// Shortest time between two lines about one peer.
+    interval: Duration,
     peers: HashMap<P, (Instant, u64)>,
     /// The size at which the next sweep runs: twice what the last one
     /// kept, so that when thousands of peers move within one interval
@@ -37,7 +41,15 @@ pub struct EndpointLog<P> {
 
 impl<P> Default for EndpointLog<P> {
     fn default() -> Self {
+        Self::with_interval(QUIET_INTERVAL)
+    }
+}
+
+impl<P> EndpointLog<P> {
+    /// At most one line per peer per `interval`.
+    pub fn with_interval(interval: Duration) -> Self {
         Self {
+            interval,
             peers: HashMap::new(),
             sweep_at: REMEMBERED_PEERS,
         }
@@ -45,12 +57,12 @@ impl<P> Default for EndpointLog<P> {
 }
 
 impl<P: Hash + Eq> EndpointLog<P> {
-    /// `peer`'s endpoint moved at `now`: `Some(moves not logged since the
-    /// last line)` when this move gets a line, `None` when it is only
-    /// counted.
-    pub fn moved(&mut self, peer: P, now: Instant) -> Option<u64> {
+    /// Something to tell about `peer` happened at `now` (its endpoint
+    /// moved): `Some(occurrences not logged since the last line)` when this
+    /// one gets a line, `None` when it is only counted.
+    pub fn note(&mut self, peer: P, now: Instant) -> Option<u64> {
         if let Some((last_line, unlogged)) = self.peers.get_mut(&peer) {
-            if now.saturating_duration_since(*last_line) < QUIET_INTERVAL {
+            if now.saturating_duration_since(*last_line) < self.interval {
                 *unlogged += 1;
                 return None;
             }
@@ -59,9 +71,9 @@ impl<P: Hash + Eq> EndpointLog<P> {
             return Some(before);
         }
         if self.peers.len() >= self.sweep_at {
-            self.peers.retain(|_, (last_line, _)| {
-                now.saturating_duration_since(*last_line) < QUIET_INTERVAL
-            });
+            let interval = self.interval;
+            self.peers
+                .retain(|_, (last_line, _)| now.saturating_duration_since(*last_line) < interval);
             self.sweep_at = (2 * self.peers.len()).max(REMEMBERED_PEERS);
         }
         self.peers.insert(peer, (now, 0));
@@ -83,7 +95,7 @@ mod tests {
         let start = Instant::now();
         let lines: Vec<(u64, u64)> = (0..60_000u64)
             .filter_map(|ms| {
-                let logged = log.moved(flapping, start + Duration::from_millis(ms))?;
+                let logged = log.note(flapping, start + Duration::from_millis(ms))?;
                 Some((ms, logged))
             })
             .collect();
@@ -98,7 +110,19 @@ mod tests {
                 (50_000, 9_999)
             ]
         );
-        assert_eq!(log.moved(roaming, start + Duration::from_secs(59)), Some(0));
+        assert_eq!(log.note(roaming, start + Duration::from_secs(59)), Some(0));
+    }
+
+    /// A longer interval (refusals: a minute) counts the same way.
+    #[test]
+    fn another_interval_limits_lines_the_same_way() {
+        let mut log = EndpointLog::with_interval(Duration::from_secs(60));
+        let start = Instant::now();
+        let lines: Vec<(u64, u64)> = (0..180u64)
+            .step_by(5)
+            .filter_map(|secs| Some((secs, log.note("member", start + Duration::from_secs(secs))?)))
+            .collect();
+        assert_eq!(lines, [(0, 0), (60, 11), (120, 11)]);
     }
 
     /// When more peers move within one interval than the first sweep
@@ -108,14 +132,14 @@ mod tests {
         let mut log = EndpointLog::default();
         let start = Instant::now();
         for peer in 0..5_000 {
-            assert_eq!(log.moved(peer, start), Some(0));
+            assert_eq!(log.note(peer, start), Some(0));
         }
         assert_eq!(log.peers.len(), 5_000);
         // Swept at 1,024, 2,048 and 4,096 peers, keeping every one.
         assert_eq!(log.sweep_at, 8_192);
         let later = start + QUIET_INTERVAL;
         for peer in 5_000..=8_192 {
-            log.moved(peer, later);
+            log.note(peer, later);
         }
         // The sweep at 8,192 forgot the 5,000 of the first instant.
         assert_eq!(log.peers.len(), 3_193);
@@ -128,11 +152,11 @@ mod tests {
         let mut log = EndpointLog::default();
         let start = Instant::now();
         for peer in 0..REMEMBERED_PEERS {
-            assert_eq!(log.moved(peer, start), Some(0));
+            assert_eq!(log.note(peer, start), Some(0));
         }
         let later = start + QUIET_INTERVAL;
-        assert_eq!(log.moved(REMEMBERED_PEERS, later), Some(0));
+        assert_eq!(log.note(REMEMBERED_PEERS, later), Some(0));
         assert_eq!(log.peers.len(), 1);
-        assert_eq!(log.moved(0, later), Some(0));
+        assert_eq!(log.note(0, later), Some(0));
     }
 }

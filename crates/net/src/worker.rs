@@ -84,6 +84,9 @@ const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(1);
 /// wakes the worker at once.
 const IDLE_TURNS_BEFORE_WAIT: u32 = 64;
 const IDLE_WAIT: Duration = Duration::from_millis(1);
+/// At most one warning per member per this long about its refusing our
+/// certificate: a refused node greets again at every handshake.
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(60);
 /// At most one warning about turns without progress per this long.
 const IDLE_WARNING_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -135,6 +138,8 @@ pub struct Worker {
     drop_report: DropReport,
     /// Rate-limits the lines about peer endpoints that moved.
     endpoint_log: EndpointLog<fjord_proto::PeerId>,
+    /// Keeps each member's refusals of our certificate to a line a minute.
+    refusal_log: EndpointLog<fjord_proto::PublicKey>,
     /// Keeps a dead peer's abandoned handshakes to one warning.
     unanswered_log: UnansweredLog<String>,
     /// Which carrier problems were warned about (one per far end and kind
@@ -241,6 +246,7 @@ impl Worker {
             next_housekeeping: Instant::now() + HOUSEKEEPING_INTERVAL,
             drop_report,
             endpoint_log: EndpointLog::default(),
+            refusal_log: EndpointLog::with_interval(REFUSAL_LOG_INTERVAL),
             unanswered_log: UnansweredLog::default(),
             carrier_log: CarrierLog::default(),
             stalls: StallWatch::default(),
@@ -556,6 +562,9 @@ impl Worker {
             let key = self.node.device().peer_public_key(mismatch.peer);
             crate::drop_report::log_mode_mismatch(key, mismatch.sends);
         }
+        while let Some(refusal) = self.node.poll_refusal() {
+            self.log_refusal(now, refusal);
+        }
         self.send_punches();
         self.start_predictions(now);
         self.run_carrier_commands(now);
@@ -640,6 +649,21 @@ impl Worker {
         }
     }
 
+    fn log_refusal(&mut self, now: Instant, refusal: fjord_mesh::Refusal) {
+        let Some(unlogged) = self.refusal_log.note(refusal.by, now) else {
+            tracing::debug!(member = %refusal.by, reason = %refusal.reason, "member refused our certificate again");
+            return;
+        };
+        // A bootstrap member that refuses us never told us its name.
+        let member = self
+            .node
+            .members()
+            .into_iter()
+            .find(|(member, _)| member.key == refusal.by)
+            .map_or_else(|| refusal.by.to_base64(), |(member, _)| member.name);
+        crate::drop_report::log_refusal(&member, refusal.reason, unlogged);
+    }
+
     fn log_event(&mut self, now: Instant, event: &Event) {
         let key = |peer| {
             self.node
@@ -665,21 +689,19 @@ impl Worker {
             Event::HandshakeInitiated { peer, endpoint, .. } => {
                 tracing::trace!(peer = %key(*peer), ?endpoint, "handshake initiation sent");
             }
-            Event::EndpointChanged { peer, endpoint } => {
-                match self.endpoint_log.moved(*peer, now) {
-                    Some(0) => {
-                        tracing::info!(peer = %key(*peer), %endpoint, "peer endpoint changed");
-                    }
-                    Some(unlogged) => tracing::info!(
-                        peer = %key(*peer),
-                        %endpoint,
-                        "peer endpoint changed ({unlogged} more times since the last such line, logged only at debug level: a roaming peer, or copies of its datagrams sent from elsewhere)"
-                    ),
-                    None => {
-                        tracing::debug!(peer = %key(*peer), %endpoint, "peer endpoint changed");
-                    }
+            Event::EndpointChanged { peer, endpoint } => match self.endpoint_log.note(*peer, now) {
+                Some(0) => {
+                    tracing::info!(peer = %key(*peer), %endpoint, "peer endpoint changed");
                 }
-            }
+                Some(unlogged) => tracing::info!(
+                    peer = %key(*peer),
+                    %endpoint,
+                    "peer endpoint changed ({unlogged} more times since the last such line, logged only at debug level: a roaming peer, or copies of its datagrams sent from elsewhere)"
+                ),
+                None => {
+                    tracing::debug!(peer = %key(*peer), %endpoint, "peer endpoint changed");
+                }
+            },
             Event::LocalAddressChanged { peer } => {
                 tracing::debug!(peer = %key(*peer), "peer reaches us at another of our addresses");
             }

@@ -52,8 +52,11 @@
 //! driver's table with its sessions and routes (even a bootstrap member,
 //! whose peer otherwise stays for rejoining), so nothing it sends is
 //! accepted any more. If it handshakes again, the driver admits it
-//! provisionally like any stranger; its Hello is refused as revoked and
-//! the peer removed at once, without waiting for `verify_timeout`.
+//! provisionally like any stranger; its Hello is refused as revoked (and
+//! answered so, `refusals.rs`) and the peer removed at the next timeout,
+//! without waiting for `verify_timeout`.
+
+use std::time::Instant;
 
 use fjord_proto::PublicKey;
 
@@ -140,14 +143,15 @@ impl Mesh {
     }
 
     /// A Hello refused because its certificate is revoked: a peer that
-    /// is nothing but that (provisional) goes now rather than at its
-    /// verification deadline.
-    pub(super) fn refuse_revoked(&mut self, key: PublicKey) {
+    /// is nothing but that (provisional) goes at the next timeout, `now`,
+    /// rather than at its verification deadline. Not at once: the refusal
+    /// notice queued for it (`refusals.rs`) still needs its session.
+    pub(super) fn refuse_revoked(&mut self, now: Instant, key: PublicKey) {
         if self.members.contains_key(&key) || self.bootstrap.contains(&key) {
             return;
         }
-        if self.unverified.remove(&key).is_some() {
-            self.actions.push_back(MeshAction::Remove { key });
+        if let Some(deadline) = self.unverified.get_mut(&key) {
+            *deadline = now;
         }
     }
 

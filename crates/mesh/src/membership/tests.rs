@@ -712,5 +712,7 @@ fn a_member_list_refuses_unlisted_keys_other_addresses_and_certificates() {
     assert_eq!(addresses, [listed(1).addresses]);
 }
 
+/// Refused nodes told why (issue 44).
+mod refusals;
 /// Scenarios of revocations spreading (issue 44).
 mod revocations;

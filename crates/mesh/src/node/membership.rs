@@ -14,6 +14,7 @@
 //! Event::EndpointChanged ─▶ Mesh::handle_path (a relayed member reached directly)
 //! MeshAction::RelayBetween ─▶ RelayTable: datagrams of relayed pairs are
 //!                        forwarded before the Device sees them
+//! Mesh::poll_refusal ─▶ poll_refusal (a member refused us; the driver logs it)
 //! ```
 //!
 //! All of it runs inside the Node's own calls (`finish_datagram`,
@@ -30,7 +31,7 @@ use fjord_proto::{
 
 use super::Node;
 use crate::cert::{Certificate, Revocation};
-use crate::membership::{MemberStatus, Mesh, MeshAction, MeshDrop};
+use crate::membership::{MemberStatus, Mesh, MeshAction, MeshDrop, Refusal};
 use crate::pmtu::PathMtuTable;
 use crate::relay::RelayTable;
 
@@ -115,6 +116,13 @@ impl Node {
                 (member, session)
             })
             .collect()
+    }
+
+    /// A member's refusal of this node's certificate, with its reason
+    /// (see `membership/refusals.rs`), for the driver to tell its
+    /// operator: drain after each turn, as `poll_event`.
+    pub fn poll_refusal(&mut self) -> Option<Refusal> {
+        self.mesh.as_mut()?.mesh.poll_refusal()
     }
 
     /// Adds a revocation given locally (a reload re-read the file) and
