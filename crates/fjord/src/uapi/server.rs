@@ -15,6 +15,10 @@ use super::{SOCKET_DIRECTORY, socket_path, write_fjord_counters, write_get};
 use crate::reload::SharedReloader;
 use crate::status::InterfaceStatus;
 
+/// How long a live configuration socket may take to go away before
+/// another process claims the interface name.
+const IN_USE_GRACE: Duration = Duration::from_secs(2);
+
 /// Requests longer than this are refused (a `set` of 1,000 peers with
 /// 100,000 allowed IPs stays well below it).
 const MAX_REQUEST_BYTES: usize = 64 << 20;
@@ -56,10 +60,19 @@ pub fn bind(interface: &str) -> Result<(UnixListener, SocketGuard), UapiServerEr
     };
     std::fs::create_dir_all(SOCKET_DIRECTORY).map_err(bind_error)?;
     if path.exists() {
-        if UnixStream::connect(&path).is_ok() {
-            return Err(UapiServerError::InUse(interface.to_string(), path));
+        // A process whose interface was just deleted (`wg-quick down`,
+        // `ip link del`) answers for a few hundred milliseconds more while
+        // it shuts down; `down` then `up` at once must not fail on it.
+        let deadline = std::time::Instant::now() + IN_USE_GRACE;
+        while UnixStream::connect(&path).is_ok() {
+            if std::time::Instant::now() >= deadline {
+                return Err(UapiServerError::InUse(interface.to_string(), path));
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
-        std::fs::remove_file(&path).map_err(bind_error)?;
+        if path.exists() {
+            std::fs::remove_file(&path).map_err(bind_error)?;
+        }
     }
     let listener = UnixListener::bind(&path).map_err(bind_error)?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(bind_error)?;
