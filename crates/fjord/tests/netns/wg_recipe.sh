@@ -18,6 +18,8 @@ set -euo pipefail
 fjord=${1:?usage: wg_recipe.sh FJORD [BYTES]}
 bytes=${2:-1G}
 prefix="fjwg$$"
+# What the fjord daemons print while starting, shown if a step fails.
+logdir=$(mktemp -d)
 ns0=$prefix-0 ns1=$prefix-1 ns2=$prefix-2
 step_name=setup
 
@@ -33,7 +35,11 @@ cleanup() {
     local status=$?
     set +e
     trap - EXIT
-    ((status == 0)) || printf 'FAILED at: %s\n' "$step_name" >&2
+    if ((status != 0)); then
+        printf 'FAILED at: %s\n' "$step_name" >&2
+        tail -n 5 "$logdir"/*.log >&2 2>/dev/null
+    fi
+    rm -rf "$logdir"
     for ns in "$ns0" "$ns1" "$ns2"; do
         for link in wg1 wg2; do ip -n "$ns" link del "$link" 2>/dev/null; done
     done
@@ -50,6 +56,7 @@ cleanup() {
     exit "$status"
 }
 trap cleanup EXIT
+trap 'printf "failed: line %s: %s\n" "$LINENO" "$BASH_COMMAND" >&2' ERR
 
 # Waits until something listens on TCP port 5201 in namespace $1.
 wait_iperf() {
@@ -115,9 +122,9 @@ for ns in "$ns0" "$ns1" "$ns2"; do
     ip netns add "$ns"
     ip -n "$ns" link set lo up
 done
-n0 "$fjord" wg1 2>/dev/null
+n0 "$fjord" wg1 2>"$logdir/wg1.log"
 ip -n "$ns0" link set wg1 netns "$ns1"
-n0 "$fjord" wg2 2>/dev/null
+n0 "$fjord" wg2 2>"$logdir/wg2.log"
 ip -n "$ns0" link set wg2 netns "$ns2"
 configure
 
@@ -164,8 +171,8 @@ ip -n "$ns2" link del wg2
 
 step "one fjord process in each side's namespace, a veth between them"
 # The daemons started in ns0 end with their interfaces.
-n1 "$fjord" wg1 2>/dev/null
-n2 "$fjord" wg2 2>/dev/null
+n1 "$fjord" wg1 2>"$logdir/wg1-second.log"
+n2 "$fjord" wg2 2>"$logdir/wg2-second.log"
 # `wg` finds a userspace interface by its socket file, whatever the
 # namespace: ns0 serves for every `wg` call.
 configure
