@@ -282,7 +282,10 @@ impl MeshWorld {
     fn drain(&mut self) {
         let own = self.kit.own_key();
         while let Some(refusal) = self.mesh.poll_refusal() {
-            assert!(self.kit.peers.contains(&refusal.by), "refused by a stranger");
+            assert!(
+                self.kit.peers.contains(&refusal.by),
+                "refused by a stranger"
+            );
         }
         while let Some(action) = self.mesh.poll_action() {
             match action {
@@ -295,6 +298,9 @@ impl MeshWorld {
                     );
                 }
                 MeshAction::Remove { key } => assert_ne!(key, own, "removed ourselves"),
+                MeshAction::EndSessions { key } => {
+                    assert_ne!(key, own, "ended our sessions with ourselves")
+                }
                 MeshAction::Punch { key, endpoints } => {
                     assert_ne!(key, own, "punched toward ourselves");
                     assert!(!endpoints.is_empty(), "a punch with nowhere to go");
