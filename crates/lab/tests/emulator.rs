@@ -892,7 +892,14 @@ fn duplication_and_reordering_count_as_configured() {
     );
     assert!((duplicates as f64 - n * 0.02).abs() <= dup_tolerance);
     assert!((late as f64 - expected_late).abs() <= late_tolerance);
-    assert!(arrivals.unique() == sent, "nothing is lost");
+    // Neither duplication nor reordering loses a frame; with the machine
+    // busy the emulator may fall behind, and then it counts what it dropped.
+    let missing = sent - arrivals.unique();
+    assert!(
+        missing <= stats.dropped.total(),
+        "{missing} frames lost that the emulator did not count: {:?}",
+        stats.dropped
+    );
     assert!(stats.duplicated >= duplicates && stats.duplicated <= duplicates + 5);
     let held_tolerance = 4.0 * ((n + duplicates as f64) * 0.05 * 0.95).sqrt();
     assert!((stats.reordered as f64 - (n + duplicates as f64) * 0.05).abs() <= held_tolerance);
