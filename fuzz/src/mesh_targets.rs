@@ -19,17 +19,23 @@ use fjord_mesh::{
     Bootstrap, Certificate, Cidr, Mesh, MeshAction, MeshConfig, NetworkPublicKey, NetworkSecret,
     Revocation,
 };
+use fjord_proto::extension::{self, Recipient};
 use fjord_proto::{PrivateKey, PublicKey, WallClock};
 
 use crate::proto_targets::Input;
 
-/// `Control::decode` on arbitrary bytes; a success must encode back to
-/// the same bytes, followed only by zero padding.
+/// `Control::decode` on arbitrary bytes; a success must be of a kind the
+/// registry (`fjord_proto::extension`) routes to a control recipient, and
+/// encode back to the same bytes, followed only by zero padding.
 pub fn control_parse(data: &[u8]) {
     let Ok(control) = Control::decode(data) else {
         return;
     };
     assert!(Control::is_control(data));
+    assert!(matches!(
+        extension::recipient_of(data),
+        Some(Recipient::Membership | Recipient::PathMtu)
+    ));
     let encoded = control.encode();
     assert!(
         data.starts_with(&encoded),

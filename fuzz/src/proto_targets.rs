@@ -347,9 +347,15 @@ impl World {
                 assert!(header.is_ok_and(|h| h.total_len == packet.len()));
             }
             Received::Keepalive { peer } => assert_eq!(peer, self.target_peer),
-            Received::Extension { peer, payload } => {
+            Received::Extension {
+                peer,
+                recipient,
+                payload,
+            } => {
                 assert_eq!(peer, self.target_peer);
                 assert!(payload.start < payload.end && payload.end <= len);
+                // The device handles its own kinds; it never hands them on.
+                assert_ne!(recipient, fjord_proto::extension::Recipient::Protocol);
             }
             Received::Frame { .. } => panic!("a device alone never returns a frame"),
             Received::Control | Received::Dropped(_) => {}

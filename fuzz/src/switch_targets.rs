@@ -86,6 +86,10 @@ fn check_frame_message(bytes: &[u8]) {
         return;
     };
     assert!(switch::is_frame_message(bytes));
+    assert_eq!(
+        fjord_proto::extension::recipient_of(bytes),
+        Some(fjord_proto::extension::Recipient::Switch)
+    );
     assert_eq!(range.start, FRAME_HEADER_LEN);
     assert!(range.end <= bytes.len());
     let mut header = [0u8; FRAME_HEADER_LEN];

@@ -1,16 +1,11 @@
 //! fjord-only control messages, carried inside authenticated WireGuard
 //! sessions.
 //!
-//! A control message is the plaintext of an ordinary transport data
-//! message whose first byte is [`CONTROL_MARKER`]: its high nibble (1) is
-//! no IP version, so a plain WireGuard peer that ever received one would
-//! drop it as a malformed inner packet. fjord sends them only to peers
-//! that proved they are fjord members (a valid [`Control::Hello`]), and to
-//! configured bootstrap members.
-//!
-//! ```text
-//! marker 0x1f | kind u8 | body length u16 | body | (WireGuard's zero padding)
-//! ```
+//! A control message is a fjord message (`fjord_proto::extension`, which
+//! registers every kind, its number and its recipient, and says how to
+//! add one) for the membership state machine or the path MTU prober.
+//! fjord sends them only to peers that proved they are fjord members (a
+//! valid [`Control::Hello`]), and to configured bootstrap members.
 //!
 //! Kinds: Hello (our certificate: "I am a member, and I speak fjord",
 //! and whether we want the receiver's member list),
@@ -24,9 +19,9 @@
 //! RelayRequest/RelayOffer (a member relays when no direct path opens),
 //! and MtuProbe/MtuAck (path MTU probing, `pmtu.rs`: a probe is padded
 //! with zeros to the size under test, the ack is small and says how many
-//! plaintext bytes arrived). Kind 13 is an Ethernet frame of a
-//! switch-mode interface (`switch.rs`): data, not control, so it is never
-//! decoded as a [`Control`]. Refused (15) answers a Hello whose
+//! plaintext bytes arrived). The Ethernet frames of a switch-mode
+//! interface (`switch.rs`) share the format: data, not control, so they
+//! are never decoded as a [`Control`]. Refused (15) answers a Hello whose
 //! certificate the sender refused, with a one-byte [`RefusalReason`]: the
 //! handshake succeeded, so without it the refused node would look healthy
 //! to its operator while no member ever takes it in.
@@ -43,36 +38,18 @@
 use std::net::SocketAddr;
 
 use fjord_proto::PublicKey;
+use fjord_proto::extension::{EXTENSION_HEADER_LEN, EXTENSION_MARKER, ExtensionKind};
 
 use crate::cert::{CertError, Certificate, Revocation};
 use crate::codec::{DecodeError, Reader, Writer};
 
-/// First plaintext byte of every fjord control message.
-pub const CONTROL_MARKER: u8 = 0x1f;
 /// Marker, kind and length.
-pub const CONTROL_HEADER_LEN: usize = 4;
+pub const CONTROL_HEADER_LEN: usize = EXTENSION_HEADER_LEN;
 /// Most observed endpoints gossiped per member.
 pub const MAX_ENDPOINTS: usize = 4;
 /// Most entries in one Members or Revocations message; the sender also
 /// keeps each message within the tunnel MTU.
 pub const MAX_BATCH_ENTRIES: usize = 64;
-
-const KIND_HELLO: u8 = 1;
-const KIND_MEMBERS: u8 = 2;
-const KIND_REVOCATIONS: u8 = 3;
-const KIND_GOODBYE: u8 = 4;
-const KIND_PING: u8 = 5;
-const KIND_PONG: u8 = 6;
-const KIND_INTRODUCE: u8 = 7;
-const KIND_RENDEZVOUS: u8 = 8;
-const KIND_RELAY_REQUEST: u8 = 9;
-const KIND_RELAY_OFFER: u8 = 10;
-const KIND_MTU_PROBE: u8 = 11;
-const KIND_MTU_ACK: u8 = 12;
-/// An Ethernet frame of a switch-mode interface (`switch.rs`).
-pub(crate) const KIND_FRAME: u8 = 13;
-const KIND_REVOCATION_DIGEST: u8 = 14;
-const KIND_REFUSED: u8 = 15;
 
 /// Bytes of the revocation hash in a [`Control::RevocationDigest`].
 pub const REVOCATION_HASH_LEN: usize = 16;
@@ -240,25 +217,17 @@ pub enum Control {
 }
 
 impl Control {
-    /// Whether `plaintext` (a decrypted transport payload) is a control
+    /// Whether `plaintext` (a decrypted transport payload) is a fjord
     /// message rather than an IP packet.
     pub fn is_control(plaintext: &[u8]) -> bool {
-        plaintext.first() == Some(&CONTROL_MARKER)
-    }
-
-    /// Whether a control message is a path MTU probe or ack, without
-    /// decoding it: these are answered by the node's prober, not by the
-    /// membership state machine.
-    pub fn is_path_mtu(plaintext: &[u8]) -> bool {
-        Self::is_control(plaintext)
-            && matches!(plaintext.get(1), Some(&(KIND_MTU_PROBE | KIND_MTU_ACK)))
+        fjord_proto::extension::is_extension(plaintext)
     }
 
     /// Parses a control message from a decrypted payload, ignoring
     /// WireGuard's zero padding after it. Never panics.
     pub fn decode(plaintext: &[u8]) -> Result<Self, DecodeError> {
         let mut reader = Reader::new(plaintext);
-        if reader.u8()? != CONTROL_MARKER {
+        if reader.u8()? != EXTENSION_MARKER {
             return Err(DecodeError::UnknownFormat);
         }
         let kind = reader.u8()?;
@@ -267,52 +236,55 @@ impl Control {
         if reader.remaining().iter().any(|&byte| byte != 0) {
             return Err(DecodeError::TrailingBytes);
         }
+        let Some(kind) = ExtensionKind::from_code(kind) else {
+            return Err(DecodeError::UnknownFormat);
+        };
         let control = match kind {
-            KIND_HELLO => Control::Hello {
+            ExtensionKind::Hello => Control::Hello {
                 certificate: Box::new(Certificate::read(&mut body)?),
                 wants_members: read_flag(&mut body)?,
                 host_addresses: read_addresses(&mut body)?,
             },
-            KIND_MEMBERS => {
+            ExtensionKind::Members => {
                 let count = body.count(MAX_BATCH_ENTRIES)?;
                 let records = (0..count)
                     .map(|_| read_member(&mut body))
                     .collect::<Result<_, _>>()?;
                 Control::Members(records)
             }
-            KIND_REVOCATIONS => {
+            ExtensionKind::Revocations => {
                 let count = body.count(MAX_BATCH_ENTRIES)?;
                 let revocations = (0..count)
                     .map(|_| Revocation::read(&mut body))
                     .collect::<Result<_, _>>()?;
                 Control::Revocations(revocations)
             }
-            KIND_REVOCATION_DIGEST => Control::RevocationDigest {
+            ExtensionKind::RevocationDigest => Control::RevocationDigest {
                 count: body.u32()?,
                 hash: body.array()?,
             },
-            KIND_GOODBYE => Control::Goodbye,
-            KIND_PING => Control::Ping { nonce: body.u64()? },
-            KIND_PONG => Control::Pong { nonce: body.u64()? },
-            KIND_INTRODUCE => Control::Introduce {
+            ExtensionKind::Goodbye => Control::Goodbye,
+            ExtensionKind::Ping => Control::Ping { nonce: body.u64()? },
+            ExtensionKind::Pong => Control::Pong { nonce: body.u64()? },
+            ExtensionKind::Introduce => Control::Introduce {
                 peer: PublicKey::from_bytes(body.array()?),
                 predict_ports: read_flag(&mut body)?,
             },
-            KIND_RELAY_REQUEST => Control::RelayRequest {
+            ExtensionKind::RelayRequest => Control::RelayRequest {
                 peer: PublicKey::from_bytes(body.array()?),
             },
-            KIND_RELAY_OFFER => Control::RelayOffer {
+            ExtensionKind::RelayOffer => Control::RelayOffer {
                 peer: PublicKey::from_bytes(body.array()?),
             },
-            KIND_MTU_PROBE => Control::MtuProbe { id: body.u32()? },
-            KIND_MTU_ACK => Control::MtuAck {
+            ExtensionKind::MtuProbe => Control::MtuProbe { id: body.u32()? },
+            ExtensionKind::MtuAck => Control::MtuAck {
                 id: body.u32()?,
                 plaintext_bytes: body.u16()?,
             },
-            KIND_REFUSED => Control::Refused {
+            ExtensionKind::Refused => Control::Refused {
                 reason: RefusalReason::from_code(body.u8()?),
             },
-            KIND_RENDEZVOUS => {
+            ExtensionKind::Rendezvous => {
                 let peer = PublicKey::from_bytes(body.array()?);
                 let endpoints = read_addresses(&mut body)?;
                 Control::Rendezvous {
@@ -321,7 +293,10 @@ impl Control {
                     predict_ports: read_flag(&mut body)?,
                 }
             }
-            _ => return Err(DecodeError::UnknownFormat),
+            // Not control messages: routed elsewhere by their recipient.
+            ExtensionKind::Frame | ExtensionKind::SessionOffer => {
+                return Err(DecodeError::UnknownFormat);
+            }
         };
         body.finish()?;
         Ok(control)
@@ -338,35 +313,35 @@ impl Control {
                 body.bytes(&certificate.encode());
                 body.u8(u8::from(*wants_members));
                 write_addresses(&mut body, host_addresses);
-                KIND_HELLO
+                ExtensionKind::Hello
             }
             Control::Members(records) => {
                 body.u8(records.len().min(MAX_BATCH_ENTRIES) as u8);
                 for record in records.iter().take(MAX_BATCH_ENTRIES) {
                     write_member(&mut body, record);
                 }
-                KIND_MEMBERS
+                ExtensionKind::Members
             }
             Control::Revocations(revocations) => {
                 body.u8(revocations.len().min(MAX_BATCH_ENTRIES) as u8);
                 for revocation in revocations.iter().take(MAX_BATCH_ENTRIES) {
                     body.bytes(&revocation.encode());
                 }
-                KIND_REVOCATIONS
+                ExtensionKind::Revocations
             }
             Control::RevocationDigest { count, hash } => {
                 body.u32(*count);
                 body.bytes(hash);
-                KIND_REVOCATION_DIGEST
+                ExtensionKind::RevocationDigest
             }
-            Control::Goodbye => KIND_GOODBYE,
+            Control::Goodbye => ExtensionKind::Goodbye,
             Control::Ping { nonce } => {
                 body.u64(*nonce);
-                KIND_PING
+                ExtensionKind::Ping
             }
             Control::Pong { nonce } => {
                 body.u64(*nonce);
-                KIND_PONG
+                ExtensionKind::Pong
             }
             Control::Introduce {
                 peer,
@@ -374,19 +349,19 @@ impl Control {
             } => {
                 body.bytes(peer.as_bytes());
                 body.u8(u8::from(*predict_ports));
-                KIND_INTRODUCE
+                ExtensionKind::Introduce
             }
             Control::RelayRequest { peer } => {
                 body.bytes(peer.as_bytes());
-                KIND_RELAY_REQUEST
+                ExtensionKind::RelayRequest
             }
             Control::RelayOffer { peer } => {
                 body.bytes(peer.as_bytes());
-                KIND_RELAY_OFFER
+                ExtensionKind::RelayOffer
             }
             Control::MtuProbe { id } => {
                 body.u32(*id);
-                KIND_MTU_PROBE
+                ExtensionKind::MtuProbe
             }
             Control::MtuAck {
                 id,
@@ -394,11 +369,11 @@ impl Control {
             } => {
                 body.u32(*id);
                 body.u16(*plaintext_bytes);
-                KIND_MTU_ACK
+                ExtensionKind::MtuAck
             }
             Control::Refused { reason } => {
                 body.u8(reason.code());
-                KIND_REFUSED
+                ExtensionKind::Refused
             }
             Control::Rendezvous {
                 peer,
@@ -408,12 +383,12 @@ impl Control {
                 body.bytes(peer.as_bytes());
                 write_addresses(&mut body, endpoints);
                 body.u8(u8::from(*predict_ports));
-                KIND_RENDEZVOUS
+                ExtensionKind::Rendezvous
             }
         };
         let mut message = Writer::default();
-        message.u8(CONTROL_MARKER);
-        message.u8(kind);
+        message.u8(EXTENSION_MARKER);
+        message.u8(kind.code());
         // Bodies are bounded by MTU-sized batches, far below 64 KiB.
         message.u16(body.bytes.len().min(usize::from(u16::MAX)) as u16);
         message.bytes(&body.bytes);

@@ -20,7 +20,8 @@
 //!
 //! Wire: a frame travels as the plaintext of an ordinary WireGuard
 //! transport data message inside an authenticated session, in fjord's
-//! control message layout (`control.rs`), kind 13:
+//! fjord message layout (`fjord_proto::extension`), kind
+//! [`ExtensionKind::Frame`] (13):
 //!
 //! ```text
 //! marker 0x1f | kind 13 | frame length u16 | Ethernet frame | (WireGuard's zero padding)
@@ -58,11 +59,10 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use fjord_proto::PublicKey;
-
-use crate::control::{CONTROL_HEADER_LEN, CONTROL_MARKER, KIND_FRAME};
+use fjord_proto::extension::{EXTENSION_HEADER_LEN, ExtensionKind};
 
 /// Bytes before the frame in a frame message: marker, kind, length.
-pub const FRAME_HEADER_LEN: usize = CONTROL_HEADER_LEN;
+pub const FRAME_HEADER_LEN: usize = EXTENSION_HEADER_LEN;
 /// Destination, source and EtherType.
 pub const ETHERNET_HEADER_LEN: usize = 14;
 /// One 802.1Q tag, which a frame may carry beyond its interface's MTU.
@@ -139,7 +139,7 @@ impl EthernetHeader {
 /// Whether a decrypted payload is a frame message (see the module
 /// documentation), well-formed or not.
 pub fn is_frame_message(plaintext: &[u8]) -> bool {
-    plaintext.first() == Some(&CONTROL_MARKER) && plaintext.get(1) == Some(&KIND_FRAME)
+    fjord_proto::extension::kind_of(plaintext) == Some(ExtensionKind::Frame)
 }
 
 /// Where the frame of a frame message lies in `plaintext`; `None` if the
@@ -157,13 +157,10 @@ pub fn frame_range(plaintext: &[u8]) -> Option<Range<usize>> {
 /// first [`FRAME_HEADER_LEN`] bytes of `buf`; `false` (nothing written)
 /// if `buf` is shorter or the frame longer than 65,535 bytes.
 pub fn write_frame_header(buf: &mut [u8], frame_len: usize) -> bool {
-    let (Some(header), Ok(length)) = (buf.get_mut(..FRAME_HEADER_LEN), u16::try_from(frame_len))
-    else {
+    let (Some(header), Ok(length)) = (buf.first_chunk_mut(), u16::try_from(frame_len)) else {
         return false;
     };
-    header[0] = CONTROL_MARKER;
-    header[1] = KIND_FRAME;
-    header[2..].copy_from_slice(&length.to_be_bytes());
+    fjord_proto::extension::write_header(header, ExtensionKind::Frame, length);
     true
 }
 

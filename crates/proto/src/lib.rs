@@ -10,7 +10,8 @@
 //! [`handshake`] (Noise IKpsk2), [`cookie`] (MAC1/MAC2 and cookie replies),
 //! [`session`] and [`replay`] (transport data), [`negotiation`] (what two
 //! fjord nodes agree on inside a session: the data cipher, compression),
-//! [`compression`] (LZ4 per packet, fjord to fjord), [`timers`]
+//! [`compression`] (LZ4 per packet, fjord to fjord), [`extension`] (the
+//! registry of fjord's own message kinds), [`timers`]
 //! (rekey and keepalive rules), and the per-peer and per-device state
 //! machines.
 
@@ -21,6 +22,7 @@ pub mod cookie;
 pub mod crypto;
 mod device;
 mod endpoint;
+pub mod extension;
 pub mod handshake;
 pub mod icmp;
 pub mod ip;

@@ -28,8 +28,8 @@
 //! # Wire layout
 //!
 //! The plaintext of a transport data message, in the extension format the
-//! mesh uses too (`crates/mesh/src/control.rs`), with a kind from the
-//! range this crate owns ([`PROTOCOL_KINDS`]):
+//! mesh uses too (`crate::extension`, where the kind is registered), with
+//! a kind from the range this crate owns ([`PROTOCOL_KINDS`]):
 //!
 //! ```text
 //! 0x1f | kind 0x40 | body length u16 BE | ciphers u8 | flags u8 | compression u8 | (more, ignored)
@@ -98,15 +98,13 @@ use std::time::{Duration, Instant};
 
 use crate::aead::DataCipher;
 use crate::compression::{Codec, CompressionPolicy};
-use crate::wire::EXTENSION_MARKER;
+pub use crate::extension::PROTOCOL_KINDS;
+use crate::extension::{
+    EXTENSION_HEADER_LEN as HEADER_LEN, EXTENSION_MARKER, ExtensionKind, Recipient,
+};
 
-/// Extension kinds handled by the protocol core itself, never passed on
-/// as [`crate::Received::Extension`]; the mesh uses kinds below these.
-pub const PROTOCOL_KINDS: std::ops::RangeInclusive<u8> = 0x40..=0x7f;
 /// The kind of an [`Offer`].
-pub const KIND_SESSION_OFFER: u8 = 0x40;
-/// Marker, kind and body length.
-const HEADER_LEN: usize = 4;
+pub const KIND_SESSION_OFFER: u8 = ExtensionKind::SessionOffer.code();
 /// Ciphers, flags and compression.
 const OFFER_BODY_LEN: usize = 3;
 /// Ciphers and flags: what the first fjord with offers sent, and the
@@ -167,10 +165,7 @@ pub enum OfferError {
 impl Offer {
     /// Whether `plaintext` is an extension this crate handles itself.
     pub fn is_protocol_extension(plaintext: &[u8]) -> bool {
-        plaintext.first() == Some(&EXTENSION_MARKER)
-            && plaintext
-                .get(1)
-                .is_some_and(|kind| PROTOCOL_KINDS.contains(kind))
+        crate::extension::recipient_of(plaintext) == Some(Recipient::Protocol)
     }
 
     pub fn encode(&self) -> [u8; HEADER_LEN + OFFER_BODY_LEN] {

@@ -5,6 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
 
 use crate::aead::DataCipher;
+use crate::extension::Recipient;
 use crate::session::{DetachedOpen, PendingOpen, PendingSeal};
 
 /// A peer's handle inside one [`crate::Device`]; never reused.
@@ -320,11 +321,13 @@ pub enum Received {
         peer: PeerId,
     },
     /// An authenticated fjord extension payload (its first byte is
-    /// [`crate::wire::EXTENSION_MARKER`]) at `datagram[payload]`, with
-    /// WireGuard's zero padding still behind it. Plain WireGuard peers
-    /// never send these.
+    /// [`crate::extension::EXTENSION_MARKER`]) at `datagram[payload]`,
+    /// with WireGuard's zero padding still behind it, for `recipient`
+    /// (never [`Recipient::Protocol`]: the device handles those). Plain
+    /// WireGuard peers never send these.
     Extension {
         peer: PeerId,
+        recipient: Recipient,
         payload: Range<usize>,
     },
     /// A handshake message or cookie reply was consumed; replies may be

@@ -40,11 +40,6 @@ pub const TRANSPORT_TAG_LEN: usize = 16;
 pub const TRANSPORT_MIN_LEN: usize = TRANSPORT_HEADER_LEN + TRANSPORT_TAG_LEN;
 /// Plaintext is padded with zeros to a multiple of this many bytes.
 pub const PADDING_MULTIPLE: usize = 16;
-/// First plaintext byte of a fjord extension payload (gossip, NAT
-/// traversal, relay): its high nibble is no IP version, so a plain
-/// WireGuard peer would drop it as a malformed inner packet. fjord sends
-/// these only to peers that proved they are fjord.
-pub const EXTENSION_MARKER: u8 = 0x1f;
 
 pub(crate) mod initiation {
     pub const SENDER: usize = 4;

@@ -3,7 +3,9 @@
 //! the peers' sessions.
 //!
 //! ```text
-//! datagram ─▶ Device ─▶ Received::Extension ─▶ Mesh::handle_control
+//! datagram ─▶ Device ─▶ Received::Extension, by recipient (fjord_proto::extension):
+//!                         Membership ─▶ Mesh::handle_control
+//!                         PathMtu ─▶ the prober (pmtu.rs); Switch ─▶ switching.rs
 //!                   └─▶ Event::HandshakeCompleted ─▶ Mesh::handle_session
 //!                   └─▶ Event::UnknownPeerAdmitted ─▶ Mesh::handle_unverified
 //! Mesh::poll_action  ─▶ add / route / confirm / remove peers
@@ -25,6 +27,7 @@ use std::collections::{HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use fjord_proto::extension::Recipient;
 use fjord_proto::{
     DropReason, Event, PeerConfig, PeerId, PresharedKey, PublicKey, Received, Transmit,
 };
@@ -168,6 +171,7 @@ impl Node {
         now: Instant,
         from: SocketAddr,
         peer: PeerId,
+        recipient: Recipient,
         payload: &[u8],
     ) -> Received {
         let key = self.device.peer_public_key(peer).copied();
@@ -175,7 +179,7 @@ impl Node {
             self.drops.count(DropReason::UnsupportedExtension);
             return Received::Dropped(DropReason::UnsupportedExtension);
         };
-        if crate::control::Control::is_path_mtu(payload) {
+        if recipient == Recipient::PathMtu {
             self.handle_path_mtu(now, peer, key, payload);
             self.pump_mesh();
             return Received::Control;

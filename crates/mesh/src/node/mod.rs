@@ -20,6 +20,7 @@ pub use switching::{InnerLayout, ModeMismatch, PeerSends};
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
+use fjord_proto::extension::Recipient;
 use fjord_proto::ip::IpHeader;
 use fjord_proto::{
     DATA_HEADROOM, Device, DeviceError, DropCounters, DropReason, Endpoint, Event, Incoming,
@@ -296,11 +297,22 @@ impl Node {
         let received = self
             .device
             .finish_datagram(now, from, opened, datagram, decompressed);
-        if let Received::Extension { peer, payload } = received {
-            if crate::switch::is_frame_message(&datagram[payload.clone()]) {
-                return self.receive_frame(now, peer, payload, datagram);
-            }
-            return self.handle_extension(now, from.remote, peer, &datagram[payload]);
+        if let Received::Extension {
+            peer,
+            recipient,
+            payload,
+        } = received
+        {
+            // The device classified the kind (`fjord_proto::extension`);
+            // only the recipient is left to call.
+            return match recipient {
+                Recipient::Switch => self.receive_frame(now, peer, payload, datagram),
+                // The device keeps `Protocol` kinds; one would fail to
+                // decode in the mesh and be counted there.
+                Recipient::Membership | Recipient::PathMtu | Recipient::Protocol => {
+                    self.handle_extension(now, from.remote, peer, recipient, &datagram[payload])
+                }
+            };
         }
         check_source(
             &self.routes,

@@ -175,7 +175,7 @@ impl Device {
     }
 
     /// Seals a fjord extension payload (its first byte must be
-    /// [`crate::wire::EXTENSION_MARKER`]) to the peer inside its session,
+    /// [`crate::extension::EXTENSION_MARKER`]) to the peer inside its session,
     /// queued for `poll_transmit`; with no session it is staged and a
     /// handshake starts, as for any packet. Not for the data path: it
     /// allocates.

@@ -26,12 +26,12 @@ use crate::aead::DataCipher;
 use crate::compression::{Codec, Compressed, Compressor, DecompressError};
 use crate::context::Context;
 use crate::endpoint::Endpoint;
+use crate::extension::{EXTENSION_MARKER, Recipient};
 use crate::ip::IpHeader;
 use crate::negotiation::{CipherRefused, Offer, OfferOutcome};
 use crate::outcome::{DropReason, Incoming, Opened, Outgoing, PeerId, PendingData, Received, Sent};
 use crate::replay::ReplayError;
 use crate::session::{DATA_HEADROOM, DATA_TAILROOM, OpenError, SealError, SealTicket, Session};
-use crate::wire::EXTENSION_MARKER;
 
 /// A TUN packet after the peer's work on it, before the key is attached:
 /// the peer changes its own state (timers, perhaps a rekey) after taking
@@ -451,16 +451,19 @@ impl Peer {
         let Some(&first) = plaintext.first() else {
             return Received::Keepalive { peer: id };
         };
-        if !ctx.speaks_fjord && first == EXTENSION_MARKER {
-            return dropped(ctx, DropReason::InvalidInnerPacket);
-        }
-        if Offer::is_protocol_extension(plaintext) {
-            return self.handle_offer(id, now, local_index, plaintext, ctx);
-        }
         if first == EXTENSION_MARKER {
-            return Received::Extension {
-                peer: id,
-                payload: offset..offset + plaintext.len(),
+            if !ctx.speaks_fjord {
+                return dropped(ctx, DropReason::InvalidInnerPacket);
+            }
+            // The one place a received kind is classified
+            // (`crate::extension`); the recipient travels with it.
+            return match Recipient::of_code(plaintext.get(1).copied()) {
+                Recipient::Protocol => self.handle_offer(id, now, local_index, plaintext, ctx),
+                recipient => Received::Extension {
+                    peer: id,
+                    recipient,
+                    payload: offset..offset + plaintext.len(),
+                },
             };
         }
         if let Some(codec) = Codec::of(plaintext) {
