@@ -183,13 +183,13 @@ impl World {
     /// to its TUN device (ICMP "too big" replies).
     fn drain(&mut self, small_buffer: bool) {
         let mut buf = vec![0u8; if small_buffer { 100 } else { 2048 }];
-        while let Some(transmit) = self.target.poll_transmit(&mut buf) {
+        while let Some(transmit) = self.target.poll_transmit(self.now, &mut buf) {
             assert!(transmit.len <= buf.len());
             if transmit.destination == address(PEER_ADDR) {
                 self.queue_to_peer(buf[..transmit.len].to_vec());
             }
         }
-        while let Some(transmit) = self.peer.poll_transmit(&mut buf) {
+        while let Some(transmit) = self.peer.poll_transmit(self.now, &mut buf) {
             assert!(transmit.len <= buf.len());
             self.queue_to_target(address(PEER_ADDR), buf[..transmit.len].to_vec());
         }

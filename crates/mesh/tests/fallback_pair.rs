@@ -123,7 +123,11 @@ impl Pair {
         let mut buf = vec![0u8; 65_536];
         loop {
             for side in [LEFT, RIGHT] {
-                while let Some(transmit) = self.nodes[side].poll_transmit(&mut buf) {
+                while let Some(transmit) = self.nodes[side].poll_transmit(self.now, &mut buf) {
+                    // This network never carried punches or path MTU probes.
+                    if transmit.ttl.is_some() || transmit.dont_fragment {
+                        continue;
+                    }
                     self.in_flight.push_back((
                         side,
                         transmit.destination,

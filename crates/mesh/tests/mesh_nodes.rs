@@ -216,7 +216,16 @@ impl Net {
                 while let Some(refusal) = node.poll_refusal() {
                     self.refusals.push((*address, now, refusal));
                 }
-                while let Some(transmit) = node.poll_transmit(&mut buf) {
+                while let Some(transmit) = node.poll_transmit(now, &mut buf) {
+                    // Punches have a TTL that dies between the NATs: they
+                    // open the sender's own NAT and reach nobody.
+                    if transmit.ttl.is_some() {
+                        if let Some(nat) = nats.iter_mut().find(|nat| nat.inside.contains(address))
+                        {
+                            nat.outbound(*address, transmit.destination);
+                        }
+                        continue;
+                    }
                     self.in_flight.push_back((
                         *address,
                         transmit.destination,
@@ -224,20 +233,6 @@ impl Net {
                     ));
                 }
                 while node.poll_event().is_some() {}
-                while let Some(probe) = node.poll_probe(&mut buf) {
-                    self.in_flight.push_back((
-                        *address,
-                        probe.destination,
-                        buf[..probe.len].to_vec(),
-                    ));
-                }
-                // Punches have a TTL that dies between the NATs: they open
-                // the sender's own NAT and reach nobody.
-                while let Some(punch) = node.poll_punch(&mut buf) {
-                    if let Some(nat) = nats.iter_mut().find(|nat| nat.inside.contains(address)) {
-                        nat.outbound(*address, punch.destination);
-                    }
-                }
             }
             let Some((inside_from, to, mut datagram)) = self.in_flight.pop_front() else {
                 break;

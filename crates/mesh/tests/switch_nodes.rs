@@ -121,7 +121,11 @@ impl Net {
         let mut buf = vec![0u8; 65_536];
         loop {
             for (&index, node) in self.nodes.iter_mut() {
-                while let Some(transmit) = node.poll_transmit(&mut buf) {
+                while let Some(transmit) = node.poll_transmit(self.now, &mut buf) {
+                    // This network never carried punches or path MTU probes.
+                    if transmit.ttl.is_some() || transmit.dont_fragment {
+                        continue;
+                    }
                     self.in_flight.push_back((
                         index,
                         transmit.destination,

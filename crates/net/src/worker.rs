@@ -27,6 +27,7 @@
 
 mod carriers;
 mod steer;
+mod transmit;
 mod turn;
 
 use std::io;
@@ -44,7 +45,7 @@ use crate::busy_poll::{BusyPoll, SPIN_WINDOW};
 use crate::carrier_log::CarrierLog;
 use crate::control::{ControlCall, ControlContext, ControlHandle};
 use crate::crypto_stage::CryptoStage;
-use crate::datapath::{Inbound, Outbound, Pace, ReceiveOn, send_blocking};
+use crate::datapath::{Inbound, Outbound, Pace, ReceiveOn};
 use crate::drop_report::DropReport;
 use crate::endpoint_log::EndpointLog;
 use crate::port_prediction::PortPrediction;
@@ -543,15 +544,7 @@ impl Worker {
         {
             self.node.handle_timeout(now);
         }
-        while let Some(transmit) = self.node.poll_transmit(&mut self.control_buffer) {
-            send_blocking(
-                &self.udp,
-                transmit.destination,
-                transmit.source,
-                &self.control_buffer[..transmit.len],
-                &mut self.stats,
-            );
-        }
+        self.send_transmits(now);
         while let Some(event) = self.node.poll_event() {
             self.log_event(now, &event);
             if let Some(endpoint) = self.proven_endpoint(&event) {
@@ -565,46 +558,9 @@ impl Worker {
         while let Some(refusal) = self.node.poll_refusal() {
             self.log_refusal(now, refusal);
         }
-        self.send_punches();
         self.start_predictions(now);
         self.run_carrier_commands(now);
-        self.send_probes();
         self.write_too_big_replies();
-    }
-
-    /// Path MTU probes leave without fragmentation, so one larger than
-    /// the path is lost rather than carried in pieces. The socket's mode
-    /// is switched around them and restored: nothing else sends on this
-    /// thread meanwhile (the crypto threads only seal and open), and
-    /// probes are a few per member every 30 s, so the four system calls
-    /// cost nothing, while data keeps its fragmentable mode.
-    fn send_probes(&mut self) {
-        let Some(first) = self.node.poll_probe(&mut self.control_buffer) else {
-            return;
-        };
-        if let Err(error) = self.udp.set_fragmentation(false) {
-            tracing::debug!(%error, "cannot set Don't Fragment for path MTU probes; sending them as they are");
-        }
-        let mut next = Some(first);
-        while let Some(transmit) = next {
-            // A probe larger than our own link fails with EMSGSIZE: that
-            // is an answer too (its round counts it lost), not an error.
-            if self
-                .udp
-                .send(
-                    transmit.destination,
-                    transmit.source,
-                    &self.control_buffer[..transmit.len],
-                )
-                .is_ok()
-            {
-                self.stats.udp_sends += 1;
-            }
-            next = self.node.poll_probe(&mut self.control_buffer);
-        }
-        if let Err(error) = self.udp.set_fragmentation(true) {
-            tracing::warn!(%error, "cannot restore fragmentation after path MTU probes");
-        }
     }
 
     /// ICMP "fragmentation needed" / "packet too big" replies for inner
@@ -619,33 +575,6 @@ impl Worker {
                     return;
                 }
             }
-        }
-    }
-
-    /// NAT-traversal punches leave with a TTL that passes our own NAT and
-    /// dies before the far one (see `fjord_mesh::PUNCH_TTL`). The socket's
-    /// TTL is lowered around them and restored: nothing else sends on
-    /// this thread meanwhile.
-    fn send_punches(&mut self) {
-        let Some(first) = self.node.poll_punch(&mut self.control_buffer) else {
-            return;
-        };
-        if let Err(error) = self.udp.set_ttl(Some(fjord_mesh::PUNCH_TTL)) {
-            tracing::debug!(%error, "cannot lower the TTL for NAT punches; sending them as they are");
-        }
-        let mut next = Some(first);
-        while let Some(transmit) = next {
-            send_blocking(
-                &self.udp,
-                transmit.destination,
-                transmit.source,
-                &self.control_buffer[..transmit.len],
-                &mut self.stats,
-            );
-            next = self.node.poll_punch(&mut self.control_buffer);
-        }
-        if let Err(error) = self.udp.set_ttl(None) {
-            tracing::warn!(%error, "cannot restore the socket TTL after NAT punches");
         }
     }
 

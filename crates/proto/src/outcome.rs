@@ -510,6 +510,11 @@ pub struct Transmit {
     /// [`crate::Endpoint`].
     pub source: Option<IpAddr>,
     pub len: usize,
+    /// The IP TTL (IPv6 hop limit) to send with; `None`: the socket's own.
+    pub ttl: Option<u8>,
+    /// Send without fragmentation (IPv4 Don't Fragment, IPv6 no
+    /// fragmenting): a datagram that does not fit the path is lost.
+    pub dont_fragment: bool,
 }
 
 #[cfg(test)]

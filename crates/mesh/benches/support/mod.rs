@@ -71,11 +71,11 @@ pub fn shuttle(a: &mut Node, a_at: SocketAddr, b: &mut Node, b_at: SocketAddr, n
     let mut out = vec![0u8; 2048];
     for _ in 0..8 {
         let mut moved = false;
-        while let Some(t) = a.poll_transmit(&mut out) {
+        while let Some(t) = a.poll_transmit(now, &mut out) {
             b.handle_datagram(now, a_at, &mut out[..t.len], &mut []);
             moved = true;
         }
-        while let Some(t) = b.poll_transmit(&mut out) {
+        while let Some(t) = b.poll_transmit(now, &mut out) {
             a.handle_datagram(now, b_at, &mut out[..t.len], &mut []);
             moved = true;
         }

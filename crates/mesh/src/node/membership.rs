@@ -10,7 +10,7 @@
 //!                   └─▶ Event::UnknownPeerAdmitted ─▶ Mesh::handle_unverified
 //! Mesh::poll_action  ─▶ add / route / confirm / remove peers
 //! Mesh::poll_message ─▶ Device::send_extension ─▶ poll_transmit
-//! MeshAction::Punch  ─▶ poll_punch (low-TTL datagrams, sent by the driver)
+//! MeshAction::Punch  ─▶ poll_transmit (low-TTL datagrams: Transmit::ttl)
 //! MeshAction::PredictPorts ─▶ poll_port_prediction (the driver opens sockets)
 //! MeshAction::Connect ─▶ Device::initiate_toward
 //! Event::EndpointChanged ─▶ Mesh::handle_path (a relayed member reached directly)
@@ -60,7 +60,7 @@ pub(super) struct MeshDriver {
     /// The `now` of the latest input: sends triggered from `poll_*` calls
     /// (which take no time) are stamped with it.
     pub(super) last_now: Instant,
-    /// Punch datagrams waiting for `poll_punch`.
+    /// Punch datagrams waiting for `poll_transmit`.
     punches: VecDeque<SocketAddr>,
     /// Port prediction rounds waiting for `poll_port_prediction`.
     predictions: VecDeque<Vec<SocketAddr>>,
@@ -74,7 +74,7 @@ pub(super) struct MeshDriver {
     managed: HashSet<PeerId>,
     /// Each member's path MTU search (`pmtu.rs`).
     pub(super) pmtu: PathMtuTable,
-    /// Sealed probes waiting for `poll_probe`.
+    /// Sealed probes waiting for `poll_transmit`.
     pub(super) probes: VecDeque<(SocketAddr, Option<std::net::IpAddr>, Vec<u8>)>,
 }
 
@@ -365,6 +365,8 @@ impl Node {
             destination: *destination,
             source: None,
             len: datagram.len(),
+            ttl: None,
+            dont_fragment: false,
         };
         driver.forwards.pop_front();
         Some(transmit)
@@ -377,9 +379,9 @@ impl Node {
             .map_or(0, |driver| driver.relays.forwarded)
     }
 
-    /// A punch datagram waiting to leave, written into `buf`; send it
-    /// with the IP TTL (IPv6 hop limit) [`PUNCH_TTL`].
-    pub fn poll_punch(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+    /// A punch datagram waiting to leave, written into `buf`, with the IP
+    /// TTL (IPv6 hop limit) [`PUNCH_TTL`].
+    pub(super) fn poll_punch(&mut self, buf: &mut [u8]) -> Option<Transmit> {
         let driver = self.mesh.as_mut()?;
         let out = buf.get_mut(..PUNCH_DATAGRAM.len())?;
         let destination = driver.punches.pop_front()?;
@@ -388,13 +390,15 @@ impl Node {
             destination,
             source: None,
             len: PUNCH_DATAGRAM.len(),
+            ttl: Some(PUNCH_TTL),
+            dont_fragment: false,
         })
     }
 
     /// A port prediction round to run: open
     /// [`PREDICTION_SOCKETS`](crate::membership::PREDICTION_SOCKETS)
     /// sockets, punch from each at every endpoint given (as
-    /// [`Node::poll_punch`] datagrams are sent), and let one that hears
+    /// punches from [`Node::poll_transmit`] are sent), and let one that hears
     /// from one of their addresses carry the traffic to the endpoint it
     /// heard from.
     pub fn poll_port_prediction(&mut self) -> Option<Vec<SocketAddr>> {

@@ -343,11 +343,18 @@ impl Node {
         .min()
     }
 
-    pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+    /// The next datagram to send, written into `buf`, whatever produced
+    /// it: relayed datagrams, the device's messages, NAT-traversal
+    /// punches ([`Transmit::ttl`]) and path MTU probes
+    /// ([`Transmit::dont_fragment`]). Sends it causes are stamped `now`.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        membership::note_time(&mut self.mesh, now);
         self.pump_mesh();
         self.pump_fallback();
         self.poll_forward(buf)
             .or_else(|| self.device.poll_transmit(buf))
+            .or_else(|| self.poll_punch(buf))
+            .or_else(|| self.poll_probe(buf))
     }
 
     pub fn poll_event(&mut self) -> Option<Event> {

@@ -7,7 +7,7 @@
 //! Event::EndpointChanged                 ─▶ PathMtuTable::path_changed
 //! Event::HandshakeCompleted              ─▶ PathMtuTable::handle_session
 //! PathMtuTable::poll_probe ─▶ a padded MtuProbe sealed into the session
-//!                           ─▶ poll_probe (sent without fragmentation)
+//!                           ─▶ poll_transmit (Transmit::dont_fragment)
 //! MtuProbe from a member   ─▶ MtuAck (an ordinary control message)
 //! MtuAck                   ─▶ PathMtuTable::handle_ack
 //! PathMtuTable::poll_change ─▶ Node::set_path_limit (too_big.rs)
@@ -40,11 +40,10 @@ impl Node {
             .unwrap_or_default()
     }
 
-    /// A path MTU probe waiting to leave, written into `buf` (which must
-    /// hold a datagram of the tunnel MTU plus 32 bytes). Send it with Don't
-    /// Fragment (IPv4) / without fragmenting (IPv6): a probe that does not
-    /// fit the path must be lost, not fragmented.
-    pub fn poll_probe(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+    /// A path MTU probe waiting to leave, written into `buf` (a probe
+    /// that does not fit is skipped), to be sent without fragmentation: a
+    /// probe that does not fit the path must be lost, not fragmented.
+    pub(super) fn poll_probe(&mut self, buf: &mut [u8]) -> Option<Transmit> {
         let driver = self.mesh.as_mut()?;
         loop {
             let (destination, source, datagram) = driver.probes.pop_front()?;
@@ -54,6 +53,8 @@ impl Node {
                     destination,
                     source,
                     len: datagram.len(),
+                    ttl: None,
+                    dont_fragment: true,
                 });
             }
         }

@@ -496,6 +496,8 @@ impl Device {
                 destination: outgoing.destination.remote,
                 source: outgoing.destination.local,
                 len: outgoing.bytes.len(),
+                ttl: None,
+                dont_fragment: false,
             });
         }
         None
