@@ -11,10 +11,8 @@ use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::ops::Range;
 
-use crate::datapath::send_blocking;
+use crate::egress::{Egress, GsoMessage, SEND_BATCH, Sent};
 use crate::stats::DataStats;
-use crate::udp::UdpTransport;
-use crate::udp_send::{GsoMessage, SEND_BATCH, Sent, send_or_wait};
 
 /// The largest segment sent with GSO (as for sealed datagrams: the kernel
 /// refuses segments over the path MTU).
@@ -71,7 +69,7 @@ impl Forwards {
     }
 
     /// Sends every queued run from `storage` and forgets them.
-    pub fn send(&mut self, storage: &[u8], udp: &UdpTransport, stats: &mut DataStats) {
+    pub fn send(&mut self, storage: &[u8], udp: &Egress, stats: &mut DataStats) {
         let mut next = 0;
         let mut waits = 0;
         while next < self.runs.len() {
@@ -91,7 +89,7 @@ impl Forwards {
                         segment_size: (run.count > 1).then_some(run.segment as u16),
                     })
             });
-            match send_or_wait(udp, &messages[..batch.len()], &mut waits) {
+            match udp.send_or_wait(&messages[..batch.len()], &mut waits) {
                 Sent::Count(sent) => {
                     stats.udp_sends += sent as u64;
                     next += sent;
@@ -105,7 +103,7 @@ impl Forwards {
                         udp.refuse_gso(&error);
                         for start in run.bytes.clone().step_by(run.segment) {
                             let end = (start + run.segment).min(run.bytes.end);
-                            if send_blocking(udp, run.to, None, &storage[start..end], stats) {
+                            if udp.send_blocking(run.to, None, &storage[start..end], stats) {
                                 stats.udp_sends += 1;
                             }
                         }
@@ -170,7 +168,7 @@ mod tests {
     /// Relayed datagrams arrive as they were, in order, each alone.
     #[test]
     fn sent_runs_arrive_as_their_datagrams() {
-        let udp = UdpTransport::bind(0, 0).unwrap();
+        let udp = Egress::bind(0, 0).unwrap();
         let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let to = receiver.local_addr().unwrap();
         let storage: Vec<u8> = (0..250u8).collect();

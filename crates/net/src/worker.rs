@@ -44,15 +44,15 @@ use crate::busy_poll::{BusyPoll, SPIN_WINDOW};
 use crate::carrier_log::CarrierLog;
 use crate::control::{ControlCall, ControlContext, ControlHandle};
 use crate::crypto_stage::CryptoStage;
-use crate::datapath::{Inbound, Outbound, Pace, ReceiveOn, send_blocking};
+use crate::datapath::{Inbound, Outbound, Pace, ReceiveOn};
 use crate::drop_report::DropReport;
+use crate::egress::Egress;
 use crate::endpoint_log::EndpointLog;
 use crate::port_prediction::PortPrediction;
 use crate::stall_watch::{Stall, StallWatch};
 use crate::stats::DataStats;
 use crate::time_share::TimeShare;
 use crate::tun::TunDevice;
-use crate::udp::UdpTransport;
 use crate::unanswered_log::UnansweredLog;
 use turn::{FLOODED_SOCKET_CREDIT, FLOODED_SOCKET_SHARE, Ready};
 
@@ -124,7 +124,7 @@ pub enum WorkerError {
 pub struct Worker {
     node: Node,
     tun: TunDevice,
-    udp: UdpTransport,
+    udp: Egress,
     fwmark: u32,
     poll: Poll,
     control: Receiver<ControlCall>,
@@ -171,7 +171,7 @@ impl Worker {
     pub fn new(
         node: Node,
         tun: TunDevice,
-        udp: UdpTransport,
+        udp: Egress,
         fwmark: u32,
     ) -> Result<(Self, ControlHandle), WorkerError> {
         let setup =
@@ -544,8 +544,7 @@ impl Worker {
             self.node.handle_timeout(now);
         }
         while let Some(transmit) = self.node.poll_transmit(&mut self.control_buffer) {
-            send_blocking(
-                &self.udp,
+            self.udp.send_blocking(
                 transmit.destination,
                 transmit.source,
                 &self.control_buffer[..transmit.len],
@@ -635,8 +634,7 @@ impl Worker {
         }
         let mut next = Some(first);
         while let Some(transmit) = next {
-            send_blocking(
-                &self.udp,
+            self.udp.send_blocking(
                 transmit.destination,
                 transmit.source,
                 &self.control_buffer[..transmit.len],

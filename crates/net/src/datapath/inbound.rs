@@ -63,7 +63,9 @@ impl Inbound {
         max_batches: usize,
     ) -> Drained {
         let socket = match on {
-            ReceiveOn::Interface | ReceiveOn::Carrier(_) | ReceiveOn::FakeTcp => pipes.udp,
+            ReceiveOn::Interface | ReceiveOn::Carrier(_) | ReceiveOn::FakeTcp => {
+                pipes.udp.interface()
+            }
             ReceiveOn::Steered(slot) => match pipes.udp.steering().get(slot) {
                 Some(socket) => socket,
                 None => return Drained::Empty,

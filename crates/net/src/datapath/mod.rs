@@ -15,7 +15,7 @@
 //! GSO message gathered where it lies (slot stride = MTU + 32 = a full
 //! datagram, so full-size slots are already GSO segments; shorter ones
 //! take an iovec each), and one sendmmsg carries up to 64 messages
-//! (udp_send.rs)
+//! (egress.rs, which also picks each message's socket or carrier)
 //! ```
 //!
 //! In switch mode the device is a TAP and each read one Ethernet frame, at
@@ -54,15 +54,16 @@ use fjord_mesh::Node;
 use fjord_proto::DATA_HEADROOM;
 
 use crate::crypto_stage::CryptoStage;
+use crate::egress::Egress;
 use crate::stats::DataStats;
 use crate::tun::TunDevice;
-use crate::udp::{RECV_BATCH, UdpTransport};
+use crate::udp::RECV_BATCH;
 
 mod inbound;
 mod outbound;
 
 pub use inbound::{Inbound, ReceiveOn};
-pub use outbound::{Outbound, Pace, send_blocking};
+pub use outbound::{Outbound, Pace};
 
 /// Bytes a sealed datagram adds to a packet: header and tag (padding never
 /// grows a packet past the MTU).
@@ -83,7 +84,7 @@ const DECOMPRESSED_BYTES: usize = GRO_BUFFER;
 pub struct Pipes<'a> {
     pub node: &'a mut Node,
     pub tun: &'a mut TunDevice,
-    pub udp: &'a UdpTransport,
+    pub udp: &'a Egress,
     pub stage: &'a CryptoStage,
     pub stats: &'a mut DataStats,
 }

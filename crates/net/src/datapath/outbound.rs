@@ -2,19 +2,18 @@
 //! packets, then sends each run to one peer as one GSO message.
 
 use std::io::{self, IoSlice};
-use std::os::fd::AsFd;
 use std::time::Instant;
 
 use fjord_mesh::InnerLayout;
 use fjord_proto::Outgoing;
 
 use crate::crypto_stage::SealSlot;
+use crate::egress::{Egress, GsoMessage, SEND_BATCH, Sent};
 use crate::stats::DataStats;
 use crate::tun::fragment_balance::{self, is_first_of_several};
 use crate::tun::read::Slots;
 use crate::tun::{IDEAL_BATCH_SIZE, MAX_SUPER_PACKET, TunReadError, is_device_gone};
-use crate::udp::{DEFAULT_GSO_SEGMENT, UdpTransport, is_stale_source};
-use crate::udp_send::{GsoMessage, SEND_BATCH, Sent, send_or_wait};
+use crate::udp::{DEFAULT_GSO_SEGMENT, is_stale_source};
 
 use super::{Drained, MAX_GSO_BYTES, Pipes, SEAL_OVERHEAD};
 
@@ -303,7 +302,7 @@ impl Outbound {
     /// datagrams to one destination is one GSO message, gathered from the
     /// slots where it was sealed, and one `sendmmsg` carries up to
     /// [`SEND_BATCH`] messages.
-    fn send_sealed(&mut self, udp: &UdpTransport, stats: &mut DataStats) {
+    fn send_sealed(&mut self, udp: &Egress, stats: &mut DataStats) {
         let filled = std::mem::take(&mut self.filled);
         if filled == 0 {
             // Every drain ends here, most often with nothing left: at ping
@@ -330,12 +329,7 @@ impl Outbound {
 
     /// Sends `self.runs`, their bytes gathered in `pieces` (at least as
     /// many as `self.spans`).
-    fn send_runs<'a>(
-        &'a self,
-        pieces: &mut [IoSlice<'a>],
-        udp: &UdpTransport,
-        stats: &mut DataStats,
-    ) {
+    fn send_runs<'a>(&'a self, pieces: &mut [IoSlice<'a>], udp: &Egress, stats: &mut DataStats) {
         let area = &self.area;
         for (piece, span) in pieces.iter_mut().zip(&self.spans) {
             *piece = IoSlice::new(&area[span.clone()]);
@@ -379,7 +373,7 @@ impl Outbound {
                         }
                         for slot in run.first_slot..run.first_slot + run.count {
                             let datagram = &area[slot * self.stride..][..self.sealed[slot].len];
-                            if send_blocking(udp, run.destination, run.source, datagram, stats) {
+                            if udp.send_blocking(run.destination, run.source, datagram, stats) {
                                 stats.udp_sends += 1;
                             }
                         }
@@ -397,7 +391,7 @@ impl Outbound {
     /// runs' bytes into as few contiguous pieces as they lie in
     /// (`self.spans`): full-size datagrams already lie one stride apart, as
     /// GSO wants them.
-    fn collect_runs(&mut self, filled: usize, udp: &UdpTransport) {
+    fn collect_runs(&mut self, filled: usize, udp: &Egress) {
         let max_segments = udp.max_gso_segments();
         self.runs.clear();
         self.spans.clear();
@@ -451,42 +445,10 @@ impl Outbound {
     }
 }
 
-/// Sends one datagram, waiting briefly for socket space instead of
-/// dropping: a full send buffer is back-pressure that TCP inside the tunnel
-/// should feel. Returns whether it left; a failure is counted in
-/// `udp_send_errors`.
-pub fn send_blocking(
-    udp: &UdpTransport,
-    destination: std::net::SocketAddr,
-    mut source: Option<std::net::IpAddr>,
-    datagram: &[u8],
-    stats: &mut DataStats,
-) -> bool {
-    for _ in 0..3 {
-        match udp.send(destination, source, datagram) {
-            Ok(()) => return true,
-            Err(error) if is_stale_source(&error, source) => source = None,
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-                // The socket that was full (see `send_or_wait`).
-                let full = udp.route(destination);
-                fjord_sys::poll::wait_writable(full.as_fd(), std::time::Duration::from_millis(50));
-            }
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-            Err(error) => {
-                stats.udp_send_errors += 1;
-                tracing::trace!(%error, %destination, len = datagram.len(), "UDP send failed");
-                return false;
-            }
-        }
-    }
-    stats.udp_send_errors += 1;
-    false
-}
-
-/// One `sendmmsg` of up to `N` of `runs` (see [`send_or_wait`]), its
+/// One `sendmmsg` of up to `N` of `runs` (see [`Egress::send_or_wait`]), its
 /// messages in an array no larger than the batch needs.
 fn send_batch<const N: usize>(
-    udp: &UdpTransport,
+    udp: &Egress,
     runs: &[GsoRun],
     pieces: &[IoSlice<'_>],
     waits: &mut u8,
@@ -500,5 +462,5 @@ fn send_batch<const N: usize>(
             segment_size: (run.count > 1).then_some(run.segment as u16),
         };
     }
-    send_or_wait(udp, &messages[..runs.len().min(N)], waits)
+    udp.send_or_wait(&messages[..runs.len().min(N)], waits)
 }
