@@ -13,6 +13,7 @@ mod datapath;
 pub mod drop_report;
 pub mod egress;
 pub mod endpoint_log;
+mod gso_batch;
 pub mod host_addresses;
 pub mod port_prediction;
 mod relay_forward;
