@@ -22,7 +22,7 @@
 //! remove it when nobody answers. PostUp, PreDown and PostDown hooks run
 //! as NAME with `CAP_NET_ADMIN` (PreUp still runs as root).
 
-use fjord_net::UdpTransport;
+use fjord_net::Egress;
 use fjord_sys::privilege::{self, Account, CAP_NET_ADMIN, Capability};
 
 use crate::up::UsageError;
@@ -44,9 +44,9 @@ pub fn resolve_user(name: &str) -> Result<Account, UsageError> {
 
 /// Gives the interface's UDP socket, bound as root, to `account`, so that
 /// the sockets of its own fjord opens for each peer after [`drop_to`] can
-/// share its port (`UdpTransport::hand_to`). Call it before
+/// share its port (`Egress::hand_to`). Call it before
 /// [`drop_to`].
-pub fn hand_over(udp: &UdpTransport, account: &Account) -> anyhow::Result<()> {
+pub fn hand_over(udp: &Egress, account: &Account) -> anyhow::Result<()> {
     udp.hand_to(account.uid, account.gid)
         .map_err(|error| anyhow::anyhow!("giving the UDP socket to {}: {error}", account.name))
 }

@@ -19,7 +19,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use fjord_mesh::switch::{MacAddress, SwitchConfig};
 use fjord_mesh::{Cidr, Mesh, MeshConfig, Node};
-use fjord_net::{DeviceKind, StopReason, TunDevice, UdpTransport, Worker};
+use fjord_net::{DeviceKind, Egress, StopReason, TunDevice, Worker};
 use fjord_proto::{CipherPolicy, Device, DeviceConfig, PrivateKey, Rng, Timing, WallClock};
 use fjord_sys::privilege::Account;
 
@@ -253,7 +253,7 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
     let (listener, _socket_guard) =
         uapi::bind(&interface).map_err(|error| UsageError(error.to_string()))?;
     let metrics_listener = bind_metrics(options.metrics.or(config.interface.metrics))?;
-    let mut udp = UdpTransport::bind(config.interface.listen_port.unwrap_or(0), fwmark)
+    let mut udp = Egress::bind(config.interface.listen_port.unwrap_or(0), fwmark)
         .map_err(|error| UsageError(error.to_string()))?;
     open_carrier(&config, &mut udp, fwmark)?;
     let mtu = config.interface.mtu().bytes();
@@ -368,7 +368,7 @@ pub fn bind_metrics(
 /// Prepares the fallback carrier if any peer may need it (a peer with a
 /// fallback port) or peers may use it to reach us (our `FallbackPort`):
 /// fake TCP's raw socket, or the TCP listener.
-fn open_carrier(config: &Config, udp: &mut UdpTransport, fwmark: u32) -> anyhow::Result<()> {
+fn open_carrier(config: &Config, udp: &mut Egress, fwmark: u32) -> anyhow::Result<()> {
     let port = config.interface.fallback_port.map(|port| port.get());
     let falls_back = port.is_some() || config.peers.iter().any(|peer| peer.fallback_port.is_some());
     if !falls_back {

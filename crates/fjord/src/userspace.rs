@@ -13,7 +13,7 @@
 use std::time::Instant;
 
 use fjord_mesh::Node;
-use fjord_net::{DeviceKind, StopReason, TunDevice, UdpTransport, Worker};
+use fjord_net::{DeviceKind, Egress, StopReason, TunDevice, Worker};
 use fjord_proto::Timing;
 use fjord_sys::privilege::Account;
 use fjord_sys::process::{Daemonized, daemonize};
@@ -38,7 +38,7 @@ pub fn run_interface(
     let (listener, _socket_guard) =
         uapi::bind(interface).map_err(|error| UsageError(error.to_string()))?;
     let metrics_listener = bind_metrics(metrics)?;
-    let udp = UdpTransport::bind(0, 0)?;
+    let udp = Egress::bind(0, 0)?;
     let mtu = DEFAULT_MTU.bytes();
     let tun = TunDevice::create(interface, DeviceKind::Tun, mtu, true)?;
     let device = new_device(None, mtu, timing, offer, Instant::now());

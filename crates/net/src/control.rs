@@ -9,7 +9,8 @@ use std::time::Instant;
 
 use fjord_mesh::Node;
 
-use crate::udp::{UdpError, UdpTransport};
+use crate::egress::Egress;
+use crate::udp::{UdpError, UdpSocket};
 
 /// What a control closure may touch.
 pub struct ControlContext<'a> {
@@ -17,7 +18,7 @@ pub struct ControlContext<'a> {
     pub now: Instant,
     pub interface: &'a str,
     pub stats: &'a crate::stats::DataStats,
-    pub(crate) udp: &'a mut UdpTransport,
+    pub(crate) udp: &'a mut Egress,
     pub(crate) fwmark: &'a mut u32,
     pub(crate) rebound: bool,
 }
@@ -29,20 +30,20 @@ impl ControlContext<'_> {
 
     /// Counters of the fallback carriers.
     pub fn carrier_stats(&self) -> crate::carrier::CarrierStats {
-        self.udp.carriers.stats()
+        self.udp.carriers().stats()
     }
 
     /// The carrier whose far end is `remote`, if one is: this node's
     /// carrier kind, and whether the far end opened it (accepted).
     pub fn carrier_to(&self, remote: SocketAddr) -> Option<(crate::carrier::CarrierKind, bool)> {
-        let carriers = &self.udp.carriers;
+        let carriers = self.udp.carriers();
         let accepted = carriers.accepted(remote)?;
         Some((carriers.kind(), accepted))
     }
 
     /// The carrier this node uses (`FallbackCarrier`).
     pub fn carrier_kind(&self) -> crate::carrier::CarrierKind {
-        self.udp.carriers.kind()
+        self.udp.carriers().kind()
     }
 
     pub fn fwmark(&self) -> u32 {
@@ -55,10 +56,9 @@ impl ControlContext<'_> {
         if port != 0 && port == self.udp.port() {
             return Ok(());
         }
-        let mut socket = UdpTransport::bind(port, *self.fwmark)?;
+        let socket = UdpSocket::bind(port, *self.fwmark)?;
         // The carriers are TCP: a new UDP port leaves them as they are.
-        socket.carriers = std::mem::take(&mut self.udp.carriers);
-        *self.udp = socket;
+        self.udp.rebind(socket);
         self.rebound = true;
         Ok(())
     }

@@ -29,7 +29,7 @@ use fjord_mesh::membership::PREDICTION_SOCKETS;
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 
-use crate::udp::UdpTransport;
+use crate::udp::UdpSocket;
 
 /// How long a round's sockets wait for the other side's probes: its
 /// initiations leave `CONNECT_DELAY` after ours, and a retry is a second
@@ -42,11 +42,11 @@ pub const MAX_ROUNDS: usize = 2;
 /// A probe socket of a round heard from the round's member.
 pub struct Hit {
     pub from: SocketAddr,
-    pub transport: UdpTransport,
+    pub transport: UdpSocket,
 }
 
 struct Round {
-    sockets: Vec<Option<UdpTransport>>,
+    sockets: Vec<Option<UdpSocket>>,
     addresses: Vec<IpAddr>,
     expires: Instant,
 }
@@ -115,7 +115,7 @@ impl PortPrediction {
         };
         let mut sockets = Vec::with_capacity(PREDICTION_SOCKETS);
         for index in 0..PREDICTION_SOCKETS {
-            let socket = UdpTransport::bind(0, fwmark)
+            let socket = UdpSocket::bind(0, fwmark)
                 .map_err(|error| error.to_string())
                 .and_then(|socket| {
                     let token = Token(self.first_token + slot * PREDICTION_SOCKETS + index);
@@ -204,7 +204,7 @@ impl PortPrediction {
 
 /// One low-TTL punch from `socket` to each endpoint; failures only make
 /// the round weaker.
-fn punch_from(socket: &UdpTransport, toward: &[SocketAddr], ttl: u8, punch: &[u8]) {
+fn punch_from(socket: &UdpSocket, toward: &[SocketAddr], ttl: u8, punch: &[u8]) {
     if let Err(error) = socket.set_ttl(Some(ttl)) {
         tracing::debug!(%error, "cannot lower a prediction socket's TTL");
         return;

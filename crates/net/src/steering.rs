@@ -5,7 +5,7 @@
 //! Two kinds of socket are steered:
 //!
 //! - **Connected sockets**, one per peer endpoint a handshake proved
-//!   (`UdpTransport::connected`): on the interface's port, connected to
+//!   (`UdpSocket::connected`): on the interface's port, connected to
 //!   the endpoint, so the kernel queues that endpoint's datagrams apart.
 //!   A flood of handshake initiations from spoofed addresses then fills
 //!   the interface's socket only, and the kernel drops its excess there,
@@ -25,7 +25,7 @@
 use std::collections::HashSet;
 use std::net::SocketAddr;
 
-use crate::udp::UdpTransport;
+use crate::udp::UdpSocket;
 
 /// Most endpoints steered at once; past it, peers share the interface's
 /// socket as before (a file descriptor and an 8 MiB receive buffer limit
@@ -35,7 +35,7 @@ pub const MAX_STEERED: usize = 256;
 /// Steered endpoints in stable slots (a slot is the socket's poll token).
 #[derive(Default)]
 pub struct Steering {
-    slots: Vec<Option<(SocketAddr, UdpTransport)>>,
+    slots: Vec<Option<(SocketAddr, UdpSocket)>>,
     /// Endpoint → slot of every slot in use; looked up for every send
     /// call, its keys are endpoints that handshakes proved (at most
     /// [`MAX_STEERED`]), so a fast hasher is safe here.
@@ -55,7 +55,7 @@ impl Steering {
         self.by_endpoint.contains_key(&remote)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (SocketAddr, &UdpTransport)> {
+    pub fn iter(&self) -> impl Iterator<Item = (SocketAddr, &UdpSocket)> {
         self.slots
             .iter()
             .flatten()
@@ -70,14 +70,14 @@ impl Steering {
             .filter_map(|(slot, entry)| entry.as_ref().map(|(remote, _)| (slot, *remote)))
     }
 
-    pub fn get(&self, slot: usize) -> Option<&UdpTransport> {
+    pub fn get(&self, slot: usize) -> Option<&UdpSocket> {
         self.slots
             .get(slot)?
             .as_ref()
             .map(|(_, transport)| transport)
     }
 
-    fn find(&self, remote: SocketAddr) -> Option<&UdpTransport> {
+    pub(crate) fn find(&self, remote: SocketAddr) -> Option<&UdpSocket> {
         self.get(self.slot_of(remote)?)
     }
 
@@ -101,7 +101,7 @@ impl Steering {
     /// Sends to `remote` through `transport` from now on; the slot, or
     /// `None` when [`MAX_STEERED`] are in use (the transport is dropped).
     /// A socket already steering `remote` is replaced.
-    pub fn insert(&mut self, remote: SocketAddr, transport: UdpTransport) -> Option<usize> {
+    pub fn insert(&mut self, remote: SocketAddr, transport: UdpSocket) -> Option<usize> {
         if let Some(&slot) = self.by_endpoint.get(&remote) {
             self.slots[slot] = Some((remote, transport));
             return Some(slot);
@@ -151,89 +151,41 @@ impl Steering {
     }
 }
 
-impl UdpTransport {
-    /// The socket that datagrams to `destination` leave through.
-    pub(crate) fn route(&self, destination: SocketAddr) -> &UdpTransport {
-        if self.steered.is_empty() {
-            return self;
-        }
-        self.steered.find(destination).unwrap_or(self)
-    }
-
-    pub fn steering(&self) -> &Steering {
-        &self.steered
-    }
-
-    pub fn steering_mut(&mut self) -> &mut Steering {
-        &mut self.steered
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use quinn_udp::RecvMeta;
     use std::io::IoSliceMut;
-    use std::net::UdpSocket;
-
-    /// Datagrams to a steered endpoint leave from the steered socket's
-    /// port, others from the interface's; removing the steering restores
-    /// the interface's socket.
-    #[test]
-    fn steered_endpoints_are_sent_from_their_own_socket() {
-        let mut udp = UdpTransport::bind(0, 0).unwrap();
-        let steered_port = {
-            let steered = UdpTransport::bind(0, 0).unwrap();
-            let port = steered.port();
-            let far = UdpSocket::bind("127.0.0.1:0").unwrap();
-            let near = UdpSocket::bind("127.0.0.1:0").unwrap();
-            let far_address = far.local_addr().unwrap();
-            let slot = udp.steering_mut().insert(far_address, steered).unwrap();
-            let source_of = |socket: &UdpSocket, udp: &UdpTransport| {
-                let destination = socket.local_addr().unwrap();
-                udp.send(destination, None, b"hello").unwrap();
-                let mut buf = [0u8; 16];
-                socket.recv_from(&mut buf).unwrap().1.port()
-            };
-            assert_eq!(source_of(&far, &udp), port);
-            assert_eq!(source_of(&near, &udp), udp.port());
-            udp.steering_mut().remove(slot);
-            assert_eq!(source_of(&far, &udp), udp.port());
-            assert!(udp.steering().is_empty());
-            port
-        };
-        assert_ne!(steered_port, udp.port());
-    }
 
     /// Of two endpoints no peer uses, the one whose socket holds a
     /// datagram is kept until it is read; a used one is never closable.
     #[test]
     fn sockets_with_datagrams_waiting_are_not_closable() {
-        let mut udp = UdpTransport::bind(0, 0).unwrap();
-        let quiet = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let talking = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let mut slot_of = |remote: &UdpSocket| {
+        let mut steering = Steering::default();
+        let quiet = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let talking = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut slot_of = |remote: &std::net::UdpSocket| {
             let remote = remote.local_addr().unwrap();
-            let steered = UdpTransport::bind(0, 0).unwrap();
-            (udp.steering_mut().insert(remote, steered).unwrap(), remote)
+            let steered = UdpSocket::bind(0, 0).unwrap();
+            (steering.insert(remote, steered).unwrap(), remote)
         };
         let (quiet_slot, quiet_address) = slot_of(&quiet);
         let (talking_slot, _) = slot_of(&talking);
-        let talking_socket = udp.steering().get(talking_slot).unwrap();
+        let talking_socket = steering.get(talking_slot).unwrap();
         let to = SocketAddr::from(([127, 0, 0, 1], talking_socket.port()));
         talking.send_to(b"in flight", to).unwrap();
 
         let nobody = HashSet::new();
-        assert_eq!(udp.steering().closable(&nobody), [quiet_slot]);
+        assert_eq!(steering.closable(&nobody), [quiet_slot]);
         let only_quiet = HashSet::from([quiet_address]);
-        assert!(udp.steering().closable(&only_quiet).is_empty());
+        assert!(steering.closable(&only_quiet).is_empty());
 
         let mut buf = [0u8; 64];
         let mut meta = [RecvMeta::default()];
-        let socket = udp.steering().get(talking_slot).unwrap();
+        let socket = steering.get(talking_slot).unwrap();
         let read = socket.recv(&mut [IoSliceMut::new(&mut buf)], &mut meta);
         assert_eq!(read.unwrap(), 1);
         assert_eq!(meta[0].len, 9);
-        assert_eq!(udp.steering().closable(&only_quiet), [talking_slot]);
+        assert_eq!(steering.closable(&only_quiet), [talking_slot]);
     }
 }

@@ -1,12 +1,15 @@
-//! The UDP socket: one dual-stack socket per interface, with batched
-//! receive (`recvmmsg`, GRO) and segmented send (GSO) through quinn-udp.
+//! One UDP socket: the interface's dual-stack socket, or a socket of its
+//! own for one remote endpoint (`steering.rs`), with batched receive
+//! (`recvmmsg`, GRO) and segmented send (GSO) through quinn-udp. Which
+//! socket a datagram leaves through is `egress.rs`'s answer, not this
+//! file's: a socket knows nothing of the others.
 //!
 //! Addresses are kept canonical inside fjord (an IPv4 peer is a
 //! `SocketAddr::V4`, never a v4-mapped IPv6 address); this module maps
 //! them at the socket boundary.
 
 use std::io::{self, IoSliceMut};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -39,8 +42,8 @@ pub enum UdpError {
     },
 }
 
-pub struct UdpTransport {
-    socket: UdpSocket,
+pub struct UdpSocket {
+    socket: std::net::UdpSocket,
     state: UdpSocketState,
     port: u16,
     /// Set once a GSO send was refused (`EIO`: no segmentation on the
@@ -48,15 +51,10 @@ pub struct UdpTransport {
     gso_refused: AtomicBool,
     /// Largest datagram sent as a GSO segment through this socket: the
     /// connected route's MTU less headers, else one that fits a 1,500-byte
-    /// path (see [`UdpTransport::gso_segment_limit`]).
+    /// path (see [`UdpSocket::gso_segment_limit`]).
     gso_segment_limit: AtomicUsize,
-    /// Sockets that carry what goes to one remote endpoint (steering.rs).
-    pub(crate) steered: crate::steering::Steering,
-    /// TCP connections that carry what goes to one remote endpoint when
-    /// UDP is blocked (carrier/).
-    pub(crate) carriers: crate::carrier::Carriers,
     /// The remote endpoint and our bound address of a connected socket
-    /// ([`UdpTransport::connected`]).
+    /// ([`UdpSocket::connected`]).
     connection: Option<(SocketAddr, Option<IpAddr>)>,
     family: Family,
 }
@@ -96,7 +94,7 @@ impl Family {
     }
 }
 
-impl UdpTransport {
+impl UdpSocket {
     /// Binds `[::]:port` (0 = any free port), accepting IPv4 and IPv6.
     /// `fwmark` marks outgoing packets for policy routing (0 = none).
     pub fn bind(port: u16, fwmark: u32) -> Result<Self, UdpError> {
@@ -106,7 +104,7 @@ impl UdpTransport {
         socket
             .bind(&SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)).into())
             .map_err(|source| bind_error(port, source))?;
-        // Then open to our own connected sockets ([`UdpTransport::connected`]);
+        // Then open to our own connected sockets ([`UdpSocket::connected`]);
         // a later socket without the option (another fjord) is still refused.
         socket
             .set_reuse_port(true)
@@ -122,7 +120,7 @@ impl UdpTransport {
     /// binding: the kernel lets a socket join a port's `SO_REUSEPORT`
     /// group only if its owner created the sockets already there, so
     /// without this the connected sockets opened after the drop
-    /// ([`UdpTransport::connected`]) are refused and a flood reaches the
+    /// ([`UdpSocket::connected`]) are refused and a flood reaches the
     /// peers' datagrams again. Other users are still refused the port.
     pub fn hand_to(&self, uid: u32, gid: u32) -> io::Result<()> {
         std::os::unix::fs::fchown(&self.socket, Some(uid), Some(gid))
@@ -134,7 +132,7 @@ impl UdpTransport {
     /// socket, `remote`'s datagrams wait in a queue of their own. `local`
     /// is our address that `remote` sends to (`None`: the route's choice
     /// of source). Needs the interface's socket bound by
-    /// [`UdpTransport::bind`] to `port`.
+    /// [`UdpSocket::bind`] to `port`.
     pub fn connected(
         port: u16,
         remote: SocketAddr,
@@ -200,7 +198,7 @@ impl UdpTransport {
     fn from_bound(socket: Socket, port: u16, family: Family) -> Result<Self, UdpError> {
         let setup =
             |what: &'static str| move |source: io::Error| UdpError::Setup { port, what, source };
-        let socket: UdpSocket = socket.into();
+        let socket: std::net::UdpSocket = socket.into();
         let state =
             UdpSocketState::new(UdpSockRef::from(&socket)).map_err(setup("offload probe"))?;
         for (what, result) in [
@@ -244,8 +242,6 @@ impl UdpTransport {
             port,
             gso_refused: AtomicBool::new(false),
             gso_segment_limit: AtomicUsize::new(DEFAULT_GSO_SEGMENT),
-            steered: crate::steering::Steering::default(),
-            carriers: crate::carrier::Carriers::default(),
             connection: None,
             family,
         })
@@ -257,7 +253,7 @@ impl UdpTransport {
         fjord_sys::socket::receive_queue_bytes(self.socket.as_fd()).is_ok_and(|bytes| bytes > 0)
     }
 
-    /// Whether this is a socket of [`UdpTransport::connected`] (a port
+    /// Whether this is a socket of [`UdpSocket::connected`] (a port
     /// prediction socket, steered too, is not: its own port is the point).
     pub(crate) fn is_connected(&self) -> bool {
         self.connection.is_some()
@@ -275,10 +271,6 @@ impl UdpTransport {
 
     /// Changes the firewall mark on outgoing packets (0 = none).
     pub fn set_mark(&self, fwmark: u32) -> io::Result<()> {
-        for (_, steered) in self.steered.iter() {
-            steered.set_mark(fwmark)?;
-        }
-        self.carriers.set_mark(fwmark)?;
         socket2::SockRef::from(&self.socket).set_mark(fwmark)
     }
 
@@ -310,19 +302,16 @@ impl UdpTransport {
         })
     }
 
-    /// Largest datagram to `destination` that may go as a GSO segment.
-    pub(crate) fn gso_segment_limit(&self, destination: SocketAddr) -> usize {
-        self.route(destination)
-            .gso_segment_limit
-            .load(Ordering::Relaxed)
+    /// Largest datagram that may leave this socket as a GSO segment.
+    pub(crate) fn gso_segment_limit(&self) -> usize {
+        self.gso_segment_limit.load(Ordering::Relaxed)
     }
 
-    /// The route to `destination` took a smaller MTU than its socket
-    /// learned at connect (the kernel refused a segment as too large):
-    /// back to segments that fit any 1,500-byte path.
-    pub(crate) fn shrink_gso_segments(&self, destination: SocketAddr) {
-        self.route(destination)
-            .gso_segment_limit
+    /// The route took a smaller MTU than this socket learned at connect
+    /// (the kernel refused a segment as too large): back to segments
+    /// that fit any 1,500-byte path.
+    pub(crate) fn shrink_gso_segments(&self) {
+        self.gso_segment_limit
             .store(DEFAULT_GSO_SEGMENT, Ordering::Relaxed);
     }
 
@@ -357,32 +346,27 @@ impl UdpTransport {
     }
 
     /// Sends one datagram to `destination` from our address `source`
-    /// (`None`: the route's choice). Runs of datagrams go through
-    /// `udp_send` instead, several GSO messages per call.
+    /// (`None`: the route's choice), through this socket whatever else
+    /// steers or carries `destination` (`Egress::send` decides that).
     pub fn send(
         &self,
         destination: SocketAddr,
         source: Option<IpAddr>,
         datagram: &[u8],
     ) -> io::Result<()> {
-        if !self.carriers.is_empty() && self.carriers.send(destination, datagram) {
-            return Ok(());
-        }
-        let route = self.route(destination);
         let transmit = Transmit {
-            destination: route.family.socket_address(destination),
+            destination: self.family.socket_address(destination),
             ecn: None,
             contents: datagram,
             segment_size: None,
             src_ip: source,
         };
-        route
-            .state
-            .try_send(UdpSockRef::from(&route.socket), &transmit)
+        self.state
+            .try_send(UdpSockRef::from(&self.socket), &transmit)
     }
 }
 
-impl UdpTransport {
+impl UdpSocket {
     /// Where the next waiting datagram comes from, leaving it waiting.
     pub(crate) fn peek_source(&self) -> io::Result<SocketAddr> {
         let mut first = [0u8; 1];
@@ -397,32 +381,18 @@ impl UdpTransport {
     }
 }
 
-impl UdpTransport {
-    /// The fallback carriers (carrier/).
-    pub fn carriers(&self) -> &crate::carrier::Carriers {
-        &self.carriers
-    }
-
-    pub fn carriers_mut(&mut self) -> &mut crate::carrier::Carriers {
-        &mut self.carriers
-    }
-}
-
-impl AsRawFd for UdpTransport {
+impl AsRawFd for UdpSocket {
     fn as_raw_fd(&self) -> RawFd {
         self.socket.as_raw_fd()
     }
 }
 
-impl UdpTransport {
+impl UdpSocket {
     /// Sets the TTL (IPv4) and hop limit (IPv6) of what the socket sends
     /// next; `None` restores the system default.
     pub fn set_ttl(&self, ttl: Option<u8>) -> io::Result<()> {
         // -1 is the kernel's "use the route's default" for both options.
         let value = ttl.map_or(-1, libc::c_int::from);
-        for (_, steered) in self.steered.iter() {
-            steered.set_ttl(ttl)?;
-        }
         set_int_options(
             self.as_fd(),
             self.family,
@@ -434,16 +404,13 @@ impl UdpTransport {
     }
 }
 
-impl UdpTransport {
+impl UdpSocket {
     /// Whether what the socket sends next may be fragmented: `false` for
     /// path MTU probes (Don't Fragment on IPv4, no fragmentation on
     /// IPv6; `PMTUDISC_PROBE` also ignores the kernel's cached path MTU,
     /// which must not decide a probe's fate), `true` restores the
     /// socket's normal mode (see [`allow_fragmentation`]).
     pub fn set_fragmentation(&self, allowed: bool) -> io::Result<()> {
-        for (_, steered) in self.steered.iter() {
-            steered.set_fragmentation(allowed)?;
-        }
         if allowed {
             return allow_fragmentation(&self.socket, self.family);
         }
@@ -466,7 +433,7 @@ impl UdpTransport {
     }
 }
 
-impl AsFd for UdpTransport {
+impl AsFd for UdpSocket {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.socket.as_fd()
     }
@@ -522,7 +489,7 @@ fn turn_off_control_messages(
 
 /// As root, SO_*BUFFORCE lifts the sysctl cap so bursts of 64 GSO segments
 /// from a fast TUN are not dropped by a small default buffer.
-fn force_buffer_sizes(socket: &UdpSocket) {
+fn force_buffer_sizes(socket: &std::net::UdpSocket) {
     for buffer in [SocketBuffer::Send, SocketBuffer::Receive] {
         if let Err(error) = force_buffer_size(socket.as_fd(), buffer, SOCKET_BUFFER_BYTES) {
             tracing::debug!(%error, ?buffer, "could not force the socket buffer size");
@@ -537,8 +504,8 @@ fn force_buffer_sizes(socket: &UdpSocket) {
 /// probed path MTU (`fjord_mesh::pmtu`), and if a path shrinks before the
 /// next confirmation, fragments still arrive where DF would black-hole.
 /// Plain WireGuard peers keep exactly this behaviour. Only probes leave
-/// with DF ([`UdpTransport::set_fragmentation`]).
-fn allow_fragmentation(socket: &UdpSocket, family: Family) -> io::Result<()> {
+/// with DF ([`UdpSocket::set_fragmentation`]).
+fn allow_fragmentation(socket: &std::net::UdpSocket, family: Family) -> io::Result<()> {
     set_int_options(
         socket.as_fd(),
         family,
@@ -624,8 +591,8 @@ mod tests {
 
     #[test]
     fn loopback_datagrams_arrive_from_a_canonical_address() {
-        let a = UdpTransport::bind(0, 0).unwrap();
-        let b = UdpTransport::bind(0, 0).unwrap();
+        let a = UdpSocket::bind(0, 0).unwrap();
+        let b = UdpSocket::bind(0, 0).unwrap();
         let to_b: SocketAddr = format!("127.0.0.1:{}", b.port()).parse().unwrap();
         let payload: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
         for datagram in payload.chunks(1200) {
@@ -656,8 +623,8 @@ mod tests {
     /// the reply can leave from it.
     #[test]
     fn datagrams_report_the_local_address_they_arrived_at() {
-        let a = UdpTransport::bind(0, 0).unwrap();
-        let b = UdpTransport::bind(0, 0).unwrap();
+        let a = UdpSocket::bind(0, 0).unwrap();
+        let b = UdpSocket::bind(0, 0).unwrap();
         let to_b = SocketAddr::from(([127, 0, 0, 5], b.port()));
         a.send(to_b, Some(IpAddr::from([127, 0, 0, 6])), b"hello")
             .unwrap();
@@ -680,7 +647,7 @@ mod tests {
     }
 
     /// Everything waiting on `socket` within a short while: (source, bytes).
-    fn receive_waiting(socket: &UdpTransport) -> Vec<(SocketAddr, Vec<u8>)> {
+    fn receive_waiting(socket: &UdpSocket) -> Vec<(SocketAddr, Vec<u8>)> {
         arrivals(socket)
             .into_iter()
             .map(|(from, _, bytes)| (from, bytes))
@@ -689,7 +656,7 @@ mod tests {
 
     /// What waits on `socket`: source, the local address it arrived at,
     /// and the datagram.
-    fn arrivals(socket: &UdpTransport) -> Vec<(SocketAddr, Option<IpAddr>, Vec<u8>)> {
+    fn arrivals(socket: &UdpSocket) -> Vec<(SocketAddr, Option<IpAddr>, Vec<u8>)> {
         let mut storage = vec![0u8; 65536];
         let mut meta = [RecvMeta::default(); 1];
         let mut received = Vec::new();
@@ -717,15 +684,15 @@ mod tests {
     /// interface's port; and another socket on the port is still refused.
     #[test]
     fn a_connected_socket_takes_exactly_its_peers_datagrams() {
-        let interface = UdpTransport::bind(0, 0).unwrap();
+        let interface = UdpSocket::bind(0, 0).unwrap();
         let port = interface.port();
-        let peer = UdpTransport::bind(0, 0).unwrap();
-        let stranger = UdpTransport::bind(0, 0).unwrap();
+        let peer = UdpSocket::bind(0, 0).unwrap();
+        let stranger = UdpSocket::bind(0, 0).unwrap();
         let peer_address = SocketAddr::from(([127, 0, 0, 1], peer.port()));
-        let connected = UdpTransport::connected(port, peer_address, None, 0).unwrap();
+        let connected = UdpSocket::connected(port, peer_address, None, 0).unwrap();
         assert_eq!(connected.port(), port);
         assert!(matches!(
-            UdpTransport::bind(port, 0),
+            UdpSocket::bind(port, 0),
             Err(UdpError::PortInUse { .. })
         ));
 
@@ -756,10 +723,10 @@ mod tests {
     /// dual-stack.
     #[test]
     fn a_connected_socket_has_its_endpoints_family() {
-        let interface = UdpTransport::bind(0, 0).unwrap();
-        let peer = UdpTransport::bind(0, 0).unwrap();
+        let interface = UdpSocket::bind(0, 0).unwrap();
+        let peer = UdpSocket::bind(0, 0).unwrap();
         let v4 = SocketAddr::from(([127, 0, 0, 1], peer.port()));
-        let connected = UdpTransport::connected(interface.port(), v4, None, 0).unwrap();
+        let connected = UdpSocket::connected(interface.port(), v4, None, 0).unwrap();
         assert!(!connected.is_dual_stack());
         assert!(connected.socket.local_addr().unwrap().is_ipv4());
         connected.set_ttl(Some(3)).unwrap();
@@ -771,7 +738,7 @@ mod tests {
         assert_eq!(receive_waiting(&peer), [(to, b"v4".to_vec())]);
 
         let v6 = SocketAddr::from((Ipv6Addr::LOCALHOST, peer.port()));
-        let connected = UdpTransport::connected(interface.port(), v6, None, 0).unwrap();
+        let connected = UdpSocket::connected(interface.port(), v6, None, 0).unwrap();
         assert!(connected.is_dual_stack());
         connected.send(v6, None, b"v6").unwrap();
         let to = SocketAddr::from((Ipv6Addr::LOCALHOST, interface.port()));
@@ -783,18 +750,14 @@ mod tests {
     /// headers); others stay at what a 1,500-byte path takes.
     #[test]
     fn gso_segments_follow_the_connected_route_mtu() {
-        let interface = UdpTransport::bind(0, 0).unwrap();
-        let peer = UdpTransport::bind(0, 0).unwrap();
+        let interface = UdpSocket::bind(0, 0).unwrap();
+        let peer = UdpSocket::bind(0, 0).unwrap();
         let peer_address = SocketAddr::from(([127, 0, 0, 1], peer.port()));
-        let elsewhere = SocketAddr::from(([127, 0, 0, 1], 9));
-        assert_eq!(
-            interface.gso_segment_limit(peer_address),
-            DEFAULT_GSO_SEGMENT
-        );
-        let connected = UdpTransport::connected(interface.port(), peer_address, None, 0).unwrap();
-        assert_eq!(connected.gso_segment_limit(elsewhere), 65_535 - 28);
-        connected.shrink_gso_segments(elsewhere);
-        assert_eq!(connected.gso_segment_limit(elsewhere), DEFAULT_GSO_SEGMENT);
+        assert_eq!(interface.gso_segment_limit(), DEFAULT_GSO_SEGMENT);
+        let connected = UdpSocket::connected(interface.port(), peer_address, None, 0).unwrap();
+        assert_eq!(connected.gso_segment_limit(), 65_535 - 28);
+        connected.shrink_gso_segments();
+        assert_eq!(connected.gso_segment_limit(), DEFAULT_GSO_SEGMENT);
     }
 
     /// Bound to the address the peer sends to, a connected socket takes
@@ -802,12 +765,12 @@ mod tests {
     /// answering each peer from the one it uses.
     #[test]
     fn a_connected_socket_takes_what_arrives_at_its_local_address() {
-        let interface = UdpTransport::bind(0, 0).unwrap();
+        let interface = UdpSocket::bind(0, 0).unwrap();
         let port = interface.port();
-        let peer = UdpTransport::bind(0, 0).unwrap();
+        let peer = UdpSocket::bind(0, 0).unwrap();
         let peer_address = SocketAddr::from(([127, 0, 0, 1], peer.port()));
         let second = IpAddr::from([127, 0, 0, 5]);
-        let connected = UdpTransport::connected(port, peer_address, Some(second), 0).unwrap();
+        let connected = UdpSocket::connected(port, peer_address, Some(second), 0).unwrap();
         peer.send(SocketAddr::new(second, port), None, b"to the second")
             .unwrap();
         peer.send(
@@ -832,9 +795,9 @@ mod tests {
 
     #[test]
     fn port_in_use_is_reported() {
-        let a = UdpTransport::bind(0, 0).unwrap();
+        let a = UdpSocket::bind(0, 0).unwrap();
         assert!(matches!(
-            UdpTransport::bind(a.port(), 0),
+            UdpSocket::bind(a.port(), 0),
             Err(UdpError::PortInUse { .. })
         ));
     }

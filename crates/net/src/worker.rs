@@ -47,13 +47,13 @@ use crate::control::{ControlCall, ControlContext, ControlHandle};
 use crate::crypto_stage::CryptoStage;
 use crate::datapath::{Inbound, Outbound, Pace, ReceiveOn};
 use crate::drop_report::DropReport;
+use crate::egress::Egress;
 use crate::endpoint_log::EndpointLog;
 use crate::port_prediction::PortPrediction;
 use crate::stall_watch::{Stall, StallWatch};
 use crate::stats::DataStats;
 use crate::time_share::TimeShare;
 use crate::tun::TunDevice;
-use crate::udp::UdpTransport;
 use crate::unanswered_log::UnansweredLog;
 use turn::{FLOODED_SOCKET_CREDIT, FLOODED_SOCKET_SHARE, Ready};
 
@@ -125,7 +125,7 @@ pub enum WorkerError {
 pub struct Worker {
     node: Node,
     tun: TunDevice,
-    udp: UdpTransport,
+    udp: Egress,
     fwmark: u32,
     poll: Poll,
     control: Receiver<ControlCall>,
@@ -172,7 +172,7 @@ impl Worker {
     pub fn new(
         node: Node,
         tun: TunDevice,
-        udp: UdpTransport,
+        udp: Egress,
         fwmark: u32,
     ) -> Result<(Self, ControlHandle), WorkerError> {
         let setup =

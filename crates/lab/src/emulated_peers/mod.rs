@@ -64,7 +64,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fjord_mesh::Cidr;
-use fjord_net::UdpTransport;
+use fjord_net::UdpSocket;
 use fjord_proto::{Device, DeviceConfig, PeerConfig, PeerId, PresharedKey, PrivateKey, PublicKey};
 use fjord_proto::{Rng, WallClock};
 
@@ -220,7 +220,7 @@ impl EmulatedPeer {
     /// staged for a handshake) from this peer's address, and discards its
     /// log events. A full socket loses the datagram, as a network would;
     /// the protocol's retries cover it.
-    fn send_queued(&mut self, socket: &UdpTransport, scratch: &mut [u8]) {
+    fn send_queued(&mut self, socket: &UdpSocket, scratch: &mut [u8]) {
         while let Some(transmit) = self.device.poll_transmit(scratch) {
             let source = Some(IpAddr::V4(self.underlay));
             if let Err(error) = socket.send(transmit.destination, source, &scratch[..transmit.len])
@@ -243,7 +243,7 @@ impl EmulatedPeer {
 struct Shared {
     /// Each lock guards one peer's protocol state and counters.
     peers: Vec<Mutex<EmulatedPeer>>,
-    socket: UdpTransport,
+    socket: UdpSocket,
     wall_clock: WallClock,
     /// CPU time of the running control thread, in ns, as it last noted
     /// (every timer tick).
@@ -390,7 +390,7 @@ impl<'a> PeerEmulator<'a> {
             }));
         }
         let socket = namespace
-            .spawn_thread(|| UdpTransport::bind(EMULATOR_PORT, 0).map_err(io::Error::other))
+            .spawn_thread(|| UdpSocket::bind(EMULATOR_PORT, 0).map_err(io::Error::other))
             .map_err(io_error("start a thread in the peers' namespace"))?
             .join()
             .unwrap_or_else(|_| Err(io::Error::other("thread panicked")))

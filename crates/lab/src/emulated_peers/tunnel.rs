@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use fjord_net::tun::read::Slots;
 use fjord_net::tun::{IDEAL_BATCH_SIZE, MAX_SUPER_PACKET, TunReadError, is_device_gone};
-use fjord_net::{TunDevice, UdpTransport};
+use fjord_net::{TunDevice, UdpSocket};
 use fjord_proto::{DATA_HEADROOM, DATA_TAILROOM, Sent};
 use fjord_sys::mmsg::{GsoMessage, MAX_BATCH, send_gso_messages};
 
@@ -161,7 +161,7 @@ impl Outbound {
 
     /// Sends the sealed slots, each from its peer's address, in as few
     /// `sendmmsg` calls as the kernel takes.
-    fn send(&self, socket: &UdpTransport, count: usize) {
+    fn send(&self, socket: &UdpSocket, count: usize) {
         let pieces: [[IoSlice<'_>; 1]; IDEAL_BATCH_SIZE] = std::array::from_fn(|index| {
             let len = if index < count {
                 self.sealed[index].0
@@ -189,7 +189,7 @@ impl Outbound {
 
 /// Sends `messages` in order, waiting briefly for room when the socket is
 /// full; a message it still refuses, or that fails, is dropped.
-pub(super) fn send_all(socket: &UdpTransport, mut messages: &[GsoMessage<'_>]) {
+pub(super) fn send_all(socket: &UdpSocket, mut messages: &[GsoMessage<'_>]) {
     let mut waits = 0;
     while !messages.is_empty() {
         let batch = &messages[..messages.len().min(MAX_BATCH)];

@@ -3,7 +3,7 @@
 //! this is their I/O).
 //!
 //! ```text
-//! send: datagram to D ─ UdpTransport::send / udp_send::send_messages ─ a carrier
+//! send: datagram to D ─ Egress::send / Egress::send_messages ─ a carrier
 //!       whose far end is D? ─ no: UDP as always
 //!                          └ yes: length-prefixed frames, one writev per batch;
 //!                            what the kernel's small unsent queue refuses is
@@ -53,7 +53,7 @@ pub use connection::{LinkState, UNSENT_LIMIT_BYTES};
 pub use fake_tcp::{FakeTcp, FlowEvent};
 pub use problem::{CarrierKind, CarrierProblem};
 
-use crate::udp_send::GsoMessage;
+use fjord_sys::mmsg::GsoMessage;
 
 /// Most carrier connections at once (ours and accepted).
 pub const MAX_CARRIERS: usize = 64;
@@ -100,7 +100,7 @@ pub struct Carriers {
     listener: Option<mio::net::TcpListener>,
     /// Each connection is locked by one send or receive at a time, all on
     /// the worker thread (never contended); the locks let sends go through
-    /// the shared `&UdpTransport` as UDP sends do, and keep the transport
+    /// the shared `&Egress` as UDP sends do, and keep the transport
     /// `Sync` for the lab's peer emulator, which shares one across threads.
     slots: Vec<Option<Mutex<Connection>>>,
     len: usize,

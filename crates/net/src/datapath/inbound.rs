@@ -63,7 +63,9 @@ impl Inbound {
         max_batches: usize,
     ) -> Drained {
         let socket = match on {
-            ReceiveOn::Interface | ReceiveOn::Carrier(_) | ReceiveOn::FakeTcp => pipes.udp,
+            ReceiveOn::Interface | ReceiveOn::Carrier(_) | ReceiveOn::FakeTcp => {
+                pipes.udp.interface()
+            }
             ReceiveOn::Steered(slot) => match pipes.udp.steering().get(slot) {
                 Some(socket) => socket,
                 None => return Drained::Empty,
@@ -126,7 +128,7 @@ impl Inbound {
                     offset = end;
                     pipes.stats.rx_datagrams += 1;
                     if let Some(to) = pipes.node.relay_destination(meta.addr, datagram) {
-                        self.forwards.push(to, range, max_segments);
+                        self.forwards.push(pipes.udp, to, range, max_segments);
                         continue;
                     }
                     let from = Endpoint::new(meta.addr, meta.dst_ip);

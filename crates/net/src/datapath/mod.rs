@@ -15,7 +15,7 @@
 //! GSO message gathered where it lies (slot stride = MTU + 32 = a full
 //! datagram, so full-size slots are already GSO segments; shorter ones
 //! take an iovec each), and one sendmmsg carries up to 64 messages
-//! (udp_send.rs)
+//! (gso_batch.rs; which socket or carrier each leaves by: egress.rs)
 //! ```
 //!
 //! In switch mode the device is a TAP and each read one Ethernet frame, at
@@ -54,21 +54,20 @@ use fjord_mesh::Node;
 use fjord_proto::DATA_HEADROOM;
 
 use crate::crypto_stage::CryptoStage;
+use crate::egress::Egress;
 use crate::stats::DataStats;
 use crate::tun::TunDevice;
-use crate::udp::{RECV_BATCH, UdpTransport};
+use crate::udp::RECV_BATCH;
 
 mod inbound;
 mod outbound;
 
 pub use inbound::{Inbound, ReceiveOn};
-pub use outbound::{Outbound, Pace, send_blocking};
+pub use outbound::{Outbound, Pace};
 
 /// Bytes a sealed datagram adds to a packet: header and tag (padding never
 /// grows a packet past the MTU).
 const SEAL_OVERHEAD: usize = DATA_HEADROOM + 16;
-/// Largest payload of one GSO send: 65,535 minus IPv4 and UDP headers.
-const MAX_GSO_BYTES: usize = 65_535 - 20 - 8;
 /// Room for one GRO-coalesced UDP message.
 const GRO_BUFFER: usize = 65_536;
 /// The receive buffers: one GRO message each.
@@ -83,7 +82,7 @@ const DECOMPRESSED_BYTES: usize = GRO_BUFFER;
 pub struct Pipes<'a> {
     pub node: &'a mut Node,
     pub tun: &'a mut TunDevice,
-    pub udp: &'a UdpTransport,
+    pub udp: &'a Egress,
     pub stage: &'a CryptoStage,
     pub stats: &'a mut DataStats,
 }

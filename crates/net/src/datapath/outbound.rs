@@ -1,44 +1,26 @@
 //! The outbound pipeline (TUN → UDP): reads, routes and seals a turn's
-//! packets, then sends each run to one peer as one GSO message.
+//! packets, then sends each run to one peer as one GSO message
+//! (gso_batch.rs).
 
-use std::io::{self, IoSlice};
-use std::os::fd::AsFd;
+use std::io;
 use std::time::Instant;
 
 use fjord_mesh::InnerLayout;
 use fjord_proto::Outgoing;
 
 use crate::crypto_stage::SealSlot;
+use crate::egress::Egress;
+use crate::gso_batch::GsoBatch;
 use crate::stats::DataStats;
 use crate::tun::fragment_balance::{self, is_first_of_several};
 use crate::tun::read::Slots;
 use crate::tun::{IDEAL_BATCH_SIZE, MAX_SUPER_PACKET, TunReadError, is_device_gone};
-use crate::udp::{DEFAULT_GSO_SEGMENT, UdpTransport, is_stale_source};
-use crate::udp_send::{GsoMessage, SEND_BATCH, Sent, send_or_wait};
 
-use super::{Drained, MAX_GSO_BYTES, Pipes, SEAL_OVERHEAD};
+use super::{Drained, Pipes, SEAL_OVERHEAD};
 
 /// Slots in the outbound area: room for one more full read (a super-packet
 /// needs up to [`IDEAL_BATCH_SIZE`] slots) after the sends were deferred.
 const OUTBOUND_SLOTS: usize = 2 * IDEAL_BATCH_SIZE;
-/// Pieces and messages of a send small enough for small arrays: a lone
-/// packet, a ping's request or reply.
-const FEW: usize = 4;
-
-/// A run of sealed datagrams to one destination, all of one length but
-/// perhaps the last shorter: one GSO send.
-struct GsoRun {
-    destination: std::net::SocketAddr,
-    source: Option<std::net::IpAddr>,
-    /// Largest datagram its socket sends as a GSO segment.
-    segment_limit: usize,
-    first_slot: usize,
-    count: usize,
-    segment: usize,
-    last_len: usize,
-    /// Where its bytes lie: indices into `Outbound::spans`.
-    pieces: std::ops::Range<usize>,
-}
 
 pub struct Outbound {
     scratch: Vec<u8>,
@@ -52,10 +34,8 @@ pub struct Outbound {
     sealed: Vec<SealSlot>,
     /// Slots in use since the last send.
     filled: usize,
-    /// The runs of the slots being sent, and the byte ranges of the area
-    /// they are gathered from (both emptied every send, capacity kept).
-    runs: Vec<GsoRun>,
-    spans: Vec<std::ops::Range<usize>>,
+    /// The runs of the slots being sent.
+    batch: GsoBatch,
     /// A first fragment read but not yet sealed: its last fragment, read
     /// next, may take half of it ([`fragment_balance`]).
     held: Option<Held>,
@@ -90,8 +70,7 @@ impl Outbound {
                 .take(OUTBOUND_SLOTS)
                 .collect(),
             filled: 0,
-            runs: Vec::with_capacity(OUTBOUND_SLOTS),
-            spans: Vec::with_capacity(OUTBOUND_SLOTS),
+            batch: GsoBatch::gathering(OUTBOUND_SLOTS),
             held: None,
         };
         outbound.set_mtu(mtu);
@@ -301,9 +280,9 @@ impl Outbound {
 
     /// Sends every sealed slot in slot order: each run of equal-length
     /// datagrams to one destination is one GSO message, gathered from the
-    /// slots where it was sealed, and one `sendmmsg` carries up to
-    /// [`SEND_BATCH`] messages.
-    fn send_sealed(&mut self, udp: &UdpTransport, stats: &mut DataStats) {
+    /// slots where it was sealed (full-size datagrams already lie one
+    /// stride apart, as GSO wants them).
+    fn send_sealed(&mut self, udp: &Egress, stats: &mut DataStats) {
         let filled = std::mem::take(&mut self.filled);
         if filled == 0 {
             // Every drain ends here, most often with nothing left: at ping
@@ -311,194 +290,23 @@ impl Outbound {
             // for a full area.
             return;
         }
-        self.collect_runs(filled, udp);
-        // Only as many pieces (and below, messages) as are in use are set
-        // up: a lone packet's send was more instructions in arrays for a
-        // full area than in anything else (callgrind: 1,080 of them a
-        // ping, before that 9,600 with a closure per slot).
-        if self.spans.len() <= FEW {
-            let mut pieces = [IoSlice::new(&[]); FEW];
-            self.send_runs(&mut pieces, udp, stats);
-        } else {
-            let mut pieces = [IoSlice::new(&[]); OUTBOUND_SLOTS];
-            self.send_runs(&mut pieces, udp, stats);
+        let max_segments = udp.max_gso_segments();
+        for (index, slot) in self.sealed[..filled].iter().enumerate() {
+            if slot.len == 0 {
+                continue;
+            }
+            let start = index * self.stride;
+            self.batch.push(
+                udp,
+                max_segments,
+                slot.destination,
+                slot.source,
+                start..start + slot.len,
+            );
         }
+        self.batch.send(&self.area, udp, stats);
         for slot in &mut self.sealed[..filled] {
             *slot = SealSlot::EMPTY;
         }
     }
-
-    /// Sends `self.runs`, their bytes gathered in `pieces` (at least as
-    /// many as `self.spans`).
-    fn send_runs<'a>(
-        &'a self,
-        pieces: &mut [IoSlice<'a>],
-        udp: &UdpTransport,
-        stats: &mut DataStats,
-    ) {
-        let area = &self.area;
-        for (piece, span) in pieces.iter_mut().zip(&self.spans) {
-            *piece = IoSlice::new(&area[span.clone()]);
-        }
-        let pieces = &*pieces;
-        let mut next = 0;
-        let mut waits = 0;
-        while next < self.runs.len() {
-            let batch = &self.runs[next..self.runs.len().min(next + SEND_BATCH)];
-            let sent = if batch.len() <= FEW {
-                send_batch::<FEW>(udp, batch, pieces, &mut waits)
-            } else {
-                send_batch::<SEND_BATCH>(udp, batch, pieces, &mut waits)
-            };
-            match sent {
-                Sent::Count(sent) => {
-                    stats.udp_sends += sent as u64;
-                    next += sent;
-                }
-                Sent::Again => {}
-                Sent::Failed(error) => {
-                    let run = &batch[0];
-                    let refused_gso = error.raw_os_error() == Some(libc::EIO) && run.count > 1;
-                    // Segments above what any 1,500-byte path takes, on a
-                    // route whose MTU shrank since its socket connected.
-                    let segment_too_large = error.raw_os_error() == Some(libc::EINVAL)
-                        && run.count > 1
-                        && run.segment > DEFAULT_GSO_SEGMENT;
-                    if refused_gso || segment_too_large || is_stale_source(&error, run.source) {
-                        // No segmentation on this path: this run goes one
-                        // datagram at a time, and so does every later one.
-                        // Too large: this run one at a time, later ones in
-                        // smaller segments. A gone source: one at a time
-                        // too, from the route's choice (rare, so not worth
-                        // a GSO path).
-                        if refused_gso {
-                            udp.refuse_gso(&error);
-                        }
-                        if segment_too_large {
-                            udp.shrink_gso_segments(run.destination);
-                        }
-                        for slot in run.first_slot..run.first_slot + run.count {
-                            let datagram = &area[slot * self.stride..][..self.sealed[slot].len];
-                            if send_blocking(udp, run.destination, run.source, datagram, stats) {
-                                stats.udp_sends += 1;
-                            }
-                        }
-                    } else {
-                        stats.udp_send_errors += 1;
-                        tracing::trace!(%error, destination = %run.destination, "UDP send failed");
-                    }
-                    next += 1;
-                }
-            }
-        }
-    }
-
-    /// Groups the first `filled` slots into GSO runs (`self.runs`) and the
-    /// runs' bytes into as few contiguous pieces as they lie in
-    /// (`self.spans`): full-size datagrams already lie one stride apart, as
-    /// GSO wants them.
-    fn collect_runs(&mut self, filled: usize, udp: &UdpTransport) {
-        let max_segments = udp.max_gso_segments();
-        self.runs.clear();
-        self.spans.clear();
-        for index in 0..filled {
-            let SealSlot {
-                len,
-                destination,
-                source,
-                ..
-            } = self.sealed[index];
-            if len == 0 {
-                continue;
-            }
-            let start = index * self.stride;
-            if let Some(current) = self.runs.last_mut() {
-                // The kernel cuts a GSO send into equal segments with a
-                // shorter last one; each send is one UDP datagram to it,
-                // so it must fit the 16-bit length behind an IPv4 header.
-                let joins = current.destination == destination
-                    && current.source == source
-                    && current.last_len == current.segment
-                    && len <= current.segment
-                    && current.segment <= current.segment_limit
-                    && current.count < max_segments
-                    && (current.count + 1) * current.segment <= MAX_GSO_BYTES;
-                if joins {
-                    current.count += 1;
-                    current.last_len = len;
-                    let last = self.spans.last_mut().expect("a run has a piece");
-                    if last.end == start {
-                        last.end += len;
-                    } else {
-                        self.spans.push(start..start + len);
-                        current.pieces.end += 1;
-                    }
-                    continue;
-                }
-            }
-            self.runs.push(GsoRun {
-                destination,
-                source,
-                segment_limit: udp.gso_segment_limit(destination),
-                first_slot: index,
-                count: 1,
-                segment: len,
-                last_len: len,
-                pieces: self.spans.len()..self.spans.len() + 1,
-            });
-            self.spans.push(start..start + len);
-        }
-    }
-}
-
-/// Sends one datagram, waiting briefly for socket space instead of
-/// dropping: a full send buffer is back-pressure that TCP inside the tunnel
-/// should feel. Returns whether it left; a failure is counted in
-/// `udp_send_errors`.
-pub fn send_blocking(
-    udp: &UdpTransport,
-    destination: std::net::SocketAddr,
-    mut source: Option<std::net::IpAddr>,
-    datagram: &[u8],
-    stats: &mut DataStats,
-) -> bool {
-    for _ in 0..3 {
-        match udp.send(destination, source, datagram) {
-            Ok(()) => return true,
-            Err(error) if is_stale_source(&error, source) => source = None,
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-                // The socket that was full (see `send_or_wait`).
-                let full = udp.route(destination);
-                fjord_sys::poll::wait_writable(full.as_fd(), std::time::Duration::from_millis(50));
-            }
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-            Err(error) => {
-                stats.udp_send_errors += 1;
-                tracing::trace!(%error, %destination, len = datagram.len(), "UDP send failed");
-                return false;
-            }
-        }
-    }
-    stats.udp_send_errors += 1;
-    false
-}
-
-/// One `sendmmsg` of up to `N` of `runs` (see [`send_or_wait`]), its
-/// messages in an array no larger than the batch needs.
-fn send_batch<const N: usize>(
-    udp: &UdpTransport,
-    runs: &[GsoRun],
-    pieces: &[IoSlice<'_>],
-    waits: &mut u8,
-) -> Sent {
-    let mut messages = [GsoMessage::EMPTY; N];
-    for (message, run) in messages.iter_mut().zip(runs) {
-        *message = GsoMessage {
-            destination: run.destination,
-            source: run.source,
-            pieces: &pieces[run.pieces.clone()],
-            segment_size: (run.count > 1).then_some(run.segment as u16),
-        };
-    }
-    send_or_wait(udp, &messages[..runs.len().min(N)], waits)
 }

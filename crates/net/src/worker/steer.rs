@@ -14,7 +14,7 @@ use mio::{Interest, Token};
 
 use super::{STEERED, Worker};
 use crate::steering::MAX_STEERED;
-use crate::udp::UdpTransport;
+use crate::udp::UdpSocket;
 
 impl Worker {
     /// The endpoint an event proved (where a handshake just completed,
@@ -46,7 +46,7 @@ impl Worker {
     /// Sends what goes to `endpoint` through `transport` from now on, and
     /// receives what arrives on it; its steering slot, `None` when every
     /// slot is in use.
-    fn steer(&mut self, endpoint: SocketAddr, transport: UdpTransport) -> Option<usize> {
+    fn steer(&mut self, endpoint: SocketAddr, transport: UdpSocket) -> Option<usize> {
         let fd = transport.as_raw_fd();
         let slot = self.udp.steering_mut().insert(endpoint, transport)?;
         if let Err(error) = self.poll.registry().register(
@@ -70,7 +70,7 @@ impl Worker {
     /// mapping that lets the member's datagrams in is its port's.
     pub(super) fn connect_endpoint(&mut self, Endpoint { remote, local }: Endpoint) {
         let steering = self.udp.steering();
-        let keep = |socket: &UdpTransport| !socket.is_connected() || socket.bound_local() == local;
+        let keep = |socket: &UdpSocket| !socket.is_connected() || socket.bound_local() == local;
         match steering.slot_of(remote) {
             Some(slot) if steering.get(slot).is_some_and(keep) => return,
             Some(slot) => self.unsteer(slot),
@@ -78,7 +78,7 @@ impl Worker {
             None => {}
         }
         let endpoint = remote;
-        match UdpTransport::connected(self.udp.port(), remote, local, self.fwmark) {
+        match UdpSocket::connected(self.udp.port(), remote, local, self.fwmark) {
             Ok(transport) => {
                 if self.steer(endpoint, transport).is_some() {
                     tracing::debug!(%endpoint, "peer endpoint has a socket of its own");

@@ -19,8 +19,7 @@ use std::time::Instant;
 use fjord_proto::Transmit;
 
 use super::Worker;
-use crate::datapath::send_blocking;
-use crate::udp::UdpTransport;
+use crate::egress::Egress;
 
 /// The socket options a transmit asked for, as the socket has them now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -40,7 +39,7 @@ impl SocketShape {
 
     /// Switches the socket from `self` to `wanted`; on failure the
     /// datagrams go as they are.
-    fn switch(&mut self, udp: &UdpTransport, wanted: Self) {
+    fn switch(&mut self, udp: &Egress, wanted: Self) {
         if wanted.ttl != self.ttl {
             if let Err(error) = udp.set_ttl(wanted.ttl) {
                 match wanted.ttl {
@@ -86,8 +85,7 @@ impl Worker {
                     self.stats.udp_sends += 1;
                 }
             } else {
-                send_blocking(
-                    &self.udp,
+                self.udp.send_blocking(
                     transmit.destination,
                     transmit.source,
                     datagram,
