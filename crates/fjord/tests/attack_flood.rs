@@ -36,6 +36,8 @@ const TRANSFER_BYTES: u64 = 16 << 20;
 /// Above the rate at which fjord asks for cookies (512/s), and low enough
 /// for a debug build on a busy 2-core machine to answer all of it.
 const FLOOD_RATE: u32 = 2_000;
+/// How long a flood may take to show in the responder's counters.
+const FLOOD_NOTICED_WITHIN: Duration = Duration::from_secs(20);
 const ECHO_PORT: u16 = 5499;
 /// Generous bounds that only catch a tunnel that does not come back at
 /// all; how fast it comes back is the suite's figure.
@@ -94,8 +96,12 @@ fn a_flooded_responder_answers_with_cookies_and_keeps_its_tunnel() {
         Flood::start(&hosts.attacker, ATTACKER_LINK, target, rate).expect("flood started")
     };
     let flood = flood_at(FloodRate::PerSecond(FLOOD_RATE));
-    // Long enough for the responder to notice and to answer thousands.
-    std::thread::sleep(Duration::from_secs(2));
+    // Until the responder has noticed and answered thousands, however
+    // long a loaded machine takes to get there.
+    netns::wait_until(FLOOD_NOTICED_WITHIN, "a thousand cookie replies", || {
+        counters().cookie_replies >= before.cookie_replies + 1_000
+    })
+    .expect("the responder answers the flood");
 
     // The established tunnel carries a transfer, every byte intact.
     let report = BulkTransfer::new(TRANSFER_BYTES)
@@ -197,7 +203,12 @@ fn a_flooded_responder_answers_with_cookies_and_keeps_its_tunnel() {
     let before = counters();
     let drops_before = udp_socket_drops(&hosts.hosts.right, LISTEN_PORT).expect("socket drops");
     let flood = flood_at(FloodRate::Unpaced);
-    std::thread::sleep(Duration::from_secs(1));
+    netns::wait_until(
+        FLOOD_NOTICED_WITHIN,
+        "cookie replies to the unpaced flood",
+        || counters().cookie_replies > before.cookie_replies,
+    )
+    .expect("the unpaced flood reaches the responder");
     let report = BulkTransfer::new(TRANSFER_BYTES)
         .timeout(TRANSFER_LIMIT)
         .run(

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use fjord_lab::progress::Progress;
 use fjord_lab::results::MeasurementStatus;
+use fjord_lab::suites::Setup;
 use fjord_lab::suites::mtu::{self, PING_PAYLOADS, Plan};
 use fjord_lab::systems::{self, WorkDir};
 
@@ -29,7 +30,14 @@ fn bare_and_fjord_carry_verified_transfers_at_both_study_mtus() {
     let workdir = WorkDir::create("mtu").expect("work directory");
     for system in systems::select("bare,fjord").expect("lab systems") {
         let progress = Progress::new(plan.steps());
-        let rows = mtu::run_plan(system.as_ref(), &plan, &progress, workdir.path());
+        let rows = mtu::run_plan(
+            &Setup {
+                system: system.as_ref(),
+                progress: &progress,
+                workdir: workdir.path(),
+            },
+            &plan,
+        );
         let name = system.name();
         for row in &rows {
             assert_eq!(row.status, MeasurementStatus::Ok, "{row:#?}");
@@ -67,7 +75,14 @@ fn a_system_without_an_mtu_setting_is_pinged_at_its_own() {
         .expect("lab systems")
         .remove(0);
     let progress = Progress::new(plan.steps());
-    let rows = mtu::run_plan(system.as_ref(), &plan, &progress, workdir.path());
+    let rows = mtu::run_plan(
+        &Setup {
+            system: system.as_ref(),
+            progress: &progress,
+            workdir: workdir.path(),
+        },
+        &plan,
+    );
     let (transfers, pings): (Vec<_>, Vec<_>) = rows.iter().partition(|row| row.test == "tcp_bulk");
     assert_eq!(transfers.len(), plan.mtus.len(), "{rows:#?}");
     for row in transfers {

@@ -14,6 +14,7 @@ use std::time::Duration;
 use fjord_lab::netns;
 use fjord_lab::progress::Progress;
 use fjord_lab::results::{Measurement, MeasurementStatus};
+use fjord_lab::suites::Setup;
 use fjord_lab::suites::soak::{self, CHECKPOINTS, Plan};
 use fjord_lab::systems::{self, WorkDir};
 
@@ -40,7 +41,14 @@ fn a_short_soak_restarts_rekeys_and_keeps_every_transfer_intact() {
         ..Plan::new(Duration::from_secs(30))
     };
     let progress = Progress::new(u64::from(CHECKPOINTS));
-    let rows = soak::run_plan(chosen[0].as_ref(), &plan, &progress, workdir.path());
+    let rows = soak::run_plan(
+        &Setup {
+            system: chosen[0].as_ref(),
+            progress: &progress,
+            workdir: workdir.path(),
+        },
+        &plan,
+    );
 
     let transfers = row(&rows, "soak_transfers");
     assert_eq!(transfers.status, MeasurementStatus::Ok, "{transfers:#?}");

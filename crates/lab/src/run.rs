@@ -23,7 +23,7 @@ use crate::report;
 use crate::results::{
     Machine, Measurement, RunRecord, SCHEMA_VERSION, SystemOutcome, SystemStatus,
 };
-use crate::suites::{Context, Suite};
+use crate::suites::{Context, Setup, Suite};
 use crate::systems::{System, SystemError};
 use crate::topology::TwoHosts;
 
@@ -211,7 +211,12 @@ fn run_one(
     };
     std::fs::create_dir_all(workdir).map_err(|e| failed(format!("work directory: {e}")))?;
     if suite.builds_own_hosts() {
-        return Ok(suite.run_on_own_hosts(system, quick, progress, workdir));
+        let setup = Setup {
+            system,
+            progress,
+            workdir,
+        };
+        return Ok(suite.run_on_own_hosts(&setup, quick));
     }
     let hosts = if suite.needs_emulator() {
         TwoHosts::with_middle()

@@ -48,27 +48,31 @@ fn middle_topology_builds_with_offloads_off() {
 #[test]
 fn threads_run_inside_a_namespace() {
     let hosts = fjord_lab::topology::TwoHosts::direct().unwrap();
+    // The sender connects once the listener says it is bound, not after
+    // guessed pauses.
+    let (bound, listening) = std::sync::mpsc::channel();
     let listener = hosts
         .right
-        .spawn_thread(|| {
+        .spawn_thread(move || {
             let listener = std::net::TcpListener::bind("198.18.0.2:7000")?;
+            let _ = bound.send(());
             let (mut stream, _) = listener.accept()?;
             let mut text = String::new();
             std::io::Read::read_to_string(&mut stream, &mut text)?;
             Ok(text)
         })
         .unwrap();
+    if listening
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .is_err()
+    {
+        panic!("the listener never bound: {:?}", listener.join());
+    }
     let sender = hosts
         .left
         .spawn_thread(|| {
-            for _ in 0..100 {
-                if let Ok(mut stream) = std::net::TcpStream::connect("198.18.0.2:7000") {
-                    std::io::Write::write_all(&mut stream, b"hello")?;
-                    return Ok(());
-                }
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            Err(std::io::Error::other("could not connect"))
+            let mut stream = std::net::TcpStream::connect("198.18.0.2:7000")?;
+            std::io::Write::write_all(&mut stream, b"hello")
         })
         .unwrap();
     sender.join().unwrap().unwrap();

@@ -40,10 +40,9 @@
 mod floor;
 mod tunnel;
 
-use std::path::Path;
 use std::time::Duration;
 
-use super::Suite;
+use super::{Setup, Suite};
 use crate::attack::{AttackedHosts, FloodRate};
 use crate::measure::{Row, transfers_row, verified};
 use crate::progress::Progress;
@@ -95,12 +94,12 @@ struct FloodOutcome {
 }
 
 /// Runs the suite for `system` on hosts it builds itself.
-pub fn run(
-    system: &dyn System,
-    quick: bool,
-    progress: &Progress,
-    workdir: &Path,
-) -> Vec<Measurement> {
+pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
+    let Setup {
+        system,
+        progress,
+        workdir,
+    } = *setup;
     if system.name() == crate::systems::Bare.name() {
         return run_floor(system.name(), quick, progress);
     }

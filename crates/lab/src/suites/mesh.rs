@@ -43,6 +43,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use super::Setup;
 use crate::measure::Row;
 use crate::nat::{NatInternet, NatKind};
 use crate::progress::Progress;
@@ -89,12 +90,12 @@ pub const NAT_PAIRS: [(NatKind, NatKind); 6] = [
 ];
 
 /// Runs the suite for `system`, on LANs it builds itself.
-pub fn run(
-    system: &dyn System,
-    quick: bool,
-    progress: &Progress,
-    workdir: &Path,
-) -> Vec<Measurement> {
+pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
+    let Setup {
+        system,
+        progress,
+        workdir,
+    } = *setup;
     let name = system.name();
     let mut rows = Vec::new();
     let mut steps_left = steps(quick);
@@ -151,7 +152,7 @@ pub fn run(
     }
     if !progress.stopping() {
         progress.step(&format!("{name}: mesh: relay cost"));
-        rows.extend(super::mesh_relay::run(system, quick, progress, workdir));
+        rows.extend(super::mesh_relay::run(setup, quick));
         progress.done();
         steps_left -= 1;
     }

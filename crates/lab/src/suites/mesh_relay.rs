@@ -12,15 +12,14 @@
 //! ```
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
+use super::Setup;
 use super::mesh::start_bootstrap;
 use crate::firewall::UdpFirewall;
 use crate::measure::Row;
-use crate::progress::Progress;
 use crate::results::{Extra, Measurement, MeasurementStatus};
-use crate::systems::{MemberPath, RunningMesh, System};
+use crate::systems::{MemberPath, RunningMesh};
 use crate::topology::{Lan, lan_underlay};
 use crate::traffic::{self, BulkTransfer};
 
@@ -38,12 +37,12 @@ fn transfer_bytes(quick: bool) -> u64 {
 }
 
 /// The rows: throughput and RTT by path, and the switch time.
-pub fn run(
-    system: &dyn System,
-    quick: bool,
-    progress: &Progress,
-    workdir: &Path,
-) -> Vec<Measurement> {
+pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
+    let Setup {
+        system,
+        progress,
+        workdir,
+    } = *setup;
     let name = system.name();
     let throughput =
         |path: &str| Row::new("mesh", "relay_throughput", name, "bit/s").param("path", path);

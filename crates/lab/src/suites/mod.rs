@@ -18,6 +18,7 @@ pub mod soak;
 mod tcp;
 mod throughput;
 
+use std::path::Path;
 use std::time::Duration;
 
 use crate::emulator::{Emulator, LinkConfig, RunningEmulator};
@@ -167,20 +168,14 @@ impl Suite {
     }
 
     /// Runs a suite that [builds its own hosts](Suite::builds_own_hosts)
-    /// for `system`; work files go under `workdir`.
-    pub fn run_on_own_hosts(
-        self,
-        system: &dyn System,
-        quick: bool,
-        progress: &Progress,
-        workdir: &std::path::Path,
-    ) -> Vec<Measurement> {
+    /// for the system in `setup`.
+    pub fn run_on_own_hosts(self, setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
         match self {
-            Suite::Mesh => mesh::run(system, quick, progress, workdir),
-            Suite::Attack => attack::run(system, quick, progress, workdir),
-            Suite::Peers => peers::run(system, quick, progress, workdir),
-            Suite::Soak => soak::run(system, quick, progress, workdir),
-            Suite::Mtu => mtu::run(system, quick, progress, workdir),
+            Suite::Mesh => mesh::run(setup, quick),
+            Suite::Attack => attack::run(setup, quick),
+            Suite::Peers => peers::run(setup, quick),
+            Suite::Soak => soak::run(setup, quick),
+            Suite::Mtu => mtu::run(setup, quick),
             _ => Vec::new(),
         }
     }
@@ -230,6 +225,23 @@ fn wireguard_or_skip<'s>(
             progress.skip(suite.steps(quick));
             None
         }
+    }
+}
+
+/// What a suite that [builds its own hosts](Suite::builds_own_hosts)
+/// starts from, in one value so that every such suite (and every plan
+/// a test runs directly) takes the same inputs in the same way.
+#[derive(Clone, Copy)]
+pub struct Setup<'a> {
+    pub system: &'a dyn System,
+    pub progress: &'a Progress,
+    /// Where the system's work files go.
+    pub workdir: &'a Path,
+}
+
+impl Setup<'_> {
+    pub fn name(&self) -> &str {
+        self.system.name()
     }
 }
 

@@ -40,7 +40,7 @@
 use std::net::IpAddr;
 use std::path::Path;
 
-use super::{Context, latency, tcp};
+use super::{Context, Setup, latency, tcp};
 use crate::measure::Row;
 use crate::progress::Progress;
 use crate::results::{Measurement, MeasurementStatus, UNSUPPORTED_PREFIX};
@@ -118,22 +118,17 @@ pub fn steps(quick: bool) -> u64 {
 }
 
 /// Runs the suite for `system` on hosts it builds for each MTU.
-pub fn run(
-    system: &dyn System,
-    quick: bool,
-    progress: &Progress,
-    workdir: &Path,
-) -> Vec<Measurement> {
-    run_plan(system, &Plan::new(quick), progress, workdir)
+pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
+    run_plan(setup, &Plan::new(quick))
 }
 
 /// Runs `plan` for `system`.
-pub fn run_plan(
-    system: &dyn System,
-    plan: &Plan,
-    progress: &Progress,
-    workdir: &Path,
-) -> Vec<Measurement> {
+pub fn run_plan(setup: &Setup<'_>, plan: &Plan) -> Vec<Measurement> {
+    let Setup {
+        system,
+        progress,
+        workdir,
+    } = *setup;
     let mut rows = Vec::new();
     for (index, &mtu) in plan.mtus.iter().enumerate() {
         if progress.stopping() {

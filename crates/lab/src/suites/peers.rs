@@ -47,13 +47,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
-use super::Suite;
+use super::{Setup, Suite};
 use crate::emulated_peers::{PeerEmulator, responder_side, route_to_peers};
 use crate::measure::CpuCharge;
 use crate::progress::Progress;
 use crate::results::Measurement;
 use crate::systems::wireguard::{Implementation, Interface, LISTEN_PORT, generate_private_key};
-use crate::systems::{System, cpu_time, resident_bytes};
+use crate::systems::{cpu_time, resident_bytes};
 use crate::topology::{HOST_LINK, LEFT_UNDERLAY, RIGHT_OVERLAY, RIGHT_UNDERLAY, TwoHosts};
 use crate::traffic::frame::FrameSizes;
 use crate::traffic::rfc2544::{ThroughputResult, ThroughputSearch};
@@ -113,12 +113,12 @@ struct CountOutcome {
 }
 
 /// Runs the suite for `system`, on hosts it builds itself.
-pub fn run(
-    system: &dyn System,
-    quick: bool,
-    progress: &Progress,
-    workdir: &Path,
-) -> Vec<Measurement> {
+pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
+    let Setup {
+        system,
+        progress,
+        workdir,
+    } = *setup;
     let Some(implementation) = super::wireguard_or_skip(system, Suite::Peers, quick, progress)
     else {
         return Vec::new();

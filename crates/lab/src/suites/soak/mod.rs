@@ -47,17 +47,17 @@ mod rows;
 
 use std::collections::VecDeque;
 use std::net::IpAddr;
-use std::path::Path;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use fjord_proto::timers::REKEY_AFTER_TIME;
 
+use super::Setup;
 use crate::measure::Row;
 use crate::progress::Progress;
 use crate::results::Measurement;
+use crate::systems::RunningSystem;
 use crate::systems::wireguard::{End, Initiator, Pair};
-use crate::systems::{RunningSystem, System};
 use crate::topology::{RIGHT_OVERLAY, TwoHosts};
 use crate::traffic;
 use counters::{Ledger, read_quiet};
@@ -148,22 +148,17 @@ impl Plan {
 
 /// Runs the soak for `system` as the standard plan says, on hosts it
 /// builds itself.
-pub fn run(
-    system: &dyn System,
-    quick: bool,
-    progress: &Progress,
-    workdir: &Path,
-) -> Vec<Measurement> {
-    run_plan(system, &Plan::standard(quick), progress, workdir)
+pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
+    run_plan(setup, &Plan::standard(quick))
 }
 
 /// Runs the soak for `system` as `plan` says.
-pub fn run_plan(
-    system: &dyn System,
-    plan: &Plan,
-    progress: &Progress,
-    workdir: &Path,
-) -> Vec<Measurement> {
+pub fn run_plan(setup: &Setup<'_>, plan: &Plan) -> Vec<Measurement> {
+    let Setup {
+        system,
+        progress,
+        workdir,
+    } = *setup;
     let name = system.name();
     let failed = |why: String| {
         progress.line(&format!("{name}: soak: {why}"));
