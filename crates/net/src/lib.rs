@@ -25,7 +25,7 @@ mod udp_send;
 pub mod unanswered_log;
 pub mod worker;
 
-pub use control::{ControlContext, ControlHandle, WorkerStopped};
+pub use control::{ControlContext, ControlHandle, Offloads, WorkerStopped};
 pub use stats::DataStats;
 pub use tun::{DeviceKind, TunDevice};
 pub use udp::UdpTransport;
