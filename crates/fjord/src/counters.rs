@@ -221,6 +221,23 @@ pub fn interface_readings(status: &InterfaceStatus) -> Vec<Reading> {
             data.idle_turns,
         ),
     ]);
+    let offloads = status.offloads;
+    for (kind, on) in [
+        ("tun_vnet_hdr", offloads.tun_vnet_hdr),
+        ("udp_gso", offloads.udp_gso),
+        ("udp_gro", offloads.udp_gro),
+    ] {
+        readings.push(Reading {
+            label: Some(("kind", kind)),
+            ..Reading::new(
+                &format!("offload_{kind}"),
+                "offload_enabled",
+                "Whether the data path uses an offload now (1) or runs without it (0): TUN virtio-net headers, UDP GSO, UDP GRO. GSO goes to 0 for good if the kernel refuses it.",
+                Kind::Gauge,
+                u64::from(on),
+            )
+        });
+    }
     let mesh_prefix = crate::uapi::MESH_PREFIX;
     for &(name, value) in &status.mesh_counters {
         readings.push(

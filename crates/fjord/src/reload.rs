@@ -6,8 +6,8 @@
 //! read and check the file (and the [Mesh] files it names) ─ refused
 //! whole if it does not parse, or changes what only a restart can ─ plan
 //! the difference with the running file ─ on the worker: peers removed,
-//! changed, added; revocations; renewed certificate; cipher and
-//! compression offers ─ then the routes of allowed IPs that came or went
+//! changed, added; revocations; renewed certificate; bootstrap list;
+//! cipher and compression offers ─ then the routes of allowed IPs that came or went
 //! and the MTU (ip commands) ─ the new file becomes the running one
 //! ```
 //!
@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use fjord_mesh::{Certificate, Cidr, Revocation};
+use fjord_mesh::{Bootstrap, BootstrapChange, Certificate, Cidr, Revocation};
 use fjord_net::ControlHandle;
 use fjord_proto::PublicKey;
 
@@ -53,6 +53,7 @@ pub struct ReloadSummary {
     pub peers_changed: usize,
     pub revocations_added: usize,
     pub certificate_renewed: bool,
+    pub bootstrap: BootstrapChange,
     pub mtu: Option<u16>,
     pub offer_changed: bool,
 }
@@ -69,6 +70,17 @@ impl std::fmt::Display for ReloadSummary {
         }
         if self.certificate_renewed {
             f.write_str(", certificate renewed")?;
+        }
+        if !self.bootstrap.is_empty() {
+            let BootstrapChange {
+                added,
+                removed,
+                moved,
+            } = self.bootstrap;
+            write!(
+                f,
+                ", bootstrap members {added} added, {removed} removed, {moved} moved"
+            )?;
         }
         if let Some(mtu) = self.mtu {
             write!(f, ", MTU {mtu}")?;
@@ -159,6 +171,13 @@ impl Reloader {
                 self.certificate_issued_at
                     .is_none_or(|issued| certificate.issued_at > issued)
             });
+        // Only a changed list is handed over: an unchanged one would
+        // re-dial nothing anyway, and the worker need not compare.
+        let bootstrap_section = |config: &Config| config.mesh.as_ref().map(|m| m.bootstrap.clone());
+        let bootstrap: Option<Vec<Bootstrap>> = mesh
+            .as_ref()
+            .filter(|_| bootstrap_section(&self.running) != bootstrap_section(&config))
+            .map(|mesh| mesh.bootstrap.clone());
         let old_offer = self.command_line.offer(&self.running);
         let new_offer = self.command_line.offer(&config);
         let offer = (old_offer != new_offer).then_some(new_offer);
@@ -173,10 +192,12 @@ impl Reloader {
         };
         let applied_revocations: Vec<(PublicKey, u64)> =
             revocations.iter().map(revocation_id).collect();
-        let renewed = self
+        let applied = self
             .control
-            .call(move |context| plan.apply(context, revocations, certificate, offer))
+            .call(move |context| plan.apply(context, revocations, certificate, bootstrap, offer))
             .map_err(|_| ReloadError::Stopped)?;
+        let renewed = applied.renewed;
+        summary.bootstrap = applied.bootstrap;
         summary.certificate_renewed = renewed.is_some();
         if let Some(issued) = renewed {
             self.certificate_issued_at = Some(issued);
@@ -212,7 +233,7 @@ impl Reloader {
             config
                 .mesh
                 .as_ref()
-                .map(|mesh| (mesh.network, mesh.members.clone(), mesh.bootstrap.clone()))
+                .map(|mesh| (mesh.network, mesh.members.clone()))
         };
         let checks: [(&'static str, bool); 11] = [
             (
@@ -227,7 +248,7 @@ impl Reloader {
             ("FallbackPort", a.fallback_port != b.fallback_port),
             ("FallbackCarrier", a.fallback_carrier != b.fallback_carrier),
             (
-                "[Mesh] Network, Member or Bootstrap",
+                "[Mesh] Network or Member",
                 mesh_identity(old) != mesh_identity(new),
             ),
             (
@@ -339,6 +360,13 @@ fn has_default_route(config: &Config) -> bool {
         .any(|peer| peer.allowed_ips.iter().any(|cidr| cidr.prefix_len() == 0))
 }
 
+/// What the worker applied of the mesh's changes.
+struct Applied {
+    /// The renewed certificate's issue time, if one was taken.
+    renewed: Option<u64>,
+    bootstrap: BootstrapChange,
+}
+
 /// The peers' difference between two files.
 struct Plan {
     removed: Vec<PublicKey>,
@@ -378,15 +406,15 @@ impl Plan {
         }
     }
 
-    /// Runs on the worker; the renewed certificate's issue time, if one
-    /// was taken.
+    /// Runs on the worker.
     fn apply(
         self,
         context: &mut fjord_net::ControlContext<'_>,
         revocations: Vec<Revocation>,
         certificate: Option<Certificate>,
+        bootstrap: Option<Vec<Bootstrap>>,
         offer: Option<DataOffer>,
-    ) -> Option<u64> {
+    ) -> Applied {
         let now = context.now;
         let node = &mut *context.node;
         for key in self.removed {
@@ -453,9 +481,12 @@ impl Plan {
                 }
             }
         });
+        let bootstrap = bootstrap
+            .map(|list| node.set_bootstrap(now, list))
+            .unwrap_or_default();
         if let Some(offer) = offer {
             crate::up::apply_offer(node.device_mut(), offer);
         }
-        renewed
+        Applied { renewed, bootstrap }
     }
 }

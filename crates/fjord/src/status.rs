@@ -46,6 +46,8 @@ pub struct InterfaceStatus {
     /// In switch mode, the MAC addresses the switch knows now (its own
     /// port's and those behind peers); `None` in router mode.
     pub mac_addresses: Option<usize>,
+    /// The offloads the data path uses now.
+    pub offloads: fjord_net::Offloads,
 }
 
 pub use fjord_mesh::report::MemberLine;
@@ -236,6 +238,7 @@ impl InterfaceStatus {
             mac_addresses: node
                 .mac_table()
                 .map(|table| table.entries(context.now).count()),
+            offloads: context.offloads(),
         }
     }
 }

@@ -154,6 +154,18 @@ fn scrapes_during_a_transfer_count_what_was_sent() {
     assert!(sample(&body, "fjord_transmit_packets_total") > TRANSFER_BYTES / 1420);
     assert!(sample(&body, "fjord_process_resident_memory_bytes") > 0);
     assert!(body.contains("# HELP fjord_process_cpu_seconds "));
+    // Each offload is reported, on or off, under one family.
+    assert!(body.contains("# HELP fjord_offload_enabled "));
+    for kind in ["tun_vnet_hdr", "udp_gso", "udp_gro"] {
+        let prefix = format!("fjord_offload_enabled{{kind=\"{kind}\"}} ");
+        let value = body
+            .lines()
+            .find_map(|line| line.strip_prefix(prefix.as_str()));
+        assert!(
+            matches!(value, Some("0" | "1")),
+            "{kind}: {value:?} in\n{body}"
+        );
+    }
 }
 
 #[test]

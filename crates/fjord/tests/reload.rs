@@ -427,3 +427,78 @@ fn a_bad_file_is_refused_and_nothing_changes() {
     fjord_lab::traffic::ping(&hosts.right, IpAddr::V4(LEFT_OVERLAY), 2)
         .unwrap_or_else(|error| panic!("the tunnel after refused reloads: {error}{}", pair.logs()));
 }
+
+/// Whether `members` lists `key` on a direct path.
+fn lists_direct(members: &[systems::Member], key: &str) -> bool {
+    members
+        .iter()
+        .any(|member| member.public_key == key && member.path == systems::MemberPath::Direct)
+}
+
+#[test]
+fn a_member_given_a_wrong_bootstrap_address_joins_once_a_reload_fixes_it() {
+    use fjord_lab::systems::{FjordMesh, RunningMesh};
+    if !systems::running_as_root("needs root (network namespaces)") {
+        return;
+    }
+    const LATE: usize = 2;
+    let lan = fjord_lab::topology::Lan::new(3).expect("a LAN of three hosts");
+    let workdir = WorkDir::create("reload-bootstrap").expect("work directory");
+    let mut mesh = FjordMesh::new(Fjord::at(fjord_binary()))
+        .configure(&lan.mesh_hosts(), workdir.path())
+        .expect("mesh configured");
+    let path = mesh.config_path(LATE).to_path_buf();
+    let right = std::fs::read_to_string(&path).expect("read the config");
+    // Port 9 of node 0's own address: nothing listens there, so every
+    // initiation toward it goes unanswered.
+    let (head, bootstrap) = right.split_once("Bootstrap = ").expect("a Bootstrap line");
+    let (member, _) = bootstrap.split_once(':').expect("KEY@ADDR:PORT");
+    let wrong = format!("{head}Bootstrap = {member}:9\n");
+    std::fs::write(&path, &wrong).expect("write the wrong config");
+    for node in 0..3 {
+        mesh.start_node(node).expect("node started");
+    }
+    let late_key = mesh.public_key(LATE).to_string();
+    let others: Vec<String> = [0, 1]
+        .iter()
+        .map(|&node| mesh.public_key(node).to_string())
+        .collect();
+    let pair = netns::wait_until(Duration::from_secs(30), "nodes 0 and 1 meet", || {
+        mesh.members(0)
+            .is_ok_and(|members| lists_direct(&members, &others[1]))
+    });
+    assert!(pair.is_ok(), "{pair:?}");
+    std::thread::sleep(Duration::from_secs(3));
+    let members = mesh.members(0).unwrap_or_default();
+    assert!(
+        !members.iter().any(|member| member.public_key == late_key),
+        "node2 joined through a wrong address: {members:#?}"
+    );
+
+    std::fs::write(&path, &right).expect("write the right config");
+    let started = Instant::now();
+    let reloaded = mesh.reload(LATE).expect("reloaded");
+    assert!(
+        reloaded.contains("bootstrap members 0 added, 0 removed, 1 moved"),
+        "{reloaded}"
+    );
+    let mut listed = Vec::new();
+    let joined = netns::wait_until(Duration::from_secs(30), "node2 in the mesh", || {
+        listed = (0..3)
+            .map(|node| mesh.members(node).unwrap_or_default())
+            .collect();
+        lists_direct(&listed[0], &late_key)
+            && lists_direct(&listed[1], &late_key)
+            && others.iter().all(|key| lists_direct(&listed[LATE], key))
+    });
+    assert!(joined.is_ok(), "{joined:?}: {listed:#?}");
+    eprintln!(
+        "reload_bootstrap: {reloaded:?}; node2 met every member {:?} after the reload",
+        started.elapsed()
+    );
+    // The same file again changes nothing.
+    let again = mesh.reload(LATE).expect("reloaded again");
+    assert!(!again.contains("bootstrap"), "{again}");
+    drop(mesh);
+    drop(lan);
+}

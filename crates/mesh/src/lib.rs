@@ -25,7 +25,9 @@ pub use cert::{Certificate, NetworkPublicKey, NetworkSecret, Revocation};
 pub use cidr::{Cidr, CidrParseError};
 pub use codec::DecodeError;
 pub use control::RefusalReason;
-pub use membership::{Bootstrap, MemberStatus, Mesh, MeshAction, MeshConfig, Refusal, Trust};
+pub use membership::{
+    Bootstrap, BootstrapChange, MemberStatus, Mesh, MeshAction, MeshConfig, Refusal, Trust,
+};
 pub use node::{
     CarrierCommand, InnerLayout, ModeMismatch, Node, PUNCH_DATAGRAM, PUNCH_TTL, PeerSends,
 };

@@ -692,6 +692,7 @@ fn merge_endpoint(endpoints: &mut Vec<SocketAddr>, endpoint: SocketAddr) {
     }
 }
 
+mod bootstrap;
 mod config;
 mod gossip;
 mod refusals;
@@ -699,6 +700,7 @@ mod renewal;
 mod revocations;
 mod traversal;
 
+pub use bootstrap::BootstrapChange;
 pub use config::{
     Bootstrap, CHANGED_GOSSIP_DELAY, MemberStatus, MeshAction, MeshConfig, MeshCounters, MeshDrop,
     Outbound, Trust,

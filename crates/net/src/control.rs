@@ -21,11 +21,36 @@ pub struct ControlContext<'a> {
     pub(crate) udp: &'a mut Egress,
     pub(crate) fwmark: &'a mut u32,
     pub(crate) rebound: bool,
+    /// Whether the TUN device reads super-packets and coalesces writes.
+    pub(crate) tun_offload: bool,
+}
+
+/// The offloads the data path uses now: each is probed at start, and UDP
+/// GSO is turned off for good where the kernel refuses it later, so
+/// `udp_gso` can change once while the interface runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Offloads {
+    /// virtio-net headers on the TUN device (super-packets both ways).
+    pub tun_vnet_hdr: bool,
+    /// UDP segmentation offload on sends.
+    pub udp_gso: bool,
+    /// UDP receive coalescing.
+    pub udp_gro: bool,
 }
 
 impl ControlContext<'_> {
     pub fn listen_port(&self) -> u16 {
         self.udp.port()
+    }
+
+    /// The offloads in use, read from the device and socket state the
+    /// data path keeps anyway.
+    pub fn offloads(&self) -> Offloads {
+        Offloads {
+            tun_vnet_hdr: self.tun_offload,
+            udp_gso: self.udp.max_gso_segments() > 1,
+            udp_gro: self.udp.gro_segments() > 1,
+        }
     }
 
     /// Counters of the fallback carriers.

@@ -26,7 +26,7 @@ pub mod udp;
 pub mod unanswered_log;
 pub mod worker;
 
-pub use control::{ControlContext, ControlHandle, WorkerStopped};
+pub use control::{ControlContext, ControlHandle, Offloads, WorkerStopped};
 pub use egress::Egress;
 pub use stats::DataStats;
 pub use tun::{DeviceKind, TunDevice};

@@ -657,6 +657,7 @@ impl Worker {
                 udp: &mut self.udp,
                 fwmark: &mut self.fwmark,
                 rebound: false,
+                tun_offload: self.tun.offload(),
             };
             call(&mut context);
             if context.rebound {

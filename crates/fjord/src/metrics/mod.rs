@@ -246,6 +246,11 @@ mod tests {
             fallback_counters: vec![("fallback_to_carrier", 1)],
             mesh_counters: vec![("relays_offered", 6)],
             mac_addresses: None,
+            offloads: fjord_net::Offloads {
+                tun_vnet_hdr: true,
+                udp_gso: true,
+                udp_gro: false,
+            },
         }
     }
 
@@ -284,6 +289,9 @@ mod tests {
             "fjord_cookie_replies_total 2".to_string(),
             "fjord_transmit_packets_total 10".to_string(),
             "fjord_datapath_mtu_bytes 1420".to_string(),
+            "fjord_offload_enabled{kind=\"tun_vnet_hdr\"} 1".to_string(),
+            "fjord_offload_enabled{kind=\"udp_gso\"} 1".to_string(),
+            "fjord_offload_enabled{kind=\"udp_gro\"} 0".to_string(),
             "fjord_mesh_relays_offered_total 6".to_string(),
             "fjord_fallback_to_carrier_total 1".to_string(),
             "fjord_mesh_members 2".to_string(),

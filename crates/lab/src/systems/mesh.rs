@@ -337,6 +337,11 @@ impl RunningFjordMesh {
         self.dir.path()
     }
 
+    /// `node`'s `fjord up` file, for tests that edit it and reload.
+    pub fn config_path(&self, node: usize) -> &Path {
+        &self.node(node).config_path
+    }
+
     fn node(&self, node: usize) -> &MeshNode {
         &self.nodes[node]
     }

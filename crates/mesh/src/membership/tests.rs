@@ -712,6 +712,8 @@ fn a_member_list_refuses_unlisted_keys_other_addresses_and_certificates() {
     assert_eq!(addresses, [listed(1).addresses]);
 }
 
+/// A bootstrap list changed by a reload (issue 45).
+mod bootstrap;
 /// Refused nodes told why (issue 44).
 mod refusals;
 /// Scenarios of revocations spreading (issue 44).

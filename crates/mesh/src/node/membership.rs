@@ -34,7 +34,9 @@ use fjord_proto::{
 
 use super::Node;
 use crate::cert::{Certificate, Revocation};
-use crate::membership::{MemberStatus, Mesh, MeshAction, MeshDrop, Refusal};
+use crate::membership::{
+    Bootstrap, BootstrapChange, MemberStatus, Mesh, MeshAction, MeshDrop, Refusal,
+};
 use crate::pmtu::PathMtuTable;
 use crate::relay::RelayTable;
 
@@ -154,6 +156,18 @@ impl Node {
         let result = driver.mesh.renew_certificate(now, certificate);
         self.pump_mesh();
         result
+    }
+
+    /// Replaces the mesh's bootstrap list (a reload); see
+    /// `membership/bootstrap.rs`. Nothing without a mesh.
+    pub fn set_bootstrap(&mut self, now: Instant, bootstrap: Vec<Bootstrap>) -> BootstrapChange {
+        let Some(driver) = self.mesh.as_mut() else {
+            return BootstrapChange::default();
+        };
+        driver.last_now = now;
+        let change = driver.mesh.set_bootstrap(bootstrap);
+        self.pump_mesh();
+        change
     }
 
     /// Says Goodbye to the mesh (before shutting down); the messages leave

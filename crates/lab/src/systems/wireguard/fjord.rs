@@ -50,6 +50,13 @@ pub const JUMBO_MTU: u16 = 9000;
 const JUMBO_ZSTD_NAME: &str = "fjord-zstd-9000";
 /// LZ4 at tunnel MTU [`JUMBO_MTU`].
 const JUMBO_COMPRESS_NAME: &str = "fjord-compress-9000";
+/// fjord with `--metrics` on each side, scraped every second
+/// (`scraper.rs`): what being watched costs the data path.
+const METRICS_NAME: &str = "fjord-metrics";
+/// Where each side of `fjord-metrics` serves: each side's namespace has
+/// its own loopback, so one address serves for both.
+const SCRAPED_METRICS: std::net::SocketAddr =
+    std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9586);
 /// Any other combination of compression and MTU, which no lab system
 /// uses.
 const OTHER_NAME: &str = "fjord-custom";
@@ -100,6 +107,8 @@ pub struct Fjord {
     /// `--metrics ADDR:PORT`: each side serves Prometheus metrics there
     /// (inside its own namespace).
     metrics: Option<std::net::SocketAddr>,
+    /// Whether the lab scrapes `metrics` every second while a side runs.
+    scraped: bool,
 }
 
 impl Fjord {
@@ -129,6 +138,7 @@ impl Fjord {
             log_filter: None,
             switch: false,
             metrics: None,
+            scraped: false,
         }
     }
 
@@ -145,6 +155,7 @@ impl Fjord {
             log_filter: None,
             switch: false,
             metrics: None,
+            scraped: false,
         }
     }
 
@@ -244,6 +255,14 @@ impl Fjord {
         self
     }
 
+    /// Runs each side with `--metrics` and scrapes it every second while
+    /// it runs, as the system `fjord-metrics`.
+    pub fn with_scraped_metrics(mut self) -> Self {
+        self.metrics = Some(SCRAPED_METRICS);
+        self.scraped = true;
+        self
+    }
+
     /// Runs each side with `FJORD_LOG=filter` (`trace` logs everything).
     pub fn with_log_filter(mut self, filter: &str) -> Self {
         self.log_filter = Some(filter.to_string());
@@ -253,6 +272,13 @@ impl Fjord {
 
 impl Implementation for Fjord {
     fn name(&self) -> &'static str {
+        if self.scraped {
+            let plain = self.compression.is_none()
+                && self.mtu.is_none()
+                && !self.switch
+                && !self.chacha_only;
+            return if plain { METRICS_NAME } else { OTHER_NAME };
+        }
         match (self.compression, self.mtu, self.switch || self.chacha_only) {
             (Some(Codec::Zstd), None, false) => return ZSTD_NAME,
             (Some(Codec::Zstd), Some(JUMBO_MTU), false) => return JUMBO_ZSTD_NAME,
@@ -283,8 +309,13 @@ impl Implementation for Fjord {
             .mtu
             .map(|mtu| format!(", tunnel MTU {mtu}"))
             .unwrap_or_default();
+        let metrics = if self.scraped {
+            ", metrics scraped every second"
+        } else {
+            ""
+        };
         format!(
-            "threads {threads}, cipher {}, compression {compression}{mtu}",
+            "threads {threads}, cipher {}, compression {compression}{mtu}{metrics}",
             self.expected_cipher()
         )
     }
@@ -340,6 +371,15 @@ impl Implementation for Fjord {
             support::link_is_up(namespace, &side.ifname)
                 && interface::addresses_assigned(namespace, side)
         })?;
+        if let Some(address) = self.metrics.filter(|_| self.scraped) {
+            let scraper = super::scraper::Scraper::start(namespace, address).map_err(|detail| {
+                SystemError::StartFailed {
+                    system: self.name().to_string(),
+                    detail,
+                }
+            })?;
+            interface.keep_scraper(scraper);
+        }
         Ok(interface)
     }
 

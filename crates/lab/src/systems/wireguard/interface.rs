@@ -27,6 +27,8 @@ pub struct Interface {
     daemon: LoggedProcess,
     /// Whether `wg` can surely talk to it (wireguard-go, boringtun).
     uapi: bool,
+    /// Scrapes the daemon's metrics while it runs (`fjord-metrics`).
+    scraper: Option<super::scraper::Scraper>,
 }
 
 /// One peer's line of `wg show IFNAME dump`.
@@ -60,7 +62,13 @@ impl Interface {
             namespace: namespace.name().to_string(),
             daemon,
             uapi,
+            scraper: None,
         })
+    }
+
+    /// Keeps `scraper` running until the daemon stops.
+    pub(super) fn keep_scraper(&mut self, scraper: super::scraper::Scraper) {
+        self.scraper = Some(scraper);
     }
 
     /// Polls `ready` until it holds, failing early if the daemon exits.
@@ -224,6 +232,8 @@ pub(crate) fn query(ifname: &str, request: &str) -> Result<String, String> {
 
 impl Drop for Interface {
     fn drop(&mut self) {
+        // Before the daemon, so no scrape meets a closed port.
+        drop(self.scraper.take());
         self.daemon.stop();
         self.remove_stale_socket();
     }

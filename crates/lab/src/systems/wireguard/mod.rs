@@ -27,6 +27,7 @@ pub mod fallback;
 pub(crate) mod fjord;
 mod interface;
 mod pair;
+mod scraper;
 mod side;
 mod wireguard_go;
 
@@ -131,6 +132,10 @@ pub fn all() -> Vec<WireGuardSystem> {
         WireGuardSystem::same_on_both(
             Box::new(Fjord::locate()),
             "fjord: this project's WireGuard-compatible VPN",
+        ),
+        WireGuardSystem::same_on_both(
+            Box::new(Fjord::locate().with_scraped_metrics()),
+            "fjord serving Prometheus metrics (--metrics), scraped every second",
         ),
         WireGuardSystem::same_on_both(
             Box::new(Fjord::locate().chacha_only()),
