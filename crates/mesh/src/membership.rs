@@ -55,8 +55,8 @@ use std::time::{Duration, Instant};
 
 use fjord_proto::{PublicKey, WallClock};
 
-use crate::cert::{CertError, Certificate, Revocation};
-use crate::control::{Control, MAX_ENDPOINTS, MemberRecord};
+use crate::cert::{Certificate, Revocation};
+use crate::control::{Control, MAX_ENDPOINTS};
 use revocations::RevocationDigest;
 
 struct Member {
@@ -105,10 +105,8 @@ pub struct Mesh {
     bootstrap: HashSet<PublicKey>,
     /// The `now` of the latest input, for ages in outgoing gossip.
     last_input: Instant,
-    /// The earliest NAT traversal step due, if any.
-    next_punch: Option<Instant>,
-    /// Members with a Connect waiting (so idle meshes skip the scan).
-    pending_connects: usize,
+    /// The deadlines of members and unverified peers (`timers.rs`).
+    timers: timers::KeyTimers,
     next_gossip: Instant,
     next_ping: Instant,
     next_revocation_check: Instant,
@@ -143,8 +141,7 @@ impl Mesh {
             refusals_answered: HashMap::new(),
             refusals: VecDeque::new(),
             last_input: now,
-            next_punch: None,
-            pending_connects: 0,
+            timers: timers::KeyTimers::default(),
             next_gossip: now,
             next_ping: now,
             next_revocation_check: now,
@@ -210,6 +207,7 @@ impl Mesh {
         if !self.members.contains_key(&key) {
             self.unverified
                 .insert(key, now + self.config.verify_timeout);
+            self.reschedule(key);
         }
     }
 
@@ -330,216 +328,6 @@ impl Mesh {
         Ok(())
     }
 
-    fn handle_hello(
-        &mut self,
-        now: Instant,
-        key: PublicKey,
-        from: SocketAddr,
-        certificate: Certificate,
-        wants_members: bool,
-        mut host_addresses: Vec<SocketAddr>,
-    ) -> Result<(), MeshDrop> {
-        host_addresses.truncate(MAX_ENDPOINTS);
-        let accepted = if certificate.node_key != key || key == self.own_key() {
-            Err(CertError::WrongNode)
-        } else {
-            self.accept(now, &certificate)
-        };
-        let certificate = match accepted {
-            Ok(certificate) => certificate,
-            Err(error) => {
-                self.answer_refusal(now, key, error);
-                if error == CertError::Revoked {
-                    self.refuse_revoked(now, key);
-                }
-                return Err(error.into());
-            }
-        };
-        self.unverified.remove(&key);
-        self.departed.remove(&key);
-        let is_new = !self.members.contains_key(&key);
-        let relayed = self.relayed_from(&key, from);
-        let observed: &[SocketAddr] = if relayed { &[] } else { &[from] };
-        self.upsert(certificate, observed, &host_addresses, now);
-        let mut first_contact = false;
-        if let Some(member) = self.members.get_mut(&key) {
-            first_contact = !member.direct;
-            member.direct = true;
-            if !relayed {
-                observe_endpoint(&mut member.endpoints, from);
-            }
-            // Its own word beats anyone's gossip about it.
-            member.host_addresses = host_addresses;
-        }
-        // Measure the path at once rather than at the next ping round.
-        if first_contact {
-            self.ping(now, key);
-        }
-        if !relayed {
-            self.traversal_done(key);
-        }
-        if !self.greeted.contains(&key) {
-            self.greet(key);
-        }
-        // Only a joining node asks for the list, so a join costs one list,
-        // not one from every member that greets the newcomer.
-        if wants_members {
-            let everyone: Vec<PublicKey> = self.members.keys().copied().collect();
-            self.send_members(key, everyone.iter().filter(|k| **k != key));
-            // A joiner that predates revocation digests gets them this way.
-            self.send_revocations(key);
-        }
-        // Each side of a greeting says what revocations it holds, so a
-        // member started with one (which flooded to nobody) hands it to
-        // everyone it meets, and a restarted one catches up.
-        self.send_revocation_digest(key);
-        if is_new {
-            let direct: Vec<PublicKey> = self
-                .members
-                .iter()
-                .filter(|(k, m)| m.direct && **k != key)
-                .map(|(k, _)| *k)
-                .collect();
-            for peer in direct {
-                self.send_members(peer, std::iter::once(&key));
-            }
-        }
-        Ok(())
-    }
-
-    /// A member as another member describes it.
-    fn learn(&mut self, now: Instant, record: MemberRecord) {
-        let key = record.certificate.node_key;
-        if key == self.own_key() {
-            return;
-        }
-        // Lists repeat what we know: a certificate identical to the one
-        // held was verified already and costs no signature check.
-        let known = self
-            .members
-            .get(&key)
-            .is_some_and(|member| member.certificate == record.certificate);
-        let certificate = if known {
-            record.certificate
-        } else {
-            match self.accept(now, &record.certificate) {
-                Ok(certificate) => certificate,
-                Err(_) => return,
-            }
-        };
-        let heard = now
-            .checked_sub(Duration::from_secs(u64::from(record.heard_secs_ago)))
-            .unwrap_or(now);
-        if self.departed.get(&key).is_some_and(|left| heard <= *left) {
-            return;
-        }
-        if now.saturating_duration_since(heard) >= self.config.member_timeout {
-            return;
-        }
-        self.upsert(
-            certificate,
-            &record.endpoints,
-            &record.host_addresses,
-            heard,
-        );
-    }
-
-    fn upsert(
-        &mut self,
-        certificate: Certificate,
-        endpoints: &[SocketAddr],
-        host_addresses: &[SocketAddr],
-        heard: Instant,
-    ) {
-        let key = certificate.node_key;
-        match self.members.get_mut(&key) {
-            Some(member) => {
-                member.last_heard = member.last_heard.max(heard);
-                for endpoint in endpoints {
-                    merge_endpoint(&mut member.endpoints, *endpoint);
-                }
-                if member.host_addresses.is_empty() {
-                    member.host_addresses =
-                        host_addresses.iter().take(MAX_ENDPOINTS).copied().collect();
-                }
-                if certificate.issued_at > member.certificate.issued_at {
-                    let readdress = certificate.addresses != member.certificate.addresses;
-                    member.certificate = certificate;
-                    if readdress {
-                        self.actions.push_back(MeshAction::Admit {
-                            key,
-                            addresses: member.certificate.addresses.clone(),
-                            endpoint: member.endpoints.first().copied(),
-                        });
-                    }
-                }
-            }
-            None => {
-                let endpoints: Vec<SocketAddr> =
-                    endpoints.iter().take(MAX_ENDPOINTS).copied().collect();
-                self.actions.push_back(MeshAction::Admit {
-                    key,
-                    addresses: certificate.addresses.clone(),
-                    endpoint: endpoints.first().copied(),
-                });
-                self.counters.members_learned += 1;
-                // While the membership changes, gossip sooner: a member
-                // that missed an announcement (it was not yet in session
-                // with the announcer) hears of the newcomer within about
-                // a second instead of a full interval.
-                self.next_gossip = self.next_gossip.min(self.last_input + CHANGED_GOSSIP_DELAY);
-                // A member learned from gossip is met through a rendezvous
-                // (see `traversal.rs`), not greeted blindly: an unasked
-                // packet at its NAT would spoil the NAT's mapping for it.
-                self.members.insert(
-                    key,
-                    Member {
-                        certificate,
-                        endpoints,
-                        host_addresses: host_addresses
-                            .iter()
-                            .take(MAX_ENDPOINTS)
-                            .copied()
-                            .collect(),
-                        last_heard: heard,
-                        direct: false,
-                        rtt: None,
-                        ping_in_flight: None,
-                        traversal: traversal::Traversal::default(),
-                    },
-                );
-            }
-        }
-    }
-
-    /// The record to keep for a member presenting `certificate`: the
-    /// certificate itself once verified, or the member list's own entry
-    /// for its key when it names the same addresses.
-    fn accept(&self, now: Instant, certificate: &Certificate) -> Result<Certificate, CertError> {
-        let network = match &self.config.trust {
-            Trust::Network(network) => network,
-            Trust::Members(listed) => {
-                return listed
-                    .iter()
-                    .find(|member| {
-                        member.node_key == certificate.node_key
-                            && member.addresses == certificate.addresses
-                    })
-                    .cloned()
-                    .ok_or(CertError::NotListed);
-            }
-        };
-        certificate.verify(network, self.unix_secs(now))?;
-        if self
-            .revocations
-            .get(&certificate.node_key)
-            .is_some_and(|revocation| revocation.covers(certificate))
-        {
-            return Err(CertError::Revoked);
-        }
-        Ok(certificate.clone())
-    }
-
     fn unix_secs(&self, now: Instant) -> u64 {
         self.wall_clock.since_epoch(now).as_secs()
     }
@@ -547,66 +335,34 @@ impl Mesh {
     /// Runs what is due: pings, gossip, expiry and verification deadlines.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.last_input = now;
-        let unix_now = self.unix_secs(now);
-        let expired: Vec<PublicKey> = self
-            .members
-            .iter()
-            .filter(|(_, m)| {
-                unix_now >= m.certificate.expires_at
-                    || now.saturating_duration_since(m.last_heard) >= self.config.member_timeout
-            })
-            .map(|(k, _)| *k)
-            .collect();
-        for key in expired {
-            self.remove_member(key);
-        }
-        let overdue: Vec<PublicKey> = self
-            .unverified
-            .iter()
-            .filter(|(_, deadline)| **deadline <= now)
-            .map(|(k, _)| *k)
-            .collect();
-        for key in overdue {
-            self.unverified.remove(&key);
-            if !self.members.contains_key(&key) && !self.bootstrap.contains(&key) {
-                self.actions.push_back(MeshAction::Remove { key });
+        self.run_due_keys(now, |mesh| {
+            if now >= mesh.next_ping {
+                mesh.ping_all(now);
+                mesh.next_ping = now + mesh.jittered(mesh.config.ping_interval);
             }
-        }
-        if now >= self.next_ping {
-            self.ping_all(now);
-            self.next_ping = now + self.jittered(self.config.ping_interval);
-        }
-        if now >= self.next_gossip {
-            self.gossip_to_random_member();
-            self.next_gossip = now + self.jittered(self.config.gossip_interval);
-        }
-        if now >= self.next_revocation_check {
-            self.check_revocations();
-            self.next_revocation_check = now + self.jittered(self.config.revocation_check_interval);
-        }
-        if self.next_punch.is_some_and(|due| due <= now) {
-            self.punch_due(now);
-        }
-        self.connect_due(now);
+            if now >= mesh.next_gossip {
+                mesh.gossip_to_random_member();
+                mesh.next_gossip = now + mesh.jittered(mesh.config.gossip_interval);
+            }
+            if now >= mesh.next_revocation_check {
+                mesh.check_revocations();
+                mesh.next_revocation_check =
+                    now + mesh.jittered(mesh.config.revocation_check_interval);
+            }
+        });
     }
 
     /// When `handle_timeout` should next run.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let verify = self.unverified.values().min().copied();
-        Some(
-            [
-                Some(self.next_ping),
-                Some(self.next_gossip),
-                Some(self.next_revocation_check),
-                verify,
-                self.next_punch,
-                self.next_connect(),
-            ]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(self.next_ping),
-        )
+        [
+            Some(self.next_ping),
+            Some(self.next_gossip),
+            Some(self.next_revocation_check),
+            self.timers.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     pub fn poll_action(&mut self) -> Option<MeshAction> {
@@ -645,6 +401,7 @@ impl Mesh {
 
     fn remove_member(&mut self, key: PublicKey) {
         if self.members.remove(&key).is_some() {
+            self.reschedule(key);
             self.counters.members_removed += 1;
             self.greeted.remove(&key);
             if !self.bootstrap.contains(&key) {
@@ -685,19 +442,14 @@ fn observe_endpoint(endpoints: &mut Vec<SocketAddr>, from: SocketAddr) {
     endpoints.truncate(MAX_ENDPOINTS);
 }
 
-/// A gossiped endpoint goes last, if there is room.
-fn merge_endpoint(endpoints: &mut Vec<SocketAddr>, endpoint: SocketAddr) {
-    if !endpoints.contains(&endpoint) && endpoints.len() < MAX_ENDPOINTS {
-        endpoints.push(endpoint);
-    }
-}
-
+mod admission;
 mod bootstrap;
 mod config;
 mod gossip;
 mod refusals;
 mod renewal;
 mod revocations;
+mod timers;
 mod traversal;
 
 pub use bootstrap::BootstrapChange;

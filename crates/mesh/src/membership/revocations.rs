@@ -152,6 +152,7 @@ impl Mesh {
         }
         if let Some(deadline) = self.unverified.get_mut(&key) {
             *deadline = now;
+            self.reschedule(key);
         }
     }
 

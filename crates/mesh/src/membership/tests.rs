@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use fjord_proto::{PrivateKey, PublicKey, WallClock};
 
 use super::*;
-use crate::cert::NetworkSecret;
+use crate::cert::{CertError, NetworkSecret};
 use crate::cidr::Cidr;
 
 const EPOCH_SECS: u64 = 1_800_000_000;

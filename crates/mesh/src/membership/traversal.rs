@@ -97,6 +97,14 @@ impl Traversal {
     pub(super) fn relay(&self) -> Option<PublicKey> {
         self.relay
     }
+
+    pub(super) fn due(&self) -> Option<Instant> {
+        self.due
+    }
+
+    pub(super) fn connect_at(&self) -> Option<Instant> {
+        self.connect.as_ref().map(|(at, _)| *at)
+    }
 }
 
 impl Mesh {
@@ -121,7 +129,7 @@ impl Mesh {
         state.traversal.introducer = Some(introducer);
         let due = now + PUNCH_AFTER + spread;
         state.traversal.due = Some(due);
-        self.next_punch = Some(self.next_punch.map_or(due, |next| next.min(due)));
+        self.reschedule(member);
     }
 
     /// `member` greeted us straight (not through a relay): no traversal
@@ -162,59 +170,17 @@ impl Mesh {
         self.counters.relays_left += 1;
     }
 
-    pub(super) fn next_connect(&self) -> Option<Instant> {
-        if self.pending_connects == 0 {
-            return None;
-        }
-        self.members
-            .values()
-            .filter_map(|m| m.traversal.connect.as_ref().map(|(at, _)| *at))
-            .min()
-    }
-
-    /// Sends the initiations whose delay has passed.
-    pub(super) fn connect_due(&mut self, now: Instant) {
-        if self.pending_connects == 0 {
+    /// Sends `key` the initiation whose delay has passed, if any.
+    pub(super) fn connect_due(&mut self, now: Instant, key: PublicKey) {
+        let Some(member) = self.members.get_mut(&key) else {
             return;
-        }
-        let mut due = Vec::new();
-        for (key, member) in &mut self.members {
-            if member
-                .traversal
-                .connect
-                .as_ref()
-                .is_some_and(|(at, _)| *at <= now)
-                && let Some((_, endpoints)) = member.traversal.connect.take()
-            {
-                due.push((*key, endpoints));
-            }
-        }
-        self.pending_connects = self
-            .members
-            .values()
-            .filter(|m| m.traversal.connect.is_some())
-            .count();
-        for (key, endpoints) in due {
+        };
+        if member.traversal.connect_at().is_some_and(|at| at <= now)
+            && let Some((_, endpoints)) = member.traversal.connect.take()
+        {
             self.actions
                 .push_back(MeshAction::Connect { key, endpoints });
         }
-    }
-
-    /// Asks introducers for the rendezvous that are due.
-    pub(super) fn punch_due(&mut self, now: Instant) {
-        let due: Vec<PublicKey> = self
-            .members
-            .iter()
-            .filter(|(_, m)| {
-                (!m.direct || m.traversal.relay.is_some())
-                    && m.traversal.due.is_some_and(|due| due <= now)
-            })
-            .map(|(key, _)| *key)
-            .collect();
-        for member in due {
-            self.attempt(now, member);
-        }
-        self.next_punch = self.members.values().filter_map(|m| m.traversal.due).min();
     }
 
     /// One traversal attempt toward `member`. Never gives up: after
@@ -222,7 +188,7 @@ impl Mesh {
     /// asks for a relay until one carries the session (a request or offer
     /// may be lost, or the relay full); once relayed, they look for the
     /// direct path that may open later.
-    fn attempt(&mut self, now: Instant, member: PublicKey) {
+    pub(super) fn attempt(&mut self, now: Instant, member: PublicKey) {
         let introducer = self.reachable_introducer(&member);
         let Some(state) = self.members.get_mut(&member) else {
             return;
@@ -341,15 +307,13 @@ impl Mesh {
             member.endpoints.insert(0, *endpoint);
         }
         member.endpoints.truncate(MAX_ENDPOINTS);
-        if member.traversal.connect.is_none() {
-            self.pending_connects += 1;
-        }
         let endpoints: Vec<SocketAddr> = endpoints.iter().take(MAX_ENDPOINTS).copied().collect();
         // The known endpoints first: a peer without a session is pointed
         // at the first one the initiation goes to.
         let mut connect = endpoints.clone();
         connect.extend(spray);
         member.traversal.connect = Some((now + CONNECT_DELAY, connect));
+        self.reschedule(peer);
         if predict_ports {
             self.actions.push_back(MeshAction::PredictPorts {
                 key: peer,
@@ -418,6 +382,8 @@ impl Mesh {
             return;
         }
         member.traversal.relay = Some(relay);
+        // A member met directly but relayed still needs its attempts.
+        self.reschedule(peer);
         self.actions.push_back(MeshAction::UseRelay {
             key: peer,
             relay_endpoint,
