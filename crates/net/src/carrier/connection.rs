@@ -19,7 +19,7 @@ use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
 use super::framing::{FRAME_HEADER_LEN, FrameDecoder, PREAMBLE, frame_header};
 use super::packing::Packer;
-use super::problem::{CarrierKind, CarrierProblem, starts_like_wireguard};
+use super::problem::{CarrierKind, CarrierProblem, starts_like_fake_tcp};
 use crate::udp::canonical;
 
 /// Most unsent bytes the kernel may hold for a carrier before writes are
@@ -78,9 +78,9 @@ pub struct Connection {
     /// Whether bytes arrived since the last [`Connection::silent_since`].
     heard: bool,
     silent_since: Instant,
-    /// The stream began with a bare WireGuard message instead of the
-    /// preamble: the far end sends fake TCP.
-    unframed_wireguard: bool,
+    /// The stream began with a bare WireGuard message or fake TCP's
+    /// answer instead of the preamble: the far end sends fake TCP.
+    fake_tcp_seen: bool,
 }
 
 impl Connection {
@@ -143,7 +143,7 @@ impl Connection {
             opened: now,
             heard: false,
             silent_since: now,
-            unframed_wireguard: false,
+            fake_tcp_seen: false,
         }
     }
 
@@ -179,12 +179,10 @@ impl Connection {
     pub fn problem(&self) -> Option<CarrierProblem> {
         let remote = self.remote;
         if self.accepted {
-            return self
-                .unframed_wireguard
-                .then_some(CarrierProblem::OtherCarrier {
-                    remote,
-                    ours: CarrierKind::Tcp,
-                });
+            return self.fake_tcp_seen.then_some(CarrierProblem::OtherCarrier {
+                remote,
+                ours: CarrierKind::Tcp,
+            });
         }
         (self.was_open() && !self.introduced()).then_some(CarrierProblem::NotIntroduced { remote })
     }
@@ -338,7 +336,7 @@ impl Connection {
                     Ok(None) => break,
                     Err(error) => {
                         tracing::debug!(%error, remote = %self.remote, "closing a carrier connection");
-                        self.unframed_wireguard = starts_like_wireguard(self.decoder.waiting());
+                        self.fake_tcp_seen = starts_like_fake_tcp(self.decoder.waiting());
                         self.state = LinkState::Closed;
                         break;
                     }

@@ -3,6 +3,9 @@
 //! ```text
 //! stream = preamble, then frames
 //! preamble (8 bytes) = 0x1f "fjtcp1" 0x00     sent first by each side
+//! fake-TCP answer (8 bytes) = 0x1f "fjfake" 0x00
+//!     what a fake-TCP flow sends, then closes, when a preamble reaches it
+//!     (the far end is a TCP carrier)
 //! frame = length (u16, big-endian) ‖ datagram (length bytes)
 //! ```
 //!
@@ -18,6 +21,10 @@
 
 /// What each side sends before its first frame.
 pub const PREAMBLE: [u8; 8] = *b"\x1ffjtcp1\x00";
+/// What a fake-TCP flow answers to a TCP carrier's preamble before it
+/// closes, so that the TCP side, too, learns that the two carriers differ
+/// even when no datagram went its way first.
+pub const FAKE_TCP_ANSWER: [u8; 8] = *b"\x1ffjfake\x00";
 /// Bytes in front of each datagram.
 pub const FRAME_HEADER_LEN: usize = 2;
 /// The longest datagram a frame holds.

@@ -13,7 +13,8 @@
 //! fake TCP meets a TCP carrier        our flow (either end) gets fjord's TCP
 //!                                      preamble as its payload      → OtherCarrier
 //! a TCP carrier meets fake TCP        accepted: the stream starts with a bare
-//!                                      WireGuard message            → OtherCarrier
+//!                                      WireGuard message, or with fake
+//!                                      TCP's answer to our preamble → OtherCarrier
 //!                                     ours: the far end accepts (fake TCP answers
 //!                                      any SYN) but never sends the
 //!                                      preamble                     → NotIntroduced
@@ -25,7 +26,7 @@ use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 
-use super::framing::PREAMBLE;
+use super::framing::{FAKE_TCP_ANSWER, PREAMBLE};
 
 /// The two carriers, as `FallbackCarrier` names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -156,6 +157,13 @@ impl fmt::Display for CarrierProblem {
 /// TCP carrier puts its preamble.
 pub fn starts_like_wireguard(bytes: &[u8]) -> bool {
     matches!(bytes, [1..=4, 0, 0, 0, ..])
+}
+
+/// Whether the first bytes of an accepted stream come from a fake-TCP
+/// flow: a bare WireGuard message (it sent before our preamble reached
+/// it) or its answer to our preamble.
+pub fn starts_like_fake_tcp(bytes: &[u8]) -> bool {
+    starts_like_wireguard(bytes) || bytes.starts_with(&FAKE_TCP_ANSWER)
 }
 
 /// Whether a fake-TCP payload is a TCP carrier's preamble.

@@ -263,6 +263,20 @@ fn what_a_closing_connection_shows_about_the_far_end() {
             ours: CarrierKind::Tcp
         })
     );
+    // Fake TCP that got our preamble before it sent anything: its answer.
+    let mut fake = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    std::io::Write::write_all(&mut fake, &super::framing::FAKE_TCP_ANSWER).unwrap();
+    drop(fake);
+    let slot = accept_one(&mut server);
+    assert!(receive_all(&server, slot, 1).is_empty());
+    let (remote, problem) = server.remove(slot).unwrap();
+    assert_eq!(
+        problem,
+        Some(CarrierProblem::OtherCarrier {
+            remote,
+            ours: CarrierKind::Tcp
+        })
+    );
     // A stranger speaking something else is no news.
     let mut stranger = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     std::io::Write::write_all(&mut stranger, b"GET / HTTP/1.1\r\n\r\n").unwrap();

@@ -45,6 +45,7 @@ use socket2::{Domain, Protocol, SockAddr, SockFilter, Socket, Type};
 
 use self::flow::{Flow, FlowState, Received, syn_ack};
 use self::segment::{ACK, FIN, RST, SYN, SYN_OPTIONS, SegmentHeader, parse_ipv4, write_header};
+use super::framing::FAKE_TCP_ANSWER;
 use super::packing::Packer;
 use super::problem::starts_with_preamble;
 use super::{ACCEPTED_SILENCE_LIMIT, MAX_CARRIERS};
@@ -396,10 +397,16 @@ impl FakeTcp {
                 // other carrier, and nothing it sends is a datagram. The
                 // flow is closed but lingers (`LINGER`), so the frames
                 // that follow are swallowed instead of opening a new one.
+                // Our answer tells the far end the same, even when none
+                // of our datagrams reached it before its preamble came.
                 self.events
                     .push_back(FlowEvent::OtherCarrier(remote.into()));
                 if let Some(entry) = self.flows[slot].as_mut() {
+                    let answer = entry.flow.data(FAKE_TCP_ANSWER.len());
                     let fin = entry.flow.close();
+                    if let Some(answer) = answer {
+                        self.send_segment(remote, local, &answer, &[], &FAKE_TCP_ANSWER);
+                    }
                     self.send_segment(remote, local, &fin, &[], &[]);
                 }
                 self.events.push_back(FlowEvent::Closed(remote.into()));
