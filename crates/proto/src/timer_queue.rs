@@ -64,11 +64,26 @@ impl TimerQueue {
             && slot.take().is_some()
         {
             self.live -= 1;
+            self.drop_stale_front();
+        }
+    }
+
+    /// Pops stale entries off the front, so that [`TimerQueue::next_deadline`]
+    /// never reports the deadline of a key that was removed: a removed
+    /// key's past deadline would make its owner's next timeout already due
+    /// (a wasted turn of its event loop).
+    fn drop_stale_front(&mut self) {
+        while let Some(Reverse((deadline, key))) = self.heap.peek().copied() {
+            if self.scheduled.get(key).copied().flatten() == Some(deadline) {
+                return;
+            }
+            self.heap.pop();
         }
     }
 
     /// The earliest scheduled deadline. It may be earlier than any key's
-    /// real deadline (see the module notes), never later.
+    /// real deadline (see the module notes), never later, and never that
+    /// of a removed key.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.heap.peek().map(|Reverse((deadline, _))| *deadline)
     }
@@ -209,5 +224,20 @@ mod tests {
         assert_eq!(queue.pop_due(now + Duration::from_secs(1)), None);
         queue.update(3, Some(now));
         assert_eq!(queue.pop_due(now), Some(3));
+    }
+
+    #[test]
+    fn a_removed_keys_deadline_is_not_the_next_one() {
+        // The mesh's fuzz target found a removed member's past deadline
+        // reported as the next one: an event loop turn already due.
+        let now = Instant::now();
+        let mut queue = TimerQueue::new();
+        queue.update(1, Some(now + Duration::from_secs(5)));
+        queue.update(2, Some(now));
+        queue.update(2, Some(now - Duration::from_secs(1)));
+        queue.remove(2);
+        assert_eq!(queue.next_deadline(), Some(now + Duration::from_secs(5)));
+        queue.remove(1);
+        assert_eq!(queue.next_deadline(), None);
     }
 }
