@@ -199,8 +199,8 @@ impl World {
             let header = IpHeader::parse(&reply[..len]).expect("an ICMP reply parses");
             assert_eq!(header.total_len, len);
         }
-        while self.target.poll_event().is_some() {}
-        while self.peer.poll_event().is_some() {}
+        while self.target.poll_event(self.now).is_some() {}
+        while self.peer.poll_event(self.now).is_some() {}
     }
 
     /// Hands the target one datagram, by the one-call path or the two

@@ -134,8 +134,8 @@ impl Pair {
                         buf[..transmit.len].to_vec(),
                     ));
                 }
-                while self.nodes[side].poll_event().is_some() {}
-                while let Some(command) = self.nodes[side].poll_carrier() {
+                while self.nodes[side].poll_event(self.now).is_some() {}
+                while let Some(command) = self.nodes[side].poll_carrier(self.now) {
                     self.carrier_command(side, command);
                 }
             }

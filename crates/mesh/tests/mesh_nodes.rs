@@ -232,7 +232,7 @@ impl Net {
                         buf[..transmit.len].to_vec(),
                     ));
                 }
-                while node.poll_event().is_some() {}
+                while node.poll_event(now).is_some() {}
             }
             let Some((inside_from, to, mut datagram)) = self.in_flight.pop_front() else {
                 break;

@@ -132,7 +132,7 @@ impl Net {
                         buf[..transmit.len].to_vec(),
                     ));
                 }
-                while node.poll_event().is_some() {}
+                while node.poll_event(self.now).is_some() {}
             }
             let Some((from, to, mut datagram)) = self.in_flight.pop_front() else {
                 break;

@@ -545,7 +545,7 @@ impl Worker {
             self.node.handle_timeout(now);
         }
         self.send_transmits(now);
-        while let Some(event) = self.node.poll_event() {
+        while let Some(event) = self.node.poll_event(now) {
             self.log_event(now, &event);
             if let Some(endpoint) = self.proven_endpoint(&event) {
                 self.connect_endpoint(endpoint);

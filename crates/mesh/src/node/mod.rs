@@ -266,7 +266,6 @@ impl Node {
         // the other outcomes need is reached by field, beside that borrow.
         match self.device.prepare_datagram(now, from, datagram) {
             Incoming::Done(received) => {
-                membership::note_time(&mut self.mesh, now);
                 let refused = check_source(
                     &self.routes,
                     self.switch.as_mut(),
@@ -326,8 +325,8 @@ impl Node {
 
     pub fn handle_timeout(&mut self, now: Instant) {
         self.device.handle_timeout(now);
-        // The fallback's clock first: the device's retries it is about to
-        // see are stamped with it.
+        // The fallback first: its actions (and the device events they
+        // cause) reach the mesh's pump below in the same call.
         self.fallback_timeout(now);
         self.mesh_timeout(now);
     }
@@ -348,19 +347,20 @@ impl Node {
     /// punches ([`Transmit::ttl`]) and path MTU probes
     /// ([`Transmit::dont_fragment`]). Sends it causes are stamped `now`.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        membership::note_time(&mut self.mesh, now);
-        self.pump_mesh();
-        self.pump_fallback();
+        self.pump_mesh(now);
+        self.pump_fallback(now);
         self.poll_forward(buf)
             .or_else(|| self.device.poll_transmit(buf))
             .or_else(|| self.poll_punch(buf))
             .or_else(|| self.poll_probe(buf))
     }
 
-    pub fn poll_event(&mut self) -> Option<Event> {
+    /// The next device event, once the mesh and the fallback have seen
+    /// it; what the pumps it runs cause is stamped `now`.
+    pub fn poll_event(&mut self, now: Instant) -> Option<Event> {
         if self.mesh.is_some() {
-            self.pump_mesh();
-            self.pump_fallback();
+            self.pump_mesh(now);
+            self.pump_fallback(now);
             return self
                 .mesh
                 .as_mut()
@@ -368,7 +368,7 @@ impl Node {
         }
         match self.fallback.as_mut() {
             Some(_) => {
-                self.pump_fallback();
+                self.pump_fallback(now);
                 self.fallback
                     .as_mut()
                     .and_then(|driver| driver.events.pop_front())

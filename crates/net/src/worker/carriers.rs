@@ -93,7 +93,7 @@ impl Worker {
 
     /// Opens and closes the carrier connections the node asked for.
     pub(super) fn run_carrier_commands(&mut self, now: Instant) {
-        while let Some(command) = self.node.poll_carrier() {
+        while let Some(command) = self.node.poll_carrier(now) {
             match command {
                 CarrierCommand::Open(remote) => {
                     match self.udp.carriers_mut().connect(now, remote, self.fwmark) {
