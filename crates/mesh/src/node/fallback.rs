@@ -6,8 +6,9 @@
 //! Event::HandshakeCompleted ─▶ Fallback::handle_handshake
 //! Event::EndpointChanged  ─▶ Fallback::handle_endpoint
 //! handle_carrier (from the driver's sockets) ─▶ Fallback::handle_carrier
-//! FallbackAction::Connect / Disconnect / GiveUp ─▶ poll_carrier (the
-//!                            driver opens or closes the TCP connection)
+//! FallbackAction::Connect / Disconnect / GiveUp ─▶ poll_event:
+//!                            NodeEvent::Carrier (the driver opens or
+//!                            closes the TCP connection)
 //! FallbackAction::UseCarrier ─▶ endpoint := carrier, initiation over it
 //! FallbackAction::ProbeUdp   ─▶ Device::initiate_toward(UDP endpoint)
 //! FallbackAction::UseUdp     ─▶ endpoint := UDP endpoint
@@ -42,9 +43,7 @@ pub enum CarrierCommand {
 
 pub(super) struct FallbackDriver {
     fallback: Fallback,
-    /// Device events seen by the fallback, waiting for `poll_event`
-    /// (without a mesh; a mesh keeps its own queue).
-    pub(super) events: VecDeque<Event>,
+    /// Carrier commands waiting for `poll_event`.
     commands: VecDeque<CarrierCommand>,
     /// The fallback port of mesh members: they are fjord, and are assumed
     /// to listen where this node does.
@@ -88,10 +87,9 @@ impl Node {
         self.pump_fallback(now);
     }
 
-    /// A carrier connection to open or close; what the pump it runs
-    /// causes is stamped `now`.
-    pub fn poll_carrier(&mut self, now: Instant) -> Option<CarrierCommand> {
-        self.pump_fallback(now);
+    /// The fallback's part of `poll_event`: a carrier connection to open
+    /// or close (the caller has run the pump).
+    pub(super) fn poll_carrier(&mut self) -> Option<CarrierCommand> {
         self.fallback.as_mut()?.commands.pop_front()
     }
 
@@ -99,7 +97,6 @@ impl Node {
         self.fallback.get_or_insert_with(|| {
             Box::new(FallbackDriver {
                 fallback: Fallback::new(),
-                events: VecDeque::new(),
                 commands: VecDeque::new(),
                 member_port: None,
             })
@@ -168,9 +165,7 @@ impl Node {
         if self.mesh.is_none() {
             while let Some(event) = self.device.poll_event() {
                 self.fallback_observe(now, &event);
-                if let Some(driver) = self.fallback.as_mut() {
-                    driver.events.push_back(event);
-                }
+                self.seen_events.push_back(event);
             }
         }
         while let Some(driver) = self.fallback.as_mut()

@@ -11,12 +11,13 @@
 //! Mesh::poll_action  ─▶ add / route / confirm / remove peers
 //! Mesh::poll_message ─▶ Device::send_extension ─▶ poll_transmit
 //! MeshAction::Punch  ─▶ poll_transmit (low-TTL datagrams: Transmit::ttl)
-//! MeshAction::PredictPorts ─▶ poll_port_prediction (the driver opens sockets)
+//! MeshAction::PredictPorts ─▶ poll_event: NodeEvent::PredictPorts (the driver
+//!                        opens sockets)
 //! MeshAction::Connect ─▶ Device::initiate_toward
 //! Event::EndpointChanged ─▶ Mesh::handle_path (a relayed member reached directly)
 //! MeshAction::RelayBetween ─▶ RelayTable: datagrams of relayed pairs are
 //!                        forwarded before the Device sees them
-//! Mesh::poll_refusal ─▶ poll_refusal (a member refused us; the driver logs it)
+//! Mesh::poll_refusal ─▶ poll_event: NodeEvent::Refused (the driver logs it)
 //! ```
 //!
 //! All of it runs inside the Node's own calls (`finish_datagram`,
@@ -33,11 +34,9 @@ use fjord_proto::{
     DropReason, Event, PeerConfig, PeerId, PresharedKey, PublicKey, Received, Transmit,
 };
 
-use super::Node;
+use super::{Node, NodeEvent};
 use crate::cert::{Certificate, Revocation};
-use crate::membership::{
-    Bootstrap, BootstrapChange, MemberStatus, Mesh, MeshAction, MeshDrop, Refusal,
-};
+use crate::membership::{Bootstrap, BootstrapChange, MemberStatus, Mesh, MeshAction, MeshDrop};
 use crate::pmtu::PathMtuTable;
 use crate::relay::RelayTable;
 
@@ -57,12 +56,9 @@ pub const MAX_UNVERIFIED_PEERS: usize = 256;
 
 pub(super) struct MeshDriver {
     pub(super) mesh: Mesh,
-    /// Device events, kept for the caller's `poll_event` after the mesh
-    /// has seen them.
-    pub(super) events: VecDeque<Event>,
     /// Punch datagrams waiting for `poll_transmit`.
     punches: VecDeque<SocketAddr>,
-    /// Port prediction rounds waiting for `poll_port_prediction`.
+    /// Port prediction rounds waiting for `poll_event`.
     predictions: VecDeque<Vec<SocketAddr>>,
     /// Pairs of members we relay for.
     relays: RelayTable,
@@ -86,7 +82,6 @@ impl Node {
             .set_unknown_peer_limit(Some(MAX_UNVERIFIED_PEERS));
         self.mesh = Some(MeshDriver {
             mesh,
-            events: VecDeque::new(),
             punches: VecDeque::new(),
             predictions: VecDeque::new(),
             relays: RelayTable::default(),
@@ -120,11 +115,14 @@ impl Node {
             .collect()
     }
 
-    /// A member's refusal of this node's certificate, with its reason
-    /// (see `membership/refusals.rs`), for the driver to tell its
-    /// operator: drain after each turn, as `poll_event`.
-    pub fn poll_refusal(&mut self) -> Option<Refusal> {
-        self.mesh.as_mut()?.mesh.poll_refusal()
+    /// The mesh's part of `poll_event`: a member's refusal of this node's
+    /// certificate, then a port prediction round.
+    pub(super) fn poll_mesh_event(&mut self) -> Option<NodeEvent> {
+        let driver = self.mesh.as_mut()?;
+        if let Some(refusal) = driver.mesh.poll_refusal() {
+            return Some(NodeEvent::Refused(refusal));
+        }
+        driver.predictions.pop_front().map(NodeEvent::PredictPorts)
     }
 
     /// Adds a revocation given locally (a reload re-read the file) and
@@ -227,8 +225,8 @@ impl Node {
         self.pump_mesh(now);
     }
 
-    /// Moves device events into the mesh, then the mesh's actions and
-    /// messages into the device, stamped `now`.
+    /// Moves device events into the mesh (and on to `poll_event`), then
+    /// the mesh's actions and messages into the device, stamped `now`.
     pub(super) fn pump_mesh(&mut self, now: Instant) {
         let Some(mut driver) = self.mesh.take() else {
             return;
@@ -253,7 +251,7 @@ impl Node {
                 }
                 _ => {}
             }
-            driver.events.push_back(event);
+            self.seen_events.push_back(event);
         }
         while let Some(action) = driver.mesh.poll_action() {
             self.apply(now, &mut driver, action);
@@ -396,16 +394,6 @@ impl Node {
             ttl: Some(PUNCH_TTL),
             dont_fragment: false,
         })
-    }
-
-    /// A port prediction round to run: open
-    /// [`PREDICTION_SOCKETS`](crate::membership::PREDICTION_SOCKETS)
-    /// sockets, punch from each at every endpoint given (as
-    /// punches from [`Node::poll_transmit`] are sent), and let one that hears
-    /// from one of their addresses carry the traffic to the endpoint it
-    /// heard from.
-    pub fn poll_port_prediction(&mut self) -> Option<Vec<SocketAddr>> {
-        self.mesh.as_mut()?.predictions.pop_front()
     }
 
     /// The peer for a member, created (or confirmed) if need be.
