@@ -16,7 +16,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use fjord_mesh::{Cidr, Node};
+use fjord_mesh::{Cidr, Node, NodeEvent};
 use fjord_proto::icmp::MAX_REPLY_LEN;
 use fjord_proto::ip::IpHeader;
 use fjord_proto::{
@@ -193,14 +193,15 @@ impl World {
             assert!(transmit.len <= buf.len());
             self.queue_to_target(address(PEER_ADDR), buf[..transmit.len].to_vec());
         }
-        let mut reply = [0u8; MAX_REPLY_LEN];
-        while let Some(len) = self.target.poll_tun_packet(&mut reply) {
-            assert!(len <= MAX_REPLY_LEN);
-            let header = IpHeader::parse(&reply[..len]).expect("an ICMP reply parses");
-            assert_eq!(header.total_len, len);
+        while let Some(event) = self.target.poll_event(self.now) {
+            if let NodeEvent::TunPacket(reply) = event {
+                let len = reply.len();
+                assert!(len <= MAX_REPLY_LEN);
+                let header = IpHeader::parse(&reply[..len]).expect("an ICMP reply parses");
+                assert_eq!(header.total_len, len);
+            }
         }
-        while self.target.poll_event().is_some() {}
-        while self.peer.poll_event().is_some() {}
+        while self.peer.poll_event(self.now).is_some() {}
     }
 
     /// Hands the target one datagram, by the one-call path or the two

@@ -201,7 +201,7 @@ pub fn build_node(
         // Members run fjord; one that listens for carriers is assumed to
         // do so where this node does.
         if let Some(port) = config.interface.fallback_port {
-            node.set_member_fallback_port(now, Some(port.get()));
+            node.set_member_fallback_port(Some(port.get()));
         }
         let mut mesh_config = MeshConfig::new(loaded.trust, loaded.certificate, usize::from(mtu));
         mesh_config.bootstrap = loaded.bootstrap;

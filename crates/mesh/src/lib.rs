@@ -29,5 +29,6 @@ pub use membership::{
     Bootstrap, BootstrapChange, MemberStatus, Mesh, MeshAction, MeshConfig, Refusal, Trust,
 };
 pub use node::{
-    CarrierCommand, InnerLayout, ModeMismatch, Node, PUNCH_DATAGRAM, PUNCH_TTL, PeerSends,
+    CarrierCommand, InnerLayout, ModeMismatch, Node, NodeEvent, PUNCH_DATAGRAM, PUNCH_TTL,
+    PeerSends,
 };

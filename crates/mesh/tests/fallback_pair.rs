@@ -13,7 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use fjord_mesh::fallback::{CarrierEvent, PROBE_INTERVAL, PathState, UNANSWERED_BEFORE_FALLBACK};
-use fjord_mesh::{CarrierCommand, Cidr, Node};
+use fjord_mesh::{CarrierCommand, Cidr, Node, NodeEvent};
 use fjord_proto::{
     DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, PeerConfig, PeerId, PresharedKey,
     PrivateKey, Received, Sent, WallClock,
@@ -134,9 +134,10 @@ impl Pair {
                         buf[..transmit.len].to_vec(),
                     ));
                 }
-                while self.nodes[side].poll_event().is_some() {}
-                while let Some(command) = self.nodes[side].poll_carrier() {
-                    self.carrier_command(side, command);
+                while let Some(event) = self.nodes[side].poll_event(self.now) {
+                    if let NodeEvent::Carrier(command) = event {
+                        self.carrier_command(side, command);
+                    }
                 }
             }
             let Some((side, destination, mut datagram)) = self.in_flight.pop_front() else {

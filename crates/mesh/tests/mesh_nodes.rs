@@ -9,7 +9,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use fjord_mesh::{
-    Bootstrap, Cidr, Mesh, MeshConfig, NetworkSecret, Node, Refusal, RefusalReason, Revocation,
+    Bootstrap, Cidr, Mesh, MeshConfig, NetworkSecret, Node, NodeEvent, Refusal, RefusalReason,
+    Revocation,
 };
 use fjord_proto::{
     DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, PrivateKey, Received, Sent, WallClock,
@@ -213,9 +214,6 @@ impl Net {
             let nats = &mut self.nats;
             let now = self.now;
             for (address, node) in self.nodes.iter_mut() {
-                while let Some(refusal) = node.poll_refusal() {
-                    self.refusals.push((*address, now, refusal));
-                }
                 while let Some(transmit) = node.poll_transmit(now, &mut buf) {
                     // Punches have a TTL that dies between the NATs: they
                     // open the sender's own NAT and reach nobody.
@@ -232,7 +230,11 @@ impl Net {
                         buf[..transmit.len].to_vec(),
                     ));
                 }
-                while node.poll_event().is_some() {}
+                while let Some(event) = node.poll_event(now) {
+                    if let NodeEvent::Refused(refusal) = event {
+                        self.refusals.push((*address, now, refusal));
+                    }
+                }
             }
             let Some((inside_from, to, mut datagram)) = self.in_flight.pop_front() else {
                 break;
@@ -759,10 +761,15 @@ fn members_find_a_1280_byte_path_and_tell_inner_senders_of_larger_packets() {
         send(&mut net, 1217, true),
         Sent::Dropped(fjord_proto::DropReason::PacketTooBig)
     );
+    let now = net.now;
     let node = net.nodes.get_mut(&sender).unwrap();
-    let mut reply = vec![0u8; 1500];
-    let len = node.poll_tun_packet(&mut reply).expect("an ICMP reply");
-    let reply = &reply[..len];
+    let reply = std::iter::from_fn(|| node.poll_event(now))
+        .find_map(|event| match event {
+            NodeEvent::TunPacket(reply) => Some(reply),
+            _ => None,
+        })
+        .expect("an ICMP reply");
+    let reply = &reply[..];
     assert_eq!(&reply[12..16], &[198, 19, 0, 1], "from the destination");
     assert_eq!(&reply[16..20], &[198, 19, 0, 2], "to the sender");
     assert_eq!(&reply[20..22], &[3, 4], "fragmentation needed");

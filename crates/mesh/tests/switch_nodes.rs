@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use fjord_mesh::switch::{FRAME_HEADER_LEN, MacAddress, Port, SwitchConfig};
-use fjord_mesh::{ModeMismatch, Node, PeerSends};
+use fjord_mesh::{ModeMismatch, Node, NodeEvent, PeerSends};
 use fjord_proto::{
     DATA_TAILROOM, Device, DeviceConfig, DropReason, PeerConfig, PresharedKey, PrivateKey,
     Received, Sent, WallClock,
@@ -49,6 +49,8 @@ struct Net {
     delivered: BTreeMap<u8, Vec<Vec<u8>>>,
     /// What each node refused, in order.
     refused: BTreeMap<u8, Vec<DropReason>>,
+    /// The mode mismatches each node reported, not yet looked at.
+    mismatches: BTreeMap<u8, VecDeque<ModeMismatch>>,
 }
 
 impl Net {
@@ -96,6 +98,7 @@ impl Net {
             in_flight: VecDeque::new(),
             delivered: BTreeMap::new(),
             refused: BTreeMap::new(),
+            mismatches: BTreeMap::new(),
         }
     }
 
@@ -117,6 +120,11 @@ impl Net {
         sent
     }
 
+    /// The next mode mismatch `index` reported.
+    fn poll_mode_mismatch(&mut self, index: u8) -> Option<ModeMismatch> {
+        self.mismatches.get_mut(&index)?.pop_front()
+    }
+
     fn pump(&mut self) {
         let mut buf = vec![0u8; 65_536];
         loop {
@@ -132,7 +140,14 @@ impl Net {
                         buf[..transmit.len].to_vec(),
                     ));
                 }
-                while node.poll_event().is_some() {}
+                while let Some(event) = node.poll_event(self.now) {
+                    if let NodeEvent::ModeMismatch(mismatch) = event {
+                        self.mismatches
+                            .entry(index)
+                            .or_default()
+                            .push_back(mismatch);
+                    }
+                }
             }
             let Some((from, to, mut datagram)) = self.in_flight.pop_front() else {
                 break;
@@ -256,19 +271,19 @@ fn peers_in_another_mode_are_refused_and_reported_once() {
     }
     assert!(net.take_delivered().is_empty());
     assert_eq!(net.refused[&1], [DropReason::ModeMismatch; 3]);
-    let switch = net.nodes.get_mut(&1).unwrap();
+    let switch = &net.nodes[&1];
     let peer = switch
         .device()
         .peer_id(&key(4).public_key())
         .expect("node 4 is a peer");
     assert_eq!(
-        switch.poll_mode_mismatch(),
+        net.poll_mode_mismatch(1),
         Some(ModeMismatch {
             peer,
             sends: PeerSends::IpPackets
         })
     );
-    assert_eq!(switch.poll_mode_mismatch(), None, "once per peer");
+    assert_eq!(net.poll_mode_mismatch(1), None, "once per peer");
     // The switch floods no frame to a peer that speaks IP.
     assert!(matches!(
         net.send(1, &frame(MacAddress::BROADCAST, mac(1), 42)),
@@ -280,9 +295,8 @@ fn peers_in_another_mode_are_refused_and_reported_once() {
     net.send(1, &frame(MacAddress::BROADCAST, mac(1), 42));
     assert!(net.take_delivered().is_empty());
     assert_eq!(net.refused[&4], [DropReason::ModeMismatch]);
-    let router = net.nodes.get_mut(&4).unwrap();
     assert_eq!(
-        router.poll_mode_mismatch().map(|mismatch| mismatch.sends),
+        net.poll_mode_mismatch(4).map(|mismatch| mismatch.sends),
         Some(PeerSends::Frames)
     );
 }

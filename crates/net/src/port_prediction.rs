@@ -2,7 +2,7 @@
 //! predicts ports toward a member (see the mesh's `traversal.rs` for why).
 //!
 //! ```text
-//! Node::poll_port_prediction ─▶ start: PREDICTION_SOCKETS sockets, each
+//! NodeEvent::PredictPorts ─▶ start: PREDICTION_SOCKETS sockets, each
 //!     sends a low-TTL punch to every endpoint (its own NAT mapping each)
 //! a socket readable ─▶ from one of the endpoints' addresses? that socket
 //!     is steered to the sender (steering.rs), the round's others close;

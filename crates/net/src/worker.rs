@@ -26,6 +26,7 @@
 //! bounding each turn keeps one busy direction from starving the other.
 
 mod carriers;
+mod events;
 mod steer;
 mod transmit;
 mod turn;
@@ -37,7 +38,6 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use fjord_mesh::Node;
-use fjord_proto::Event;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 
@@ -532,7 +532,8 @@ impl Worker {
         }
     }
 
-    /// Timers, queued control datagrams and events.
+    /// Timers, then the node's output in two loops: its datagrams
+    /// (worker/transmit.rs), then its events (worker/events.rs).
     fn after_io(&mut self, now: Instant) {
         if now >= self.next_housekeeping {
             self.housekeeping(now);
@@ -545,101 +546,8 @@ impl Worker {
             self.node.handle_timeout(now);
         }
         self.send_transmits(now);
-        while let Some(event) = self.node.poll_event() {
-            self.log_event(now, &event);
-            if let Some(endpoint) = self.proven_endpoint(&event) {
-                self.connect_endpoint(endpoint);
-            }
-        }
-        while let Some(mismatch) = self.node.poll_mode_mismatch() {
-            let key = self.node.device().peer_public_key(mismatch.peer);
-            crate::drop_report::log_mode_mismatch(key, mismatch.sends);
-        }
-        while let Some(refusal) = self.node.poll_refusal() {
-            self.log_refusal(now, refusal);
-        }
-        self.start_predictions(now);
-        self.run_carrier_commands(now);
-        self.write_too_big_replies();
-    }
-
-    /// ICMP "fragmentation needed" / "packet too big" replies for inner
-    /// senders whose packets did not fit a member's path.
-    fn write_too_big_replies(&mut self) {
-        while let Some(len) = self.node.poll_tun_packet(&mut self.control_buffer) {
-            self.tun.queue_write(&self.control_buffer, 0..len);
-            match self.tun.flush_writes(&mut self.control_buffer) {
-                Ok(outcome) => self.stats.tun_write_errors += outcome.lost as u64,
-                Err(error) => {
-                    tracing::debug!(%error, "writing an ICMP reply to the TUN failed");
-                    return;
-                }
-            }
-        }
-    }
-
-    fn log_refusal(&mut self, now: Instant, refusal: fjord_mesh::Refusal) {
-        let Some(unlogged) = self.refusal_log.note(refusal.by, now) else {
-            tracing::debug!(member = %refusal.by, reason = %refusal.reason, "member refused our certificate again");
-            return;
-        };
-        // A bootstrap member that refuses us never told us its name.
-        let member = self
-            .node
-            .members()
-            .into_iter()
-            .find(|(member, _)| member.key == refusal.by)
-            .map_or_else(|| refusal.by.to_base64(), |(member, _)| member.name);
-        crate::drop_report::log_refusal(&member, refusal.reason, unlogged);
-    }
-
-    fn log_event(&mut self, now: Instant, event: &Event) {
-        let key = |peer| {
-            self.node
-                .device()
-                .peer_status(peer)
-                .map(|status| status.public_key.to_base64())
-                .unwrap_or_default()
-        };
-        match event {
-            Event::HandshakeCompleted { peer, initiator } => {
-                let peer = key(*peer);
-                tracing::info!(%peer, initiator, "handshake completed");
-                self.unanswered_log.answered(&peer);
-            }
-            Event::HandshakeAbandoned { peer } => {
-                let peer = key(*peer);
-                if self.unanswered_log.abandoned(peer.clone()) {
-                    tracing::warn!(%peer, "no handshake response for 90 s; dropped queued packets (further rounds without an answer from this peer are logged at debug level until it answers)");
-                } else {
-                    tracing::debug!(%peer, "no handshake response for 90 s again; dropped queued packets");
-                }
-            }
-            Event::HandshakeInitiated { peer, endpoint, .. } => {
-                tracing::trace!(peer = %key(*peer), ?endpoint, "handshake initiation sent");
-            }
-            Event::EndpointChanged { peer, endpoint } => match self.endpoint_log.note(*peer, now) {
-                Some(0) => {
-                    tracing::info!(peer = %key(*peer), %endpoint, "peer endpoint changed");
-                }
-                Some(unlogged) => tracing::info!(
-                    peer = %key(*peer),
-                    %endpoint,
-                    "peer endpoint changed ({unlogged} more times since the last such line, logged only at debug level: a roaming peer, or copies of its datagrams sent from elsewhere)"
-                ),
-                None => {
-                    tracing::debug!(peer = %key(*peer), %endpoint, "peer endpoint changed");
-                }
-            },
-            Event::LocalAddressChanged { peer } => {
-                tracing::debug!(peer = %key(*peer), "peer reaches us at another of our addresses");
-            }
-            Event::KeysErased { peer } => {
-                tracing::debug!(peer = %key(*peer), "session keys erased after inactivity");
-            }
-            Event::UnknownPeerAdmitted { public_key, .. } => {
-                tracing::debug!(peer = %public_key, "unconfigured peer handshaked; waiting for its certificate");
-            }
+        while let Some(event) = self.node.poll_event(now) {
+            self.handle_node_event(now, event);
         }
     }
 

@@ -6,8 +6,9 @@
 //! Event::HandshakeCompleted ─▶ Fallback::handle_handshake
 //! Event::EndpointChanged  ─▶ Fallback::handle_endpoint
 //! handle_carrier (from the driver's sockets) ─▶ Fallback::handle_carrier
-//! FallbackAction::Connect / Disconnect / GiveUp ─▶ poll_carrier (the
-//!                            driver opens or closes the TCP connection)
+//! FallbackAction::Connect / Disconnect / GiveUp ─▶ poll_event:
+//!                            NodeEvent::Carrier (the driver opens or
+//!                            closes the TCP connection)
 //! FallbackAction::UseCarrier ─▶ endpoint := carrier, initiation over it
 //! FallbackAction::ProbeUdp   ─▶ Device::initiate_toward(UDP endpoint)
 //! FallbackAction::UseUdp     ─▶ endpoint := UDP endpoint
@@ -16,7 +17,8 @@
 //! Nothing here runs for a node whose peers have no fallback port: the
 //! driver is created by the first [`Node::set_peer_fallback`]. Device
 //! events pass through on their way to `poll_event` (or to the mesh,
-//! which hands them on), so the fallback sees each exactly once.
+//! which hands them on), so the fallback sees each exactly once. What the
+//! fallback does is stamped with the `now` of the call that runs its pump.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -41,12 +43,7 @@ pub enum CarrierCommand {
 
 pub(super) struct FallbackDriver {
     fallback: Fallback,
-    /// The `now` of the latest timed input (timers, carrier events): the
-    /// handshakes the fallback starts are stamped with it.
-    last_now: Instant,
-    /// Device events seen by the fallback, waiting for `poll_event`
-    /// (without a mesh; a mesh keeps its own queue).
-    pub(super) events: VecDeque<Event>,
+    /// Carrier commands waiting for `poll_event`.
     commands: VecDeque<CarrierCommand>,
     /// The fallback port of mesh members: they are fjord, and are assumed
     /// to listen where this node does.
@@ -57,16 +54,14 @@ impl Node {
     /// Falls back to TCP `fallback_port` at `id`'s address when UDP to it
     /// fails (only for a peer known to run fjord); `None` turns it off.
     pub fn set_peer_fallback(&mut self, now: Instant, id: PeerId, fallback_port: Option<u16>) {
-        self.fallback_driver(now)
-            .fallback
-            .configure(id, fallback_port);
-        self.pump_fallback();
+        self.fallback_driver().fallback.configure(id, fallback_port);
+        self.pump_fallback(now);
     }
 
     /// Mesh members (all fjord) fall back to `port` when UDP to them
     /// fails: set when this node listens for the carrier there itself.
-    pub fn set_member_fallback_port(&mut self, now: Instant, port: Option<u16>) {
-        self.fallback_driver(now).member_port = port;
+    pub fn set_member_fallback_port(&mut self, port: Option<u16>) {
+        self.fallback_driver().member_port = port;
     }
 
     /// `id`'s fallback port, if it falls back.
@@ -88,24 +83,20 @@ impl Node {
 
     /// What happened to a carrier connection.
     pub fn handle_carrier(&mut self, now: Instant, event: CarrierEvent) {
-        let driver = self.fallback_driver(now);
-        driver.last_now = now;
-        driver.fallback.handle_carrier(now, event);
-        self.pump_fallback();
+        self.fallback_driver().fallback.handle_carrier(now, event);
+        self.pump_fallback(now);
     }
 
-    /// A carrier connection to open or close.
-    pub fn poll_carrier(&mut self) -> Option<CarrierCommand> {
-        self.pump_fallback();
+    /// The fallback's part of `poll_event`: a carrier connection to open
+    /// or close (the caller has run the pump).
+    pub(super) fn poll_carrier(&mut self) -> Option<CarrierCommand> {
         self.fallback.as_mut()?.commands.pop_front()
     }
 
-    fn fallback_driver(&mut self, now: Instant) -> &mut FallbackDriver {
+    fn fallback_driver(&mut self) -> &mut FallbackDriver {
         self.fallback.get_or_insert_with(|| {
             Box::new(FallbackDriver {
                 fallback: Fallback::new(),
-                last_now: now,
-                events: VecDeque::new(),
                 commands: VecDeque::new(),
                 member_port: None,
             })
@@ -120,7 +111,6 @@ impl Node {
         let Some(driver) = self.fallback.as_mut() else {
             return;
         };
-        driver.last_now = now;
         if driver
             .fallback
             .poll_timeout()
@@ -128,7 +118,7 @@ impl Node {
         {
             driver.fallback.handle_timeout(now);
         }
-        self.pump_fallback();
+        self.pump_fallback(now);
     }
 
     /// A mesh member was admitted as `id`: it falls back like a
@@ -150,11 +140,10 @@ impl Node {
 
     /// Shows a device event to the fallback (the mesh's pump calls this
     /// for the events it takes).
-    pub(super) fn fallback_observe(&mut self, event: &Event) {
+    pub(super) fn fallback_observe(&mut self, now: Instant, event: &Event) {
         let Some(driver) = self.fallback.as_mut() else {
             return;
         };
-        let now = driver.last_now;
         match *event {
             Event::HandshakeInitiated { peer, endpoint, at } => {
                 driver.fallback.handle_initiated(at, peer, endpoint);
@@ -168,23 +157,20 @@ impl Node {
     }
 
     /// Takes device events (unless the mesh does), then applies what the
-    /// fallback decided.
-    pub(super) fn pump_fallback(&mut self) {
+    /// fallback decided, stamped `now`.
+    pub(super) fn pump_fallback(&mut self, now: Instant) {
         if self.fallback.is_none() {
             return;
         }
         if self.mesh.is_none() {
             while let Some(event) = self.device.poll_event() {
-                self.fallback_observe(&event);
-                if let Some(driver) = self.fallback.as_mut() {
-                    driver.events.push_back(event);
-                }
+                self.fallback_observe(now, &event);
+                self.seen_events.push_back(event);
             }
         }
         while let Some(driver) = self.fallback.as_mut()
             && let Some(action) = driver.fallback.poll_action()
         {
-            let now = driver.last_now;
             match action {
                 FallbackAction::Connect { carrier, .. } => {
                     driver.commands.push_back(CarrierCommand::Open(carrier));

@@ -11,17 +11,19 @@
 //! Mesh::poll_action  ─▶ add / route / confirm / remove peers
 //! Mesh::poll_message ─▶ Device::send_extension ─▶ poll_transmit
 //! MeshAction::Punch  ─▶ poll_transmit (low-TTL datagrams: Transmit::ttl)
-//! MeshAction::PredictPorts ─▶ poll_port_prediction (the driver opens sockets)
+//! MeshAction::PredictPorts ─▶ poll_event: NodeEvent::PredictPorts (the driver
+//!                        opens sockets)
 //! MeshAction::Connect ─▶ Device::initiate_toward
 //! Event::EndpointChanged ─▶ Mesh::handle_path (a relayed member reached directly)
 //! MeshAction::RelayBetween ─▶ RelayTable: datagrams of relayed pairs are
 //!                        forwarded before the Device sees them
-//! Mesh::poll_refusal ─▶ poll_refusal (a member refused us; the driver logs it)
+//! Mesh::poll_refusal ─▶ poll_event: NodeEvent::Refused (the driver logs it)
 //! ```
 //!
 //! All of it runs inside the Node's own calls (`finish_datagram`,
-//! `handle_timeout`, `poll_transmit`, `poll_event`), so a driver that
-//! follows the Device's call order drives the mesh without knowing it.
+//! `handle_timeout`, `poll_transmit`, `poll_event`), each stamped with the
+//! `now` that call was given, so a driver that follows the Device's call
+//! order drives the mesh without knowing it.
 
 use std::collections::{HashSet, VecDeque};
 use std::net::SocketAddr;
@@ -32,11 +34,9 @@ use fjord_proto::{
     DropReason, Event, PeerConfig, PeerId, PresharedKey, PublicKey, Received, Transmit,
 };
 
-use super::Node;
+use super::{Node, NodeEvent};
 use crate::cert::{Certificate, Revocation};
-use crate::membership::{
-    Bootstrap, BootstrapChange, MemberStatus, Mesh, MeshAction, MeshDrop, Refusal,
-};
+use crate::membership::{Bootstrap, BootstrapChange, MemberStatus, Mesh, MeshAction, MeshDrop};
 use crate::pmtu::PathMtuTable;
 use crate::relay::RelayTable;
 
@@ -56,15 +56,9 @@ pub const MAX_UNVERIFIED_PEERS: usize = 256;
 
 pub(super) struct MeshDriver {
     pub(super) mesh: Mesh,
-    /// Device events, kept for the caller's `poll_event` after the mesh
-    /// has seen them.
-    pub(super) events: VecDeque<Event>,
-    /// The `now` of the latest input: sends triggered from `poll_*` calls
-    /// (which take no time) are stamped with it.
-    pub(super) last_now: Instant,
     /// Punch datagrams waiting for `poll_transmit`.
     punches: VecDeque<SocketAddr>,
-    /// Port prediction rounds waiting for `poll_port_prediction`.
+    /// Port prediction rounds waiting for `poll_event`.
     predictions: VecDeque<Vec<SocketAddr>>,
     /// Pairs of members we relay for.
     relays: RelayTable,
@@ -88,8 +82,6 @@ impl Node {
             .set_unknown_peer_limit(Some(MAX_UNVERIFIED_PEERS));
         self.mesh = Some(MeshDriver {
             mesh,
-            events: VecDeque::new(),
-            last_now: now,
             punches: VecDeque::new(),
             predictions: VecDeque::new(),
             relays: RelayTable::default(),
@@ -98,7 +90,7 @@ impl Node {
             pmtu: PathMtuTable::new(self.device.mtu()),
             probes: VecDeque::new(),
         });
-        self.pump_mesh();
+        self.pump_mesh(now);
     }
 
     pub fn mesh(&self) -> Option<&Mesh> {
@@ -123,11 +115,14 @@ impl Node {
             .collect()
     }
 
-    /// A member's refusal of this node's certificate, with its reason
-    /// (see `membership/refusals.rs`), for the driver to tell its
-    /// operator: drain after each turn, as `poll_event`.
-    pub fn poll_refusal(&mut self) -> Option<Refusal> {
-        self.mesh.as_mut()?.mesh.poll_refusal()
+    /// The mesh's part of `poll_event`: a member's refusal of this node's
+    /// certificate, then a port prediction round.
+    pub(super) fn poll_mesh_event(&mut self) -> Option<NodeEvent> {
+        let driver = self.mesh.as_mut()?;
+        if let Some(refusal) = driver.mesh.poll_refusal() {
+            return Some(NodeEvent::Refused(refusal));
+        }
+        driver.predictions.pop_front().map(NodeEvent::PredictPorts)
     }
 
     /// Adds a revocation given locally (a reload re-read the file) and
@@ -136,9 +131,8 @@ impl Node {
         let Some(driver) = self.mesh.as_mut() else {
             return Ok(());
         };
-        driver.last_now = now;
         let result = driver.mesh.revoke(revocation);
-        self.pump_mesh();
+        self.pump_mesh(now);
         result
     }
 
@@ -152,9 +146,8 @@ impl Node {
         let Some(driver) = self.mesh.as_mut() else {
             return Ok(false);
         };
-        driver.last_now = now;
         let result = driver.mesh.renew_certificate(now, certificate);
-        self.pump_mesh();
+        self.pump_mesh(now);
         result
     }
 
@@ -164,9 +157,8 @@ impl Node {
         let Some(driver) = self.mesh.as_mut() else {
             return BootstrapChange::default();
         };
-        driver.last_now = now;
         let change = driver.mesh.set_bootstrap(bootstrap);
-        self.pump_mesh();
+        self.pump_mesh(now);
         change
     }
 
@@ -174,10 +166,9 @@ impl Node {
     /// through `poll_transmit`.
     pub fn leave_mesh(&mut self, now: Instant) {
         if let Some(driver) = self.mesh.as_mut() {
-            driver.last_now = now;
             driver.mesh.leave();
         }
-        self.pump_mesh();
+        self.pump_mesh(now);
     }
 
     pub(super) fn handle_extension(
@@ -195,14 +186,13 @@ impl Node {
         };
         if recipient == Recipient::PathMtu {
             self.handle_path_mtu(now, peer, key, payload);
-            self.pump_mesh();
+            self.pump_mesh(now);
             return Received::Control;
         }
-        driver.last_now = now;
         // A refused message is counted by the mesh (`MeshCounters`); it
         // has no place among WireGuard's drop reasons.
         let _ = driver.mesh.handle_control(now, key, from, payload);
-        self.pump_mesh();
+        self.pump_mesh(now);
         Received::Control
     }
 
@@ -218,7 +208,6 @@ impl Node {
         let Some(driver) = self.mesh.as_mut() else {
             return;
         };
-        driver.last_now = now;
         if driver
             .mesh
             .poll_timeout()
@@ -233,18 +222,17 @@ impl Node {
         {
             driver.pmtu.handle_timeout(now);
         }
-        self.pump_mesh();
+        self.pump_mesh(now);
     }
 
-    /// Moves device events into the mesh, then the mesh's actions and
-    /// messages into the device.
-    pub(super) fn pump_mesh(&mut self) {
+    /// Moves device events into the mesh (and on to `poll_event`), then
+    /// the mesh's actions and messages into the device, stamped `now`.
+    pub(super) fn pump_mesh(&mut self, now: Instant) {
         let Some(mut driver) = self.mesh.take() else {
             return;
         };
-        let now = driver.last_now;
         while let Some(event) = self.device.poll_event() {
-            self.fallback_observe(&event);
+            self.fallback_observe(now, &event);
             match &event {
                 Event::HandshakeCompleted { peer, .. } => {
                     if let Some(key) = self.device.peer_public_key(*peer) {
@@ -259,25 +247,25 @@ impl Node {
                     if let Some(key) = self.device.peer_public_key(*peer) {
                         driver.mesh.handle_path(*key, *endpoint);
                     }
-                    Self::path_moved(&mut driver, *peer, *endpoint);
+                    Self::path_moved(now, &mut driver, *peer, *endpoint);
                 }
                 _ => {}
             }
-            driver.events.push_back(event);
+            self.seen_events.push_back(event);
         }
         while let Some(action) = driver.mesh.poll_action() {
-            self.apply(&mut driver, action);
+            self.apply(now, &mut driver, action);
         }
         while let Some(outbound) = driver.mesh.poll_message() {
             if let Some(id) = self.device.peer_id(&outbound.to) {
                 self.device.send_extension(id, now, &outbound.message);
             }
         }
-        self.pump_path_mtu(&mut driver);
+        self.pump_path_mtu(now, &mut driver);
         self.mesh = Some(driver);
     }
 
-    fn apply(&mut self, driver: &mut MeshDriver, action: MeshAction) {
+    fn apply(&mut self, now: Instant, driver: &mut MeshDriver, action: MeshAction) {
         match action {
             MeshAction::Admit {
                 key,
@@ -300,7 +288,7 @@ impl Node {
                 if let (false, Some(endpoint)) = (has_endpoint, endpoint) {
                     self.device.set_peer_endpoint(id, endpoint);
                 }
-                self.track_path(driver, &key, id);
+                self.track_path(now, driver, &key, id);
                 self.fallback_member_admitted(id);
             }
             MeshAction::Remove { key } => {
@@ -322,7 +310,7 @@ impl Node {
             MeshAction::PredictPorts { toward, .. } => driver.predictions.push_back(toward),
             MeshAction::Connect { key, endpoints } => {
                 if let Some(id) = self.device.peer_id(&key) {
-                    self.device.initiate_toward(id, driver.last_now, &endpoints);
+                    self.device.initiate_toward(id, now, &endpoints);
                 }
             }
             MeshAction::RelayBetween { a, b } => {
@@ -334,8 +322,7 @@ impl Node {
             } => {
                 if let Some(id) = self.device.peer_id(&key) {
                     self.device.set_peer_endpoint(id, relay_endpoint);
-                    self.device
-                        .initiate_toward(id, driver.last_now, &[relay_endpoint]);
+                    self.device.initiate_toward(id, now, &[relay_endpoint]);
                 }
             }
         }
@@ -409,16 +396,6 @@ impl Node {
         })
     }
 
-    /// A port prediction round to run: open
-    /// [`PREDICTION_SOCKETS`](crate::membership::PREDICTION_SOCKETS)
-    /// sockets, punch from each at every endpoint given (as
-    /// punches from [`Node::poll_transmit`] are sent), and let one that hears
-    /// from one of their addresses carry the traffic to the endpoint it
-    /// heard from.
-    pub fn poll_port_prediction(&mut self) -> Option<Vec<SocketAddr>> {
-        self.mesh.as_mut()?.predictions.pop_front()
-    }
-
     /// The peer for a member, created (or confirmed) if need be.
     fn admitted_peer(
         &mut self,
@@ -442,14 +419,5 @@ impl Node {
         let id = self.add_peer(config, &[]).ok()?;
         driver.managed.insert(id);
         Some(id)
-    }
-}
-
-/// Keeps the mesh's clock at the latest input's time. A function of the
-/// one field, so the receive path can call it while a data message still
-/// borrows the device.
-pub(super) fn note_time(mesh: &mut Option<MeshDriver>, now: Instant) {
-    if let Some(driver) = mesh.as_mut() {
-        driver.last_now = now;
     }
 }

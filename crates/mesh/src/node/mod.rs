@@ -6,6 +6,28 @@
 //! MAC address instead. Still sans-I/O: same call order as
 //! [`fjord_proto::Device`], which it wraps; the mesh's control messages
 //! and peer changes ride on those same calls (see `membership.rs`).
+//!
+//! What comes out, after each turn of input, through two calls that
+//! both take the caller's `now` (the node keeps no clock of its own):
+//!
+//! ```text
+//! poll_transmit(now, buf) ─▶ Transmit: a datagram written into buf
+//!     relayed datagrams, the device's messages, NAT punches (ttl),
+//!     path MTU probes (dont_fragment)
+//! poll_event(now) ─▶ NodeEvent, in this order:
+//!     Device(Event)          handshakes, endpoints, keys (after the mesh
+//!                            and the fallback have seen them)
+//!     ModeMismatch           a peer in the other mode, once per peer
+//!     Refused(Refusal)       a member refused our certificate
+//!     PredictPorts(toward)   a port prediction round to open
+//!     Carrier(command)       a fallback carrier to open or close
+//!     TunPacket(reply)       an ICMP "too big" reply for the TUN
+//! ```
+//!
+//! Both run the pumps first (device events into the mesh and the
+//! fallback, their actions back into the device). A driver drains
+//! transmits, then events, each until `None`, after every turn of input;
+//! transmits caused by what it does for an event wait for its next turn.
 
 mod fallback;
 mod membership;
@@ -17,7 +39,8 @@ pub use fallback::CarrierCommand;
 pub use membership::{PUNCH_DATAGRAM, PUNCH_TTL};
 pub use switching::{InnerLayout, ModeMismatch, PeerSends};
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::SocketAddr;
 use std::time::Instant;
 
 use fjord_proto::extension::Recipient;
@@ -29,6 +52,34 @@ use fjord_proto::{
 
 use crate::allowed_ips::AllowedIps;
 use crate::cidr::Cidr;
+use crate::membership::Refusal;
+
+/// What a [`Node`] asks of its driver besides sending datagrams, from
+/// [`Node::poll_event`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeEvent {
+    /// Something the device did (a handshake, a moved endpoint, erased
+    /// keys), for the log; the mesh and the fallback have seen it.
+    Device(Event),
+    /// The first packet from a peer that runs in the other mode
+    /// (`switching.rs`): log it.
+    ModeMismatch(ModeMismatch),
+    /// A member refused this node's certificate (see
+    /// `membership/refusals.rs`): tell the operator.
+    Refused(Refusal),
+    /// A port prediction round to run: open
+    /// [`PREDICTION_SOCKETS`](crate::membership::PREDICTION_SOCKETS)
+    /// sockets, punch from each at every endpoint given (as punches from
+    /// [`Node::poll_transmit`] are sent), and let one that hears from one
+    /// of their addresses carry the traffic to the endpoint it heard from.
+    PredictPorts(Vec<SocketAddr>),
+    /// A fallback carrier connection to open or close.
+    Carrier(CarrierCommand),
+    /// An ICMP "fragmentation needed" / "packet too big" reply for an
+    /// inner sender, to write into the TUN device as it is (at most
+    /// [`fjord_proto::icmp::MAX_REPLY_LEN`] bytes; see `too_big.rs`).
+    TunPacket(Vec<u8>),
+}
 
 pub struct Node {
     device: Device,
@@ -39,6 +90,9 @@ pub struct Node {
     drops: DropCounters,
     /// The fjord mesh, when the interface is a member of one.
     mesh: Option<membership::MeshDriver>,
+    /// Device events the mesh or the fallback has seen, waiting for
+    /// `poll_event` (without either, events stay in the device until then).
+    seen_events: VecDeque<Event>,
     /// Per peer (by `PeerId::index`), the largest inner packet its path
     /// carries; `usize::MAX` (or no entry) for no limit.
     path_limits: Vec<usize>,
@@ -58,6 +112,7 @@ impl Node {
             owned: HashMap::new(),
             drops: DropCounters::default(),
             mesh: None,
+            seen_events: VecDeque::new(),
             path_limits: Vec::new(),
             too_big_replies: too_big::TooBigReplies::default(),
             fallback: None,
@@ -266,7 +321,6 @@ impl Node {
         // the other outcomes need is reached by field, beside that borrow.
         match self.device.prepare_datagram(now, from, datagram) {
             Incoming::Done(received) => {
-                membership::note_time(&mut self.mesh, now);
                 let refused = check_source(
                     &self.routes,
                     self.switch.as_mut(),
@@ -326,8 +380,8 @@ impl Node {
 
     pub fn handle_timeout(&mut self, now: Instant) {
         self.device.handle_timeout(now);
-        // The fallback's clock first: the device's retries it is about to
-        // see are stamped with it.
+        // The fallback first: its actions (and the device events they
+        // cause) reach the mesh's pump below in the same call.
         self.fallback_timeout(now);
         self.mesh_timeout(now);
     }
@@ -348,33 +402,36 @@ impl Node {
     /// punches ([`Transmit::ttl`]) and path MTU probes
     /// ([`Transmit::dont_fragment`]). Sends it causes are stamped `now`.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        membership::note_time(&mut self.mesh, now);
-        self.pump_mesh();
-        self.pump_fallback();
+        self.pump_mesh(now);
+        self.pump_fallback(now);
         self.poll_forward(buf)
             .or_else(|| self.device.poll_transmit(buf))
             .or_else(|| self.poll_punch(buf))
             .or_else(|| self.poll_probe(buf))
     }
 
-    pub fn poll_event(&mut self) -> Option<Event> {
-        if self.mesh.is_some() {
-            self.pump_mesh();
-            self.pump_fallback();
-            return self
-                .mesh
-                .as_mut()
-                .and_then(|driver| driver.events.pop_front());
+    /// The next thing for the driver to do or log besides sending, in the
+    /// order of [`NodeEvent`]'s variants (each kind first in, first out);
+    /// what the pumps it runs cause is stamped `now`.
+    pub fn poll_event(&mut self, now: Instant) -> Option<NodeEvent> {
+        self.pump_mesh(now);
+        self.pump_fallback(now);
+        // With a mesh or a fallback, a device event waits for their pump
+        // (the next call's) so that each sees it first.
+        let device_event = if self.mesh.is_some() || self.fallback.is_some() {
+            self.seen_events.pop_front()
+        } else {
+            self.device.poll_event()
+        };
+        if let Some(event) = device_event {
+            return Some(NodeEvent::Device(event));
         }
-        match self.fallback.as_mut() {
-            Some(_) => {
-                self.pump_fallback();
-                self.fallback
-                    .as_mut()
-                    .and_then(|driver| driver.events.pop_front())
-            }
-            None => self.device.poll_event(),
+        if let Some(mismatch) = self.mismatches.pop() {
+            return Some(NodeEvent::ModeMismatch(mismatch));
         }
+        self.poll_mesh_event()
+            .or_else(|| self.poll_carrier().map(NodeEvent::Carrier))
+            .or_else(|| self.poll_tun_packet().map(NodeEvent::TunPacket))
     }
 }
 

@@ -79,7 +79,6 @@ impl Node {
         let Some(driver) = self.mesh.as_mut() else {
             return;
         };
-        driver.last_now = now;
         match Control::decode(payload) {
             Ok(Control::MtuProbe { id }) if driver.mesh.is_member(&key) => {
                 let ack = Control::MtuAck {
@@ -97,7 +96,13 @@ impl Node {
 
     /// Tracks an admitted member's path; a bootstrap peer is admitted
     /// before its certificate is checked and is tracked once it is.
-    pub(super) fn track_path(&mut self, driver: &mut MeshDriver, key: &PublicKey, id: PeerId) {
+    pub(super) fn track_path(
+        &mut self,
+        now: Instant,
+        driver: &mut MeshDriver,
+        key: &PublicKey,
+        id: PeerId,
+    ) {
         if !driver.mesh.is_member(key) {
             return;
         }
@@ -106,25 +111,26 @@ impl Node {
             .peer_status(id)
             .and_then(|status| status.endpoint)
             .map_or(Family::V4, |endpoint| Family::of(&endpoint));
-        driver.pmtu.track(driver.last_now, id, family);
+        driver.pmtu.track(now, id, family);
     }
 
     /// A tracked member now sends from `endpoint`: search its path again.
-    pub(super) fn path_moved(driver: &mut MeshDriver, id: PeerId, endpoint: SocketAddr) {
+    pub(super) fn path_moved(
+        now: Instant,
+        driver: &mut MeshDriver,
+        id: PeerId,
+        endpoint: SocketAddr,
+    ) {
         if driver.pmtu.is_tracked(id) {
-            driver
-                .pmtu
-                .path_changed(driver.last_now, id, Family::of(&endpoint));
+            driver.pmtu.path_changed(now, id, Family::of(&endpoint));
         }
     }
 
     /// Seals the prober's probes and applies its limit changes.
-    pub(super) fn pump_path_mtu(&mut self, driver: &mut MeshDriver) {
-        driver
-            .pmtu
-            .set_tunnel_mtu(driver.last_now, self.device.mtu());
+    pub(super) fn pump_path_mtu(&mut self, now: Instant, driver: &mut MeshDriver) {
+        driver.pmtu.set_tunnel_mtu(now, self.device.mtu());
         while let Some(probe) = driver.pmtu.poll_probe() {
-            self.seal_probe(driver, probe);
+            self.seal_probe(now, driver, probe);
         }
         while let Some((id, limit)) = driver.pmtu.poll_change() {
             self.set_path_limit(id, limit);
@@ -134,7 +140,7 @@ impl Node {
     /// A probe leaves only inside a session: without one it is simply
     /// lost (and its round times out), so probing never starts handshakes
     /// nor queues stale probes behind one.
-    fn seal_probe(&mut self, driver: &mut MeshDriver, probe: Probe) {
+    fn seal_probe(&mut self, now: Instant, driver: &mut MeshDriver, probe: Probe) {
         if !self.device.peer_has_session(probe.peer) {
             return;
         }
@@ -150,7 +156,7 @@ impl Node {
             source,
         } = self
             .device
-            .encapsulate(driver.last_now, probe.peer, &mut buf, probe.plaintext_bytes)
+            .encapsulate(now, probe.peer, &mut buf, probe.plaintext_bytes)
         {
             buf.truncate(len);
             driver.probes.push_back((destination, source, buf));

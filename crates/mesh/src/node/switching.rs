@@ -21,9 +21,10 @@
 //! a peer of a router, means the two ends are configured differently (or
 //! the peer is plain WireGuard, which can only ever send IP packets). It
 //! is dropped and counted ([`DropReason::ModeMismatch`]), and the first
-//! one from each peer is reported through [`Node::poll_mode_mismatch`] so
-//! the driver can log it once. A peer that sent IP packets is left out of
-//! floods (it would drop every frame) until it sends a frame.
+//! one from each peer is reported through [`Node::poll_event`]
+//! (`NodeEvent::ModeMismatch`) so the driver can log it once. A peer that
+//! sent IP packets is left out of floods (it would drop every frame) until
+//! it sends a frame.
 
 use std::collections::{HashSet, VecDeque};
 use std::ops::Range;
@@ -94,6 +95,11 @@ impl Mismatches {
     pub(super) fn forget(&mut self, peer: PeerId) {
         self.reported.remove(&peer);
     }
+
+    /// The next mismatch to report, for `poll_event`.
+    pub(super) fn pop(&mut self) -> Option<ModeMismatch> {
+        self.pending.pop_front()
+    }
 }
 
 impl Node {
@@ -128,12 +134,6 @@ impl Node {
                 overhead: 0,
             },
         }
-    }
-
-    /// The next peer whose traffic showed that it runs in another mode
-    /// than this interface, once per peer; for the log.
-    pub fn poll_mode_mismatch(&mut self) -> Option<ModeMismatch> {
-        self.mismatches.pending.pop_front()
     }
 
     /// Switch mode's first phase of sending the `len`-byte frame at

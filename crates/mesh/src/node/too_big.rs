@@ -8,7 +8,7 @@
 //!                              queue a "fragmentation needed" / "packet
 //!                              too big" for the sender (rate-limited),
 //!                              the driver writes it into the TUN
-//!                              (`poll_tun_packet`)
+//!                              (poll_event: NodeEvent::TunPacket)
 //!                              IPv4 without DF, IPv6 up to 1280: seal
 //!                              anyway (the network may fragment it)
 //! ```
@@ -115,13 +115,10 @@ impl Node {
         Some(Sent::Dropped(DropReason::PacketTooBig))
     }
 
-    /// An ICMP reply for the TUN device, written into `buf`: its length.
-    /// `buf` must hold [`fjord_proto::icmp::MAX_REPLY_LEN`] bytes.
-    pub fn poll_tun_packet(&mut self, buf: &mut [u8]) -> Option<usize> {
-        let reply = self.too_big_replies.queue.pop_front()?;
-        let out = buf.get_mut(..reply.len())?;
-        out.copy_from_slice(&reply);
-        Some(reply.len())
+    /// The last part of `poll_event`: an ICMP reply for the TUN device,
+    /// handed over as it was queued (no copy).
+    pub(super) fn poll_tun_packet(&mut self) -> Option<Vec<u8>> {
+        self.too_big_replies.queue.pop_front()
     }
 
     /// "Packet too big" replies written to the TUN, and those the rate

@@ -4,7 +4,7 @@
 //! the same receive pipeline as UDP's (`Worker::drain_from`).
 //!
 //! ```text
-//! Node::poll_carrier  Open(remote)  ─▶ connect (non-blocking), watch it
+//! NodeEvent::Carrier  Open(remote)  ─▶ connect (non-blocking), watch it
 //!                     Close(remote) ─▶ close it
 //! writable while connecting ─▶ Node::handle_carrier(Connected | Failed)
 //! listener readable          ─▶ accept, Node::handle_carrier(Accepted)
@@ -91,41 +91,39 @@ impl Worker {
         }
     }
 
-    /// Opens and closes the carrier connections the node asked for.
-    pub(super) fn run_carrier_commands(&mut self, now: Instant) {
-        while let Some(command) = self.node.poll_carrier() {
-            match command {
-                CarrierCommand::Open(remote) => {
-                    match self.udp.carriers_mut().connect(now, remote, self.fwmark) {
-                        Ok(opening) => {
-                            tracing::info!(%remote, "UDP unanswered; opening a carrier connection");
-                            if let Opening::Stream(slot) = opening {
-                                self.watch_carrier(slot);
-                            }
-                        }
-                        Err(error) => {
-                            let problem = CarrierProblem::CannotOpen {
-                                remote,
-                                ours: self.udp.carriers().kind(),
-                                error: error.kind(),
-                            };
-                            self.carrier_problem(now, problem);
-                            self.node.handle_carrier(now, CarrierEvent::Failed(remote));
+    /// Opens or closes a carrier connection as the node asked.
+    pub(super) fn run_carrier_command(&mut self, now: Instant, command: CarrierCommand) {
+        match command {
+            CarrierCommand::Open(remote) => {
+                match self.udp.carriers_mut().connect(now, remote, self.fwmark) {
+                    Ok(opening) => {
+                        tracing::info!(%remote, "UDP unanswered; opening a carrier connection");
+                        if let Opening::Stream(slot) = opening {
+                            self.watch_carrier(slot);
                         }
                     }
-                }
-                CarrierCommand::Close(remote) => {
-                    tracing::info!(%remote, "closing the carrier connection");
-                    if let Some(slot) = self.udp.carriers_mut().close(remote) {
-                        self.close_carrier(slot, false);
+                    Err(error) => {
+                        let problem = CarrierProblem::CannotOpen {
+                            remote,
+                            ours: self.udp.carriers().kind(),
+                            error: error.kind(),
+                        };
+                        self.carrier_problem(now, problem);
+                        self.node.handle_carrier(now, CarrierEvent::Failed(remote));
                     }
                 }
-                CarrierCommand::GiveUp(remote) => {
-                    let ours = self.udp.carriers().kind();
-                    self.carrier_problem(now, CarrierProblem::Unanswered { remote, ours });
-                    if let Some(slot) = self.udp.carriers_mut().close(remote) {
-                        self.close_carrier(slot, false);
-                    }
+            }
+            CarrierCommand::Close(remote) => {
+                tracing::info!(%remote, "closing the carrier connection");
+                if let Some(slot) = self.udp.carriers_mut().close(remote) {
+                    self.close_carrier(slot, false);
+                }
+            }
+            CarrierCommand::GiveUp(remote) => {
+                let ours = self.udp.carriers().kind();
+                self.carrier_problem(now, CarrierProblem::Unanswered { remote, ours });
+                if let Some(slot) = self.udp.carriers_mut().close(remote) {
+                    self.close_carrier(slot, false);
                 }
             }
         }

@@ -104,19 +104,17 @@ impl Worker {
         }
     }
 
-    /// Opens the port prediction rounds the mesh asked for.
-    pub(super) fn start_predictions(&mut self, now: Instant) {
-        while let Some(toward) = self.node.poll_port_prediction() {
-            let opened = self.prediction.start(
-                now,
-                &toward,
-                fjord_mesh::PUNCH_TTL,
-                &fjord_mesh::PUNCH_DATAGRAM,
-                self.fwmark,
-                self.poll.registry(),
-            );
-            tracing::debug!(opened, ?toward, "port prediction round");
-        }
+    /// Opens a port prediction round the mesh asked for.
+    pub(super) fn start_prediction(&mut self, now: Instant, toward: &[SocketAddr]) {
+        let opened = self.prediction.start(
+            now,
+            toward,
+            fjord_mesh::PUNCH_TTL,
+            &fjord_mesh::PUNCH_DATAGRAM,
+            self.fwmark,
+            self.poll.registry(),
+        );
+        tracing::debug!(opened, ?toward, "port prediction round");
     }
 
     /// Closes steered sockets whose endpoint no peer uses any more (the
