@@ -81,6 +81,14 @@ fn cookie_key(public: &PublicKey) -> Hash {
     hash(&[LABEL_COOKIE, public.as_bytes()])
 }
 
+/// The handshake message a cookie reply answers, and where it came from.
+#[derive(Debug, Clone, Copy)]
+pub struct Answering<'a> {
+    pub message: &'a [u8],
+    pub layout: MacLayout,
+    pub source: &'a SocketAddr,
+}
+
 /// The responder's side: checks MACs on incoming handshakes and makes
 /// cookie replies. One per device.
 pub struct CookieChecker {
@@ -144,21 +152,23 @@ impl CookieChecker {
         mac(self.secret.as_ref(), &[&bytes[..len]])
     }
 
-    /// Writes a cookie reply to the handshake `message` from `source`.
+    /// Writes a cookie reply to the handshake `answering`.
     /// `nonce` is random bytes from the caller; `fresh_secret` gives more
     /// when the secret is due to change, which is rarely: under a flood
     /// every reply costs the randomness it draws.
-    #[allow(clippy::too_many_arguments)]
     pub fn create_reply(
         &mut self,
         now: Instant,
         fresh_secret: impl FnOnce() -> [u8; HASH_LEN],
         nonce: [u8; XNONCE_LEN],
-        message: &[u8],
-        layout: MacLayout,
-        source: &SocketAddr,
+        answering: Answering<'_>,
         out: &mut [u8; COOKIE_REPLY_LEN],
     ) {
+        let Answering {
+            message,
+            layout,
+            source,
+        } = answering;
         let expired = self
             .secret_born
             .is_none_or(|born| now.saturating_duration_since(born) >= COOKIE_REFRESH_TIME);
@@ -286,9 +296,11 @@ mod tests {
             now,
             || [8; 32],
             [9; 24],
-            &message,
-            MacLayout::INITIATION,
-            &source,
+            Answering {
+                message: &message,
+                layout: MacLayout::INITIATION,
+                source: &source,
+            },
             &mut reply,
         );
         let Ok(Message::CookieReply(view)) = Message::parse(&reply) else {
@@ -318,9 +330,11 @@ mod tests {
             now,
             || [8; 32],
             [9; 24],
-            &unrelated,
-            MacLayout::INITIATION,
-            &source,
+            Answering {
+                message: &unrelated,
+                layout: MacLayout::INITIATION,
+                source: &source,
+            },
             &mut reply,
         );
         let Ok(Message::CookieReply(view)) = Message::parse(&reply) else {

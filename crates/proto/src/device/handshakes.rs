@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use crate::cookie::MacLayout;
+use crate::cookie::{Answering, MacLayout};
 use crate::endpoint::Endpoint;
 use crate::handshake;
 use crate::keys::{PresharedKey, PublicKey};
@@ -56,9 +56,11 @@ impl Device {
                 now,
                 || rng.bytes32(),
                 nonce,
-                message,
-                layout,
-                &from.remote,
+                Answering {
+                    message,
+                    layout,
+                    source: &from.remote,
+                },
                 out,
             );
             self.ctx.send(from, reply);

@@ -8,7 +8,7 @@
 use std::net::{Ipv4Addr, SocketAddr};
 
 use super::sim::*;
-use crate::cookie::{CookieChecker, CookieState, MacLayout};
+use crate::cookie::{Answering, CookieChecker, CookieState, MacLayout};
 use crate::timers::{MAX_TIMER_JITTER, REKEY_TIMEOUT};
 use crate::wire::{COOKIE_REPLY_LEN, HANDSHAKE_INITIATION_LEN, initiation};
 use crate::{
@@ -245,9 +245,11 @@ fn cookie_replies_add_at_most_one_initiation_per_attempt() {
                 pair.now,
                 || [7; 32],
                 [9; 24],
-                &initiation.bytes,
-                MacLayout::INITIATION,
-                &alice_addr(),
+                Answering {
+                    message: &initiation.bytes,
+                    layout: MacLayout::INITIATION,
+                    source: &alice_addr(),
+                },
                 &mut reply,
             );
             assert_eq!(pair.inject(Alice, bob_addr(), &reply), Received::Control);
