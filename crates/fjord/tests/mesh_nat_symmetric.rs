@@ -70,9 +70,7 @@ fn run_try(delay: Duration, limit: Duration, keep: Option<&std::path::Path>) -> 
         router
             .exec(
                 "nft",
-                &[
-                    "add chain ip flat pre { type filter hook prerouting priority -150; }",
-                ],
+                &["add chain ip flat pre { type filter hook prerouting priority -150; }"],
             )
             .unwrap();
         router
@@ -87,7 +85,15 @@ fn run_try(delay: Duration, limit: Duration, keep: Option<&std::path::Path>) -> 
             .as_ref()
             .unwrap()
             .command("conntrack")
-            .args(["-E", "-p", "udp", "-o", "timestamp", "--buffer-size", "16777216"])
+            .args([
+                "-E",
+                "-p",
+                "udp",
+                "-o",
+                "timestamp",
+                "--buffer-size",
+                "16777216",
+            ])
             .stdout(file)
             .spawn()
             .unwrap()
