@@ -6,7 +6,10 @@
 //!
 //! `second_symmetric_member_measured` (ignored: minutes) repeats the run
 //! with the second member started 0, 3 and 8 s after the first and prints
-//! a table of the times (`FJORD_NAT_TRIES` tries each, 10 unless set).
+//! a table of the times (`FJORD_NAT_TRIES` tries each, 10 unless set;
+//! `FJORD_NAT_DELAYS=0,3,8` and `FJORD_NAT_KINDS=pub,pp,sym,sym[,...]`
+//! change the runs; `FJORD_NAT_KEEP=DIR` keeps each try's logs, the NATs'
+//! conntrack tables and the port-preserving NAT's conntrack events).
 //!
 //! Needs root and nft; without root the tests skip with one line (fail
 //! under CI).
@@ -64,26 +67,14 @@ fn run_try(delay: Duration, limit: Duration, keep: Option<&std::path::Path>) -> 
         Err(_) => KINDS.to_vec(),
     };
     let internet = NatInternet::build(&kinds).expect("namespaces and NATs");
-    if std::env::var_os("FJORD_NAT_FLAT").is_some() {
-        let router = &internet.router;
-        router.exec("nft", &["add", "table", "ip", "flat"]).unwrap();
-        router
-            .exec(
-                "nft",
-                &["add chain ip flat pre { type filter hook prerouting priority -150; }"],
-            )
-            .unwrap();
-        router
-            .exec("nft", &["add rule ip flat pre ip ttl 1 ip ttl set 2"])
-            .unwrap();
-    }
-    let mut events = keep.map(|keep| {
+    // The port-preserving NAT's conntrack events (`conntrack -E`, when
+    // installed): which mapping each of its host's flows got, and when.
+    let mut events = keep.and_then(|keep| {
         let _ = std::fs::create_dir_all(keep);
-        let file = std::fs::File::create(keep.join("events-site1")).unwrap();
+        let file = std::fs::File::create(keep.join("events-site1")).ok()?;
         internet.sites[PORT_PRESERVING]
             .nat
-            .as_ref()
-            .unwrap()
+            .as_ref()?
             .command("conntrack")
             .args([
                 "-E",
@@ -96,7 +87,7 @@ fn run_try(delay: Duration, limit: Duration, keep: Option<&std::path::Path>) -> 
             ])
             .stdout(file)
             .spawn()
-            .unwrap()
+            .ok()
     });
     let workdir = WorkDir::create("mesh-nat-symmetric").expect("work directory");
     let mut mesh = FjordMesh::new(Fjord::at(PathBuf::from(env!("CARGO_BIN_EXE_fjord"))))
