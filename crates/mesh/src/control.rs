@@ -15,7 +15,7 @@
 //! them, `membership/revocations.rs`: a receiver whose own differs sends
 //! its list back), Goodbye (the sender leaves the mesh), Ping/Pong (path
 //! RTT), and
-//! Introduce/Rendezvous (NAT traversal through a mutual member) and
+//! Introduce/Observed/Rendezvous (NAT traversal through a mutual member) and
 //! RelayRequest/RelayOffer (a member relays when no direct path opens),
 //! and MtuProbe/MtuAck (path MTU probing, `pmtu.rs`: a probe is padded
 //! with zeros to the size under test, the ack is small and says how many
@@ -31,7 +31,9 @@
 //! kinds compatible: RevocationDigest (14) is newer than the rest, and a
 //! node that predates it ignores it and still gets revocations the old
 //! way, in Revocations messages; a node that predates Refused (15) just
-//! goes on without being told. Refusal reasons follow the same rule one
+//! goes on without being told, and one that predates Observed (16) does
+//! not learn that its NAT changes its port (it sends the plain initiations
+//! of a rendezvous as before). Refusal reasons follow the same rule one
 //! level down: a code the receiver does not know reads as
 //! [`RefusalReason::Other`].
 
@@ -191,6 +193,12 @@ pub enum Control {
         endpoints: Vec<SocketAddr>,
         predict_ports: bool,
     },
+    /// "I see you send from `endpoint`": an introducer tells each side of
+    /// a rendezvous where its NAT maps it, so a member learns whether its
+    /// NAT keeps its port (see `traversal.rs`).
+    Observed {
+        endpoint: SocketAddr,
+    },
     /// "No direct path to `peer` opened; relay between us."
     RelayRequest {
         peer: PublicKey,
@@ -284,6 +292,9 @@ impl Control {
             ExtensionKind::Refused => Control::Refused {
                 reason: RefusalReason::from_code(body.u8()?),
             },
+            ExtensionKind::Observed => Control::Observed {
+                endpoint: body.socket_addr()?,
+            },
             ExtensionKind::Rendezvous => {
                 let peer = PublicKey::from_bytes(body.array()?);
                 let endpoints = read_addresses(&mut body)?;
@@ -374,6 +385,10 @@ impl Control {
             Control::Refused { reason } => {
                 body.u8(reason.code());
                 ExtensionKind::Refused
+            }
+            Control::Observed { endpoint } => {
+                body.socket_addr(*endpoint);
+                ExtensionKind::Observed
             }
             Control::Rendezvous {
                 peer,
@@ -506,6 +521,9 @@ mod tests {
                 peer: PrivateKey::from_bytes([8; 32]).public_key(),
             },
             Control::MtuProbe { id: 7 },
+            Control::Observed {
+                endpoint: "198.18.4.1:40158".parse().unwrap(),
+            },
             Control::MtuAck {
                 id: 7,
                 plaintext_bytes: 1216,

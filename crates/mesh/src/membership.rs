@@ -98,6 +98,9 @@ pub struct Mesh {
     unverified: HashMap<PublicKey, Instant>,
     /// Peers we have sent our Hello to since they became reachable.
     greeted: HashSet<PublicKey>,
+    /// Where the latest introducer saw us send from (`Control::Observed`):
+    /// our NAT's mapping toward it.
+    observed: Option<SocketAddr>,
     /// When we last told each refused key why (`refusals.rs`).
     refusals_answered: HashMap<PublicKey, Instant>,
     /// Members' refusals of our own certificate, for `poll_refusal`.
@@ -138,6 +141,7 @@ impl Mesh {
             departed: HashMap::new(),
             unverified: HashMap::new(),
             greeted: HashSet::new(),
+            observed: None,
             refusals_answered: HashMap::new(),
             refusals: VecDeque::new(),
             last_input: now,
@@ -290,6 +294,11 @@ impl Mesh {
                 peer,
                 predict_ports,
             } => self.introduce(key, peer, predict_ports),
+            Control::Observed { endpoint } => {
+                if self.members.contains_key(&key) {
+                    self.observed = Some(endpoint);
+                }
+            }
             Control::Rendezvous {
                 peer,
                 endpoints,

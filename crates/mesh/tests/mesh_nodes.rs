@@ -63,6 +63,11 @@ struct Nat {
     /// (public port, remote) pairs a reply may come from.
     allowed: HashSet<(u16, SocketAddr)>,
     next_port: u16,
+    /// Datagrams filtered as unasked: (from, to). Linux keeps an entry for
+    /// each, and a port-preserving NAT then maps its own host's later
+    /// datagrams to `from` to another port than `to`'s (and keeps reusing
+    /// that port for the host's new destinations).
+    unasked: Vec<(SocketAddr, SocketAddr)>,
 }
 
 impl Nat {
@@ -92,8 +97,9 @@ impl Nat {
         SocketAddr::new(self.public, port)
     }
 
-    fn inbound(&self, from: SocketAddr, to: SocketAddr) -> Option<SocketAddr> {
+    fn inbound(&mut self, from: SocketAddr, to: SocketAddr) -> Option<SocketAddr> {
         if !self.allowed.contains(&(to.port(), from)) {
+            self.unasked.push((from, to));
             return None;
         }
         self.owners.get(&to.port()).copied()
@@ -148,6 +154,7 @@ impl Net {
             owners: HashMap::new(),
             allowed: HashSet::new(),
             next_port: 40_000,
+            unasked: Vec::new(),
         });
         self.add(secret, index, bootstrap);
     }
@@ -288,7 +295,7 @@ impl Net {
             Some(nat) => nat.outbound(inside_from, to),
             None => inside_from,
         };
-        let to = match self.nats.iter().find(|nat| nat.public == to.ip()) {
+        let to = match self.nats.iter_mut().find(|nat| nat.public == to.ip()) {
             Some(nat) => nat.inbound(from, to)?,
             None => to,
         };
@@ -648,6 +655,38 @@ fn a_symmetric_nat_pair_is_relayed_by_the_member_that_reaches_both() {
         "node 2 reaches node 3 through node 1"
     );
     assert!(net.nodes[&underlay(1)].relayed_datagrams() > 0);
+}
+
+#[test]
+fn a_symmetric_member_sends_nothing_unasked_at_a_port_preserving_members_port() {
+    let secret = NetworkSecret::from_seed([42; 32]);
+    let mut net = Net::new();
+    net.add(&secret, 1, None);
+    net.add_behind_nat(&secret, 2, Some(1), NatKind::PortPreserving);
+    net.add_behind_nat(&secret, 3, Some(1), NatKind::Symmetric);
+    // Traversal runs its attempts (plain, then predicting) and ends
+    // relayed: this simulator has no prediction sockets.
+    let took = time_to_full_mesh(&mut net, &[1, 2, 3], Duration::from_secs(15));
+    assert!(took.is_some(), "no full mesh, relayed, within 15 s");
+    net.advance(Duration::from_secs(5));
+    // Node 2's NAT keeps node 2's port, 51820, for every destination.
+    // An initiation from node 3 arrives from a port of node 3's NAT that
+    // node 2's punch never opened; Linux would keep its entry, and node
+    // 2's probe to that port would leave from another port, which every
+    // later probe would reuse: the prediction round's mappings, opened
+    // toward 51820, would filter them all.
+    let port_preserving = &net.nats[0];
+    let symmetric_nat = net.nats[1].public;
+    let strays: Vec<_> = port_preserving
+        .unasked
+        .iter()
+        .filter(|(from, to)| from.ip() == symmetric_nat && to.port() == underlay(2).port())
+        .collect();
+    assert!(strays.is_empty(), "unasked at node 2's port: {strays:?}");
+    // The symmetric side still predicts ports: its probes are the ones
+    // that can meet node 2's mappings.
+    let mesh = net.nodes[&underlay(3)].mesh().unwrap();
+    assert!(mesh.counters().port_predictions >= 1);
 }
 
 #[test]

@@ -114,6 +114,8 @@ extension_kinds! {
     Frame = 13 => Switch,
     RevocationDigest = 14 => Membership,
     Refused = 15 => Membership,
+    /// "I see you send from this endpoint" (a member's NAT mapping).
+    Observed = 16 => Membership,
     /// What a fjord node offers for one session (`negotiation.rs`).
     SessionOffer = 0x40 => Protocol,
 }

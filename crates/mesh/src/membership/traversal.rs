@@ -6,8 +6,8 @@
 //!       (no NAT of B's is in the way of B's own address; a B that C sees
 //!       at one of them has no NAT at all, and then nothing more is needed)
 //!     A ──Introduce(B)──▶ C
-//!     C ──Rendezvous(A, A's endpoints)──▶ B
-//!     C ──Rendezvous(B, B's endpoints)──▶ A
+//!     C ──Observed(B's endpoint), Rendezvous(A, A's endpoints)──▶ B
+//!     C ──Observed(A's endpoint), Rendezvous(B, B's endpoints)──▶ A
 //!     A and B each: Punch (low-TTL datagrams at the other's endpoints),
 //!     then CONNECT_DELAY later Connect (a handshake initiation)
 //! no Hello from B: again every PUNCH_RETRY; after MAX_PUNCH_ATTEMPTS also
@@ -41,6 +41,24 @@
 //! 256 mappings among Linux's 64,512 NAT ports, 1,024 probes find one
 //! with probability 1 - (1 - 256/64512)^1024 ≈ 98 % per attempt. Two
 //! symmetric NATs leave 1 in 64,512 per probe and socket: relayed.
+//!
+//! A member behind a symmetric NAT sends no initiation straight at a
+//! NATed member's known endpoints, only its probes: it learns from the
+//! introducer's Observed that its NAT changed its port, so such an
+//! initiation would leave from a mapping the other side's punch never
+//! opened. Against a port-preserving Linux NAT that stray is worse than
+//! useless: its conntrack entry stays (30 s, refreshed by every attempt),
+//! and when one of the other side's probes goes to that very port, the
+//! NAT finds the tuple taken and maps the probe to a random port, and
+//! from then on maps every new destination of the member's socket to
+//! that port too (masquerade reuses the latest mapping of the same
+//! source). The probes then all leave from a port the prediction
+//! sockets, opened toward the member's known endpoint, never asked for:
+//! the pair stayed relayed (issue 44; in namespaces, 7,522 of the
+//! port-preserving member's probes left from one moved port). The
+//! port-preserving side keeps its plain initiation (a stray at a
+//! symmetric NAT moves nothing there), and so do members whose NAT
+//! keeps their port, which still meet by plain punches.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -258,6 +276,13 @@ impl Mesh {
         let asker_endpoints = asker.endpoints.clone();
         let target_endpoints = target.endpoints.clone();
         self.counters.rendezvous_arranged += 1;
+        // Each side first hears where we see it, so it knows before it
+        // punches whether its NAT keeps its port.
+        for (key, seen) in [(peer, &target_endpoints), (from, &asker_endpoints)] {
+            if let Some(&endpoint) = seen.first() {
+                self.send(key, &Control::Observed { endpoint });
+            }
+        }
         self.send(
             peer,
             &Control::Rendezvous {
@@ -292,7 +317,9 @@ impl Mesh {
         if endpoints.is_empty() {
             return;
         }
-        let predict_ports = predict_ports && !member.has_no_nat(endpoints);
+        let unnated = member.has_no_nat(endpoints);
+        let predict_ports = predict_ports && !unnated;
+        let port_changing = self.behind_port_changing_nat();
         let spray = if predict_ports {
             self.counters.port_predictions += 1;
             self.random_ports_at(endpoints[0], PREDICTION_PROBES)
@@ -309,10 +336,17 @@ impl Mesh {
         member.endpoints.truncate(MAX_ENDPOINTS);
         let endpoints: Vec<SocketAddr> = endpoints.iter().take(MAX_ENDPOINTS).copied().collect();
         // The known endpoints first: a peer without a session is pointed
-        // at the first one the initiation goes to.
-        let mut connect = endpoints.clone();
+        // at the first one the initiation goes to. Not from behind a NAT
+        // that changes our port, toward a member behind a NAT: the
+        // initiation would leave from a mapping the member's punch never
+        // opened, and its NAT would keep the stray's entry (see above).
+        let mut connect = if port_changing && !unnated {
+            Vec::new()
+        } else {
+            endpoints.clone()
+        };
         connect.extend(spray);
-        member.traversal.connect = Some((now + CONNECT_DELAY, connect));
+        member.traversal.connect = (!connect.is_empty()).then(|| (now + CONNECT_DELAY, connect));
         self.reschedule(peer);
         if predict_ports {
             self.actions.push_back(MeshAction::PredictPorts {
@@ -324,6 +358,21 @@ impl Mesh {
             key: peer,
             endpoints,
         });
+    }
+
+    /// Whether the latest introducer saw us send from a port that none of
+    /// our own addresses has: our NAT does not keep our port (a symmetric
+    /// NAT, `masquerade fully-random`). Unknown (no introducer yet, or no
+    /// addresses of our own configured) counts as no.
+    fn behind_port_changing_nat(&self) -> bool {
+        self.observed.is_some_and(|seen| {
+            !self.config.host_addresses.is_empty()
+                && !self
+                    .config
+                    .host_addresses
+                    .iter()
+                    .any(|own| own.port() == seen.port())
+        })
     }
 
     /// `count` distinct ports a NAT may have mapped, at `endpoint`'s
