@@ -122,24 +122,7 @@ fn a_revocation_added_to_a_running_members_file_spreads_on_reload() {
         .configure(&lan.mesh_hosts(), workdir.path())
         .expect("mesh configured");
     let victim = mesh.public_key(VICTIM).to_string();
-    let all: Vec<usize> = (0..NODES).collect();
-    for &node in &all {
-        mesh.start_node(node).expect("node started");
-    }
-    let mut last = HashMap::new();
-    let converged = netns::wait_until(CONVERGENCE_TIMEOUT, "a direct mesh of four", || {
-        last = listings(&mut mesh, &all);
-        last.values().all(|listed| {
-            listed.len() == NODES - 1
-                && listed
-                    .iter()
-                    .all(|member| member.path == MemberPath::Direct)
-        })
-    });
-    assert!(
-        converged.is_ok(),
-        "{converged:?}; members listed: {last:#?}"
-    );
+    start_a_direct_mesh_of_four(&mut mesh);
 
     mesh.revoke_in_file(REVOKER, VICTIM)
         .expect("revocation written");
@@ -147,6 +130,7 @@ fn a_revocation_added_to_a_running_members_file_spreads_on_reload() {
     assert!(reloaded.contains("1 revocations added"), "{reloaded}");
     let started = Instant::now();
     let others = [0, REVOKER, 3];
+    let mut last = HashMap::new();
     let spread = netns::wait_until(SPREAD_TIMEOUT, "node2 to be dropped everywhere", || {
         last = listings(&mut mesh, &others);
         last.values().all(|listed| !lists(listed, &victim))
@@ -158,4 +142,75 @@ fn a_revocation_added_to_a_running_members_file_spreads_on_reload() {
     );
     drop(mesh);
     drop(lan);
+}
+
+/// A member that was down while a revocation spread learns it when it
+/// comes back: its greetings are answered with the others' revocation
+/// digest, and the list follows (no wait for the periodic check).
+#[test]
+fn a_member_away_during_a_revocation_learns_it_when_it_returns() {
+    if !systems::running_as_root("needs root (network namespaces)") {
+        return;
+    }
+    const AWAY: usize = 3;
+    let lan = Lan::new(NODES).expect("a LAN of four hosts");
+    let workdir = systems::WorkDir::create("mesh-revoke-away").expect("work directory");
+    let mut mesh = FjordMesh::new(Fjord::at(PathBuf::from(env!("CARGO_BIN_EXE_fjord"))))
+        .configure(&lan.mesh_hosts(), workdir.path())
+        .expect("mesh configured");
+    let victim = mesh.public_key(VICTIM).to_string();
+    start_a_direct_mesh_of_four(&mut mesh);
+
+    mesh.stop_node(AWAY);
+    mesh.revoke_in_file(REVOKER, VICTIM)
+        .expect("revocation written");
+    mesh.reload(REVOKER).expect("reloaded");
+    let present = [0, REVOKER];
+    let mut last = HashMap::new();
+    let spread = netns::wait_until(SPREAD_TIMEOUT, "node2 dropped by nodes 0 and 1", || {
+        last = listings(&mut mesh, &present);
+        last.values().all(|listed| !lists(listed, &victim))
+    });
+    assert!(spread.is_ok(), "{spread:?}; members listed: {last:#?}");
+
+    let returned = Instant::now();
+    mesh.start_node(AWAY).expect("node3 started again");
+    let mut listed = Vec::new();
+    let learned = netns::wait_until(SPREAD_TIMEOUT, "the returning node3 to learn", || {
+        listed = mesh.members(AWAY).unwrap_or_default();
+        listed.iter().any(|member| member.name == "node0")
+            && listed.iter().any(|member| member.name == "node1")
+            && !lists(&listed, &victim)
+            && mesh.mesh_counter(AWAY, "revocations_learned") == Ok(1)
+    });
+    assert!(learned.is_ok(), "{learned:?}; node3 lists: {listed:#?}");
+    eprintln!(
+        "mesh_revoke: node3, away during the revocation, dropped node2 {:?} after it started again",
+        returned.elapsed()
+    );
+    drop(mesh);
+    drop(lan);
+}
+
+/// Starts every node and waits until each lists the other three as
+/// direct members.
+fn start_a_direct_mesh_of_four(mesh: &mut dyn RunningMesh) {
+    let all: Vec<usize> = (0..NODES).collect();
+    for &node in &all {
+        mesh.start_node(node).expect("node started");
+    }
+    let mut last = HashMap::new();
+    let converged = netns::wait_until(CONVERGENCE_TIMEOUT, "a direct mesh of four", || {
+        last = listings(mesh, &all);
+        last.values().all(|listed| {
+            listed.len() == NODES - 1
+                && listed
+                    .iter()
+                    .all(|member| member.path == MemberPath::Direct)
+        })
+    });
+    assert!(
+        converged.is_ok(),
+        "{converged:?}; members listed: {last:#?}"
+    );
 }
