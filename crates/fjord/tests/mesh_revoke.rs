@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use fjord_lab::nat::{NatInternet, NatKind};
 use fjord_lab::netns;
 use fjord_lab::systems::wireguard::Fjord;
 use fjord_lab::systems::{self, FjordMesh, Member, MemberPath, RunningMesh};
@@ -213,4 +214,48 @@ fn start_a_direct_mesh_of_four(mesh: &mut dyn RunningMesh) {
         converged.is_ok(),
         "{converged:?}; members listed: {last:#?}"
     );
+}
+
+/// The same across NATs: the revoking member sits behind a
+/// port-preserving NAT, the victim behind another, and a third member
+/// behind a symmetric one; the bootstrap member is public.
+#[test]
+fn a_revocation_on_a_member_behind_a_nat_spreads_to_every_member() {
+    if !systems::running_as_root("needs root (network namespaces, nftables)") {
+        return;
+    }
+    let internet = NatInternet::build(&[
+        NatKind::Public,
+        NatKind::PortPreserving,
+        NatKind::PortPreserving,
+        NatKind::Symmetric,
+    ])
+    .expect("namespaces and NATs");
+    let workdir = systems::WorkDir::create("mesh-revoke-nat").expect("work directory");
+    let mut mesh = FjordMesh::new(Fjord::at(PathBuf::from(env!("CARGO_BIN_EXE_fjord"))))
+        .configure(&internet.mesh_hosts(), workdir.path())
+        .expect("mesh configured");
+    let victim = mesh.public_key(VICTIM).to_string();
+    start_a_direct_mesh_of_four(&mut mesh);
+
+    mesh.revoke_in_file(REVOKER, VICTIM)
+        .expect("revocation written");
+    mesh.reload(REVOKER).expect("reloaded");
+    let started = Instant::now();
+    let others = [0, REVOKER, 3];
+    let mut first = HashMap::new();
+    let mut last = HashMap::new();
+    let spread = netns::wait_until(SPREAD_TIMEOUT, "node2 to be dropped everywhere", || {
+        last = listings(&mut mesh, &others);
+        for (node, listed) in &last {
+            if !lists(listed, &victim) {
+                first.entry(*node).or_insert_with(|| started.elapsed());
+            }
+        }
+        first.len() == others.len()
+    });
+    assert!(spread.is_ok(), "{spread:?}; members listed: {last:#?}");
+    eprintln!("mesh_revoke: across NATs, node2 dropped after the reload of node1 by: {first:?}");
+    drop(mesh);
+    drop(internet);
 }
