@@ -17,7 +17,7 @@ use fjord_lab::nat::{NatInternet, NatKind};
 use fjord_lab::netns;
 use fjord_lab::systems::wireguard::Fjord;
 use fjord_lab::systems::{self, FjordMesh, Member, MemberPath, RunningMesh};
-use fjord_lab::topology::Lan;
+use fjord_lab::topology::{Lan, MeshHost};
 
 const NODES: usize = 4;
 const REVOKER: usize = 1;
@@ -44,10 +44,7 @@ fn a_revocation_in_a_non_bootstrap_members_file_spreads_to_every_member() {
         return;
     }
     let lan = Lan::new(NODES).expect("a LAN of four hosts");
-    let workdir = systems::WorkDir::create("mesh-revoke").expect("work directory");
-    let mut mesh = FjordMesh::new(Fjord::at(PathBuf::from(env!("CARGO_BIN_EXE_fjord"))))
-        .configure(&lan.mesh_hosts(), workdir.path())
-        .expect("mesh configured");
+    let (workdir, mut mesh) = configure(&lan.mesh_hosts(), "mesh-revoke");
     let victim = mesh.public_key(VICTIM).to_string();
 
     // Nodes 0, 2 and 3 meet; the victim is a direct member of the others.
@@ -118,10 +115,7 @@ fn a_revocation_added_to_a_running_members_file_spreads_on_reload() {
         return;
     }
     let lan = Lan::new(NODES).expect("a LAN of four hosts");
-    let workdir = systems::WorkDir::create("mesh-revoke-reload").expect("work directory");
-    let mut mesh = FjordMesh::new(Fjord::at(PathBuf::from(env!("CARGO_BIN_EXE_fjord"))))
-        .configure(&lan.mesh_hosts(), workdir.path())
-        .expect("mesh configured");
+    let (workdir, mut mesh) = configure(&lan.mesh_hosts(), "mesh-revoke-reload");
     let victim = mesh.public_key(VICTIM).to_string();
     start_a_direct_mesh_of_four(&mut mesh);
 
@@ -155,10 +149,7 @@ fn a_member_away_during_a_revocation_learns_it_when_it_returns() {
     }
     const AWAY: usize = 3;
     let lan = Lan::new(NODES).expect("a LAN of four hosts");
-    let workdir = systems::WorkDir::create("mesh-revoke-away").expect("work directory");
-    let mut mesh = FjordMesh::new(Fjord::at(PathBuf::from(env!("CARGO_BIN_EXE_fjord"))))
-        .configure(&lan.mesh_hosts(), workdir.path())
-        .expect("mesh configured");
+    let (workdir, mut mesh) = configure(&lan.mesh_hosts(), "mesh-revoke-away");
     let victim = mesh.public_key(VICTIM).to_string();
     start_a_direct_mesh_of_four(&mut mesh);
 
@@ -231,10 +222,7 @@ fn a_revocation_on_a_member_behind_a_nat_spreads_to_every_member() {
         NatKind::Symmetric,
     ])
     .expect("namespaces and NATs");
-    let workdir = systems::WorkDir::create("mesh-revoke-nat").expect("work directory");
-    let mut mesh = FjordMesh::new(Fjord::at(PathBuf::from(env!("CARGO_BIN_EXE_fjord"))))
-        .configure(&internet.mesh_hosts(), workdir.path())
-        .expect("mesh configured");
+    let (workdir, mut mesh) = configure(&internet.mesh_hosts(), "mesh-revoke-nat");
     let victim = mesh.public_key(VICTIM).to_string();
     start_a_direct_mesh_of_four(&mut mesh);
 
@@ -258,4 +246,16 @@ fn a_revocation_on_a_member_behind_a_nat_spreads_to_every_member() {
     eprintln!("mesh_revoke: across NATs, node2 dropped after the reload of node1 by: {first:?}");
     drop(mesh);
     drop(internet);
+}
+
+/// A work directory named `name` and the mesh of `hosts` configured in it.
+fn configure(
+    hosts: &[MeshHost<'_>],
+    name: &str,
+) -> (systems::WorkDir, fjord_lab::systems::mesh::RunningFjordMesh) {
+    let workdir = systems::WorkDir::create(name).expect("work directory");
+    let mesh = FjordMesh::new(Fjord::at(PathBuf::from(env!("CARGO_BIN_EXE_fjord"))))
+        .configure(hosts, workdir.path())
+        .expect("mesh configured");
+    (workdir, mesh)
 }
