@@ -44,7 +44,7 @@ fn a_revocation_in_a_non_bootstrap_members_file_spreads_to_every_member() {
         return;
     }
     let lan = Lan::new(NODES).expect("a LAN of four hosts");
-    let (workdir, mut mesh) = configure(&lan.mesh_hosts(), "mesh-revoke");
+    let (_workdir, mut mesh) = configure(&lan.mesh_hosts(), "mesh-revoke");
     let victim = mesh.public_key(VICTIM).to_string();
 
     // Nodes 0, 2 and 3 meet; the victim is a direct member of the others.
@@ -115,7 +115,7 @@ fn a_revocation_added_to_a_running_members_file_spreads_on_reload() {
         return;
     }
     let lan = Lan::new(NODES).expect("a LAN of four hosts");
-    let (workdir, mut mesh) = configure(&lan.mesh_hosts(), "mesh-revoke-reload");
+    let (_workdir, mut mesh) = configure(&lan.mesh_hosts(), "mesh-revoke-reload");
     let victim = mesh.public_key(VICTIM).to_string();
     start_a_direct_mesh_of_four(&mut mesh);
 
@@ -149,7 +149,7 @@ fn a_member_away_during_a_revocation_learns_it_when_it_returns() {
     }
     const AWAY: usize = 3;
     let lan = Lan::new(NODES).expect("a LAN of four hosts");
-    let (workdir, mut mesh) = configure(&lan.mesh_hosts(), "mesh-revoke-away");
+    let (_workdir, mut mesh) = configure(&lan.mesh_hosts(), "mesh-revoke-away");
     let victim = mesh.public_key(VICTIM).to_string();
     start_a_direct_mesh_of_four(&mut mesh);
 
@@ -222,7 +222,7 @@ fn a_revocation_on_a_member_behind_a_nat_spreads_to_every_member() {
         NatKind::Symmetric,
     ])
     .expect("namespaces and NATs");
-    let (workdir, mut mesh) = configure(&internet.mesh_hosts(), "mesh-revoke-nat");
+    let (_workdir, mut mesh) = configure(&internet.mesh_hosts(), "mesh-revoke-nat");
     let victim = mesh.public_key(VICTIM).to_string();
     start_a_direct_mesh_of_four(&mut mesh);
 
