@@ -82,22 +82,49 @@ static NEXT_SUFFIX: AtomicU32 = AtomicU32::new(0);
 static CONGESTION_CONTROL: OnceLock<String> = OnceLock::new();
 
 const AVAILABLE_CONGESTION_CONTROL: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+/// What a namespace other than the first may pick (the kernel refuses the
+/// rest with EPERM, whatever it offers).
+const ALLOWED_CONGESTION_CONTROL: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
 
 /// Makes every namespace created from now on use the TCP congestion
-/// control `name`, which the kernel must offer. Set once per process.
+/// control `name`, which the kernel must offer and allow namespaces to
+/// pick. Set once per process.
 pub fn use_congestion_control(name: &str) -> Result<(), String> {
-    let available = std::fs::read_to_string(AVAILABLE_CONGESTION_CONTROL)
-        .map_err(|error| format!("reading {AVAILABLE_CONGESTION_CONTROL}: {error}"))?;
-    if !available.split_whitespace().any(|offered| offered == name) {
-        return Err(format!(
-            "--congestion-control {name}: this kernel offers {} (load another with `modprobe tcp_<name>`)",
-            available.split_whitespace().collect::<Vec<_>>().join(", ")
-        ));
-    }
+    let read = |path: &str| {
+        std::fs::read_to_string(path).map_err(|error| format!("reading {path}: {error}"))
+    };
+    check_congestion_control(
+        name,
+        &read(AVAILABLE_CONGESTION_CONTROL)?,
+        &read(ALLOWED_CONGESTION_CONTROL)?,
+    )?;
     let chosen = CONGESTION_CONTROL.get_or_init(|| name.to_string());
     if chosen != name {
         return Err(format!(
             "the lab already uses TCP congestion control {chosen}, not {name}"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether namespaces can use `name`, given the kernel's `available` and
+/// `allowed` lists; the error says what to do.
+fn check_congestion_control(name: &str, available: &str, allowed: &str) -> Result<(), String> {
+    let listed = |list: &str| list.split_whitespace().any(|offered| offered == name);
+    let comma_list = |list: &str| list.split_whitespace().collect::<Vec<_>>().join(", ");
+    if !listed(available) {
+        return Err(format!(
+            "--congestion-control {name}: this kernel offers {} (load another with `modprobe tcp_<name>`)",
+            comma_list(available)
+        ));
+    }
+    if !listed(allowed) {
+        return Err(format!(
+            "--congestion-control {name}: the kernel offers it, but a network namespace may only \
+             pick one of net.ipv4.tcp_allowed_congestion_control ({}); allow it first: \
+             sysctl -w net.ipv4.tcp_allowed_congestion_control=\"{} {name}\"",
+            comma_list(allowed),
+            allowed.split_whitespace().collect::<Vec<_>>().join(" ")
         ));
     }
     Ok(())
@@ -390,3 +417,28 @@ pub fn remove_stale() -> Vec<String> {
 }
 
 pub use fjord_sys::process::is_root;
+
+#[cfg(test)]
+mod tests {
+    use super::check_congestion_control;
+
+    #[test]
+    fn a_congestion_control_namespaces_may_not_pick_says_how_to_allow_it() {
+        assert_eq!(
+            check_congestion_control("bbr", "reno bbr cubic", "reno bbr\n"),
+            Ok(())
+        );
+        let refused = check_congestion_control("cubic", "reno bbr cubic\n", "reno bbr\n");
+        assert_eq!(
+            refused,
+            Err(
+                "--congestion-control cubic: the kernel offers it, but a network namespace may \
+                 only pick one of net.ipv4.tcp_allowed_congestion_control (reno, bbr); allow it \
+                 first: sysctl -w net.ipv4.tcp_allowed_congestion_control=\"reno bbr cubic\""
+                    .to_string()
+            )
+        );
+        let missing = check_congestion_control("vegas", "reno bbr", "reno bbr").unwrap_err();
+        assert!(missing.contains("offers reno, bbr"), "{missing}");
+    }
+}
