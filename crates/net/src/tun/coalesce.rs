@@ -27,15 +27,11 @@
 use std::ops::Range;
 
 use reassembly::{PENDING_DATAGRAMS, Pending};
+use rules::{Segment, can_append, parse, same_flow};
+use writes::finish_headers;
+pub use writes::{PayloadRanges, Write, Writes};
 
 use super::ipv4_fragment::{self, Fragment, HEADER_LEN as IPV4_HEADER_LEN};
-
-use tun_rs::{VIRTIO_NET_HDR_LEN, checksum};
-const VIRTIO_F_NEEDS_CSUM: u8 = 1;
-const VIRTIO_GSO_NONE: u8 = 0;
-const VIRTIO_GSO_TCPV4: u8 = 1;
-const VIRTIO_GSO_TCPV6: u8 = 4;
-const VIRTIO_GSO_UDP_L4: u8 = 5;
 
 /// Segments per group.
 pub const MAX_SEGMENTS: usize = 64;
@@ -68,18 +64,6 @@ enum Kind {
     Tcp6,
     Udp4,
     Udp6,
-}
-
-/// The headers of a packet that may be merged.
-#[derive(Debug, Clone, Copy)]
-struct Segment {
-    kind: Kind,
-    ip_header_len: usize,
-    /// IP and transport headers together.
-    header_len: usize,
-    payload_len: usize,
-    seq: u32,
-    psh: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -139,41 +123,6 @@ impl Packet {
             packets: 1,
             reassembled: false,
         }
-    }
-}
-
-/// One write to hand the kernel: a virtio header and the buffer ranges
-/// that follow it.
-pub struct Write<'a> {
-    pub header: [u8; VIRTIO_NET_HDR_LEN],
-    pub first: Range<usize>,
-    pub payloads: PayloadRanges<'a>,
-    /// How many packets the write carries.
-    pub packets: usize,
-    /// UDP GSO, which older kernels refuse.
-    pub is_udp_gso: bool,
-}
-
-/// The payload ranges of a group after its first packet.
-pub struct PayloadRanges<'a> {
-    parts: &'a [Part],
-    next: Option<usize>,
-}
-
-impl PayloadRanges<'_> {
-    /// Whether the group is its first packet alone.
-    pub fn is_empty(&self) -> bool {
-        self.next.is_none()
-    }
-}
-
-impl Iterator for PayloadRanges<'_> {
-    type Item = Range<usize>;
-
-    fn next(&mut self) -> Option<Range<usize>> {
-        let part = &self.parts[self.next?];
-        self.next = part.next;
-        Some(part.payload.clone())
     }
 }
 
@@ -474,71 +423,6 @@ impl Coalescer {
     }
 }
 
-/// The writes of a batch: one per group, and one per fragment of a
-/// datagram that was not joined.
-pub struct Writes<'a> {
-    groups: &'a [Group],
-    parts: &'a [Part],
-    /// Within a group of fragments: the part that is the next one's data.
-    next_fragment: Option<Option<usize>>,
-}
-
-impl<'a> Iterator for Writes<'a> {
-    type Item = Write<'a>;
-
-    fn next(&mut self) -> Option<Write<'a>> {
-        loop {
-            let (group, rest) = self.groups.split_first()?;
-            let first = match (group.kind, self.next_fragment) {
-                (Kind::Taken, _) => None,
-                (Kind::Fragments, None) => {
-                    self.next_fragment = Some(group.first_part);
-                    return Some(self.alone(group.first.clone()));
-                }
-                (Kind::Fragments, Some(Some(part))) => {
-                    let data = &self.parts[part];
-                    self.next_fragment = Some(data.next);
-                    return Some(
-                        self.alone(data.payload.start - IPV4_HEADER_LEN..data.payload.end),
-                    );
-                }
-                (Kind::Fragments, Some(None)) => None,
-                _ => Some(group),
-            };
-            self.groups = rest;
-            self.next_fragment = None;
-            if let Some(group) = first {
-                return Some(Write {
-                    header: virtio_header(group),
-                    first: group.first.clone(),
-                    payloads: PayloadRanges {
-                        parts: self.parts,
-                        next: group.first_part,
-                    },
-                    packets: group.packets,
-                    is_udp_gso: group.segments > 1 && group.kind.is_udp(),
-                });
-            }
-        }
-    }
-}
-
-impl<'a> Writes<'a> {
-    /// A fragment as it came.
-    fn alone(&self, range: Range<usize>) -> Write<'a> {
-        Write {
-            header: [0; VIRTIO_NET_HDR_LEN],
-            first: range,
-            payloads: PayloadRanges {
-                parts: self.parts,
-                next: None,
-            },
-            packets: 1,
-            is_udp_gso: false,
-        }
-    }
-}
-
 impl Group {
     /// A packet written alone.
     fn single(first: Range<usize>, len: usize, packets: usize, pieces: usize) -> Self {
@@ -585,175 +469,8 @@ impl Kind {
     }
 }
 
-fn be16(bytes: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([bytes[at], bytes[at + 1]])
-}
-
-fn be32(bytes: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
-}
-
-/// The headers of a TCP or UDP packet that could be merged, or `None`.
-fn parse(packet: &[u8]) -> Option<Segment> {
-    let (ip_header_len, protocol, v6) = match packet.first()? >> 4 {
-        4 => {
-            // No options, not a fragment, a total length that matches.
-            let fragment = be16(packet.get(..20)?, 6) & 0x3fff;
-            if packet[0] != 0x45 || fragment != 0 || usize::from(be16(packet, 2)) != packet.len() {
-                return None;
-            }
-            (20, packet[9], false)
-        }
-        6 => {
-            let payload = usize::from(be16(packet.get(..40)?, 4));
-            if payload + 40 != packet.len() {
-                return None;
-            }
-            (40, packet[6], true)
-        }
-        _ => return None,
-    };
-    let transport = &packet[ip_header_len..];
-    match protocol {
-        PROTO_TCP => {
-            let header_len = usize::from(transport.get(12)? >> 4) * 4;
-            // A header cut before its flags byte is no segment to merge.
-            let flags = *transport.get(13)?;
-            if header_len < 20 || header_len > transport.len() || flags & !TCP_PSH != TCP_ACK {
-                return None;
-            }
-            let payload_len = transport.len() - header_len;
-            (payload_len > 0).then_some(Segment {
-                kind: if v6 { Kind::Tcp6 } else { Kind::Tcp4 },
-                ip_header_len,
-                header_len: ip_header_len + header_len,
-                payload_len,
-                seq: be32(transport, 4),
-                psh: flags & TCP_PSH != 0,
-            })
-        }
-        PROTO_UDP => {
-            let length = usize::from(be16(transport.get(..8)?, 4));
-            if length != transport.len() || length == 8 {
-                return None;
-            }
-            Some(Segment {
-                kind: if v6 { Kind::Udp6 } else { Kind::Udp4 },
-                ip_header_len,
-                header_len: ip_header_len + 8,
-                payload_len: length - 8,
-                seq: 0,
-                psh: false,
-            })
-        }
-        _ => None,
-    }
-}
-
-/// Same addresses and ports, and IP fields the kernel would keep from the
-/// first packet only (so they must not differ).
-fn same_flow(group: &Group, first: &[u8], packet: &[u8]) -> bool {
-    let ip_same = if group.kind.is_v6() {
-        // Version, traffic class and flow label; next header; hop limit; addresses.
-        first[..4] == packet[..4] && first[6..40] == packet[6..40]
-    } else {
-        // TOS; DF; TTL and protocol; addresses (not the length, ID,
-        // checksum, or a joined datagram's fragment fields).
-        first[1] == packet[1]
-            && first[6] & 0xc0 == packet[6] & 0xc0
-            && first[8..10] == packet[8..10]
-            && first[12..20] == packet[12..20]
-    };
-    let ports = group.ip_header_len..group.ip_header_len + 4;
-    ip_same && first[ports.clone()] == packet[ports]
-}
-
-fn can_append(
-    group: &Group,
-    first: &[u8],
-    packet: &[u8],
-    segment: &Segment,
-    pieces: usize,
-) -> bool {
-    if group.ended
-        || group.pieces + pieces > MAX_PIECES
-        || segment.payload_len > group.segment_len
-        || group.total_len + segment.payload_len > MAX_GROUP_BYTES
-    {
-        return false;
-    }
-    match group.kind {
-        Kind::Tcp4 | Kind::Tcp6 => {
-            let tcp = group.ip_header_len;
-            // Sequence number next; then header length, ACK number, flags
-            // (PSH aside) and window, and the options byte for byte.
-            segment.seq == group.next_seq
-                && segment.header_len == group.header_len
-                && first[tcp + 8..tcp + 13] == packet[tcp + 8..tcp + 13]
-                && first[tcp + 13] & !TCP_PSH == packet[tcp + 13] & !TCP_PSH
-                && first[tcp + 14..tcp + 16] == packet[tcp + 14..tcp + 16]
-                && first[tcp + 20..group.header_len] == packet[tcp + 20..group.header_len]
-        }
-        Kind::Udp4 | Kind::Udp6 => true,
-        Kind::Single | Kind::Fragments | Kind::Taken => false,
-    }
-}
-
-/// Makes the first packet the header of the whole group: lengths, the
-/// IPv4 header checksum, PSH from the last segment, and the pseudo-header
-/// sum in the transport checksum field for the kernel to complete.
-fn finish_headers(group: &Group, first: &mut [u8]) {
-    let total = group.total_len;
-    let l4_len = total - group.ip_header_len;
-    if group.kind.is_v6() {
-        first[4..6].copy_from_slice(&(l4_len as u16).to_be_bytes());
-    } else {
-        ipv4_fragment::set_whole_header(first, total);
-    }
-    let l4 = group.ip_header_len;
-    let (protocol, checksum_at) = if group.kind.is_udp() {
-        first[l4 + 4..l4 + 6].copy_from_slice(&(l4_len as u16).to_be_bytes());
-        (PROTO_UDP, l4 + 6)
-    } else {
-        if group.psh {
-            first[l4 + 13] |= TCP_PSH;
-        }
-        (PROTO_TCP, l4 + 16)
-    };
-    let addresses = if group.kind.is_v6() { 8..40 } else { 12..20 };
-    let pseudo = checksum(&first[addresses], u64::from(protocol) + l4_len as u64);
-    first[checksum_at..checksum_at + 2].copy_from_slice(&pseudo.to_be_bytes());
-}
-
-fn virtio_header(group: &Group) -> [u8; VIRTIO_NET_HDR_LEN] {
-    let mut header = [0; VIRTIO_NET_HDR_LEN];
-    if group.segments == 1 {
-        header[1] = VIRTIO_GSO_NONE;
-        return header;
-    }
-    let (gso_type, checksum_offset) = match group.kind {
-        Kind::Tcp4 => (VIRTIO_GSO_TCPV4, 16u16),
-        Kind::Tcp6 => (VIRTIO_GSO_TCPV6, 16),
-        Kind::Udp4 | Kind::Udp6 => (VIRTIO_GSO_UDP_L4, 6),
-        Kind::Single | Kind::Fragments | Kind::Taken => {
-            unreachable!("a packet written alone has one segment")
-        }
-    };
-    header[0] = VIRTIO_F_NEEDS_CSUM;
-    header[1] = gso_type;
-    // Legacy virtio headers on TUN are in the host's byte order.
-    let fields = [
-        group.header_len as u16,
-        group.segment_len as u16,
-        group.ip_header_len as u16,
-        checksum_offset,
-    ];
-    for (index, field) in fields.into_iter().enumerate() {
-        header[2 + 2 * index..4 + 2 * index].copy_from_slice(&field.to_ne_bytes());
-    }
-    header
-}
-
 mod reassembly;
+mod rules;
 #[cfg(test)]
 mod tests;
+mod writes;

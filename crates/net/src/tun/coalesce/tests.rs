@@ -3,8 +3,10 @@
 //! numbers and checksums redone) gives back exactly the packets pushed,
 //! in an order that keeps every flow in sequence.
 
+use super::rules::{be16, be32};
+use super::writes::{VIRTIO_F_NEEDS_CSUM, VIRTIO_GSO_NONE, VIRTIO_GSO_UDP_L4};
 use super::*;
-use tun_rs::checksum_no_fold;
+use tun_rs::{VIRTIO_NET_HDR_LEN, checksum, checksum_no_fold};
 
 const A4: [u8; 4] = [198, 19, 0, 1];
 const B4: [u8; 4] = [198, 19, 0, 2];
@@ -101,7 +103,7 @@ fn ip_packet(v6: bool, protocol: u8, ip_id: u16, mut transport: Vec<u8>) -> Vec<
 /// What the kernel makes of one write: the packets it segments it into.
 fn segment_like_the_kernel(write: &Write<'_>, buffer: &[u8]) -> Vec<Vec<u8>> {
     let mut whole = buffer[write.first.clone()].to_vec();
-    for payload in write.payloads.clone_ranges() {
+    for payload in write.payloads.clone() {
         whole.extend_from_slice(&buffer[payload]);
     }
     let header = write.header;
@@ -179,15 +181,6 @@ fn segment_like_the_kernel(write: &Write<'_>, buffer: &[u8]) -> Vec<Vec<u8>> {
             packet
         })
         .collect()
-}
-
-impl PayloadRanges<'_> {
-    fn clone_ranges(&self) -> PayloadRanges<'_> {
-        PayloadRanges {
-            parts: self.parts,
-            next: self.next,
-        }
-    }
 }
 
 /// Pushes `packets` from one buffer (with gaps, as in a receive buffer)
