@@ -10,13 +10,13 @@
 
 use std::hint::black_box;
 use std::net::SocketAddr;
-use std::time::Instant;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use fjord_net::crypto_stage::{CryptoStage, SealSlot};
-use fjord_proto::handshake::SessionKeys;
-use fjord_proto::session::Session;
-use zeroize::Zeroizing;
+
+#[path = "../src/crypto_stage/fixed_session.rs"]
+mod fixed_session;
+use fixed_session::fixed_session;
 
 const MTU: usize = 1420;
 const STRIDE: usize = MTU + 32;
@@ -30,20 +30,7 @@ fn seal_batches(c: &mut Criterion) {
     for threads in [1, 2] {
         {
             let stage = CryptoStage::new(threads).expect("crypto threads");
-            let keys = SessionKeys {
-                sending: Zeroizing::new([7; 32]),
-                receiving: Zeroizing::new([9; 32]),
-                local_index: 1,
-                remote_index: 2,
-                is_initiator: true,
-            };
-            let mut session = Session::new(
-                &keys,
-                Instant::now(),
-                &fjord_proto::Timing::default(),
-                fjord_proto::CipherPolicy::default(),
-                false,
-            );
+            let mut session = fixed_session();
             let mut area = vec![0u8; PACKETS * STRIDE];
             let mut slots: Vec<SealSlot> = (0..PACKETS).map(|_| SealSlot::EMPTY).collect();
             let destination = SocketAddr::from(([198, 18, 0, 2], 51820));

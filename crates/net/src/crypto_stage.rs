@@ -174,36 +174,19 @@ fn open_split(parallel: bool, storage: &mut [u8], base: usize, jobs: &mut [OpenJ
 }
 
 #[cfg(test)]
+mod fixed_session;
+
+#[cfg(test)]
 mod tests {
+    use super::fixed_session::fixed_session;
     use super::*;
-    use fjord_proto::handshake::SessionKeys;
-    use fjord_proto::session::Session;
-    use std::time::Instant;
-    use zeroize::Zeroizing;
 
     const STRIDE: usize = 1420 + 32;
-
-    fn session() -> Session {
-        let keys = SessionKeys {
-            sending: Zeroizing::new([7; 32]),
-            receiving: Zeroizing::new([9; 32]),
-            local_index: 1,
-            remote_index: 2,
-            is_initiator: true,
-        };
-        Session::new(
-            &keys,
-            Instant::now(),
-            &fjord_proto::Timing::default(),
-            fjord_proto::CipherPolicy::default(),
-            false,
-        )
-    }
 
     /// A batch of `count` packets of `len` bytes prepared in slots, and
     /// what the same session gives sealing them one at a time.
     fn prepared(count: usize, len: usize) -> (Vec<u8>, Vec<SealSlot>, Vec<Vec<u8>>) {
-        let (mut batch_session, mut reference_session) = (session(), session());
+        let (mut batch_session, mut reference_session) = (fixed_session(), fixed_session());
         let mut area = vec![0u8; count * STRIDE];
         let mut slots = Vec::new();
         let mut expected = Vec::new();
