@@ -272,8 +272,18 @@ fn warnings_after_attempts(
         let made = seen.count("carrier_connections_opened");
         if made >= attempts {
             // The last attempt's outcome: a refusal is at once, the far
-            // end's verdict on a mismatch within a second.
-            std::thread::sleep(Duration::from_secs(2));
+            // end's verdict on a mismatch within a second; either way the
+            // left side is back on UDP once it is in.
+            wait_for(&left, Duration::from_secs(5), |seen| {
+                seen.path.as_deref() == Some("udp")
+            })
+            .unwrap_or_else(|seen| {
+                panic!(
+                    "{test}: attempt {made} never ended: {seen:?}\n--- left log:{}\n--- right log:{}",
+                    systems::log_tail(left.log_path(), 30),
+                    systems::log_tail(right.log_path(), 30)
+                )
+            });
             break;
         }
         assert!(
