@@ -27,6 +27,36 @@ pub fn ready(test: &str) -> bool {
     systems::running_as_root(&format!("{test} needs root (network namespaces)"))
 }
 
+/// Whether the test can run: root, and nothing in `missing` (why each
+/// other thing it needs is not there); otherwise one line naming all of
+/// it, or a failure under CI.
+pub fn ready_unless(test: &str, mut missing: Vec<String>) -> bool {
+    if !fjord_lab::netns::is_root() {
+        missing.insert(0, "needs root (network namespaces)".to_string());
+    }
+    if missing.is_empty() {
+        return true;
+    }
+    let why = missing.join("; ");
+    assert!(!systems::missing_is_failure(), "{test}: {why} (CI=true)");
+    eprintln!("skipping {test}: {why}");
+    false
+}
+
+/// `what`, followed by the log tails of `sides`.
+pub fn with_logs(what: &str, sides: &[&Interface]) -> String {
+    let mut text = what.to_string();
+    for side in sides {
+        text.push_str(&format!(
+            "\n--- {} {} log:{}",
+            side.implementation(),
+            side.ifname(),
+            systems::log_tail(side.log_path(), 30)
+        ));
+    }
+    text
+}
+
 pub fn left_overlay() -> IpAddr {
     IpAddr::V4(LEFT_OVERLAY)
 }
@@ -117,15 +147,7 @@ impl Tunnel {
 
     /// `what`, followed by both sides' log tails.
     pub fn context(&self, what: &str) -> String {
-        let mut text = what.to_string();
-        for side in [&self.left, &self.right] {
-            text.push_str(&format!(
-                "\n--- {} log:{}",
-                side.ifname(),
-                systems::log_tail(side.log_path(), 30)
-            ));
-        }
-        text
+        with_logs(what, &[&self.left, &self.right])
     }
 }
 
