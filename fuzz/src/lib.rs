@@ -7,6 +7,8 @@ mod mesh_targets;
 mod net_targets;
 mod node_targets;
 mod proto_targets;
+#[cfg(test)]
+mod replay;
 mod switch_targets;
 
 use std::str::FromStr;
@@ -44,21 +46,7 @@ pub fn cidr_parse(data: &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
-    /// Runs `target` over every file in `seeds/<name>/`.
-    fn replay(name: &str, target: fn(&[u8])) {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("seeds")
-            .join(name);
-        let mut count = 0;
-        for entry in std::fs::read_dir(&dir).expect("seed directory") {
-            let path = entry.expect("directory entry").path();
-            target(&std::fs::read(&path).expect("seed file"));
-            count += 1;
-        }
-        assert!(count > 0, "no seeds in {}", dir.display());
-    }
+    use crate::replay::replay;
 
     #[test]
     fn seeds_replay_cleanly() {

@@ -13,17 +13,18 @@
 //! well-formed IP packet from the honest peer's allowed addresses, every
 //! output fits its buffer, and the peers stay configured.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 use fjord_mesh::{Cidr, Node, NodeEvent};
 use fjord_proto::icmp::MAX_REPLY_LEN;
 use fjord_proto::ip::IpHeader;
-use fjord_proto::{
-    DATA_HEADROOM, DATA_TAILROOM, Incoming, PeerConfig, PeerId, PresharedKey, Received, Sent,
-};
+use fjord_proto::{PeerConfig, PeerId, PresharedKey, Received, Sent};
 
-use crate::proto_targets::{History, Input, MTU, address, device, send_bounded};
+use crate::proto_targets::{
+    FedTarget, InFlight, Input, Intake, MTU, address, device, receive_by_datagram_calls,
+    run_operations, with_room,
+};
 
 const TARGET_ADDR: &str = "198.18.0.1:51820";
 const PEER_ADDR: &str = "198.18.0.2:51820";
@@ -33,8 +34,6 @@ const TARGET_OVERLAY: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 1);
 const PEER_OVERLAY: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
 const SILENT_OVERLAY: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 3);
 const PEER_OVERLAY_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2);
-/// Operations per input, so each run stays fast.
-const MAX_OPERATIONS: usize = 512;
 
 fn host(address: IpAddr) -> Cidr {
     Cidr::host(address)
@@ -73,6 +72,8 @@ fn ip_packet(source: IpAddr, destination: IpAddr, body_len: usize, fill: u8) -> 
     }
 }
 
+receive_by_datagram_calls!(Node);
+
 struct World {
     now: Instant,
     target: Node,
@@ -83,11 +84,8 @@ struct World {
     peer: Node,
     /// The target, as the honest peer knows it.
     peer_target: PeerId,
-    to_target: Vec<(SocketAddr, Vec<u8>)>,
-    to_peer: Vec<Vec<u8>>,
-    history: History,
-    /// Whether the next datagram takes the two-phase receive path.
-    split_next: bool,
+    in_flight: InFlight,
+    intake: Intake,
 }
 
 impl World {
@@ -137,10 +135,8 @@ impl World {
             target_silent,
             peer,
             peer_target,
-            to_target: Vec::new(),
-            to_peer: Vec::new(),
-            history: History::default(),
-            split_next: false,
+            in_flight: InFlight::default(),
+            intake: Intake::default(),
         };
         world
             .target
@@ -152,7 +148,11 @@ impl World {
         }
         // The responder confirms the session with the first data it gets.
         world.peer_sends(PEER_OVERLAY.into(), TARGET_OVERLAY.into(), 32);
-        let (from, mut datagram) = world.to_target.pop().expect("the peer sealed a packet");
+        let (from, mut datagram) = world
+            .in_flight
+            .to_target
+            .pop()
+            .expect("the peer sealed a packet");
         let received = world
             .target
             .handle_datagram(now, from, &mut datagram, &mut []);
@@ -162,100 +162,6 @@ impl World {
         );
         world.drain(false);
         world
-    }
-
-    fn source(&self, choice: u8) -> SocketAddr {
-        match choice % 4 {
-            0 | 1 => address(PEER_ADDR),
-            other => address(STRANGER_ADDRS[usize::from(other - 2)]),
-        }
-    }
-
-    fn queue_to_peer(&mut self, datagram: Vec<u8>) {
-        send_bounded(&mut self.to_peer, datagram);
-    }
-
-    fn queue_to_target(&mut self, from: SocketAddr, datagram: Vec<u8>) {
-        send_bounded(&mut self.to_target, (from, datagram));
-    }
-
-    /// Collects what both nodes want to send, and what the target writes
-    /// to its TUN device (ICMP "too big" replies).
-    fn drain(&mut self, small_buffer: bool) {
-        let mut buf = vec![0u8; if small_buffer { 100 } else { 2048 }];
-        while let Some(transmit) = self.target.poll_transmit(self.now, &mut buf) {
-            assert!(transmit.len <= buf.len());
-            if transmit.destination == address(PEER_ADDR) {
-                self.queue_to_peer(buf[..transmit.len].to_vec());
-            }
-        }
-        while let Some(transmit) = self.peer.poll_transmit(self.now, &mut buf) {
-            assert!(transmit.len <= buf.len());
-            self.queue_to_target(address(PEER_ADDR), buf[..transmit.len].to_vec());
-        }
-        while let Some(event) = self.target.poll_event(self.now) {
-            if let NodeEvent::TunPacket(reply) = event {
-                let len = reply.len();
-                assert!(len <= MAX_REPLY_LEN);
-                let header = IpHeader::parse(&reply[..len]).expect("an ICMP reply parses");
-                assert_eq!(header.total_len, len);
-            }
-        }
-        while self.peer.poll_event(self.now).is_some() {}
-    }
-
-    /// Hands the target one datagram, by the one-call path or the two
-    /// phases with the AEAD detached (as with crypto threads), and checks
-    /// what came out.
-    fn feed_target(&mut self, from: SocketAddr, mut datagram: Vec<u8>) {
-        self.history.remember(&datagram);
-        let len = datagram.len();
-        let mut decompressed = [0u8; MTU];
-        self.split_next = !self.split_next;
-        let received = if self.split_next {
-            match self.target.prepare_datagram(self.now, from, &mut datagram) {
-                Incoming::Data(pending) => {
-                    let mut pending = pending.detach();
-                    pending.open(&mut datagram);
-                    self.target.finish_datagram(
-                        self.now,
-                        from,
-                        pending.opened(),
-                        &datagram,
-                        &mut decompressed,
-                    )
-                }
-                Incoming::Done(received) => received,
-            }
-        } else {
-            self.target
-                .handle_datagram(self.now, from, &mut datagram, &mut decompressed)
-        };
-        match received {
-            Received::Data {
-                peer,
-                packet,
-                source,
-                ..
-            } => {
-                assert!(packet.start <= packet.end && packet.end <= len);
-                self.check_delivered(peer, &datagram[packet], source);
-            }
-            Received::Decompressed {
-                peer,
-                packet,
-                source,
-                ..
-            } => {
-                assert!(packet.start <= packet.end && packet.end <= MTU);
-                self.check_delivered(peer, &decompressed[packet], source);
-            }
-            Received::Keepalive { peer } | Received::Extension { peer, .. } => {
-                assert_eq!(peer, self.target_peer);
-            }
-            Received::Frame { .. } => panic!("a node in router mode delivered a frame"),
-            Received::Control | Received::Dropped(_) => {}
-        }
     }
 
     /// A delivered packet came from the honest peer, is one whole IP
@@ -274,12 +180,12 @@ impl World {
     /// Delivers what is in flight both ways; each datagram to the target
     /// may be changed at one byte (`mutation`: position and XOR mask).
     fn deliver(&mut self, mutation: Option<(usize, u8)>) {
-        for mut datagram in std::mem::take(&mut self.to_peer) {
+        for mut datagram in std::mem::take(&mut self.in_flight.to_peer) {
             let _ =
                 self.peer
                     .handle_datagram(self.now, address(TARGET_ADDR), &mut datagram, &mut []);
         }
-        for (from, mut datagram) in std::mem::take(&mut self.to_target) {
+        for (from, mut datagram) in std::mem::take(&mut self.in_flight.to_target) {
             if let Some((position, flip)) = mutation
                 && let Some(byte) = datagram.get_mut(position)
             {
@@ -293,15 +199,14 @@ impl World {
     /// The honest peer seals a packet for the target (queued in flight).
     fn peer_sends(&mut self, source: IpAddr, destination: IpAddr, body_len: usize) {
         let packet = ip_packet(source, destination, body_len, 0x5a);
-        let mut buf = vec![0u8; DATA_HEADROOM + packet.len() + DATA_TAILROOM];
-        buf[DATA_HEADROOM..DATA_HEADROOM + packet.len()].copy_from_slice(&packet);
+        let mut buf = with_room(&packet);
         if let Sent::Sealed { len, .. } =
             self.peer
                 .handle_tun_packet(self.now, &mut buf, packet.len())
         {
             assert!(len <= buf.len());
             buf.truncate(len);
-            self.queue_to_target(address(PEER_ADDR), buf);
+            self.in_flight.send_to_target(address(PEER_ADDR), buf);
         }
         self.drain(false);
     }
@@ -329,8 +234,7 @@ impl World {
             let position = usize::from(input.u8()) % packet.len().min(40);
             packet[position] = input.u8();
         }
-        let mut buf = vec![0u8; DATA_HEADROOM + packet.len() + DATA_TAILROOM];
-        buf[DATA_HEADROOM..DATA_HEADROOM + packet.len()].copy_from_slice(&packet);
+        let mut buf = with_room(&packet);
         let claimed_len = if choice & 0x40 != 0 {
             usize::from(input.u16())
         } else {
@@ -346,7 +250,7 @@ impl World {
                 assert!(len <= buf.len());
                 if destination == address(PEER_ADDR) {
                     buf.truncate(len);
-                    self.queue_to_peer(buf);
+                    self.in_flight.send_to_peer(buf);
                 }
             }
             Sent::Staged | Sent::Dropped(_) => {}
@@ -369,14 +273,72 @@ impl World {
             self.advance(by);
         }
     }
+}
 
-    fn replay(&mut self, input: &mut Input<'_>) {
-        let Some(datagram) = self.history.pick(input) else {
-            return;
-        };
-        let from = self.source(input.u8());
-        self.feed_target(from, datagram);
-        self.drain(false);
+impl FedTarget for World {
+    const PEER_ADDR: &'static str = PEER_ADDR;
+    const STRANGER_ADDRS: [&'static str; 2] = STRANGER_ADDRS;
+
+    type Target = Node;
+
+    fn parts(&mut self) -> (&mut Node, &mut Intake, Instant) {
+        (&mut self.target, &mut self.intake, self.now)
+    }
+
+    /// Collects what both nodes want to send, and what the target writes
+    /// to its TUN device (ICMP "too big" replies).
+    fn drain(&mut self, small_buffer: bool) {
+        let mut buf = vec![0u8; if small_buffer { 100 } else { 2048 }];
+        while let Some(transmit) = self.target.poll_transmit(self.now, &mut buf) {
+            assert!(transmit.len <= buf.len());
+            if transmit.destination == address(PEER_ADDR) {
+                self.in_flight.send_to_peer(buf[..transmit.len].to_vec());
+            }
+        }
+        while let Some(transmit) = self.peer.poll_transmit(self.now, &mut buf) {
+            assert!(transmit.len <= buf.len());
+            self.in_flight
+                .send_to_target(address(PEER_ADDR), buf[..transmit.len].to_vec());
+        }
+        while let Some(event) = self.target.poll_event(self.now) {
+            if let NodeEvent::TunPacket(reply) = event {
+                let len = reply.len();
+                assert!(len <= MAX_REPLY_LEN);
+                let header = IpHeader::parse(&reply[..len]).expect("an ICMP reply parses");
+                assert_eq!(header.total_len, len);
+            }
+        }
+        while self.peer.poll_event(self.now).is_some() {}
+    }
+
+    /// A delivered packet is one whole IP packet from the honest peer.
+    fn check(&self, received: Received, datagram: &[u8]) {
+        let len = datagram.len();
+        match received {
+            Received::Data {
+                peer,
+                packet,
+                source,
+                ..
+            } => {
+                assert!(packet.start <= packet.end && packet.end <= len);
+                self.check_delivered(peer, &datagram[packet], source);
+            }
+            Received::Decompressed {
+                peer,
+                packet,
+                source,
+                ..
+            } => {
+                assert!(packet.start <= packet.end && packet.end <= MTU);
+                self.check_delivered(peer, &self.intake.decompressed[packet], source);
+            }
+            Received::Keepalive { peer } | Received::Extension { peer, .. } => {
+                assert_eq!(peer, self.target_peer);
+            }
+            Received::Frame { .. } => panic!("a node in router mode delivered a frame"),
+            Received::Control | Received::Dropped(_) => {}
+        }
     }
 }
 
@@ -398,69 +360,60 @@ impl World {
 pub fn node_session(data: &[u8]) {
     let mut input = Input(data);
     let mut world = World::new(input.u8() & 1 == 1);
-    for _ in 0..MAX_OPERATIONS {
-        let Some(op) = input.byte() else { break };
-        match op % 8 {
+    run_operations(&mut input, |op, input| match op {
+        0 => world.feed_arbitrary(input),
+        1 => world.target_sends(input),
+        2 => world.advance(Duration::from_millis(u64::from(input.u16()))),
+        3 => match input.u8() {
+            0 => world.advance_to_deadline(),
+            steps => world.advance(Duration::from_secs(10 * u64::from(steps))),
+        },
+        4 => {
+            let choice = input.u8();
+            let source: IpAddr = if choice & 1 == 0 {
+                PEER_OVERLAY.into()
+            } else {
+                // Not the peer's to use: the target must drop it.
+                SILENT_OVERLAY.into()
+            };
+            let body_len = usize::from(input.u16() % 1500);
+            world.peer_sends(source, TARGET_OVERLAY.into(), body_len);
+        }
+        5 => {
+            let mutation = (usize::from(input.u8()), input.u8());
+            world.deliver((mutation.1 != 0).then_some(mutation));
+        }
+        6 => world.replay(input),
+        _ => match input.u8() % 6 {
             0 => {
-                let from = world.source(input.u8());
-                let len = usize::from(input.u16() % 2048);
-                let datagram = input.bytes(len).to_vec();
-                world.feed_target(from, datagram);
+                let id = world.target_peer;
+                world.target.device_mut().initiate_handshake(id, world.now);
                 world.drain(false);
             }
-            1 => world.target_sends(&mut input),
-            2 => world.advance(Duration::from_millis(u64::from(input.u16()))),
-            3 => match input.u8() {
-                0 => world.advance_to_deadline(),
-                steps => world.advance(Duration::from_secs(10 * u64::from(steps))),
-            },
+            1 => {
+                let id = world.target_silent;
+                world.target.device_mut().initiate_handshake(id, world.now);
+                world.drain(false);
+            }
+            2 => {
+                let forced = input.u8() & 1 == 1;
+                world.target.device_mut().force_under_load(forced);
+            }
+            3 => {
+                let endpoint = world.source(input.u8());
+                let id = world.target_peer;
+                world.target.device_mut().set_peer_endpoint(id, endpoint);
+            }
             4 => {
-                let choice = input.u8();
-                let source: IpAddr = if choice & 1 == 0 {
-                    PEER_OVERLAY.into()
-                } else {
-                    // Not the peer's to use: the target must drop it.
-                    SILENT_OVERLAY.into()
-                };
-                let body_len = usize::from(input.u16() % 1500);
-                world.peer_sends(source, TARGET_OVERLAY.into(), body_len);
+                let limit = usize::from(input.u16());
+                let id = world.target_peer;
+                world
+                    .target
+                    .set_path_limit(id, (limit != 0).then_some(limit));
             }
-            5 => {
-                let mutation = (usize::from(input.u8()), input.u8());
-                world.deliver((mutation.1 != 0).then_some(mutation));
-            }
-            6 => world.replay(&mut input),
-            _ => match input.u8() % 6 {
-                0 => {
-                    let id = world.target_peer;
-                    world.target.device_mut().initiate_handshake(id, world.now);
-                    world.drain(false);
-                }
-                1 => {
-                    let id = world.target_silent;
-                    world.target.device_mut().initiate_handshake(id, world.now);
-                    world.drain(false);
-                }
-                2 => {
-                    let forced = input.u8() & 1 == 1;
-                    world.target.device_mut().force_under_load(forced);
-                }
-                3 => {
-                    let endpoint = world.source(input.u8());
-                    let id = world.target_peer;
-                    world.target.device_mut().set_peer_endpoint(id, endpoint);
-                }
-                4 => {
-                    let limit = usize::from(input.u16());
-                    let id = world.target_peer;
-                    world
-                        .target
-                        .set_path_limit(id, (limit != 0).then_some(limit));
-                }
-                _ => world.drain(true),
-            },
-        }
-    }
+            _ => world.drain(true),
+        },
+    });
     // Whatever happened, both peers are still configured and answer queries.
     let _ = world.target.poll_timeout();
     assert!(

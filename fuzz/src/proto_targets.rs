@@ -16,8 +16,8 @@ use fjord_proto::wire::{
     COOKIE_REPLY_LEN, HANDSHAKE_INITIATION_LEN, HANDSHAKE_RESPONSE_LEN, Message,
 };
 use fjord_proto::{
-    CompressionPolicy, DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, Incoming, PeerConfig,
-    PeerId, PresharedKey, PrivateKey, Received, Rng, Sent, WallClock,
+    CompressionPolicy, DATA_HEADROOM, DATA_TAILROOM, Device, DeviceConfig, Incoming, Opened,
+    PeerConfig, PeerId, PresharedKey, PrivateKey, Received, Rng, Sent, WallClock,
 };
 
 /// The tunnel MTU of the fuzzed devices and of decompression.
@@ -172,12 +172,217 @@ const MAX_OPERATIONS: usize = 512;
 /// Datagrams in flight each way; a fuller network loses the oldest.
 const MAX_IN_FLIGHT: usize = 64;
 
+/// Runs the operations `input` holds, at most [`MAX_OPERATIONS`]: each
+/// is a byte, and `step` gets it modulo 8 with the rest of the input.
+pub(crate) fn run_operations<'a>(input: &mut Input<'a>, mut step: impl FnMut(u8, &mut Input<'a>)) {
+    for _ in 0..MAX_OPERATIONS {
+        let Some(op) = input.byte() else { break };
+        step(op % 8, input);
+    }
+}
+
+/// A world whose target the fuzzer feeds datagrams, from the honest peer's
+/// address or a stranger's: what `device_datagram` and `node_session`
+/// share.
+pub(crate) trait FedTarget {
+    /// The honest peer's address.
+    const PEER_ADDR: &'static str;
+    /// Addresses nobody configured.
+    const STRANGER_ADDRS: [&'static str; 2];
+
+    type Target: Receive;
+
+    /// The target, how it is fed, and the time now.
+    fn parts(&mut self) -> (&mut Self::Target, &mut Intake, Instant);
+
+    /// Checks what the target made of `datagram`.
+    fn check(&self, received: Received, datagram: &[u8]);
+
+    /// Collects what everyone wants to send; `small_buffer` is a careless
+    /// driver's.
+    fn drain(&mut self, small_buffer: bool);
+
+    /// The source `choice` picks: the honest peer half the time.
+    fn source(&self, choice: u8) -> SocketAddr {
+        match choice % 4 {
+            0 | 1 => address(Self::PEER_ADDR),
+            other => address(Self::STRANGER_ADDRS[usize::from(other - 2)]),
+        }
+    }
+
+    /// Hands the target one datagram (see [`Intake::feed`]) and checks
+    /// what came out.
+    fn feed_target(&mut self, from: SocketAddr, mut datagram: Vec<u8>) {
+        let (target, intake, now) = self.parts();
+        let received = intake.feed(target, (now, from), &mut datagram);
+        self.check(received, &datagram);
+    }
+
+    /// Feeds the target an arbitrary datagram (a u16 length, then the
+    /// bytes) from a source the input picks.
+    fn feed_arbitrary(&mut self, input: &mut Input<'_>) {
+        let from = self.source(input.u8());
+        let len = usize::from(input.u16() % 2048);
+        let datagram = input.bytes(len).to_vec();
+        self.feed_target(from, datagram);
+        self.drain(false);
+    }
+
+    /// Feeds the target a remembered datagram, truncated or extended.
+    fn replay(&mut self, input: &mut Input<'_>) {
+        let Some(datagram) = self.parts().1.history.pick(input) else {
+            return;
+        };
+        let from = self.source(input.u8());
+        self.feed_target(from, datagram);
+        self.drain(false);
+    }
+}
+
+/// The receive calls a [`Device`] and a mesh node share, so that
+/// [`receive`] drives either.
+pub(crate) trait Receive {
+    fn handle(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &mut [u8],
+        decompressed: &mut [u8],
+    ) -> Received;
+
+    fn prepare(&mut self, now: Instant, from: SocketAddr, datagram: &mut [u8]) -> Incoming<'_>;
+
+    fn finish(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        opened: Opened,
+        datagram: &[u8],
+        decompressed: &mut [u8],
+    ) -> Received;
+}
+
+/// Implements [`Receive`] for a type with the datagram calls of a
+/// [`Device`] (`handle_datagram`, `prepare_datagram`, `finish_datagram`).
+macro_rules! receive_by_datagram_calls {
+    ($receiver:ty) => {
+        impl $crate::proto_targets::Receive for $receiver {
+            fn handle(
+                &mut self,
+                now: ::std::time::Instant,
+                from: ::std::net::SocketAddr,
+                datagram: &mut [u8],
+                decompressed: &mut [u8],
+            ) -> ::fjord_proto::Received {
+                self.handle_datagram(now, from, datagram, decompressed)
+            }
+
+            fn prepare(
+                &mut self,
+                now: ::std::time::Instant,
+                from: ::std::net::SocketAddr,
+                datagram: &mut [u8],
+            ) -> ::fjord_proto::Incoming<'_> {
+                self.prepare_datagram(now, from, datagram)
+            }
+
+            fn finish(
+                &mut self,
+                now: ::std::time::Instant,
+                from: ::std::net::SocketAddr,
+                opened: ::fjord_proto::Opened,
+                datagram: &[u8],
+                decompressed: &mut [u8],
+            ) -> ::fjord_proto::Received {
+                self.finish_datagram(now, from, opened, datagram, decompressed)
+            }
+        }
+    };
+}
+// Used by `node_targets`, which the proto replay does not include.
+#[allow(unused_imports)]
+pub(crate) use receive_by_datagram_calls;
+
+receive_by_datagram_calls!(Device);
+
+/// How a target is fed: the datagrams it had last, for replaying, which
+/// receive path the next one takes, and where it decompresses.
+pub(crate) struct Intake {
+    pub(crate) history: History,
+    /// Whether the next datagram takes the two-half receive path.
+    split_next: bool,
+    /// What the last compressed packet decompressed to.
+    pub(crate) decompressed: [u8; MTU],
+}
+
+impl Default for Intake {
+    fn default() -> Self {
+        Self {
+            history: History::default(),
+            split_next: false,
+            decompressed: [0; MTU],
+        }
+    }
+}
+
+impl Intake {
+    /// Hands `receiver` one datagram, remembering it: by the one-call
+    /// path, or (every other datagram) by the two halves with the AEAD
+    /// detached, as a driver with crypto threads does; both must end alike.
+    pub(crate) fn feed(
+        &mut self,
+        receiver: &mut impl Receive,
+        (now, from): (Instant, SocketAddr),
+        datagram: &mut [u8],
+    ) -> Received {
+        let decompressed = &mut self.decompressed;
+        self.history.remember(datagram);
+        self.split_next = !self.split_next;
+        if !self.split_next {
+            return receiver.handle(now, from, datagram, decompressed);
+        }
+        match receiver.prepare(now, from, datagram) {
+            Incoming::Data(pending) => {
+                let mut pending = pending.detach();
+                pending.open(datagram);
+                receiver.finish(now, from, pending.opened(), datagram, decompressed)
+            }
+            Incoming::Done(received) => received,
+        }
+    }
+}
+
+/// `packet` in a buffer with the headroom and tailroom sealing needs.
+pub(crate) fn with_room(packet: &[u8]) -> Vec<u8> {
+    let mut buf = vec![0u8; DATA_HEADROOM + packet.len() + DATA_TAILROOM];
+    buf[DATA_HEADROOM..DATA_HEADROOM + packet.len()].copy_from_slice(packet);
+    buf
+}
+
 /// Puts `item` in flight; a full network loses the oldest.
-pub(crate) fn send_bounded<T>(queue: &mut Vec<T>, item: T) {
+fn send_bounded<T>(queue: &mut Vec<T>, item: T) {
     if queue.len() == MAX_IN_FLIGHT {
         queue.remove(0);
     }
     queue.push(item);
+}
+
+/// Datagrams in flight between the target and the honest peer, until the
+/// input delivers them.
+#[derive(Default)]
+pub(crate) struct InFlight {
+    pub(crate) to_target: Vec<(SocketAddr, Vec<u8>)>,
+    pub(crate) to_peer: Vec<Vec<u8>>,
+}
+
+impl InFlight {
+    pub(crate) fn send_to_peer(&mut self, datagram: Vec<u8>) {
+        send_bounded(&mut self.to_peer, datagram);
+    }
+
+    pub(crate) fn send_to_target(&mut self, from: SocketAddr, datagram: Vec<u8>) {
+        send_bounded(&mut self.to_target, (from, datagram));
+    }
 }
 
 /// The last datagrams a target was fed, for replaying.
@@ -210,18 +415,15 @@ impl History {
 
 /// Two devices that know each other: the target, fed fuzz input, and an
 /// honest peer that gives the fuzzer real handshakes and sessions to
-/// mutate. Datagrams between them wait in `to_target` / `to_peer`.
+/// mutate. Datagrams between them wait in flight.
 struct World {
     now: Instant,
     target: Device,
     target_peer: PeerId,
     peer: Device,
     peer_target: PeerId,
-    to_target: Vec<(SocketAddr, Vec<u8>)>,
-    to_peer: Vec<Vec<u8>>,
-    history: History,
-    /// Whether the next datagram takes the two-half receive path.
-    split_next: bool,
+    in_flight: InFlight,
+    intake: Intake,
 }
 
 pub(crate) fn address(text: &str) -> SocketAddr {
@@ -293,46 +495,24 @@ impl World {
             target_peer,
             peer,
             peer_target,
-            to_target: Vec::new(),
-            to_peer: Vec::new(),
-            history: History::default(),
-            split_next: false,
+            in_flight: InFlight::default(),
+            intake: Intake::default(),
         }
     }
+}
 
-    fn source(&self, choice: u8) -> SocketAddr {
-        match choice % 4 {
-            0 | 1 => address(PEER_ADDR),
-            other => address(STRANGER_ADDRS[usize::from(other - 2)]),
-        }
+impl FedTarget for World {
+    const PEER_ADDR: &'static str = PEER_ADDR;
+    const STRANGER_ADDRS: [&'static str; 2] = STRANGER_ADDRS;
+
+    type Target = Device;
+
+    fn parts(&mut self) -> (&mut Device, &mut Intake, Instant) {
+        (&mut self.target, &mut self.intake, self.now)
     }
 
-    fn feed_target(&mut self, from: SocketAddr, mut datagram: Vec<u8>) {
-        self.history.remember(&datagram);
+    fn check(&self, received: Received, datagram: &[u8]) {
         let len = datagram.len();
-        let mut decompressed = [0u8; MTU];
-        // Every other datagram takes the detached path a multi-threaded
-        // driver uses, which must end exactly like the one-call path.
-        self.split_next = !self.split_next;
-        let received = if self.split_next {
-            match self.target.prepare_datagram(self.now, from, &mut datagram) {
-                Incoming::Data(data) => {
-                    let mut data = data.detach();
-                    data.open(&mut datagram);
-                    self.target.finish_datagram(
-                        self.now,
-                        from,
-                        data.opened(),
-                        &datagram,
-                        &mut decompressed,
-                    )
-                }
-                Incoming::Done(received) => received,
-            }
-        } else {
-            self.target
-                .handle_datagram(self.now, from, &mut datagram, &mut decompressed)
-        };
         match received {
             Received::Data { peer, packet, .. } => {
                 assert_eq!(peer, self.target_peer);
@@ -343,7 +523,7 @@ impl World {
             Received::Decompressed { peer, packet, .. } => {
                 assert_eq!(peer, self.target_peer);
                 assert!(packet.start <= packet.end && packet.end <= MTU);
-                let header = IpHeader::parse(&decompressed[packet.clone()]);
+                let header = IpHeader::parse(&self.intake.decompressed[packet.clone()]);
                 assert!(header.is_ok_and(|h| h.total_len == packet.len()));
             }
             Received::Keepalive { peer } => assert_eq!(peer, self.target_peer),
@@ -362,28 +542,23 @@ impl World {
         }
     }
 
-    fn send_to_peer(&mut self, datagram: Vec<u8>) {
-        send_bounded(&mut self.to_peer, datagram);
-    }
-
-    fn send_to_target(&mut self, from: SocketAddr, datagram: Vec<u8>) {
-        send_bounded(&mut self.to_target, (from, datagram));
-    }
-
     fn drain(&mut self, small_buffer: bool) {
         let mut buf = vec![0u8; if small_buffer { 100 } else { 2048 }];
         while let Some(transmit) = self.target.poll_transmit(&mut buf) {
             assert!(transmit.len <= buf.len());
-            self.send_to_peer(buf[..transmit.len].to_vec());
+            self.in_flight.send_to_peer(buf[..transmit.len].to_vec());
         }
         while let Some(transmit) = self.peer.poll_transmit(&mut buf) {
             assert!(transmit.len <= buf.len());
-            self.send_to_target(address(PEER_ADDR), buf[..transmit.len].to_vec());
+            self.in_flight
+                .send_to_target(address(PEER_ADDR), buf[..transmit.len].to_vec());
         }
         while self.target.poll_event().is_some() {}
         while self.peer.poll_event().is_some() {}
     }
+}
 
+impl World {
     fn advance(&mut self, by: Duration) {
         self.now += by;
         self.target.handle_timeout(self.now);
@@ -398,8 +573,7 @@ impl World {
         packet[0] = 0x45;
         let total = u16::try_from(packet.len()).unwrap_or(u16::MAX);
         packet[2..4].copy_from_slice(&total.to_be_bytes());
-        let mut buf = vec![0u8; DATA_HEADROOM + packet.len() + DATA_TAILROOM];
-        buf[DATA_HEADROOM..DATA_HEADROOM + packet.len()].copy_from_slice(&packet);
+        let mut buf = with_room(&packet);
         // Sometimes claim a length the buffer does not have, up to lengths
         // whose padding or headroom arithmetic would overflow.
         let payload_len = if honest_len {
@@ -419,9 +593,9 @@ impl World {
             assert!(len <= buf.len());
             buf.truncate(len);
             if from_target {
-                self.send_to_peer(buf);
+                self.in_flight.send_to_peer(buf);
             } else {
-                self.send_to_target(from, buf);
+                self.in_flight.send_to_target(from, buf);
             }
         }
     }
@@ -430,7 +604,7 @@ impl World {
     /// mutated at one byte first.
     fn exchange(&mut self, input: &mut Input<'_>) {
         let (position, flip) = (usize::from(input.u8()), input.u8());
-        for mut datagram in std::mem::take(&mut self.to_peer) {
+        for mut datagram in std::mem::take(&mut self.in_flight.to_peer) {
             let _ = self.peer.handle_datagram(
                 self.now,
                 address(TARGET_ADDR),
@@ -438,22 +612,12 @@ impl World {
                 &mut [0; MTU],
             );
         }
-        for (from, mut datagram) in std::mem::take(&mut self.to_target) {
+        for (from, mut datagram) in std::mem::take(&mut self.in_flight.to_target) {
             if let Some(byte) = datagram.get_mut(position) {
                 *byte ^= flip;
             }
             self.feed_target(from, datagram);
         }
-        self.drain(false);
-    }
-
-    /// Feeds the target a remembered datagram, truncated or extended.
-    fn replay(&mut self, input: &mut Input<'_>) {
-        let Some(datagram) = self.history.pick(input) else {
-            return;
-        };
-        let from = self.source(input.u8());
-        self.feed_target(from, datagram);
         self.drain(false);
     }
 }
@@ -480,47 +644,38 @@ pub fn device_datagram(data: &[u8]) {
     let mut input = Input(data);
     let setup = input.u8();
     let mut world = World::new(setup & 1 == 1, setup & 2 == 2);
-    for _ in 0..MAX_OPERATIONS {
-        let Some(op) = input.byte() else { break };
-        match op % 8 {
-            0 => {
-                let from = world.source(input.u8());
-                let len = usize::from(input.u16() % 2048);
-                let datagram = input.bytes(len).to_vec();
-                world.feed_target(from, datagram);
-                world.drain(false);
-            }
-            1 => world.advance(Duration::from_millis(u64::from(input.u16()))),
-            2 => world.advance(Duration::from_secs(10 * u64::from(input.u8()))),
-            3 => {
-                world.encapsulate(true, &mut input);
-                world.drain(false);
-            }
-            4 => {
-                world.encapsulate(false, &mut input);
-                world.drain(false);
-            }
-            5 => world.exchange(&mut input),
-            6 => world.replay(&mut input),
-            _ => match input.u8() % 4 {
-                0 => {
-                    world
-                        .target
-                        .initiate_handshake(world.target_peer, world.now);
-                    world.drain(false);
-                }
-                1 => {
-                    let forced = input.u8() & 1 == 1;
-                    world.target.force_under_load(forced);
-                }
-                2 => {
-                    let endpoint = world.source(input.u8());
-                    world.target.set_peer_endpoint(world.target_peer, endpoint);
-                }
-                _ => world.drain(true),
-            },
+    run_operations(&mut input, |op, input| match op {
+        0 => world.feed_arbitrary(input),
+        1 => world.advance(Duration::from_millis(u64::from(input.u16()))),
+        2 => world.advance(Duration::from_secs(10 * u64::from(input.u8()))),
+        3 => {
+            world.encapsulate(true, input);
+            world.drain(false);
         }
-    }
+        4 => {
+            world.encapsulate(false, input);
+            world.drain(false);
+        }
+        5 => world.exchange(input),
+        6 => world.replay(input),
+        _ => match input.u8() % 4 {
+            0 => {
+                world
+                    .target
+                    .initiate_handshake(world.target_peer, world.now);
+                world.drain(false);
+            }
+            1 => {
+                let forced = input.u8() & 1 == 1;
+                world.target.force_under_load(forced);
+            }
+            2 => {
+                let endpoint = world.source(input.u8());
+                world.target.set_peer_endpoint(world.target_peer, endpoint);
+            }
+            _ => world.drain(true),
+        },
+    });
     // Whatever happened, the devices still answer queries sensibly.
     let _ = world.target.poll_timeout();
     let status = world.target.peer_status(world.target_peer);

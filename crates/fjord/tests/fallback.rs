@@ -27,7 +27,7 @@ use fjord_lab::systems::wireguard::{Implementation, Interface, LISTEN_PORT, WgSi
 use fjord_lab::systems::{self, WorkDir};
 use fjord_lab::topology::{HOST_LINK, LEFT_UNDERLAY, RIGHT_UNDERLAY, TwoHosts, disable_offloads};
 use fjord_lab::traffic::{self, BulkTransfer};
-use support::{fjord, ready, right_overlay, show_text};
+use support::{fjord, ready, right_overlay, show_text, with_logs};
 
 const TRANSFER_BYTES: u64 = 8 << 20;
 const SINK_PORT: u16 = 5201;
@@ -64,6 +64,22 @@ fn fallback_of(side: &Interface) -> Fallback {
         endpoint: report["peers"][0]["endpoint"].as_str().map(str::to_string),
         counters: report["carriers"].as_object().cloned().unwrap_or_default(),
     }
+}
+
+/// Starts fjord with `sides` on `hosts`: the right (listening) side first.
+fn start_both(
+    hosts: &TwoHosts,
+    (left_side, right_side): &(WgSide, WgSide),
+    workdir: &WorkDir,
+) -> (Interface, Interface) {
+    let fjord = fjord();
+    let right = fjord
+        .start(&hosts.right, right_side, workdir.path())
+        .expect("start right fjord");
+    let left = fjord
+        .start(&hosts.left, left_side, workdir.path())
+        .expect("start left fjord");
+    (left, right)
 }
 
 /// Waits until `side`'s fallback report satisfies `wanted`.
@@ -108,25 +124,9 @@ fn falls_back_and_returns(test: &str, carrier_kind: Carrier) {
     let hosts = TwoHosts::direct().expect("build two hosts");
     let firewall = UdpFirewall::between(&hosts.left, IpAddr::V4(RIGHT_UNDERLAY)).expect("nftables");
     let workdir = WorkDir::create(test).expect("work directory");
-    let (left_side, right_side) = fallback_pair(carrier_kind).expect("keys");
-    let fjord = fjord();
-    let right = fjord
-        .start(&hosts.right, &right_side, workdir.path())
-        .expect("start right fjord");
-    let left = fjord
-        .start(&hosts.left, &left_side, workdir.path())
-        .expect("start left fjord");
-    let context = |what: &str| {
-        let mut text = what.to_string();
-        for side in [&left, &right] {
-            text.push_str(&format!(
-                "\n--- {} log:{}",
-                side.ifname(),
-                systems::log_tail(side.log_path(), 30)
-            ));
-        }
-        text
-    };
+    let sides = fallback_pair(carrier_kind).expect("keys");
+    let (left, right) = start_both(&hosts, &sides, &workdir);
+    let context = |what: &str| with_logs(what, &[&left, &right]);
 
     let waited = traffic::wait_for_ping(&hosts.left, right_overlay(), Duration::from_secs(30))
         .unwrap_or_else(|error| {
@@ -238,7 +238,7 @@ fn warnings_naming(side: &Interface, setting: &str) -> Vec<String> {
 /// with the time the first appeared.
 fn warnings_after_attempts(
     test: &str,
-    (left_side, right_side): (WgSide, WgSide),
+    sides: (WgSide, WgSide),
     attempts: u64,
     setting: &str,
 ) -> [(Vec<String>, Option<Duration>); 2] {
@@ -253,13 +253,7 @@ fn warnings_after_attempts(
     let _firewall =
         UdpFirewall::between(&hosts.left, IpAddr::V4(RIGHT_UNDERLAY)).expect("nftables");
     let workdir = WorkDir::create(test).expect("work directory");
-    let fjord = fjord();
-    let right = fjord
-        .start(&hosts.right, &right_side, workdir.path())
-        .expect("start right fjord");
-    let left = fjord
-        .start(&hosts.left, &left_side, workdir.path())
-        .expect("start left fjord");
+    let (left, right) = start_both(&hosts, &sides, &workdir);
     let started = Instant::now();
     let mut first = [None, None];
     loop {
@@ -272,8 +266,18 @@ fn warnings_after_attempts(
         let made = seen.count("carrier_connections_opened");
         if made >= attempts {
             // The last attempt's outcome: a refusal is at once, the far
-            // end's verdict on a mismatch within a second.
-            std::thread::sleep(Duration::from_secs(2));
+            // end's verdict on a mismatch within a second; either way the
+            // left side is back on UDP once it is in.
+            wait_for(&left, Duration::from_secs(5), |seen| {
+                seen.path.as_deref() == Some("udp")
+            })
+            .unwrap_or_else(|seen| {
+                panic!(
+                    "{test}: attempt {made} never ended: {seen:?}\n--- left log:{}\n--- right log:{}",
+                    systems::log_tail(left.log_path(), 30),
+                    systems::log_tail(right.log_path(), 30)
+                )
+            });
             break;
         }
         assert!(

@@ -21,7 +21,7 @@ use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use fjord_lab::netns::Namespace;
+use fjord_lab::netns::{self, Namespace};
 use fjord_lab::systems::wireguard::LISTEN_PORT;
 use fjord_lab::topology::{self, HOST_LINK, RIGHT_UNDERLAY, TwoHosts};
 use fjord_lab::traffic::{BulkReport, BulkTransfer};
@@ -117,6 +117,7 @@ fn capture_transport_packets(
                 }
             }
             Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                // Nothing captured yet: look again in a moment.
                 std::thread::sleep(Duration::from_millis(1));
             }
             Err(error) => return Err(error),
@@ -338,6 +339,7 @@ fn send_every_kind(
                             .send_to(datagram, fjord_port)
                             .expect("send a bad datagram");
                     }
+                    // Paces the bursts, so fjord's socket buffer keeps up.
                     std::thread::sleep(Duration::from_millis(1));
                 }
                 datagrams.len()
@@ -474,7 +476,13 @@ fn bad_datagrams_are_refused_counted_by_reason_and_not_logged_one_by_one() {
 
     // The first refusals are reported at once, the rest wait a minute:
     // one line for all of them, not one per datagram.
-    std::thread::sleep(Duration::from_millis(1500));
+    netns::wait_until(Duration::from_secs(5), "a warning about refusals", || {
+        let log = log_lines(&tunnel.right);
+        log[log_before.min(log.len())..]
+            .iter()
+            .any(|line| line.contains("WARN") && line.contains("refused "))
+    })
+    .unwrap_or_else(|error| panic!("{}", tunnel.context(&error.to_string())));
     let bad: u64 = results.iter().map(|(_, sent, _)| sent).sum();
     let log = log_lines(&tunnel.right);
     let new_lines = &log[log_before.min(log.len())..];

@@ -10,17 +10,36 @@
 use std::path::PathBuf;
 
 use fjord_lab::progress::Progress;
-use fjord_lab::results::MeasurementStatus;
+use fjord_lab::results::{Measurement, MeasurementStatus};
 use fjord_lab::suites::Setup;
 use fjord_lab::suites::mtu::{self, PING_PAYLOADS, Plan};
-use fjord_lab::systems::{self, WorkDir};
+use fjord_lab::systems::{self, System, WorkDir};
+
+/// Whether the suite can run (root); the lab then starts this build's fjord.
+fn ready() -> bool {
+    if !systems::running_as_root("the mtu suite needs root (network namespaces)") {
+        return false;
+    }
+    systems::wireguard::use_fjord_binary(PathBuf::from(env!("CARGO_BIN_EXE_fjord")));
+    true
+}
+
+/// The suite's rows for `system` under `plan`, its files in `workdir`.
+fn run(system: &dyn System, plan: &Plan, workdir: &WorkDir) -> Vec<Measurement> {
+    let progress = Progress::new(plan.steps());
+    let setup = Setup {
+        system,
+        progress: &progress,
+        workdir: workdir.path(),
+    };
+    mtu::run_plan(&setup, plan)
+}
 
 #[test]
 fn bare_and_fjord_carry_verified_transfers_at_both_study_mtus() {
-    if !systems::running_as_root("the mtu suite needs root (network namespaces)") {
+    if !ready() {
         return;
     }
-    systems::wireguard::use_fjord_binary(PathBuf::from(env!("CARGO_BIN_EXE_fjord")));
     let plan = Plan {
         transfer_bytes: 16 << 20,
         ping_count: 200,
@@ -29,15 +48,7 @@ fn bare_and_fjord_carry_verified_transfers_at_both_study_mtus() {
     assert_eq!(plan.mtus, [1400, 16384]);
     let workdir = WorkDir::create("mtu").expect("work directory");
     for system in systems::select("bare,fjord").expect("lab systems") {
-        let progress = Progress::new(plan.steps());
-        let rows = mtu::run_plan(
-            &Setup {
-                system: system.as_ref(),
-                progress: &progress,
-                workdir: workdir.path(),
-            },
-            &plan,
-        );
+        let rows = run(system.as_ref(), &plan, &workdir);
         let name = system.name();
         for row in &rows {
             assert_eq!(row.status, MeasurementStatus::Ok, "{row:#?}");
@@ -62,10 +73,9 @@ fn bare_and_fjord_carry_verified_transfers_at_both_study_mtus() {
 /// payloads fit any tunnel, runs at the MTU the system has and says so.
 #[test]
 fn a_system_without_an_mtu_setting_is_pinged_at_its_own() {
-    if !systems::running_as_root("the mtu suite needs root (network namespaces)") {
+    if !ready() {
         return;
     }
-    systems::wireguard::use_fjord_binary(PathBuf::from(env!("CARGO_BIN_EXE_fjord")));
     let plan = Plan {
         ping_count: 200,
         ..Plan::new(true)
@@ -74,15 +84,7 @@ fn a_system_without_an_mtu_setting_is_pinged_at_its_own() {
     let system = systems::select("fjord-fallback")
         .expect("lab systems")
         .remove(0);
-    let progress = Progress::new(plan.steps());
-    let rows = mtu::run_plan(
-        &Setup {
-            system: system.as_ref(),
-            progress: &progress,
-            workdir: workdir.path(),
-        },
-        &plan,
-    );
+    let rows = run(system.as_ref(), &plan, &workdir);
     let (transfers, pings): (Vec<_>, Vec<_>) = rows.iter().partition(|row| row.test == "tcp_bulk");
     assert_eq!(transfers.len(), plan.mtus.len(), "{rows:#?}");
     for row in transfers {

@@ -7,15 +7,16 @@
 //!
 //! Needs root; without it the test skips with one line (fails under CI).
 
-use std::collections::HashMap;
+mod support;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
-use fjord_lab::netns;
 use fjord_lab::systems::wireguard::Fjord;
-use fjord_lab::systems::{self, FjordMesh, Member, MemberPath, RunningMesh};
+use fjord_lab::systems::{self, FjordMesh, RunningMesh};
 use fjord_lab::topology::Lan;
 use fjord_lab::traffic;
+use support::mesh::{all_direct, lists, wait_for_listings};
 
 const MEMBERS: usize = 3;
 /// Host index of the node left out of the list.
@@ -40,29 +41,16 @@ fn listed_members_find_each_other_and_ping_and_others_stay_out() {
 
     let outsider = mesh.public_key(OUTSIDER).to_string();
     let members: Vec<usize> = (0..MEMBERS).collect();
-    let mut last: HashMap<usize, Vec<Member>> = HashMap::new();
-    let converged = netns::wait_until(CONVERGENCE_TIMEOUT, "listed members to converge", || {
-        last = members
-            .iter()
-            .map(|&node| (node, mesh.members(node).unwrap_or_default()))
-            .collect();
-        for (node, listed) in &last {
+    let what = "listed members to converge";
+    wait_for_listings(&mut mesh, &members, CONVERGENCE_TIMEOUT, what, |last| {
+        for (node, listed) in last {
             assert!(
-                listed.iter().all(|member| member.public_key != outsider),
+                !lists(listed, &outsider),
                 "node{node} lists the unlisted node: {listed:?}"
             );
         }
-        last.values().all(|listed| {
-            listed.len() == MEMBERS - 1
-                && listed
-                    .iter()
-                    .all(|member| member.path == MemberPath::Direct)
-        })
+        last.values().all(|listed| all_direct(listed, MEMBERS))
     });
-    assert!(
-        converged.is_ok(),
-        "{converged:?}; members listed: {last:#?}"
-    );
 
     traffic::ping(&lan.hosts[1], mesh.overlay_address(2), 3)
         .expect("node1 pings node2 over the overlay");

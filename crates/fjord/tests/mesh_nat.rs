@@ -10,39 +10,17 @@
 //! Needs root and nft; without root the test skips with one line (fails
 //! under CI).
 
+mod support;
+
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use fjord_lab::nat::{NatInternet, NatKind};
-use fjord_lab::systems::wireguard::Fjord;
-use fjord_lab::systems::{self, FjordMesh, MemberPath, RunningMesh, WorkDir};
+use fjord_lab::systems::{self, MemberPath, RunningMesh};
 use fjord_lab::traffic::BulkTransfer;
+use support::mesh::{configure, lists_on, start_nodes, time_until_direct};
 
 const TRANSFER_BYTES: u64 = 8 << 20;
-
-/// Whether `node` lists node `other` (named `node<other>`) on `path`.
-fn lists(mesh: &mut dyn RunningMesh, node: usize, other: usize, path: MemberPath) -> bool {
-    mesh.member(node, other)
-        .is_some_and(|member| member.path == path)
-}
-
-/// How long until `a` and `b` list each other as direct, polled.
-fn time_until_direct(
-    mesh: &mut dyn RunningMesh,
-    a: usize,
-    b: usize,
-    started: Instant,
-    limit: Duration,
-) -> Option<Duration> {
-    while started.elapsed() < limit {
-        if lists(mesh, a, b, MemberPath::Direct) && lists(mesh, b, a, MemberPath::Direct) {
-            return Some(started.elapsed());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    None
-}
 
 #[test]
 fn members_behind_nats_meet_through_a_rendezvous() {
@@ -57,17 +35,12 @@ fn members_behind_nats_meet_through_a_rendezvous() {
         NatKind::Symmetric,
     ];
     let internet = NatInternet::build(&kinds).expect("namespaces and NATs");
-    let workdir = WorkDir::create("mesh-nat").expect("work directory");
-    let mut mesh = FjordMesh::new(Fjord::at(PathBuf::from(env!("CARGO_BIN_EXE_fjord"))))
-        .configure(&internet.mesh_hosts(), workdir.path())
-        .expect("mesh configured");
+    let (workdir, mut mesh) = configure(&internet.mesh_hosts(), "mesh-nat");
     let started = Instant::now();
-    for node in 0..kinds.len() {
-        mesh.start_node(node).expect("node started");
-    }
+    start_nodes(&mut mesh, kinds.len());
 
     for (index, kind) in kinds.iter().enumerate().skip(1) {
-        let took = time_until_direct(&mut mesh, 0, index, started, Duration::from_secs(20));
+        let took = time_until_direct(&mut mesh, (0, index), started, Duration::from_secs(20));
         assert!(
             took.is_some(),
             "{} member never reached the public one; logs in {}",
@@ -75,8 +48,8 @@ fn members_behind_nats_meet_through_a_rendezvous() {
             workdir.path().display()
         );
     }
-    let took =
-        time_until_direct(&mut mesh, 1, 2, started, Duration::from_secs(20)).unwrap_or_else(|| {
+    let took = time_until_direct(&mut mesh, (1, 2), started, Duration::from_secs(20))
+        .unwrap_or_else(|| {
             panic!(
                 "two port-preserving NATs never met directly; logs in {}",
                 workdir.path().display()
@@ -98,8 +71,8 @@ fn members_behind_nats_meet_through_a_rendezvous() {
     // A symmetric NAT maps each destination to a new random port, which
     // no member can see; port prediction finds one of the many mappings
     // the symmetric side opens toward the port-preserving one.
-    let took =
-        time_until_direct(&mut mesh, 1, 3, started, Duration::from_secs(30)).unwrap_or_else(|| {
+    let took = time_until_direct(&mut mesh, (1, 3), started, Duration::from_secs(30))
+        .unwrap_or_else(|| {
             panic!(
                 "port prediction never met the symmetric member; logs in {}",
                 workdir.path().display()
@@ -133,7 +106,7 @@ fn members_behind_nats_meet_through_a_rendezvous() {
         via: "node0".to_string(),
     };
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !lists(&mut mesh, 3, 4, through_node0.clone()) {
+    while !lists_on(&mut mesh, 3, 4, &through_node0) {
         assert!(
             Instant::now() < deadline,
             "the symmetric members never reached each other through the relay; logs in {}",
@@ -155,7 +128,7 @@ fn members_behind_nats_meet_through_a_rendezvous() {
         .expect("transfer through the relay");
     assert!(report.verified, "{report}");
     assert!(
-        lists(&mut mesh, 3, 0, MemberPath::Direct),
+        lists_on(&mut mesh, 3, 0, &MemberPath::Direct),
         "the symmetric member lost the public member"
     );
     // Nodes stop before their namespaces go.

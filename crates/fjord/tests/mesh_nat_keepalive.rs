@@ -8,22 +8,23 @@
 //! Needs root and nft; without root the test skips with one line (fails
 //! under CI).
 
-use std::path::PathBuf;
+mod support;
+
 use std::time::{Duration, Instant};
 
 use fjord_lab::nat::{NatInternet, NatKind};
-use fjord_lab::systems::wireguard::Fjord;
-use fjord_lab::systems::{self, FjordMesh, MemberPath, RunningMesh, WorkDir};
+use fjord_lab::systems::{self, MemberPath, RunningMesh};
 use fjord_lab::traffic;
+use support::mesh::{configure, lists_on, start_nodes, time_until_direct};
 
 /// The NATs' UDP mapping timeout (Linux's default is 30 s, 120 s once a
 /// flow has seen traffic both ways).
 const MAPPING_TIMEOUT_SECS: u32 = 15;
 const IDLE: Duration = Duration::from_secs(40);
 
+/// Whether `node` lists node `other` as direct.
 fn direct(mesh: &mut dyn RunningMesh, node: usize, other: usize) -> bool {
-    mesh.member(node, other)
-        .is_some_and(|member| member.path == MemberPath::Direct)
+    lists_on(mesh, node, other, &MemberPath::Direct)
 }
 
 #[test]
@@ -49,20 +50,14 @@ fn members_behind_nats_with_short_mapping_timeouts_keep_their_direct_path_while_
         )
         .expect("a short UDP mapping timeout");
     }
-    let workdir = WorkDir::create("mesh-nat-keepalive").expect("work directory");
-    let mut mesh = FjordMesh::new(Fjord::at(PathBuf::from(env!("CARGO_BIN_EXE_fjord"))))
-        .configure(&internet.mesh_hosts(), workdir.path())
-        .expect("mesh configured");
-    for node in 0..kinds.len() {
-        mesh.start_node(node).expect("node started");
-    }
+    let (workdir, mut mesh) = configure(&internet.mesh_hosts(), "mesh-nat-keepalive");
+    start_nodes(&mut mesh, kinds.len());
     let logs = workdir.path().display().to_string();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !(direct(&mut mesh, 1, 2) && direct(&mut mesh, 2, 1)) {
-        assert!(Instant::now() < deadline, "never direct; logs in {logs}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let direct_within =
+        time_until_direct(&mut mesh, (1, 2), Instant::now(), Duration::from_secs(20));
+    assert!(direct_within.is_some(), "never direct; logs in {logs}");
 
+    // The idle time under test: nothing but the mesh's own pings.
     std::thread::sleep(IDLE);
 
     // The mapping toward the other NAT is still there, with the short

@@ -22,15 +22,24 @@ const BOOTSTRAP: usize = 0;
 const CONVERGENCE_TIMEOUT: Duration = Duration::from_secs(30);
 /// One handshake retry (5 s) after the member is up, and a round trip.
 const BACK_WITHIN: Duration = Duration::from_secs(7);
+/// The stopped member's Goodbye is one datagram on a LAN.
+const GOODBYE_WITHIN: Duration = Duration::from_secs(3);
+
+/// Whether `node` answers and lists the member `key` as direct.
+fn lists_direct(mesh: &mut dyn RunningMesh, node: usize, key: &str) -> Result<bool, String> {
+    mesh.members(node).map(|members| {
+        members
+            .iter()
+            .any(|member| member.public_key == key && member.path == MemberPath::Direct)
+    })
+}
 
 fn all_list_bootstrap_direct(mesh: &mut dyn RunningMesh, key: &str) -> bool {
-    (1..NODES).all(|node| {
-        mesh.members(node).is_ok_and(|members| {
-            members
-                .iter()
-                .any(|member| member.public_key == key && member.path == MemberPath::Direct)
-        })
-    })
+    (1..NODES).all(|node| lists_direct(mesh, node, key) == Ok(true))
+}
+
+fn none_list_bootstrap_direct(mesh: &mut dyn RunningMesh, key: &str) -> bool {
+    (1..NODES).all(|node| lists_direct(mesh, node, key) == Ok(false))
 }
 
 #[test]
@@ -54,7 +63,11 @@ fn a_restarted_bootstrap_member_is_back_in_every_list_within_seconds() {
 
     for round in 1..=2 {
         mesh.stop_node(BOOTSTRAP);
-        std::thread::sleep(Duration::from_millis(500));
+        // Its Goodbye arrived: no other member lists it as direct any more.
+        netns::wait_until(GOODBYE_WITHIN, "the others to forget node0", || {
+            none_list_bootstrap_direct(&mut mesh, &key)
+        })
+        .unwrap_or_else(|error| panic!("round {round}: after node0 stopped: {error}"));
         mesh.start_node(BOOTSTRAP).expect("bootstrap restarted");
         let started = Instant::now();
         let back = netns::wait_until(BACK_WITHIN, "the bootstrap member back everywhere", || {

@@ -7,6 +7,8 @@
 //! Needs root and iperf3; without them the tests skip with one line
 //! (fail under CI).
 
+mod support;
+
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -21,20 +23,11 @@ fn fjord_binary() -> PathBuf {
 }
 
 fn ready(test: &str) -> bool {
-    let mut missing = Vec::new();
-    if !netns::is_root() {
-        missing.push("needs root (network namespaces)".to_string());
-    }
-    if systems::find_program("iperf3", &[]).is_none() {
-        missing.push("iperf3 not installed".to_string());
-    }
-    if missing.is_empty() {
-        return true;
-    }
-    let why = missing.join("; ");
-    assert!(!systems::missing_is_failure(), "{test}: {why} (CI=true)");
-    eprintln!("skipping {test}: {why}");
-    false
+    let iperf3 = systems::find_program("iperf3", &[]);
+    support::ready_unless(
+        test,
+        iperf3.map_or_else(|| vec!["iperf3 not installed".into()], |_| Vec::new()),
+    )
 }
 
 /// A peer section for a key nobody holds, routed to `prefix`.

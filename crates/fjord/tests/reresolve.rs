@@ -13,17 +13,19 @@
 //!
 //! Needs root; without it the test skips with one line (fails under CI).
 
+mod support;
+
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use fjord_lab::netns::{self, Namespace, Process};
-use fjord_lab::systems::wireguard::{self, Fjord, Implementation, Initiator};
-use fjord_lab::systems::{self, WorkDir};
+use fjord_lab::netns::Namespace;
+use fjord_lab::systems::WorkDir;
+use fjord_lab::systems::wireguard::{self, Implementation, Initiator};
 use fjord_lab::topology::{RIGHT_OVERLAY, RIGHT_UNDERLAY, TwoHosts};
 use fjord_lab::traffic;
+use support::ByHand;
 
 const NAME: &str = "peer.reresolve.test";
 /// Where the name points first: on the subnet, but nobody's address.
@@ -64,48 +66,24 @@ impl Drop for NamespaceHosts {
 #[test]
 fn a_silent_peer_configured_by_name_is_looked_up_again() {
     let test = "a_silent_peer_configured_by_name_is_looked_up_again";
-    if !netns::is_root() {
-        let why = "needs root (network namespaces)";
-        assert!(!systems::missing_is_failure(), "{test}: {why} (CI=true)");
-        eprintln!("skipping {test}: {why}");
+    if !support::ready(test) {
         return;
     }
-    let binary = PathBuf::from(env!("CARGO_BIN_EXE_fjord"));
     let hosts = TwoHosts::direct().expect("build two hosts");
     let names = NamespaceHosts::create(&hosts.left, NOBODY);
     let workdir = WorkDir::create(test).expect("work directory");
     let (mut left_side, right_side) = wireguard::point_to_point(Initiator::Left).expect("keys");
     left_side.peers[0].endpoint = None;
-    let _right = Fjord::at(binary.clone())
+    let _right = support::fjord()
         .start(&hosts.right, &right_side, workdir.path())
         .unwrap_or_else(|error| panic!("start the right side: {error}"));
 
     // The peer section is the file's last, so the endpoint line joins it.
     let mut config = left_side.wg_quick_text().to_string();
     config.push_str(&format!("Endpoint = {NAME}:{}\n", right_side.listen_port));
-    let config_path = workdir.path().join(format!("{}.conf", left_side.ifname));
-    std::fs::write(&config_path, &config).expect("write the left config");
-    std::fs::set_permissions(
-        &config_path,
-        std::os::unix::fs::PermissionsExt::from_mode(0o600),
-    )
-    .expect("keys are private");
-    let log_path = workdir.path().join("left.log");
-    let log = std::fs::File::create(&log_path).expect("log file");
-    let mut command = hosts.left.command(&binary);
-    command
-        .arg("up")
-        .arg(&config_path)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(log);
-    let _left = Process::spawn(&mut command).expect("start the left side");
-    let log_tail = || systems::log_tail(&log_path, 30);
     // Up means the config (and the name in it) was read.
-    netns::wait_until(Duration::from_secs(10), "the left side up", || {
-        systems::link_exists(&hosts.left, &left_side.ifname)
-    })
-    .unwrap_or_else(|error| panic!("{error}\n{}", log_tail()));
+    let left = ByHand::up(&hosts.left, workdir.path(), &left_side.ifname, &config);
+    let log_tail = || left.log_tail();
 
     assert!(
         traffic::ping(&hosts.left, IpAddr::V4(RIGHT_OVERLAY), 2).is_err(),

@@ -10,13 +10,16 @@
 //! Needs root. A missing wireguard-go skips its cases with one line,
 //! except under CI (`CI=true`), where it fails.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::path::PathBuf;
-use std::time::Duration;
+mod support;
 
-use fjord_lab::netns::{self, Namespace};
-use fjord_lab::systems::wireguard::{self, Fjord, Implementation, Initiator, WireguardGo};
-use fjord_lab::systems::{self, WorkDir};
+use std::io::BufRead;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use fjord_lab::netns::Namespace;
+use fjord_lab::systems::WorkDir;
+use fjord_lab::systems::wireguard::{self, Implementation, Initiator, Interface, WireguardGo};
 use fjord_lab::topology::{HOST_LINK, LEFT_OVERLAY, RIGHT_OVERLAY, RIGHT_UNDERLAY, TwoHosts};
 use fjord_lab::traffic;
 
@@ -26,25 +29,13 @@ const PEER_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x5a, 0, 0, 0, 0, 0, 1);
 const FIRST_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x5a, 0, 0, 0, 0, 0, 2);
 const SECOND_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x5a, 0, 0, 0, 0, 0, 3);
 
-fn fjord() -> Fjord {
-    Fjord::at(PathBuf::from(env!("CARGO_BIN_EXE_fjord")))
-}
+use support::fjord;
+
+/// Echo replies seen before the source address goes: the pings are under way.
+const REPLIES_BEFORE_REMOVAL: usize = 20;
 
 fn ready(test: &str, peer: &dyn Implementation) -> bool {
-    let mut missing = Vec::new();
-    if !netns::is_root() {
-        missing.push("needs root (network namespaces)".to_string());
-    }
-    if let Err(why) = peer.installed() {
-        missing.push(why);
-    }
-    if missing.is_empty() {
-        return true;
-    }
-    let why = missing.join("; ");
-    assert!(!systems::missing_is_failure(), "{test}: {why} (CI=true)");
-    eprintln!("skipping {test}: {why}");
-    false
+    support::ready_unless(test, peer.installed().err().into_iter().collect())
 }
 
 /// The right host gets a second IPv4 address and two IPv6 ones, so that
@@ -61,6 +52,49 @@ fn add_addresses(hosts: &TwoHosts) {
     add(&hosts.right, format!("{SECOND_V6}/64"));
     add(&hosts.right, format!("{FIRST_V6}/64"));
     add(&hosts.left, format!("{PEER_V6}/64"));
+}
+
+/// `peer` on the left host aiming at the right host's `second` address,
+/// fjord on the right on the wildcard, up and pinging. The sides drop
+/// before the work directory, then the namespaces.
+struct Aimed {
+    left: Interface,
+    right: Interface,
+    /// Where the peer aims: `second`, fjord's port.
+    target: SocketAddr,
+    _workdir: WorkDir,
+}
+
+impl Aimed {
+    fn up(test: &str, hosts: &TwoHosts, peer: &dyn Implementation, second: IpAddr) -> Self {
+        let workdir = WorkDir::create(test).expect("work directory");
+        let (mut left_side, right_side) = wireguard::point_to_point(Initiator::Left).expect("keys");
+        let target = SocketAddr::new(second, right_side.listen_port);
+        left_side.peers[0].endpoint = Some(target);
+        let right = fjord()
+            .start(&hosts.right, &right_side, workdir.path())
+            .unwrap_or_else(|error| panic!("start fjord: {error}"));
+        let left = peer
+            .start(&hosts.left, &left_side, workdir.path())
+            .unwrap_or_else(|error| panic!("start {}: {error}", peer.name()));
+        let aimed = Self {
+            left,
+            right,
+            target,
+            _workdir: workdir,
+        };
+        traffic::wait_for_ping(
+            &hosts.left,
+            IpAddr::V4(RIGHT_OVERLAY),
+            Duration::from_secs(20),
+        )
+        .unwrap_or_else(|error| panic!("{}", aimed.context(&format!("first ping: {error}"))));
+        aimed
+    }
+
+    fn context(&self, what: &str) -> String {
+        support::with_logs(what, &[&self.left, &self.right])
+    }
 }
 
 /// On the peer's host, drops every datagram from the answering host's
@@ -98,41 +132,15 @@ fn answers_from_the_address_it_was_reached_at(
     let hosts = TwoHosts::direct().expect("build two hosts");
     add_addresses(&hosts);
     refuse_first_addresses(&hosts.left);
-    let workdir = WorkDir::create(test).expect("work directory");
-    let (mut left_side, right_side) = wireguard::point_to_point(Initiator::Left).expect("keys");
-    let target = SocketAddr::new(second, right_side.listen_port);
-    left_side.peers[0].endpoint = Some(target);
-
-    let right = fjord()
-        .start(&hosts.right, &right_side, workdir.path())
-        .unwrap_or_else(|error| panic!("start fjord: {error}"));
-    let left = peer
-        .start(&hosts.left, &left_side, workdir.path())
-        .unwrap_or_else(|error| panic!("start {}: {error}", peer.name()));
-    let context = |what: &str| {
-        let mut text = what.to_string();
-        for side in [&left, &right] {
-            text.push_str(&format!(
-                "\n--- {} log:{}",
-                side.implementation(),
-                systems::log_tail(side.log_path(), 30)
-            ));
-        }
-        text
-    };
-
-    traffic::wait_for_ping(
-        &hosts.left,
-        IpAddr::V4(RIGHT_OVERLAY),
-        Duration::from_secs(20),
-    )
-    .unwrap_or_else(|error| panic!("{}", context(&format!("first ping: {error}"))));
+    let aimed = Aimed::up(test, &hosts, peer, second);
+    let (target, context) = (aimed.target, |what: &str| aimed.context(what));
     traffic::ping(&hosts.right, IpAddr::V4(LEFT_OVERLAY), 3)
         .unwrap_or_else(|error| panic!("{}", context(&format!("ping back: {error}"))));
     traffic::ping(&hosts.left, IpAddr::V4(RIGHT_OVERLAY), 3)
         .unwrap_or_else(|error| panic!("{}", context(&format!("ping again: {error}"))));
 
-    let stats = left
+    let stats = aimed
+        .left
         .peer_stats()
         .expect("the peer answers wg show")
         .unwrap_or_else(|error| panic!("{}", context(&format!("wg show: {error}"))));
@@ -195,36 +203,11 @@ fn a_removed_source_address_costs_at_most_one_ping(test: &str, second: IpAddr, p
     }
     let hosts = TwoHosts::direct().expect("build two hosts");
     add_addresses(&hosts);
-    let workdir = WorkDir::create(test).expect("work directory");
-    let (mut left_side, right_side) = wireguard::point_to_point(Initiator::Left).expect("keys");
-    let target = SocketAddr::new(second, right_side.listen_port);
-    left_side.peers[0].endpoint = Some(target);
-    let right = fjord()
-        .start(&hosts.right, &right_side, workdir.path())
-        .unwrap_or_else(|error| panic!("start fjord: {error}"));
-    let left = peer
-        .start(&hosts.left, &left_side, workdir.path())
-        .unwrap_or_else(|error| panic!("start fjord peer: {error}"));
-    let context = |what: &str| {
-        let mut text = what.to_string();
-        for side in [&left, &right] {
-            text.push_str(&format!(
-                "\n--- {} log:{}",
-                side.implementation(),
-                systems::log_tail(side.log_path(), 30)
-            ));
-        }
-        text
-    };
-    traffic::wait_for_ping(
-        &hosts.left,
-        IpAddr::V4(RIGHT_OVERLAY),
-        Duration::from_secs(20),
-    )
-    .unwrap_or_else(|error| panic!("{}", context(&format!("first ping: {error}"))));
+    let aimed = Aimed::up(test, &hosts, &peer, second);
+    let context = |what: &str| aimed.context(what);
 
     let pings = 300;
-    let ping = hosts
+    let mut ping = hosts
         .right
         .command("ping")
         .args(["-n", "-i", "0.01", "-W", "1", "-c", &pings.to_string()])
@@ -233,7 +216,34 @@ fn a_removed_source_address_costs_at_most_one_ping(test: &str, second: IpAddr, p
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start ping");
-    std::thread::sleep(Duration::from_secs(1));
+    // ping's lines as they come, so the address goes while echoes flow.
+    let (lines, received) = mpsc::channel();
+    let stdout = ping.stdout.take().expect("ping's stdout is piped");
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines.send(line);
+        }
+    });
+    let mut text = String::new();
+    let mut replies = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while replies < REPLIES_BEFORE_REMOVAL {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = received.recv_timeout(left).unwrap_or_else(|_| {
+            panic!(
+                "{}",
+                context(&format!(
+                    "{replies} echo replies, not {REPLIES_BEFORE_REMOVAL}, within 10 s:\n{text}"
+                ))
+            )
+        });
+        replies += usize::from(line.contains(" bytes from "));
+        text.push_str(&line);
+        text.push('\n');
+    }
     hosts
         .right
         .ip(&[
@@ -244,8 +254,12 @@ fn a_removed_source_address_costs_at_most_one_ping(test: &str, second: IpAddr, p
             HOST_LINK,
         ])
         .unwrap_or_else(|error| panic!("remove {second}: {error}"));
-    let output = ping.wait_with_output().expect("ping ends");
-    let text = String::from_utf8_lossy(&output.stdout);
+    ping.wait().expect("ping ends");
+    reader.join().expect("ping reader");
+    for line in received.try_iter() {
+        text.push_str(&line);
+        text.push('\n');
+    }
     let summary = traffic::parse_ping(&text)
         .unwrap_or_else(|| panic!("{}", context(&format!("no ping summary in:\n{text}"))));
     assert_eq!(summary.transmitted, pings, "{text}");

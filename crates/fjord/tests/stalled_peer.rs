@@ -5,15 +5,17 @@
 //!
 //! Needs root; without it the test skips with one line (fails under CI).
 
+mod support;
+
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use fjord_lab::netns::{self, Process};
+use fjord_lab::netns;
+use fjord_lab::systems::WorkDir;
 use fjord_lab::systems::wireguard::{self, Initiator};
-use fjord_lab::systems::{self, WorkDir};
 use fjord_lab::topology::{RIGHT_OVERLAY, TwoHosts};
+use support::ByHand;
 
 /// On the hosts' subnet, but nobody's address.
 const NOBODY: &str = "198.18.0.9";
@@ -22,40 +24,21 @@ const STALL_LINE: &str = "nothing has left toward it";
 #[test]
 fn packets_waiting_for_an_unanswering_peer_are_told_once() {
     let test = "packets_waiting_for_an_unanswering_peer_are_told_once";
-    if !netns::is_root() {
-        let why = "needs root (network namespaces)";
-        assert!(!systems::missing_is_failure(), "{test}: {why} (CI=true)");
-        eprintln!("skipping {test}: {why}");
+    if !support::ready(test) {
         return;
     }
-    let binary = PathBuf::from(env!("CARGO_BIN_EXE_fjord"));
     let hosts = TwoHosts::direct().expect("build two hosts");
     let workdir = WorkDir::create(test).expect("work directory");
     let (mut left_side, right_side) = wireguard::point_to_point(Initiator::Left).expect("keys");
     let nobody: IpAddr = NOBODY.parse().expect("an address");
     left_side.peers[0].endpoint = Some(SocketAddr::new(nobody, right_side.listen_port));
-    let config_path = workdir.path().join(format!("{}.conf", left_side.ifname));
-    std::fs::write(&config_path, left_side.wg_quick_text()).expect("write the config");
-    std::fs::set_permissions(
-        &config_path,
-        std::os::unix::fs::PermissionsExt::from_mode(0o600),
-    )
-    .expect("keys are private");
-    let log_path = workdir.path().join("left.log");
-    let log = std::fs::File::create(&log_path).expect("log file");
-    let mut command = hosts.left.command(&binary);
-    command
-        .arg("up")
-        .arg(&config_path)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(log);
-    let _left = Process::spawn(&mut command).expect("start fjord");
-    let log_tail = || systems::log_tail(&log_path, 30);
-    netns::wait_until(Duration::from_secs(10), "fjord up", || {
-        systems::link_exists(&hosts.left, &left_side.ifname)
-    })
-    .unwrap_or_else(|error| panic!("{error}\n{}", log_tail()));
+    let left = ByHand::up(
+        &hosts.left,
+        workdir.path(),
+        &left_side.ifname,
+        &left_side.wg_quick_text(),
+    );
+    let log_tail = || left.log_tail();
 
     // Pings for 15 s: each waits for a session that never comes.
     let started = Instant::now();
@@ -69,7 +52,7 @@ fn packets_waiting_for_an_unanswering_peer_are_told_once() {
         .spawn()
         .expect("start ping");
     let lines = || {
-        std::fs::read_to_string(&log_path)
+        std::fs::read_to_string(&left.log_path)
             .unwrap_or_default()
             .lines()
             .filter(|line| line.contains(STALL_LINE))

@@ -6,21 +6,10 @@
 #[path = "../../../fuzz/src/net_targets.rs"]
 mod net_targets;
 
-use std::path::Path;
+#[path = "../../../fuzz/src/replay.rs"]
+mod replay;
 
-/// Runs `target` over every seed in `fuzz/seeds/<name>/`.
-fn replay(name: &str, target: fn(&[u8])) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/seeds")
-        .join(name);
-    let mut count = 0;
-    for entry in std::fs::read_dir(&dir).expect("seed directory") {
-        let path = entry.expect("directory entry").path();
-        target(&std::fs::read(&path).expect("seed file"));
-        count += 1;
-    }
-    assert!(count > 0, "no seeds in {}", dir.display());
-}
+use replay::replay;
 
 #[test]
 fn tun_read_seeds() {

@@ -6,27 +6,10 @@
 #[path = "../../../fuzz/src/proto_targets.rs"]
 mod proto_targets;
 
-use std::path::{Path, PathBuf};
+#[path = "../../../fuzz/src/replay.rs"]
+mod replay;
 
-fn seeds(target: &str) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/seeds")
-        .join(target);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|error| panic!("reading {}: {error}", dir.display()))
-        .map(|entry| entry.expect("directory entry").path())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no seeds in {}", dir.display());
-    files
-}
-
-fn replay(target: &str, run: fn(&[u8])) {
-    for path in seeds(target) {
-        let bytes = std::fs::read(&path).expect("seed file");
-        run(&bytes);
-    }
-}
+use replay::replay;
 
 #[test]
 fn wire_parse_seeds() {

@@ -7,11 +7,15 @@
 
 #![allow(dead_code)] // Each test binary uses its own part.
 
+pub mod mesh;
+
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::Duration;
+
+use fjord_lab::netns::{self, Namespace, Process};
 
 use fjord_lab::systems::wireguard::{self, Fjord, Implementation, Initiator, Interface, WgSide};
 use fjord_lab::systems::{self, WorkDir};
@@ -25,6 +29,36 @@ pub fn fjord() -> Fjord {
 /// Whether the test can run (root); otherwise one line, or a failure under CI.
 pub fn ready(test: &str) -> bool {
     systems::running_as_root(&format!("{test} needs root (network namespaces)"))
+}
+
+/// Whether the test can run: root, and nothing in `missing` (why each
+/// other thing it needs is not there); otherwise one line naming all of
+/// it, or a failure under CI.
+pub fn ready_unless(test: &str, mut missing: Vec<String>) -> bool {
+    if !netns::is_root() {
+        missing.insert(0, "needs root (network namespaces)".to_string());
+    }
+    if missing.is_empty() {
+        return true;
+    }
+    let why = missing.join("; ");
+    assert!(!systems::missing_is_failure(), "{test}: {why} (CI=true)");
+    eprintln!("skipping {test}: {why}");
+    false
+}
+
+/// `what`, followed by the log tails of `sides`.
+pub fn with_logs(what: &str, sides: &[&Interface]) -> String {
+    let mut text = what.to_string();
+    for side in sides {
+        text.push_str(&format!(
+            "\n--- {} {} log:{}",
+            side.implementation(),
+            side.ifname(),
+            systems::log_tail(side.log_path(), 30)
+        ));
+    }
+    text
 }
 
 pub fn left_overlay() -> IpAddr {
@@ -117,15 +151,52 @@ impl Tunnel {
 
     /// `what`, followed by both sides' log tails.
     pub fn context(&self, what: &str) -> String {
-        let mut text = what.to_string();
-        for side in [&self.left, &self.right] {
-            text.push_str(&format!(
-                "\n--- {} log:{}",
-                side.ifname(),
-                systems::log_tail(side.log_path(), 30)
-            ));
-        }
-        text
+        with_logs(what, &[&self.left, &self.right])
+    }
+}
+
+/// fjord started as an operator starts it: `fjord up` on a wg-quick file,
+/// logging at `info` to a file. It stops when dropped.
+pub struct ByHand {
+    pub log_path: PathBuf,
+    _process: Process,
+}
+
+impl ByHand {
+    /// Writes `config` to `<dir>/<ifname>.conf` (private, as keys are),
+    /// runs `fjord up` on it in `host`, and returns once `ifname` exists:
+    /// the file was read.
+    pub fn up(host: &Namespace, dir: &Path, ifname: &str, config: &str) -> Self {
+        let config_path = dir.join(format!("{ifname}.conf"));
+        std::fs::write(&config_path, config).expect("write the config");
+        std::fs::set_permissions(
+            &config_path,
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .expect("keys are private");
+        let log_path = dir.join(format!("{ifname}-up.log"));
+        let log = std::fs::File::create(&log_path).expect("log file");
+        let mut command = host.command(env!("CARGO_BIN_EXE_fjord"));
+        command
+            .arg("up")
+            .arg(&config_path)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log);
+        let process = Process::spawn(&mut command).expect("start fjord up");
+        let started = Self {
+            log_path,
+            _process: process,
+        };
+        netns::wait_until(Duration::from_secs(10), &format!("{ifname} up"), || {
+            systems::link_exists(host, ifname)
+        })
+        .unwrap_or_else(|error| panic!("{error}\n{}", started.log_tail()));
+        started
+    }
+
+    pub fn log_tail(&self) -> String {
+        systems::log_tail(&self.log_path, 30)
     }
 }
 
