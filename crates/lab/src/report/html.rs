@@ -13,7 +13,9 @@ use super::tables::{self, Table};
 use super::{format, reading_guide, rounds_guide};
 use crate::results::RunRecord;
 
-const STYLE: &str = "\
+/// The inline style sheet (the golden report stands `{{STYLE}}` in its
+/// place, so the sheet is written here only).
+pub(super) const STYLE: &str = "\
 :root { --fg: #1b1f24; --muted: #57606a; --bg: #ffffff; --line: #d0d7de; --stripe: #f6f8fa;
   --c0: #6e7781; --c1: #0969da; --c2: #cf222e; --c3: #1a7f37; --c4: #9a6700;
   --c5: #8250df; --c6: #bc4c00; --c7: #1b7c83; }

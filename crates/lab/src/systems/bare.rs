@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 use std::path::Path;
 
-use super::{RunningSystem, System, SystemError};
+use super::{RunningSystem, StartResult, System};
 use crate::topology::{LEFT_UNDERLAY, RIGHT_UNDERLAY, TwoHosts};
 
 pub struct Bare;
@@ -24,22 +24,13 @@ impl System for Bare {
         Ok("kernel".to_string())
     }
 
-    fn start(
-        &self,
-        _hosts: &TwoHosts,
-        _workdir: &Path,
-    ) -> Result<Box<dyn RunningSystem>, SystemError> {
+    fn start(&self, _hosts: &TwoHosts, _workdir: &Path) -> StartResult {
         Ok(Box::new(BareLink))
     }
 
     /// Bare has no tunnel interface: it runs on the underlay at whatever
     /// MTU the suite gave it, the reference for tunnels at `_mtu_bytes`.
-    fn start_with_mtu(
-        &self,
-        hosts: &TwoHosts,
-        workdir: &Path,
-        _mtu_bytes: u16,
-    ) -> Result<Box<dyn RunningSystem>, SystemError> {
+    fn start_with_mtu(&self, hosts: &TwoHosts, workdir: &Path, _mtu_bytes: u16) -> StartResult {
         self.start(hosts, workdir)
     }
 }

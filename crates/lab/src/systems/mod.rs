@@ -37,7 +37,7 @@ pub use support::{
 pub use vpncloud::VpnCloud;
 pub use wireguard::WireGuardSystem;
 
-use crate::topology::{MeshHost, TwoHosts};
+use crate::topology::{LEFT_OVERLAY, MeshHost, RIGHT_OVERLAY, TwoHosts};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SystemError {
@@ -58,6 +58,9 @@ pub enum SystemError {
     },
 }
 
+/// What starting a system gives: the tunnel, up, or why it did not come up.
+pub type StartResult = Result<Box<dyn RunningSystem>, SystemError>;
+
 /// A tunnel implementation the lab can run.
 pub trait System: Send + Sync {
     /// The name used on the command line and in reports.
@@ -67,21 +70,12 @@ pub trait System: Send + Sync {
     /// Whether it can run here: its version, or how to install it.
     fn check(&self) -> Result<String, String>;
     /// Brings the tunnel up between `hosts.left` and `hosts.right`.
-    fn start(
-        &self,
-        hosts: &TwoHosts,
-        workdir: &Path,
-    ) -> Result<Box<dyn RunningSystem>, SystemError>;
+    fn start(&self, hosts: &TwoHosts, workdir: &Path) -> StartResult;
     /// Brings the tunnel up as [`System::start`] does, with its interfaces
     /// at `mtu_bytes` (the `mtu` suite sets the underlay large enough to
     /// carry them). Systems whose driver cannot choose the MTU answer
     /// [`SystemError::Unsupported`].
-    fn start_with_mtu(
-        &self,
-        _hosts: &TwoHosts,
-        _workdir: &Path,
-        _mtu_bytes: u16,
-    ) -> Result<Box<dyn RunningSystem>, SystemError> {
+    fn start_with_mtu(&self, _hosts: &TwoHosts, _workdir: &Path, _mtu_bytes: u16) -> StartResult {
         Err(SystemError::Unsupported(format!(
             "the lab's {} driver cannot choose the tunnel MTU",
             self.name()
@@ -112,11 +106,17 @@ pub fn no_mesh_mode(system: &str) -> SystemError {
 
 /// A tunnel that is up. Dropping it takes it down.
 pub trait RunningSystem: Send {
-    /// The left host's address as the right host reaches it (overlay, or
-    /// underlay for bare).
-    fn left_address(&self) -> IpAddr;
-    /// The right host's address as the left host reaches it.
-    fn right_address(&self) -> IpAddr;
+    /// The left host's address as the right host reaches it: its overlay
+    /// address, [`LEFT_OVERLAY`], for every tunnel (bare answers its
+    /// underlay address).
+    fn left_address(&self) -> IpAddr {
+        IpAddr::V4(LEFT_OVERLAY)
+    }
+    /// The right host's address as the left host reaches it:
+    /// [`RIGHT_OVERLAY`] for every tunnel.
+    fn right_address(&self) -> IpAddr {
+        IpAddr::V4(RIGHT_OVERLAY)
+    }
     /// The tunnel's processes on both hosts, for CPU accounting (empty for
     /// kernel-only systems).
     fn pids(&self) -> Vec<u32>;

@@ -16,13 +16,13 @@
 //! - `verb 3`, which logs the negotiated data channel cipher; the tunnel
 //!   counts as up only once both logs say `AES-256-GCM`.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::support::{self, LoggedProcess, START_TIMEOUT, WorkDir, start_failed};
 use super::wireguard;
-use super::{RunningSystem, System, SystemError};
+use super::{RunningSystem, StartResult, System, SystemError};
 use crate::netns::{self, Namespace};
 use crate::topology::{LEFT_OVERLAY, LEFT_UNDERLAY, RIGHT_OVERLAY, RIGHT_UNDERLAY, TwoHosts};
 
@@ -98,11 +98,7 @@ impl System for OpenVpn {
         Ok(format!("{version}, data channel {DATA_CIPHER}"))
     }
 
-    fn start(
-        &self,
-        hosts: &TwoHosts,
-        workdir: &Path,
-    ) -> Result<Box<dyn RunningSystem>, SystemError> {
+    fn start(&self, hosts: &TwoHosts, workdir: &Path) -> StartResult {
         let (binary, openssl) = self.programs().map_err(SystemError::NotInstalled)?;
         let failed = |detail: String| start_failed(NAME, detail);
         let dir = WorkDir::create_in(workdir, NAME).map_err(|e| failed(e.to_string()))?;
@@ -275,14 +271,6 @@ struct RunningOpenVpn {
 }
 
 impl RunningSystem for RunningOpenVpn {
-    fn left_address(&self) -> IpAddr {
-        IpAddr::V4(LEFT_OVERLAY)
-    }
-
-    fn right_address(&self) -> IpAddr {
-        IpAddr::V4(RIGHT_OVERLAY)
-    }
-
     fn pids(&self) -> Vec<u32> {
         self.left
             .pid()

@@ -7,12 +7,12 @@
 //! fjord and the WireGuard peers (a 1518-byte frame is two fragments in all
 //! of them), although its own overhead is only the 28 bytes of IP and UDP.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use super::support::{self, LoggedProcess, START_TIMEOUT, WorkDir, start_failed};
 use super::wireguard::{self, Fjord, Implementation};
-use super::{RunningSystem, System, SystemError};
+use super::{RunningSystem, StartResult, System, SystemError};
 use crate::netns::Namespace;
 use crate::topology::{
     LEFT_OVERLAY, LEFT_UNDERLAY, OVERLAY_PREFIX_LEN, RIGHT_OVERLAY, RIGHT_UNDERLAY, TwoHosts,
@@ -60,11 +60,7 @@ impl System for Relay {
         Ok(format!("fjord lab relay ({})", binary.display()))
     }
 
-    fn start(
-        &self,
-        hosts: &TwoHosts,
-        workdir: &Path,
-    ) -> Result<Box<dyn RunningSystem>, SystemError> {
+    fn start(&self, hosts: &TwoHosts, workdir: &Path) -> StartResult {
         let binary = self.fjord.installed().map_err(SystemError::NotInstalled)?;
         let failed = |detail: String| start_failed(NAME, detail);
         let dir = WorkDir::create_in(workdir, NAME).map_err(|e| failed(e.to_string()))?;
@@ -131,19 +127,8 @@ struct RunningRelay {
 }
 
 impl RunningSystem for RunningRelay {
-    fn left_address(&self) -> IpAddr {
-        IpAddr::V4(LEFT_OVERLAY)
-    }
-
-    fn right_address(&self) -> IpAddr {
-        IpAddr::V4(RIGHT_OVERLAY)
-    }
-
     fn pids(&self) -> Vec<u32> {
-        self.processes
-            .iter()
-            .filter_map(LoggedProcess::pid)
-            .collect()
+        support::pids(&self.processes)
     }
 
     fn mtu(&self) -> u16 {

@@ -32,7 +32,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::support::{self, LoggedProcess, START_TIMEOUT, WorkDir, start_failed};
-use super::{RunningSystem, System, SystemError};
+use super::{RunningSystem, StartResult, System, SystemError};
 use crate::netns::{self, Namespace};
 use crate::topology::{LEFT_OVERLAY, OVERLAY_PREFIX_LEN, RIGHT_OVERLAY, RIGHT_UNDERLAY, TwoHosts};
 
@@ -130,11 +130,7 @@ impl System for SshTunnel {
         }
     }
 
-    fn start(
-        &self,
-        hosts: &TwoHosts,
-        workdir: &Path,
-    ) -> Result<Box<dyn RunningSystem>, SystemError> {
+    fn start(&self, hosts: &TwoHosts, workdir: &Path) -> StartResult {
         let programs = self.programs().map_err(SystemError::NotInstalled)?;
         let name = self.name();
         let failed = |detail: String| start_failed(name, detail);
@@ -356,14 +352,6 @@ struct RunningSsh {
 }
 
 impl RunningSystem for RunningSsh {
-    fn left_address(&self) -> IpAddr {
-        IpAddr::V4(LEFT_OVERLAY)
-    }
-
-    fn right_address(&self) -> IpAddr {
-        IpAddr::V4(RIGHT_OVERLAY)
-    }
-
     fn pids(&self) -> Vec<u32> {
         let mut pids: Vec<u32> = self.client.pid().into_iter().collect();
         pids.extend(&self.sshd_children);

@@ -188,6 +188,11 @@ pub(super) fn require_binary(
     }
 }
 
+/// The ids of those of `processes` still running, for CPU accounting.
+pub(super) fn pids(processes: &[LoggedProcess]) -> Vec<u32> {
+    processes.iter().filter_map(LoggedProcess::pid).collect()
+}
+
 /// A tunnel process inside a namespace, stdout and stderr in a log file;
 /// stopped (SIGTERM, then SIGKILL) on drop.
 #[derive(Debug)]

@@ -32,12 +32,12 @@
 //! handshake picks the algorithm whose slower side is fastest. The driver
 //! reads both logs and logs the same choice.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use super::support::{self, LoggedProcess, START_TIMEOUT, WorkDir, start_failed};
 use super::wireguard;
-use super::{RunningSystem, System, SystemError};
+use super::{RunningSystem, StartResult, System, SystemError};
 use crate::netns::Namespace;
 use crate::topology::{
     LEFT_OVERLAY, LEFT_UNDERLAY, OVERLAY_PREFIX_LEN, RIGHT_OVERLAY, RIGHT_UNDERLAY, TwoHosts,
@@ -132,21 +132,12 @@ impl System for VpnCloud {
         support::first_output_line(&self.binary()?, &["--version"])
     }
 
-    fn start(
-        &self,
-        hosts: &TwoHosts,
-        workdir: &Path,
-    ) -> Result<Box<dyn RunningSystem>, SystemError> {
+    fn start(&self, hosts: &TwoHosts, workdir: &Path) -> StartResult {
         let mtu_bytes = if self.tap { TAP_TUNNEL_MTU } else { TUNNEL_MTU };
         self.start_with_mtu(hosts, workdir, mtu_bytes)
     }
 
-    fn start_with_mtu(
-        &self,
-        hosts: &TwoHosts,
-        workdir: &Path,
-        mtu_bytes: u16,
-    ) -> Result<Box<dyn RunningSystem>, SystemError> {
+    fn start_with_mtu(&self, hosts: &TwoHosts, workdir: &Path, mtu_bytes: u16) -> StartResult {
         let binary = self.binary().map_err(SystemError::NotInstalled)?;
         let name = self.name();
         let failed = |detail: String| start_failed(name, detail);
@@ -305,19 +296,8 @@ impl RunningVpnCloud {
 }
 
 impl RunningSystem for RunningVpnCloud {
-    fn left_address(&self) -> IpAddr {
-        IpAddr::V4(LEFT_OVERLAY)
-    }
-
-    fn right_address(&self) -> IpAddr {
-        IpAddr::V4(RIGHT_OVERLAY)
-    }
-
     fn pids(&self) -> Vec<u32> {
-        self.processes
-            .iter()
-            .filter_map(LoggedProcess::pid)
-            .collect()
+        support::pids(&self.processes)
     }
 
     fn pids_by_side(&self) -> Option<[Vec<u32>; 2]> {

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use super::frame::FrameSizes;
 use super::latency::LatencyResult;
 use super::rfc2544::{LossPoint, OverloadResult, ThroughputResult};
+use crate::measure::Row;
 use crate::results::{Extra, Measurement, MeasurementStatus, TrialRecord, median};
 
 fn frame_size_param(frames: &FrameSizes) -> Value {
@@ -29,11 +30,11 @@ fn frame_size_param(frames: &FrameSizes) -> Value {
 }
 
 fn row(
-    suite: &str,
-    test: &str,
+    suite: &'static str,
+    test: &'static str,
     system: &str,
     params: BTreeMap<String, Value>,
-    unit: &str,
+    unit: &'static str,
     samples: Vec<f64>,
     extra: Extra,
 ) -> Measurement {
@@ -42,19 +43,11 @@ fn row(
     } else {
         MeasurementStatus::Ok
     };
-    Measurement {
-        suite: suite.into(),
-        test: test.into(),
-        system: system.into(),
+    Row {
         params,
-        unit: unit.into(),
-        median: median(&samples),
-        samples,
-        ratio_to_bare: None,
-        status,
-        extra,
-        note: None,
+        ..Row::new(suite, test, system, unit)
     }
+    .measured(samples, status, extra)
 }
 
 fn milliseconds(duration: std::time::Duration) -> f64 {

@@ -259,100 +259,61 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
         TestKind::PingAverage => vec![ping_average_table(section, title)],
         TestKind::TcpBulk => bulk_tables(section, title),
         TestKind::Imix => {
-            let cell = |row: &Row, index: usize, _: usize| match row.cells[index] {
-                Some(m) => match m.extra.bits_per_sec.or(m.extra.frame_bits_per_sec) {
-                    Some(bits) if m.status == MeasurementStatus::Ok => {
-                        format!("{} · {}", median_figure(m), format::quantity(bits, "bit/s"))
-                    }
-                    _ => median_figure(m),
-                },
-                None => MISSING.to_string(),
+            let cell = |m: &Measurement| match m.extra.bits_per_sec.or(m.extra.frame_bits_per_sec) {
+                Some(bits) if m.status == MeasurementStatus::Ok => {
+                    format!("{} · {}", median_figure(m), format::quantity(bits, "bit/s"))
+                }
+                _ => median_figure(m),
             };
-            vec![grid(
-                section,
-                title,
-                caption(section, &[]),
-                &[],
-                &[""],
-                &cell,
-            )]
+            vec![figure_per_system(section, title, &[], &cell)]
         }
         TestKind::Memory => {
-            let cell = |row: &Row, index: usize, _: usize| match row.cells[index] {
-                Some(m) if m.status == MeasurementStatus::Ok => {
-                    let mut text = format::quantity(m.median, "bytes");
-                    if let Some(peak) = m.extra.peak_bytes {
-                        text.push_str(&format!(" · peak {}", format::quantity(peak, "bytes")));
-                    }
-                    if let Some(bits) = m.extra.bits_per_sec {
-                        text.push_str(&format!(" · {}", format::quantity(bits, "bit/s")));
-                    }
-                    text
+            let cell = |m: &Measurement| {
+                if m.status != MeasurementStatus::Ok {
+                    return median_figure(m);
                 }
-                Some(m) => median_figure(m),
-                None => MISSING.to_string(),
+                let mut text = format::quantity(m.median, "bytes");
+                if let Some(peak) = m.extra.peak_bytes {
+                    text.push_str(&format!(" · peak {}", format::quantity(peak, "bytes")));
+                }
+                if let Some(bits) = m.extra.bits_per_sec {
+                    text.push_str(&format!(" · {}", format::quantity(bits, "bit/s")));
+                }
+                text
             };
             let remark = "median resident size of the side's processes (of both ends \
                           where the side says so) in each interval · peak · TCP throughput carried"
                 .to_string();
-            vec![grid(
-                section,
-                title,
-                caption(section, &[remark]),
-                &[],
-                &[""],
-                &cell,
-            )]
+            vec![figure_per_system(section, title, &[remark], &cell)]
         }
         TestKind::MemoryGrowth => {
-            let cell = |row: &Row, index: usize, _: usize| match row.cells[index] {
-                Some(m) if m.status == MeasurementStatus::Ok => {
-                    let peaks = m.extra.first_peak_bytes.zip(m.extra.last_peak_bytes);
-                    match peaks {
-                        Some((first, last)) => format!(
-                            "{:+.1} % ({} → {})",
-                            m.median,
-                            format::quantity(first, "bytes"),
-                            format::quantity(last, "bytes")
-                        ),
-                        None => format!("{:+.1} %", m.median),
-                    }
+            let cell = |m: &Measurement| {
+                if m.status != MeasurementStatus::Ok {
+                    return median_figure(m);
                 }
-                Some(m) => median_figure(m),
-                None => MISSING.to_string(),
+                match m.extra.first_peak_bytes.zip(m.extra.last_peak_bytes) {
+                    Some((first, last)) => format!(
+                        "{:+.1} % ({} → {})",
+                        m.median,
+                        format::quantity(first, "bytes"),
+                        format::quantity(last, "bytes")
+                    ),
+                    None => format!("{:+.1} %", m.median),
+                }
             };
             let remark = "from the peak at the start of the side's life (its first \
                           minute, or first interval in records before issue 15's soak) to the \
                           last interval's peak"
                 .to_string();
-            vec![grid(
-                section,
-                title,
-                caption(section, &[remark]),
-                &[],
-                &[""],
-                &cell,
-            )]
+            vec![figure_per_system(section, title, &[remark], &cell)]
         }
         TestKind::PathMtu => {
-            let cell = |row: &Row, index: usize, _: usize| {
-                row.cells[index].map_or_else(
-                    || MISSING.to_string(),
-                    |m| match m.note.as_deref() {
-                        Some(note) if note.starts_with("black-holed") => "black-holed".to_string(),
-                        Some(note) => format!("{} ({note})", median_figure(m)),
-                        None => median_figure(m),
-                    },
-                )
+            let cell = |m: &Measurement| match m.note.as_deref() {
+                Some(note) if note.starts_with("black-holed") => "black-holed".to_string(),
+                Some(note) => format!("{} ({note})", median_figure(m)),
+                None => median_figure(m),
             };
-            vec![grid(
-                section,
-                title,
-                caption(section, &[]),
-                &[],
-                &[""],
-                &cell,
-            )]
+            vec![figure_per_system(section, title, &[], &cell)]
         }
         TestKind::Flood => {
             let mut tables = vec![flood_table(section, title)];
@@ -369,17 +330,22 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
         | TestKind::NatMatrix
         | TestKind::RelayCost
         | TestKind::Other => {
-            let cell = |row: &Row, index: usize, _: usize| {
-                row.cells[index].map_or_else(|| MISSING.to_string(), median_figure)
-            };
-            vec![grid(
-                section,
-                title,
-                caption(section, &[]),
-                &[],
-                &[""],
-                &cell,
-            )]
+            vec![figure_per_system(section, title, &[], &median_figure)]
         }
     }
+}
+
+/// A table with one column per system, each cell `cell` of that
+/// system's measurement (or [`MISSING`]), captioned with the section's
+/// fixed parameters and `remarks`.
+fn figure_per_system(
+    section: &Section,
+    title: String,
+    remarks: &[String],
+    cell: &dyn Fn(&Measurement) -> String,
+) -> Table {
+    let cell = |row: &Row, index: usize, _: usize| {
+        row.cells[index].map_or_else(|| MISSING.to_string(), cell)
+    };
+    grid(section, title, caption(section, remarks), &[], &[""], &cell)
 }

@@ -27,7 +27,6 @@
 //! device with a buffer of that size, so a larger MTU set from outside
 //! would truncate packets.
 
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -38,9 +37,9 @@ use self::config::{
     strongswan_conf, swanctl_conf,
 };
 use super::support::{self, LoggedProcess, START_TIMEOUT, WorkDir, start_failed};
-use super::{RunningSystem, System, SystemError};
+use super::{RunningSystem, StartResult, System, SystemError};
 use crate::netns::Namespace;
-use crate::topology::{LEFT_OVERLAY, OVERLAY_PREFIX_LEN, RIGHT_OVERLAY, TwoHosts};
+use crate::topology::{OVERLAY_PREFIX_LEN, RIGHT_OVERLAY, TwoHosts};
 
 const NAME: &str = "ipsec";
 /// What charon's kernel-libipsec logs once it has its TUN device.
@@ -138,11 +137,7 @@ impl System for Ipsec {
         ))
     }
 
-    fn start(
-        &self,
-        hosts: &TwoHosts,
-        workdir: &Path,
-    ) -> Result<Box<dyn RunningSystem>, SystemError> {
+    fn start(&self, hosts: &TwoHosts, workdir: &Path) -> StartResult {
         let (charon, swanctl) = self.programs().map_err(SystemError::NotInstalled)?;
         let failed = |detail: String| start_failed(NAME, detail);
         let dir = WorkDir::create_in(workdir, NAME).map_err(|e| failed(e.to_string()))?;
@@ -321,16 +316,8 @@ impl RunningIpsec {
 }
 
 impl RunningSystem for RunningIpsec {
-    fn left_address(&self) -> IpAddr {
-        IpAddr::V4(LEFT_OVERLAY)
-    }
-
-    fn right_address(&self) -> IpAddr {
-        IpAddr::V4(RIGHT_OVERLAY)
-    }
-
     fn pids(&self) -> Vec<u32> {
-        self.charons.iter().filter_map(LoggedProcess::pid).collect()
+        support::pids(&self.charons)
     }
 
     fn mtu(&self) -> u16 {

@@ -16,7 +16,7 @@ use super::fjord::get_fjord;
 use super::{Fjord, Implementation, Initiator, RunningWireGuard, WgSide, point_to_point};
 use crate::firewall::UdpFirewall;
 use crate::systems::support::{self, start_failed};
-use crate::systems::{RunningSystem, System, SystemError};
+use crate::systems::{StartResult, System, SystemError};
 use crate::topology::{RIGHT_OVERLAY, RIGHT_UNDERLAY, TwoHosts};
 
 /// Where the right side accepts carrier connections: the port firewalls
@@ -114,11 +114,7 @@ impl System for FjordFallback {
         Ok(format!("{}, {}", path.display(), self.fjord.settings()))
     }
 
-    fn start(
-        &self,
-        hosts: &TwoHosts,
-        workdir: &Path,
-    ) -> Result<Box<dyn RunningSystem>, SystemError> {
+    fn start(&self, hosts: &TwoHosts, workdir: &Path) -> StartResult {
         let name = self.name();
         let failed = |detail: String| start_failed(name, detail);
         self.check().map_err(SystemError::NotInstalled)?;

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use fjord_proto::{Codec, DropCounters, DropReason, HandshakeCounters};
 use zeroize::Zeroizing;
 
-use super::{Implementation, Interface, WgSide, interface};
+use super::{Implementation, Interface, SideResult, WgSide, interface};
 use crate::netns::Namespace;
 use crate::systems::support;
 use crate::systems::{FjordMesh, RunningMesh, SystemError};
@@ -328,12 +328,7 @@ impl Implementation for Fjord {
         )
     }
 
-    fn start(
-        &self,
-        namespace: &Namespace,
-        side: &WgSide,
-        workdir: &Path,
-    ) -> Result<Interface, SystemError> {
+    fn start(&self, namespace: &Namespace, side: &WgSide, workdir: &Path) -> SideResult {
         let binary = self.installed().map_err(SystemError::NotInstalled)?;
         let config_path = workdir.join(format!("{}.conf", side.ifname));
         let mut side = side.clone();

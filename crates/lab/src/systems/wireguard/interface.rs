@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use fjord_proto::PublicKey;
 
-use super::WgSide;
+use super::{SideResult, WgSide};
 use crate::netns::{self, Namespace, NetnsError};
 use crate::systems::SystemError;
 use crate::systems::support::{self, LoggedProcess, START_TIMEOUT, start_failed};
@@ -284,7 +284,7 @@ pub(super) fn start_configured_by_wg(
     side: &WgSide,
     workdir: &Path,
     command: &mut Command,
-) -> Result<Interface, SystemError> {
+) -> SideResult {
     let mut interface = Interface::spawn(implementation, namespace, side, workdir, command, true)?;
     let socket = interface.uapi_socket();
     interface.wait_until(&format!("{} and its control socket", side.ifname), || {

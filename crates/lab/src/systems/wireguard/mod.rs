@@ -22,21 +22,19 @@
 //! interface names must be unique across concurrently running tests:
 //! [`unique_ifname`] makes them so.
 
-mod boringtun;
 pub mod fallback;
 pub(crate) mod fjord;
 mod interface;
 mod pair;
 mod scraper;
 mod side;
-mod wireguard_go;
+mod userspace;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use fjord_proto::{DropCounters, HandshakeCounters};
 
-pub use boringtun::Boringtun;
 pub use fallback::FjordFallback;
 pub use fjord::{Fjord, use_binary as use_fjord_binary, use_threads as use_fjord_threads};
 pub use interface::{Interface, PeerStats};
@@ -45,12 +43,16 @@ pub use side::{
     DEFAULT_MTU, Initiator, LISTEN_PORT, WgPeer, WgSide, full_mesh, generate_private_key,
     point_to_point, unique_ifname,
 };
-pub use wireguard_go::WireguardGo;
+pub use userspace::{Boringtun, BoringtunCli, Daemon, Userspace, WireguardGo, WireguardGoDaemon};
 
 use super::support::{self, start_failed};
-use super::{RunningMesh, RunningSystem, System, SystemError};
+use super::{RunningMesh, RunningSystem, StartResult, System, SystemError};
 use crate::netns::Namespace;
-use crate::topology::{LEFT_OVERLAY, MeshHost, RIGHT_OVERLAY, TwoHosts};
+use crate::topology::{MeshHost, RIGHT_OVERLAY, TwoHosts};
+
+/// What starting one side gives: its interface, up and configured, or why
+/// it did not come up.
+pub type SideResult = Result<Interface, SystemError>;
 
 /// A WireGuard implementation that can run one side of a tunnel.
 pub trait Implementation: Send + Sync {
@@ -64,12 +66,7 @@ pub trait Implementation: Send + Sync {
     }
     /// Starts `side` inside `namespace` and returns once its interface is up
     /// and configured. Logs and config files go to `workdir`.
-    fn start(
-        &self,
-        namespace: &Namespace,
-        side: &WgSide,
-        workdir: &Path,
-    ) -> Result<Interface, SystemError>;
+    fn start(&self, namespace: &Namespace, side: &WgSide, workdir: &Path) -> SideResult;
     /// Handshake work of the running `side` by its own account
     /// (initiations read with Diffie–Hellman work, cookie replies sent);
     /// `None` where the implementation does not report it.
@@ -220,20 +217,11 @@ impl System for WireGuardSystem {
         }
     }
 
-    fn start(
-        &self,
-        hosts: &TwoHosts,
-        workdir: &Path,
-    ) -> Result<Box<dyn RunningSystem>, SystemError> {
+    fn start(&self, hosts: &TwoHosts, workdir: &Path) -> StartResult {
         self.start_with_mtu(hosts, workdir, DEFAULT_MTU)
     }
 
-    fn start_with_mtu(
-        &self,
-        hosts: &TwoHosts,
-        workdir: &Path,
-        mtu_bytes: u16,
-    ) -> Result<Box<dyn RunningSystem>, SystemError> {
+    fn start_with_mtu(&self, hosts: &TwoHosts, workdir: &Path, mtu_bytes: u16) -> StartResult {
         let failed = |detail: String| start_failed(self.name(), detail);
         self.check().map_err(SystemError::NotInstalled)?;
         let (mut left_side, mut right_side) =
@@ -288,14 +276,6 @@ impl System for WireGuardSystem {
 }
 
 impl RunningSystem for RunningWireGuard {
-    fn left_address(&self) -> IpAddr {
-        IpAddr::V4(LEFT_OVERLAY)
-    }
-
-    fn right_address(&self) -> IpAddr {
-        IpAddr::V4(RIGHT_OVERLAY)
-    }
-
     fn pids(&self) -> Vec<u32> {
         let mut pids = self.left.pids();
         pids.extend(self.right.pids());

@@ -81,6 +81,13 @@ impl WgSide {
 
     /// The configuration `wg setconf` takes: keys, port and peers only.
     pub fn setconf_text(&self) -> Zeroizing<String> {
+        let mut text = self.interface_head();
+        self.write_peers(&mut text, false);
+        text
+    }
+
+    /// The `[Interface]` section's keys and port, which both files open with.
+    fn interface_head(&self) -> Zeroizing<String> {
         let mut text = Zeroizing::new(String::new());
         // Writing to a String cannot fail.
         let _ = writeln!(text, "[Interface]");
@@ -90,20 +97,12 @@ impl WgSide {
             self.private_key.to_base64().as_str()
         );
         let _ = writeln!(text, "ListenPort = {}", self.listen_port);
-        self.write_peers(&mut text, false);
         text
     }
 
     /// A wg-quick style file: [`WgSide::setconf_text`] plus `Address` and `MTU`.
     pub fn wg_quick_text(&self) -> Zeroizing<String> {
-        let mut text = Zeroizing::new(String::new());
-        let _ = writeln!(text, "[Interface]");
-        let _ = writeln!(
-            text,
-            "PrivateKey = {}",
-            self.private_key.to_base64().as_str()
-        );
-        let _ = writeln!(text, "ListenPort = {}", self.listen_port);
+        let mut text = self.interface_head();
         if !self.overlay.is_empty() {
             let _ = writeln!(text, "Address = {}", join(&self.overlay));
         }
