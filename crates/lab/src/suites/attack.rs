@@ -46,7 +46,7 @@ use super::{Setup, Suite};
 use crate::attack::{AttackedHosts, FloodRate};
 use crate::measure::{Row, transfers_row, verified};
 use crate::progress::Progress;
-use crate::results::{Drops, Extra, Measurement, MeasurementStatus, median};
+use crate::results::{Bulk, Cost, Drops, Extra, Flood, Measurement, MeasurementStatus, median};
 use crate::systems::System;
 use crate::traffic::BulkReport;
 use floor::Floor;
@@ -254,8 +254,14 @@ fn recovery_row(
 ) -> Measurement {
     let row = row("restart_recovery", system, "s", flood);
     let extra = Extra {
-        time_limit_secs: Some(RESTART_LIMIT.as_secs_f64()),
-        flood_sent_per_sec: sent_per_sec,
+        bulk: Some(Bulk {
+            time_limit_secs: Some(RESTART_LIMIT.as_secs_f64()),
+            ..Bulk::default()
+        }),
+        flood: sent_per_sec.map(|sent| Flood {
+            flood_sent_per_sec: Some(sent),
+            ..Flood::default()
+        }),
         ..Extra::default()
     };
     match recovery {
@@ -303,9 +309,13 @@ impl FloodOutcome {
 
     fn throughput_row(&self, system: &str) -> Measurement {
         let ratios = self.ratios();
-        let extra = Extra {
+        let flood = Flood {
             flood_sent_per_sec: self.sent_per_sec(),
             no_flood_ratio: (!ratios.is_empty()).then(|| median(&ratios)),
+            ..Flood::default()
+        };
+        let extra = Extra {
+            flood: Some(flood).filter(|flood| *flood != Flood::default()),
             ..Extra::default()
         };
         let transfers = self.pairs.iter().map(|(_, flooded)| &flooded.transfer);
@@ -339,13 +349,19 @@ impl FloodOutcome {
         };
         let secs = work.window.as_secs_f64();
         let extra = Extra {
-            cookie_replies: Some(work.replies.cookie_replies),
-            initiations_computed: work.counters.map(|c| c.initiations_computed),
-            drops: work.drops.map(Drops),
-            socket_drops: Some(work.socket_drops),
-            cpu_seconds: Some(work.cpu.as_secs_f64()),
-            window_secs: Some(secs),
-            flood_sent_per_sec: self.sent_per_sec(),
+            cost: Some(Cost {
+                cpu_seconds: Some(work.cpu.as_secs_f64()),
+                ..Cost::default()
+            }),
+            flood: Some(Flood {
+                flood_sent_per_sec: self.sent_per_sec(),
+                cookie_replies: Some(work.replies.cookie_replies),
+                initiations_computed: work.counters.map(|c| c.initiations_computed),
+                socket_drops: Some(work.socket_drops),
+                drops: work.drops.map(Drops),
+                window_secs: Some(secs),
+                ..Flood::default()
+            }),
             ..Extra::default()
         };
         let mut measurement = row.measured(

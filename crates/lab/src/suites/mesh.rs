@@ -47,7 +47,7 @@ use super::Setup;
 use crate::measure::Row;
 use crate::nat::{NatInternet, NatKind};
 use crate::progress::Progress;
-use crate::results::{Extra, Measurement, MeasurementStatus, median};
+use crate::results::{Bulk, Extra, Measurement, MeasurementStatus, Memory, Mesh, median};
 use crate::systems::{MemberPath, RunningMesh, System, SystemError, resident_bytes};
 use crate::topology::Lan;
 
@@ -324,8 +324,14 @@ fn converge(mesh: &mut dyn RunningMesh, system: &str, progress: &Progress) -> Ve
     };
     let percent = pairs_percent(&direct);
     let extra = Extra {
-        pairs_percent: Some(percent),
-        time_limit_secs: Some(CONVERGENCE_TIMEOUT.as_secs_f64()),
+        bulk: Some(Bulk {
+            time_limit_secs: Some(CONVERGENCE_TIMEOUT.as_secs_f64()),
+            ..Bulk::default()
+        }),
+        mesh: Some(Mesh {
+            pairs_percent: Some(percent),
+            ..Mesh::default()
+        }),
         ..Extra::default()
     };
     let convergence = match converged {
@@ -416,8 +422,14 @@ fn memory(
     let largest = sizes.iter().copied().fold(0.0, f64::max);
     let alone = alone_bytes.filter(|&bytes| bytes > 0);
     let extra = Extra {
-        peak_bytes: Some(largest),
-        alone_rss_bytes: alone,
+        memory: Some(Memory {
+            peak_bytes: Some(largest),
+            ..Memory::default()
+        }),
+        mesh: alone.map(|alone| Mesh {
+            alone_rss_bytes: Some(alone),
+            ..Mesh::default()
+        }),
         ..Extra::default()
     };
     let mut rows = vec![per_node.measured(sizes, MeasurementStatus::Ok, extra.clone())];

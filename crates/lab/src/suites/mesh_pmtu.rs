@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::measure::Row;
 use crate::narrow_path::{self, NARROW_LINK_MTU, TransferOutcome};
 use crate::progress::Progress;
-use crate::results::{Extra, Measurement, MeasurementStatus};
+use crate::results::{Bulk, Extra, Measurement, MeasurementStatus};
 use crate::systems::wireguard::{self, Implementation, Initiator, WireguardGo};
 use crate::systems::{MemberPath, RunningMesh, System};
 use crate::topology::{RIGHT_OVERLAY, TwoHosts};
@@ -134,9 +134,12 @@ fn measured(system: &str, outcome: TransferOutcome, path_mtu: Option<u64>) -> Me
     match outcome {
         TransferOutcome::Verified(report) => {
             let extra = Extra {
-                bytes: Some(report.bytes),
-                verified: Some(true),
-                xxh3_128: Some(report.receiver_digest.to_string()),
+                bulk: Some(Bulk {
+                    bytes: Some(report.bytes),
+                    verified: Some(true),
+                    xxh3_128: Some(report.receiver_digest.to_string()),
+                    ..Bulk::default()
+                }),
                 ..Extra::default()
             };
             let mut measurement = row(system).measured(
@@ -152,7 +155,10 @@ fn measured(system: &str, outcome: TransferOutcome, path_mtu: Option<u64>) -> Me
         }
         TransferOutcome::BlackHoled(why) => {
             let extra = Extra {
-                verified: Some(false),
+                bulk: Some(Bulk {
+                    verified: Some(false),
+                    ..Bulk::default()
+                }),
                 ..Extra::default()
             };
             let mut measurement = row(system).measured(vec![0.0], MeasurementStatus::Ok, extra);

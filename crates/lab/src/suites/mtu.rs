@@ -339,8 +339,9 @@ fn bulk(context: &Context<'_>, plan: &Plan, mtu: u16) -> Measurement {
     if let (Some(before), Some(after), true) = (before, after, elapsed > 0.0) {
         let percent =
             |side: usize| after[side].saturating_sub(before[side]).as_secs_f64() / elapsed * 100.0;
-        extra.cpu_left_percent = Some(percent(0));
-        extra.cpu_right_percent = Some(percent(1));
+        let cost = extra.cost.get_or_insert_default();
+        cost.cpu_left_percent = Some(percent(0));
+        cost.cpu_right_percent = Some(percent(1));
     }
     let rates = series
         .reports
@@ -363,10 +364,11 @@ fn bulk_summary(row: &Measurement) -> String {
         );
     }
     let mut text = format!("{:.0} Mbit/s", row.median / 1e6);
-    if let (Some(left), Some(right)) = (row.extra.cpu_left_percent, row.extra.cpu_right_percent) {
+    let cost = row.extra.cost.as_ref();
+    if let Some((left, right)) = cost.and_then(|c| c.cpu_left_percent.zip(c.cpu_right_percent)) {
         text.push_str(&format!(", CPU left {left:.0} %, right {right:.0} %"));
     }
-    if row.extra.verified != Some(true) {
+    if row.extra.verified() != Some(true) {
         text.push_str(", NOT verified");
     }
     text

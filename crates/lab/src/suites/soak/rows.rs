@@ -9,7 +9,7 @@ use super::load::{Outcome, Transfer};
 use super::memory::{Sampler, growth_percent, peak};
 use super::{CHECKPOINTS, Group, Plan, Record, STREAMS};
 use crate::measure::Row;
-use crate::results::{Extra, Measurement};
+use crate::results::{Bulk, Extra, Flood, Measurement, Memory, Ping, Soak};
 use crate::systems::wireguard::End;
 
 const SUITE: &str = "soak";
@@ -69,9 +69,15 @@ pub fn tenth(
                 .param("side", group.label)
                 .param("streams", STREAMS);
             let extra = Extra {
-                peak_bytes: Some(peak(&sizes)),
-                bits_per_sec: Some(rate),
-                verified: Some(verified),
+                bulk: Some(Bulk {
+                    verified: Some(verified),
+                    ..Bulk::default()
+                }),
+                memory: Some(Memory {
+                    peak_bytes: Some(peak(&sizes)),
+                    bits_per_sec: Some(rate),
+                    ..Memory::default()
+                }),
                 ..Extra::default()
             };
             let failure = sizes
@@ -94,6 +100,11 @@ pub fn tenth(
         .collect()
 }
 
+/// The memory figures of a row of this suite.
+fn memory_of(row: &Measurement) -> Option<&Memory> {
+    row.extra.memory.as_ref()
+}
+
 /// The progress line of a checkpoint, from its rows and the record.
 pub fn checkpoint_line(name: &str, rows: &[Measurement], record: &Record, plan: &Plan) -> String {
     let minute = minutes(plan.duration / CHECKPOINTS * record.checkpoints.len() as u32);
@@ -108,13 +119,13 @@ pub fn checkpoint_line(name: &str, rows: &[Measurement], record: &Record, plan: 
             format!(
                 "{side} {:.1} MiB (peak {:.1})",
                 row.median / MIB,
-                row.extra.peak_bytes.unwrap_or(0.0) / MIB
+                memory_of(row).and_then(|m| m.peak_bytes).unwrap_or(0.0) / MIB
             )
         })
         .collect();
     let rate = rows
         .first()
-        .and_then(|row| row.extra.bits_per_sec)
+        .and_then(|row| memory_of(row)?.bits_per_sec)
         .unwrap_or(0.0);
     let tally = Tally::of(&record.transfers, record);
     let mut line = format!(
@@ -283,11 +294,16 @@ fn growth(
         ));
     };
     let extra = Extra {
-        first_peak_bytes: Some(first),
-        last_peak_bytes: Some(last),
-        peak_bytes: Some(peak(&sampler.between(index, warmed, end))),
-        bits_per_sec: Some(carried(record, record.start, end)),
-        verified: Some(Tally::of(&record.transfers, record).mismatches == 0),
+        bulk: Some(Bulk {
+            verified: Some(Tally::of(&record.transfers, record).mismatches == 0),
+            ..Bulk::default()
+        }),
+        memory: Some(Memory {
+            peak_bytes: Some(peak(&sampler.between(index, warmed, end))),
+            bits_per_sec: Some(carried(record, record.start, end)),
+            first_peak_bytes: Some(first),
+            last_peak_bytes: Some(last),
+        }),
         ..Extra::default()
     };
     let mut measurement = row.concluded(vec![percent], extra, record.broken.clone());
@@ -308,16 +324,25 @@ fn transfers(name: &str, plan: &Plan, record: &Record) -> Measurement {
         .param("minutes", minutes(plan.duration))
         .param("streams", STREAMS);
     let extra = Extra {
-        transfers: Some(tally.transfers),
-        digest_mismatches: Some(tally.mismatches),
-        failed_transfers: Some(tally.failed.len() as u64),
-        bytes: Some(tally.bytes),
-        bits_per_sec: Some(carried(
-            record,
-            record.start,
-            record.start + ran_for(record),
-        )),
-        verified: Some(tally.mismatches == 0 && tally.transfers > 0),
+        bulk: Some(Bulk {
+            bytes: Some(tally.bytes),
+            verified: Some(tally.mismatches == 0 && tally.transfers > 0),
+            ..Bulk::default()
+        }),
+        memory: Some(Memory {
+            bits_per_sec: Some(carried(
+                record,
+                record.start,
+                record.start + ran_for(record),
+            )),
+            ..Memory::default()
+        }),
+        soak: Some(Soak {
+            transfers: Some(tally.transfers),
+            digest_mismatches: Some(tally.mismatches),
+            failed_transfers: Some(tally.failed.len() as u64),
+            ..Soak::default()
+        }),
         ..Extra::default()
     };
     let describe = |(transfer, straddled): &(&Transfer, bool)| {
@@ -379,8 +404,14 @@ fn restarts(name: &str, record: &Record) -> Measurement {
         .map(Duration::as_secs_f64)
         .collect();
     let extra = Extra {
-        restarts: Some(record.restarts.len() as u64),
-        max: back.iter().copied().reduce(f64::max),
+        ping: back.iter().copied().reduce(f64::max).map(|max| Ping {
+            max: Some(max),
+            ..Ping::default()
+        }),
+        soak: Some(Soak {
+            restarts: Some(record.restarts.len() as u64),
+            ..Soak::default()
+        }),
         ..Extra::default()
     };
     let failure = record
@@ -418,8 +449,14 @@ fn rekeys(name: &str, plan: &Plan, record: &Record) -> Option<Measurement> {
         )
         .param("minutes", minutes(plan.duration));
     let extra = Extra {
-        initiations_computed: Some(handshakes),
-        restarts: Some(restarts),
+        soak: Some(Soak {
+            restarts: Some(restarts),
+            ..Soak::default()
+        }),
+        flood: Some(Flood {
+            initiations_computed: Some(handshakes),
+            ..Flood::default()
+        }),
         ..Extra::default()
     };
     let mut measurement = row.concluded(vec![rekeys as f64], extra, None);
@@ -458,11 +495,14 @@ fn balance_row(
     let row =
         Row::new(SUITE, "counter_balance", name, "bytes").param("direction", direction(sender));
     let extra = Extra {
-        sent_bytes: Some(balance.sent_bytes),
-        received_bytes: Some(balance.received_bytes),
-        dropped_datagrams: Some(balance.lost_datagrams),
-        intervals: Some(balance.intervals),
-        unexplained_intervals: Some(balance.unexplained.len() as u64),
+        soak: Some(Soak {
+            sent_bytes: Some(balance.sent_bytes),
+            received_bytes: Some(balance.received_bytes),
+            dropped_datagrams: Some(balance.lost_datagrams),
+            intervals: Some(balance.intervals),
+            unexplained_intervals: Some(balance.unexplained.len() as u64),
+            ..Soak::default()
+        }),
         ..Extra::default()
     };
     let mut problems = Vec::new();
