@@ -40,64 +40,132 @@ fn carried(record: &Record, from: Instant, to: Instant) -> f64 {
     bits / to.saturating_duration_since(from).as_secs_f64().max(1e-9)
 }
 
-/// The rows of the tenth that just ended (the last checkpoint), one per
-/// group.
-pub fn tenth(
-    name: &str,
-    plan: &Plan,
-    groups: &[Group],
-    sampler: &Sampler,
-    record: &Record,
-) -> Vec<Measurement> {
-    let count = record.checkpoints.len();
-    let Some(&to) = record.checkpoints.last() else {
-        return Vec::new();
-    };
-    let from = count
-        .checked_sub(2)
-        .map_or(record.start, |previous| record.checkpoints[previous]);
-    let minute = minutes(plan.duration / CHECKPOINTS * count as u32);
-    let rate = carried(record, from, to);
-    let verified = ended_between(record, from, to).all(|t| t.outcome != Outcome::DigestMismatch);
-    groups
-        .iter()
-        .enumerate()
-        .map(|(index, group)| {
-            let sizes = sampler.between(index, from, to);
-            let row = Row::new(SUITE, "rss_under_load", name, "bytes")
-                .param("minute", minute)
-                .param("side", group.label)
-                .param("streams", STREAMS);
-            let extra = Extra {
-                bulk: Some(Bulk {
-                    verified: Some(verified),
-                    ..Bulk::default()
-                }),
-                memory: Some(Memory {
-                    peak_bytes: Some(peak(&sizes)),
-                    bits_per_sec: Some(rate),
-                    ..Memory::default()
-                }),
-                ..Extra::default()
-            };
-            let failure = sizes
-                .is_empty()
-                .then(|| "no resident size read in this tenth".to_string());
-            let mut measurement = row.concluded(sizes, extra, failure);
-            let restarted: Vec<String> = record
-                .restarts
-                .iter()
-                .filter(|restart| {
-                    group.restarted && restart.stopped >= from && restart.stopped < to
-                })
-                .map(|restart| format!("{:.1} min", since(restart.stopped, record)))
-                .collect();
-            if measurement.note.is_none() && !restarted.is_empty() {
-                measurement.note = Some(format!("restarted at {}", restarted.join(", ")));
+/// The soak so far, as the rows read it.
+pub struct Soaked<'a> {
+    pub name: &'a str,
+    pub plan: &'a Plan,
+    /// The groups of processes whose memory is sampled.
+    pub groups: &'a [Group],
+    pub sampler: &'a Sampler,
+    pub record: &'a Record,
+}
+
+impl Soaked<'_> {
+    /// The rows of the tenth that just ended (the last checkpoint), one per
+    /// group.
+    pub fn tenth(&self) -> Vec<Measurement> {
+        let count = self.record.checkpoints.len();
+        let Some(&to) = self.record.checkpoints.last() else {
+            return Vec::new();
+        };
+        let from = count.checked_sub(2).map_or(self.record.start, |previous| {
+            self.record.checkpoints[previous]
+        });
+        let minute = minutes(self.plan.duration / CHECKPOINTS * count as u32);
+        let rate = carried(self.record, from, to);
+        let verified =
+            ended_between(self.record, from, to).all(|t| t.outcome != Outcome::DigestMismatch);
+        self.groups
+            .iter()
+            .enumerate()
+            .map(|(index, group)| {
+                let sizes = self.sampler.between(index, from, to);
+                let row = Row::new(SUITE, "rss_under_load", self.name, "bytes")
+                    .param("minute", minute)
+                    .param("side", group.label)
+                    .param("streams", STREAMS);
+                let extra = Extra {
+                    bulk: Some(Bulk {
+                        verified: Some(verified),
+                        ..Bulk::default()
+                    }),
+                    memory: Some(Memory {
+                        peak_bytes: Some(peak(&sizes)),
+                        bits_per_sec: Some(rate),
+                        ..Memory::default()
+                    }),
+                    ..Extra::default()
+                };
+                let failure = sizes
+                    .is_empty()
+                    .then(|| "no resident size read in this tenth".to_string());
+                let mut measurement = row.concluded(sizes, extra, failure);
+                let restarted: Vec<String> = self
+                    .record
+                    .restarts
+                    .iter()
+                    .filter(|restart| {
+                        group.restarted && restart.stopped >= from && restart.stopped < to
+                    })
+                    .map(|restart| format!("{:.1} min", since(restart.stopped, self.record)))
+                    .collect();
+                if measurement.note.is_none() && !restarted.is_empty() {
+                    measurement.note = Some(format!("restarted at {}", restarted.join(", ")));
+                }
+                measurement
+            })
+            .collect()
+    }
+
+    /// The rows at the end of the soak.
+    pub fn summary(&self) -> Vec<Measurement> {
+        let mut rows: Vec<Measurement> = self
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(index, group)| {
+                growth(
+                    self.name,
+                    self.plan,
+                    index,
+                    group,
+                    self.sampler,
+                    self.record,
+                )
+            })
+            .collect();
+        rows.push(transfers(self.name, self.plan, self.record));
+        if self.record.ledger.is_some() {
+            rows.push(restarts(self.name, self.record));
+        }
+        if let Some(row) = rekeys(self.name, self.plan, self.record) {
+            rows.push(row);
+        }
+        if let Some(ledger) = &self.record.ledger {
+            for sender in [End::Left, End::Right] {
+                let balance = ledger.balance(sender, self.record.start);
+                let went_back = ledger.went_back(sender, self.record.start);
+                let receiver = match sender {
+                    End::Left => End::Right,
+                    End::Right => End::Left,
+                };
+                let drops = match ledger.drops(receiver) {
+                    None => format!("the {} side keeps no drop counters", receiver.name()),
+                    Some(drops) if drops.is_empty() => {
+                        format!("the {} side dropped nothing", receiver.name())
+                    }
+                    Some(drops) => format!(
+                        "the {} side's drops since it first started: {}",
+                        receiver.name(),
+                        drops
+                            .iter()
+                            .map(|(reason, count)| format!("{reason} {count}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                };
+                rows.push(balance_row(
+                    self.name,
+                    sender,
+                    &balance,
+                    &went_back,
+                    &drops,
+                    self.record,
+                ));
             }
-            measurement
-        })
-        .collect()
+        }
+        rows
+    }
 }
 
 /// The memory figures of a row of this suite.
@@ -198,57 +266,6 @@ impl<'a> Tally<'a> {
             bytes: transfers.iter().map(|t| t.bytes).sum(),
         }
     }
-}
-
-/// The rows at the end of the soak.
-pub fn summary(
-    name: &str,
-    plan: &Plan,
-    groups: &[Group],
-    sampler: &Sampler,
-    record: &Record,
-) -> Vec<Measurement> {
-    let mut rows: Vec<Measurement> = groups
-        .iter()
-        .enumerate()
-        .map(|(index, group)| growth(name, plan, index, group, sampler, record))
-        .collect();
-    rows.push(transfers(name, plan, record));
-    if record.ledger.is_some() {
-        rows.push(restarts(name, record));
-    }
-    if let Some(row) = rekeys(name, plan, record) {
-        rows.push(row);
-    }
-    if let Some(ledger) = &record.ledger {
-        for sender in [End::Left, End::Right] {
-            let balance = ledger.balance(sender, record.start);
-            let went_back = ledger.went_back(sender, record.start);
-            let receiver = match sender {
-                End::Left => End::Right,
-                End::Right => End::Left,
-            };
-            let drops = match ledger.drops(receiver) {
-                None => format!("the {} side keeps no drop counters", receiver.name()),
-                Some(drops) if drops.is_empty() => {
-                    format!("the {} side dropped nothing", receiver.name())
-                }
-                Some(drops) => format!(
-                    "the {} side's drops since it first started: {}",
-                    receiver.name(),
-                    drops
-                        .iter()
-                        .map(|(reason, count)| format!("{reason} {count}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            };
-            rows.push(balance_row(
-                name, sender, &balance, &went_back, &drops, record,
-            ));
-        }
-    }
-    rows
 }
 
 fn ran_for(record: &Record) -> Duration {
