@@ -57,10 +57,11 @@ fn bare_and_fjord_carry_verified_transfers_at_both_study_mtus() {
         let transfers: Vec<_> = rows.iter().filter(|row| row.test == "tcp_bulk").collect();
         assert_eq!(transfers.len(), plan.mtus.len(), "{name}: {rows:#?}");
         for row in transfers {
-            assert_eq!(row.extra.verified, Some(true), "{row:#?}");
+            assert_eq!(row.extra.verified(), Some(true), "{row:#?}");
             if name == "fjord" {
-                assert!(row.extra.cpu_left_percent.is_some(), "{row:#?}");
-                assert!(row.extra.cpu_right_percent.is_some(), "{row:#?}");
+                let cost = row.extra.cost.clone().unwrap_or_default();
+                assert!(cost.cpu_left_percent.is_some(), "{row:#?}");
+                assert!(cost.cpu_right_percent.is_some(), "{row:#?}");
             }
         }
         let pings = rows.iter().filter(|row| row.test == "ping_average").count();

@@ -43,7 +43,7 @@ fn quick_lab_reports_bare_and_fjord() {
             assert!(row.median > 0.0, "{system} {test} is zero: {row:?}");
         }
         let tcp = rows.iter().find(|m| m.test == "tcp_bulk").unwrap();
-        assert_eq!(tcp.extra.verified, Some(true), "{tcp:?}");
+        assert_eq!(tcp.extra.verified(), Some(true), "{tcp:?}");
     }
     let fjord_tcp = record
         .measurements

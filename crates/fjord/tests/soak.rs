@@ -52,12 +52,14 @@ fn a_short_soak_restarts_rekeys_and_keeps_every_transfer_intact() {
 
     let transfers = row(&rows, "soak_transfers");
     assert_eq!(transfers.status, MeasurementStatus::Ok, "{transfers:#?}");
-    assert_eq!(transfers.extra.digest_mismatches, Some(0), "{transfers:#?}");
-    assert!(transfers.extra.transfers.unwrap_or(0) > 0, "{transfers:#?}");
+    let soak = transfers.extra.soak.clone().unwrap_or_default();
+    assert_eq!(soak.digest_mismatches, Some(0), "{transfers:#?}");
+    assert!(soak.transfers.unwrap_or(0) > 0, "{transfers:#?}");
 
     let restarts = row(&rows, "soak_restarts");
     assert_eq!(restarts.status, MeasurementStatus::Ok, "{restarts:#?}");
-    assert_eq!(restarts.extra.restarts, Some(1), "{restarts:#?}");
+    let soak = restarts.extra.soak.clone().unwrap_or_default();
+    assert_eq!(soak.restarts, Some(1), "{restarts:#?}");
     // Traffic flowed again: the last tenth, well after the restart,
     // carried data for both sides' rows.
     let last_minute = plan.duration.as_secs_f64() / 60.0;
@@ -74,7 +76,8 @@ fn a_short_soak_restarts_rekeys_and_keeps_every_transfer_intact() {
     assert_eq!(last_tenth.len(), 2, "left and right: {rows:#?}");
     for tenth in last_tenth {
         assert_eq!(tenth.status, MeasurementStatus::Ok, "{tenth:#?}");
-        assert!(tenth.extra.bits_per_sec.unwrap_or(0.0) > 0.0, "{tenth:#?}");
+        let memory = tenth.extra.memory.clone().unwrap_or_default();
+        assert!(memory.bits_per_sec.unwrap_or(0.0) > 0.0, "{tenth:#?}");
     }
 
     let rekeys = row(&rows, "soak_rekeys");
@@ -82,7 +85,8 @@ fn a_short_soak_restarts_rekeys_and_keeps_every_transfer_intact() {
 
     for balance in rows.iter().filter(|row| row.test == "counter_balance") {
         assert_eq!(balance.status, MeasurementStatus::Ok, "{balance:#?}");
-        assert!(balance.extra.intervals.unwrap_or(0) > 0, "{balance:#?}");
+        let soak = balance.extra.soak.clone().unwrap_or_default();
+        assert!(soak.intervals.unwrap_or(0) > 0, "{balance:#?}");
     }
     assert_eq!(
         rows.iter()

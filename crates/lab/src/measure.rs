@@ -104,12 +104,13 @@ pub fn add_cpu(extra: &mut Extra, charges: &[CpuCharge], bits: f64, has_processe
         return;
     }
     let cpu: f64 = charges.iter().map(|c| c.cpu.as_secs_f64()).sum();
-    extra.cpu_seconds = Some(cpu);
+    let cost = extra.cost.get_or_insert_default();
+    cost.cpu_seconds = Some(cpu);
     if bits > 0.0 {
-        extra.cpu_seconds_per_gbit = Some(cpu / (bits / 1e9));
+        cost.cpu_seconds_per_gbit = Some(cpu / (bits / 1e9));
     }
     if let Some(rss) = charges.iter().map(|c| c.resident_bytes).max() {
-        extra.rss_bytes = Some(rss);
+        cost.rss_bytes = Some(rss);
     }
 }
 
@@ -144,14 +145,15 @@ pub fn transfers_row<'a>(
                 .unwrap_or_else(|| "no transfer ran".to_string()),
         );
     };
-    extra.bytes = Some(good.iter().map(|report| report.bytes).sum());
+    let transfer = extra.bulk.get_or_insert_default();
+    transfer.bytes = Some(good.iter().map(|report| report.bytes).sum());
     // Failed transfers are the note's; `verified` speaks of the data.
-    extra.verified = Some(
+    transfer.verified = Some(
         !transfers
             .iter()
             .any(|transfer| matches!(transfer, Ok(report) if !report.verified)),
     );
-    extra.xxh3_128 = Some(first.receiver_digest.to_string());
+    transfer.xxh3_128 = Some(first.receiver_digest.to_string());
     let samples = good
         .iter()
         .map(|report| report.throughput_bits_per_sec)
@@ -199,7 +201,7 @@ mod tests {
         let partly = row_of(&[&intact, &failed]);
         assert_eq!(partly.status, MeasurementStatus::Ok);
         assert_eq!(partly.samples, [8e8]);
-        assert_eq!(partly.extra.verified, Some(true));
+        assert_eq!(partly.extra.bulk.unwrap().verified, Some(true));
         assert_eq!(
             partly.note.as_deref(),
             Some("1 of 2 transfers failed: no progress for 15s")

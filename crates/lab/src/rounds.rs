@@ -9,7 +9,7 @@
 //! odd one out; the rounds' range is kept beside it so a report shows how
 //! far a figure moved.
 
-use crate::results::{Measurement, MeasurementStatus, median};
+use crate::results::{Measurement, MeasurementStatus, Rounds, median};
 
 /// Most rounds `--rounds` takes: each is a whole run of every suite.
 pub const MAX_ROUNDS: u32 = 20;
@@ -62,7 +62,7 @@ fn merge_group(mut group: Vec<Measurement>) -> Measurement {
         return group.remove(0);
     }
     let rounds = group.len();
-    let unverified = group.iter().any(|m| m.extra.verified == Some(false));
+    let unverified = group.iter().any(|m| m.extra.verified() == Some(false));
     let (ok, failed): (Vec<Measurement>, Vec<Measurement>) = group
         .into_iter()
         .partition(|m| m.status == MeasurementStatus::Ok);
@@ -84,9 +84,11 @@ fn merge_group(mut group: Vec<Measurement>) -> Measurement {
     let mut merged = nearest.clone();
     merged.median = middle;
     merged.samples = ok.iter().flat_map(|m| m.samples.iter().copied()).collect();
-    merged.extra.round_medians = Some(figures);
+    merged.extra.rounds = Some(Rounds {
+        round_medians: Some(figures),
+    });
     if unverified {
-        merged.extra.verified = Some(false);
+        merged.extra.bulk.get_or_insert_default().verified = Some(false);
     }
     if !failed.is_empty() {
         merged.add_note(format!(
@@ -103,7 +105,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::results::Extra;
+    use crate::results::{Cost, Extra};
 
     fn row(system: &str, streams: u32, figure: f64, cpu: f64) -> Measurement {
         Measurement {
@@ -117,7 +119,10 @@ mod tests {
             ratio_to_bare: None,
             status: MeasurementStatus::Ok,
             extra: Extra {
-                cpu_seconds: Some(cpu),
+                cost: Some(Cost {
+                    cpu_seconds: Some(cpu),
+                    ..Cost::default()
+                }),
                 ..Extra::default()
             },
             note: None,
@@ -137,8 +142,9 @@ mod tests {
         assert_eq!((bare.system.as_str(), bare.median), ("bare", 100.0));
         assert_eq!((fjord.system.as_str(), fjord.median), ("fjord", 40.0));
         // Supporting figures come from the round nearest the median.
-        assert_eq!(fjord.extra.cpu_seconds, Some(2.2));
-        assert_eq!(fjord.extra.round_medians, Some(vec![50.0, 20.0, 40.0]));
+        assert_eq!(fjord.extra.cost.as_ref().unwrap().cpu_seconds, Some(2.2));
+        let rounds = fjord.extra.rounds.as_ref().unwrap();
+        assert_eq!(rounds.round_medians, Some(vec![50.0, 20.0, 40.0]));
         assert_eq!(fjord.samples.len(), 9);
     }
 
@@ -151,7 +157,7 @@ mod tests {
         assert_eq!(merged.len(), 2);
         assert_eq!(merged[0].median, 55.0);
         assert_eq!(merged[1].median, 70.0);
-        assert_eq!(merged[1].extra.round_medians, None, "one round: as it was");
+        assert_eq!(merged[1].extra.rounds, None, "one round: as it was");
     }
 
     #[test]
@@ -159,7 +165,7 @@ mod tests {
         let mut failed = row("fjord", 1, 0.0, 0.0);
         failed.status = MeasurementStatus::Failed;
         let mut unverified = row("fjord", 1, 30.0, 1.0);
-        unverified.extra.verified = Some(false);
+        unverified.extra.bulk.get_or_insert_default().verified = Some(false);
         let merged = merge(vec![
             vec![row("fjord", 1, 50.0, 1.0)],
             vec![failed.clone()],
@@ -167,7 +173,7 @@ mod tests {
         ]);
         assert_eq!(merged[0].median, 40.0);
         assert_eq!(merged[0].status, MeasurementStatus::Ok);
-        assert_eq!(merged[0].extra.verified, Some(false));
+        assert_eq!(merged[0].extra.verified(), Some(false));
         assert!(merged[0].note.as_deref().unwrap().contains("2 of 3 rounds"));
 
         let merged = merge(vec![vec![failed.clone()], vec![failed]]);

@@ -17,16 +17,21 @@ fn cell_text(test: &str, m: &Measurement) -> String {
     if m.status != MeasurementStatus::Ok {
         return median_figure(m);
     }
-    let extra = &m.extra;
+    let soak = m.extra.soak.clone().unwrap_or_default();
     match test {
         "soak_transfers" => {
             let mut text = format!(
                 "{} transfers · {} digest mismatches · {} failed",
-                count(extra.transfers),
-                count(extra.digest_mismatches),
-                count(extra.failed_transfers)
+                count(soak.transfers),
+                count(soak.digest_mismatches),
+                count(soak.failed_transfers)
             );
-            if let Some(bits) = extra.bits_per_sec {
+            if let Some(bits) = m
+                .extra
+                .memory
+                .as_ref()
+                .and_then(|memory| memory.bits_per_sec)
+            {
                 text.push_str(&format!(" · {}", format::quantity(bits, "bit/s")));
             }
             text
@@ -34,24 +39,31 @@ fn cell_text(test: &str, m: &Measurement) -> String {
         "soak_restarts" => format!(
             "{} median · {} at most · {} restarts",
             format::quantity(m.median, &m.unit),
-            extra
-                .max
+            m.extra
+                .ping
+                .as_ref()
+                .and_then(|ping| ping.max)
                 .map_or_else(|| "n/a".to_string(), |max| format::quantity(max, &m.unit)),
-            count(extra.restarts)
+            count(soak.restarts)
         ),
         "soak_rekeys" => format!(
             "{} rekeys · {} handshakes",
             format::thousands(m.median),
-            count(extra.initiations_computed)
+            count(
+                m.extra
+                    .flood
+                    .as_ref()
+                    .and_then(|flood| flood.initiations_computed)
+            )
         ),
         "counter_balance" => {
-            let checked = extra.intervals.unwrap_or(0);
-            let unexplained = extra.unexplained_intervals.unwrap_or(0);
+            let checked = soak.intervals.unwrap_or(0);
+            let unexplained = soak.unexplained_intervals.unwrap_or(0);
             format!(
                 "sent {} · received {} · {} datagrams dropped · {}/{} intervals explained",
-                format::quantity(extra.sent_bytes.unwrap_or(0) as f64, "bytes"),
-                format::quantity(extra.received_bytes.unwrap_or(0) as f64, "bytes"),
-                count(extra.dropped_datagrams),
+                format::quantity(soak.sent_bytes.unwrap_or(0) as f64, "bytes"),
+                format::quantity(soak.received_bytes.unwrap_or(0) as f64, "bytes"),
+                count(soak.dropped_datagrams),
                 checked.saturating_sub(unexplained),
                 checked
             )

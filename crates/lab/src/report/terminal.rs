@@ -60,23 +60,27 @@ fn cell(m: Option<&Measurement>) -> String {
         (MeasurementStatus::Ok, Some(r)) => {
             format!("{} {}", format::terse(m.median, &m.unit), format::ratio(r))
         }
-        (MeasurementStatus::Ok, None) => match m.extra.one_peer_ratio {
-            Some(r) => format!(
-                "{} {}1p",
-                format::terse(m.median, &m.unit),
-                format::ratio(r)
-            ),
-            None => format::terse(m.median, &m.unit),
-        },
+        (MeasurementStatus::Ok, None) => {
+            match m.extra.peers.as_ref().and_then(|p| p.one_peer_ratio) {
+                Some(r) => format!(
+                    "{} {}1p",
+                    format::terse(m.median, &m.unit),
+                    format::ratio(r)
+                ),
+                None => format::terse(m.median, &m.unit),
+            }
+        }
     };
     if let Some(efficiency) = m
         .extra
-        .efficiency
+        .bulk
+        .as_ref()
+        .and_then(|bulk| bulk.efficiency)
         .filter(|_| m.status == MeasurementStatus::Ok)
     {
         let _ = write!(text, " {:.0}%", efficiency * 100.0);
     }
-    if m.extra.verified == Some(false) {
+    if m.extra.verified() == Some(false) {
         text.push('!');
     }
     text
@@ -136,10 +140,12 @@ fn write_section(out: &mut String, section: &Section) {
         .rows
         .iter()
         .map(|row| {
-            row.cells
-                .iter()
-                .flatten()
-                .find_map(|m| m.extra.theoretical_goodput_bits_per_sec)
+            row.cells.iter().flatten().find_map(|m| {
+                m.extra
+                    .bulk
+                    .as_ref()
+                    .and_then(|b| b.theoretical_goodput_bits_per_sec)
+            })
         })
         .collect();
     let has_goodput = goodputs.iter().any(Option::is_some);

@@ -416,7 +416,7 @@ fn sections_order_systems_and_rows() {
             1e5,
         );
         m.unit = "frames/s".into();
-        m.extra.link_bits_per_sec = Some(100e6);
+        m.extra.frame_rate.get_or_insert_default().link_bits_per_sec = Some(100e6);
         m
     };
     let record = record(
@@ -525,8 +525,9 @@ fn soak_rows_show_memory_by_minute_and_growth() {
         );
         m.suite = "soak".into();
         m.unit = "bytes".into();
-        m.extra.peak_bytes = Some(peak);
-        m.extra.bits_per_sec = Some(4.5e9);
+        let figures = m.extra.memory.get_or_insert_default();
+        figures.peak_bytes = Some(peak);
+        figures.bits_per_sec = Some(4.5e9);
         m
     };
     let mut growth = measurement(
@@ -537,8 +538,9 @@ fn soak_rows_show_memory_by_minute_and_growth() {
     );
     growth.suite = "soak".into();
     growth.unit = "percent".into();
-    growth.extra.first_peak_bytes = Some(10.0 * mib);
-    growth.extra.last_peak_bytes = Some(10.2 * mib);
+    let figures = growth.extra.memory.get_or_insert_default();
+    figures.first_peak_bytes = Some(10.0 * mib);
+    figures.last_peak_bytes = Some(10.2 * mib);
     let mut record = record(
         &["bare", "fjord"],
         vec![
@@ -579,12 +581,14 @@ fn soak_totals_and_counter_balance_read_as_counts() {
         m
     };
     let mut transfers = soak_row("soak_transfers", &[], "transfers", 120.0);
-    transfers.extra.transfers = Some(120);
-    transfers.extra.digest_mismatches = Some(0);
-    transfers.extra.failed_transfers = Some(1);
-    transfers.extra.bits_per_sec = Some(2.5e9);
+    let figures = transfers.extra.soak.get_or_insert_default();
+    figures.transfers = Some(120);
+    figures.digest_mismatches = Some(0);
+    figures.failed_transfers = Some(1);
+    transfers.extra.memory.get_or_insert_default().bits_per_sec = Some(2.5e9);
     let mut rekeys = soak_row("soak_rekeys", &[], "rekeys", 118.0);
-    rekeys.extra.initiations_computed = Some(123);
+    let flood = rekeys.extra.flood.get_or_insert_default();
+    flood.initiations_computed = Some(123);
     let balance = |direction: &str, sent: u64, received: u64| {
         let mut m = soak_row(
             "counter_balance",
@@ -592,11 +596,12 @@ fn soak_totals_and_counter_balance_read_as_counts() {
             "bytes",
             (sent - received) as f64,
         );
-        m.extra.sent_bytes = Some(sent);
-        m.extra.received_bytes = Some(received);
-        m.extra.dropped_datagrams = Some(2);
-        m.extra.intervals = Some(20);
-        m.extra.unexplained_intervals = Some(0);
+        let figures = m.extra.soak.get_or_insert_default();
+        figures.sent_bytes = Some(sent);
+        figures.received_bytes = Some(received);
+        figures.dropped_datagrams = Some(2);
+        figures.intervals = Some(20);
+        figures.unexplained_intervals = Some(0);
         m
     };
     let mut record = record(
@@ -643,7 +648,7 @@ fn flood_rows_show_the_ratio_to_no_flood_and_the_handshake_work() {
         m
     };
     let mut flooded = row("fjord", "flood_throughput", "20000/s", "bit/s", 1.9e9);
-    flooded.extra.no_flood_ratio = Some(0.95);
+    flooded.extra.flood.get_or_insert_default().no_flood_ratio = Some(0.95);
     let mut fjord_work = row(
         "fjord",
         "flood_handshakes",
@@ -655,11 +660,14 @@ fn flood_rows_show_the_ratio_to_no_flood_and_the_handshake_work() {
     drops.count_many(fjord_proto::DropReason::CookieRequired, 59_970);
     drops.count_many(fjord_proto::DropReason::InvalidMac1, 3);
     fjord_work.extra = Extra {
-        initiations_computed: Some(0),
-        drops: Some(crate::results::Drops(drops)),
-        socket_drops: Some(30),
-        window_secs: Some(3.0),
-        flood_sent_per_sec: Some(20_001.0),
+        flood: Some(crate::results::Flood {
+            initiations_computed: Some(0),
+            drops: Some(crate::results::Drops(drops)),
+            socket_drops: Some(30),
+            window_secs: Some(3.0),
+            flood_sent_per_sec: Some(20_001.0),
+            ..Default::default()
+        }),
         ..Extra::default()
     };
     let mut go_work = row(
@@ -669,8 +677,9 @@ fn flood_rows_show_the_ratio_to_no_flood_and_the_handshake_work() {
         "replies/s",
         20_000.0,
     );
-    go_work.extra.window_secs = Some(3.0);
-    go_work.extra.socket_drops = Some(0);
+    let figures = go_work.extra.flood.get_or_insert_default();
+    figures.window_secs = Some(3.0);
+    figures.socket_drops = Some(0);
     let mut timed_out = row("wireguard-go", "restart_recovery", "max", "s", 30.0);
     timed_out.status = MeasurementStatus::TimedOut;
     let mut record = record(
@@ -756,23 +765,28 @@ fn peers_rows_show_the_ratio_to_one_peer_the_ceiling_and_memory_per_peer() {
         discarded: false,
     };
     let mut one = row("peers_zero_loss", 1, "frames/s", 100_000.0);
-    one.extra.one_peer_ratio = Some(1.0);
-    one.extra.emulator_ceiling_fps = Some(400_000.0);
-    one.extra.cpu_seconds = Some(2.0);
-    one.extra.trials = Some(vec![trial(200_000), trial(200_000)]);
+    let figures = one.extra.peers.get_or_insert_default();
+    figures.one_peer_ratio = Some(1.0);
+    figures.emulator_ceiling_fps = Some(400_000.0);
+    one.extra.cost.get_or_insert_default().cpu_seconds = Some(2.0);
+    one.extra.frame_rate.get_or_insert_default().trials =
+        Some(vec![trial(200_000), trial(200_000)]);
     let mut thousand = row("peers_zero_loss", 1000, "frames/s", 93_000.0);
-    thousand.extra.one_peer_ratio = Some(0.93);
-    thousand.extra.emulator_ceiling_fps = Some(380_000.0);
-    thousand.extra.cpu_seconds = Some(2.2);
-    thousand.extra.trials = Some(vec![trial(400_000)]);
+    let figures = thousand.extra.peers.get_or_insert_default();
+    figures.one_peer_ratio = Some(0.93);
+    figures.emulator_ceiling_fps = Some(380_000.0);
+    thousand.extra.cost.get_or_insert_default().cpu_seconds = Some(2.2);
+    thousand.extra.frame_rate.get_or_insert_default().trials = Some(vec![trial(400_000)]);
     let mut memory = row("peers_memory", 1000, "bytes", 12.0 * 1048576.0);
-    memory.extra.per_peer_bytes = Some(2048.0);
+    memory.extra.peers.get_or_insert_default().per_peer_bytes = Some(2048.0);
     let mut tcp_one = row("peers_tcp", 1, "bit/s", 2.0e9);
-    tcp_one.extra.cpu_seconds_per_gbit = Some(0.5);
+    let cost = tcp_one.extra.cost.get_or_insert_default();
+    cost.cpu_seconds_per_gbit = Some(0.5);
     let mut tcp = row("peers_tcp", 100, "bit/s", 1.5e9);
-    tcp.extra.one_peer_ratio = Some(0.75);
-    tcp.extra.cpu_seconds_per_gbit = Some(0.8);
-    tcp.extra.emulator_cpu_seconds_per_gbit = Some(1.1);
+    tcp.extra.cost.get_or_insert_default().cpu_seconds_per_gbit = Some(0.8);
+    let figures = tcp.extra.peers.get_or_insert_default();
+    figures.one_peer_ratio = Some(0.75);
+    figures.emulator_cpu_seconds_per_gbit = Some(1.1);
     let mut record = record(
         &["fjord"],
         vec![
@@ -834,8 +848,9 @@ fn terminal_shows_the_theoretical_goodput_and_each_share_of_it() {
             &[("content", serde_json::json!(content))],
             median,
         );
-        m.extra.theoretical_goodput_bits_per_sec = Some(94.15e6);
-        m.extra.efficiency = Some(median / 94.15e6);
+        let figures = m.extra.bulk.get_or_insert_default();
+        figures.theoretical_goodput_bits_per_sec = Some(94.15e6);
+        figures.efficiency = Some(median / 94.15e6);
         m
     };
     let record = record(
@@ -879,8 +894,9 @@ fn mtu_rows_show_each_sides_cpu_and_the_best_ping_average() {
         );
         m.suite = "mtu".into();
         if system != "bare" {
-            m.extra.cpu_left_percent = Some(45.0);
-            m.extra.cpu_right_percent = Some(38.25);
+            let figures = m.extra.cost.get_or_insert_default();
+            figures.cpu_left_percent = Some(45.0);
+            figures.cpu_right_percent = Some(38.25);
         }
         m
     };
@@ -896,7 +912,7 @@ fn mtu_rows_show_each_sides_cpu_and_the_best_ping_average() {
         );
         m.suite = "mtu".into();
         m.unit = "ms".into();
-        m.extra.p50 = Some(average - 0.003);
+        m.extra.ping.get_or_insert_default().p50 = Some(average - 0.003);
         m
     };
     let mut record = record(
@@ -927,7 +943,7 @@ fn mtu_rows_show_each_sides_cpu_and_the_best_ping_average() {
 fn a_run_of_rounds_shows_each_figures_range_and_says_what_the_cells_are() {
     let streams = [("streams", serde_json::json!(1))];
     let mut fjord = measurement("fjord", "tcp_bulk", &streams, 5.77e9);
-    fjord.extra.round_medians = Some(vec![5.14e9, 5.77e9, 6.58e9]);
+    fjord.extra.rounds.get_or_insert_default().round_medians = Some(vec![5.14e9, 5.77e9, 6.58e9]);
     let mut bulk = record(
         &["bare", "fjord"],
         vec![measurement("bare", "tcp_bulk", &streams, 12.2e9), fjord],
@@ -945,11 +961,11 @@ fn a_run_of_rounds_shows_each_figures_range_and_says_what_the_cells_are() {
     // are, and not the p99.
     let mut rtt = measurement("fjord", "rtt", &[("payload", serde_json::json!(56))], 0.19);
     rtt.unit = "ms".into();
-    rtt.extra.p99 = Some(0.29);
-    rtt.extra.round_medians = Some(vec![0.187, 0.19, 0.232]);
+    rtt.extra.ping.get_or_insert_default().p99 = Some(0.29);
+    rtt.extra.rounds.get_or_insert_default().round_medians = Some(vec![0.187, 0.19, 0.232]);
     let mut bare = measurement("bare", "rtt", &[("payload", serde_json::json!(56))], 0.044);
     bare.unit = "ms".into();
-    bare.extra.p99 = Some(0.074);
+    bare.extra.ping.get_or_insert_default().p99 = Some(0.074);
     let mut latency = record(&["bare", "fjord"], vec![bare, rtt]);
     latency.rounds = 3;
     let markdown = markdown_report(&latency);
@@ -963,8 +979,8 @@ fn a_run_of_rounds_shows_each_figures_range_and_says_what_the_cells_are() {
     let back: RunRecord = serde_json::from_str(&text).unwrap();
     assert_eq!(back.rounds, 3);
     assert_eq!(
-        back.measurements[1].extra.round_medians,
-        bulk.measurements[1].extra.round_medians
+        back.measurements[1].extra.rounds,
+        bulk.measurements[1].extra.rounds
     );
 }
 

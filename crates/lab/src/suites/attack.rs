@@ -45,8 +45,7 @@ use std::time::Duration;
 use super::{Setup, Suite};
 use crate::attack::{AttackedHosts, FloodRate};
 use crate::measure::{Row, transfers_row, verified};
-use crate::progress::Progress;
-use crate::results::{Drops, Extra, Measurement, MeasurementStatus, median};
+use crate::results::{Bulk, Cost, Drops, Extra, Flood, Measurement, MeasurementStatus, median};
 use crate::systems::System;
 use crate::traffic::BulkReport;
 use floor::Floor;
@@ -95,22 +94,15 @@ struct FloodOutcome {
 
 /// Runs the suite for `system` on hosts it builds itself.
 pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
-    let Setup {
-        system,
-        progress,
-        workdir,
-    } = *setup;
-    if system.name() == crate::systems::Bare.name() {
-        return run_floor(system.name(), quick, progress);
+    let name = setup.name();
+    if name == crate::systems::Bare.name() {
+        return run_floor(setup, quick);
     }
-    let Some(implementation) = super::wireguard_or_skip(system, Suite::Attack, quick, progress)
-    else {
+    let Some(implementation) = setup.wireguard_or_skip(Suite::Attack, quick) else {
         return Vec::new();
     };
-    let name = system.name();
     let failed_all = |why: String| {
-        progress.line(&format!("{name}: attack: {why}"));
-        progress.skip(steps(quick));
+        setup.give_up(&format!("attack: {why}"), steps(quick));
         std::iter::once(None)
             .chain(FLOODS.map(Some))
             .flat_map(|flood| {
@@ -125,31 +117,28 @@ pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
         Ok(hosts) => hosts,
         Err(error) => return failed_all(format!("building the hosts: {error}")),
     };
-    let mut tunnel = match Tunnel::start(implementation, &hosts, workdir) {
+    let mut tunnel = match Tunnel::start(implementation, &hosts, setup.workdir) {
         Ok(tunnel) => tunnel,
         Err(why) => return failed_all(why),
     };
 
-    progress.step(&format!("{name}: attack: no flood: restart"));
+    setup.step("attack: no flood: restart");
     let reference = tunnel.restart_left(None);
-    progress.line(&format!(
-        "{name}: attack: no flood: {}",
-        recovery_text(&reference)
-    ));
+    setup.say(&format!("attack: no flood: {}", recovery_text(&reference)));
     let mut rows = vec![recovery_row(name, None, &reference, None)];
-    progress.done();
+    setup.done();
 
     let mut outcomes = Vec::new();
     for rate in FLOODS {
-        if progress.stopping() {
+        if setup.stopping() {
             break;
         }
-        progress.step(&format!(
-            "{name}: attack: flood {rate}: {} transfers with and without it, a restart",
+        setup.step(&format!(
+            "attack: flood {rate}: {} transfers with and without it, a restart",
             samples(quick)
         ));
         let outcome = measure_flood(&mut tunnel, rate, quick);
-        progress.line(&format!("{name}: attack: {}", outcome.summary()));
+        setup.say(&format!("attack: {}", outcome.summary()));
         rows.push(outcome.throughput_row(name));
         rows.push(outcome.handshakes_row(name));
         if let Some(recovery) = &outcome.recovery {
@@ -161,19 +150,19 @@ pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
             ));
         }
         outcomes.push(outcome);
-        progress.done();
+        setup.done();
     }
     rows.insert(0, unflooded_row(name, &outcomes));
     rows
 }
 
 /// The bare link under the same floods (floor.rs): throughput rows only.
-fn run_floor(name: &str, quick: bool, progress: &Progress) -> Vec<Measurement> {
+fn run_floor(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
+    let name = setup.name();
     // No tunnel, so no reference restart.
-    progress.skip(1);
+    setup.skip(1);
     let failed = |why: String| {
-        progress.line(&format!("{name}: attack: {why}"));
-        progress.skip(FLOODS.len() as u64);
+        setup.give_up(&format!("attack: {why}"), FLOODS.len() as u64);
         vec![row("flood_throughput", name, "bit/s", None).failed(why)]
     };
     let hosts = match AttackedHosts::build() {
@@ -191,11 +180,11 @@ fn run_floor(name: &str, quick: bool, progress: &Progress) -> Vec<Measurement> {
     let mut rows = Vec::new();
     let mut outcomes = Vec::new();
     for rate in FLOODS {
-        if progress.stopping() {
+        if setup.stopping() {
             break;
         }
-        progress.step(&format!(
-            "{name}: attack: flood {rate}: {} transfers with and without it",
+        setup.step(&format!(
+            "attack: flood {rate}: {} transfers with and without it",
             samples(quick)
         ));
         let pairs = (0..samples(quick))
@@ -206,10 +195,10 @@ fn run_floor(name: &str, quick: bool, progress: &Progress) -> Vec<Measurement> {
             pairs,
             recovery: None,
         };
-        progress.line(&format!("{name}: attack: {}", outcome.summary()));
+        setup.say(&format!("attack: {}", outcome.summary()));
         rows.push(outcome.throughput_row(name));
         outcomes.push(outcome);
-        progress.done();
+        setup.done();
     }
     rows.insert(0, unflooded_row(name, &outcomes));
     rows
@@ -254,8 +243,14 @@ fn recovery_row(
 ) -> Measurement {
     let row = row("restart_recovery", system, "s", flood);
     let extra = Extra {
-        time_limit_secs: Some(RESTART_LIMIT.as_secs_f64()),
-        flood_sent_per_sec: sent_per_sec,
+        bulk: Some(Bulk {
+            time_limit_secs: Some(RESTART_LIMIT.as_secs_f64()),
+            ..Bulk::default()
+        }),
+        flood: sent_per_sec.map(|sent| Flood {
+            flood_sent_per_sec: Some(sent),
+            ..Flood::default()
+        }),
         ..Extra::default()
     };
     match recovery {
@@ -303,9 +298,13 @@ impl FloodOutcome {
 
     fn throughput_row(&self, system: &str) -> Measurement {
         let ratios = self.ratios();
-        let extra = Extra {
+        let flood = Flood {
             flood_sent_per_sec: self.sent_per_sec(),
             no_flood_ratio: (!ratios.is_empty()).then(|| median(&ratios)),
+            ..Flood::default()
+        };
+        let extra = Extra {
+            flood: Some(flood).filter(|flood| *flood != Flood::default()),
             ..Extra::default()
         };
         let transfers = self.pairs.iter().map(|(_, flooded)| &flooded.transfer);
@@ -339,13 +338,19 @@ impl FloodOutcome {
         };
         let secs = work.window.as_secs_f64();
         let extra = Extra {
-            cookie_replies: Some(work.replies.cookie_replies),
-            initiations_computed: work.counters.map(|c| c.initiations_computed),
-            drops: work.drops.map(Drops),
-            socket_drops: Some(work.socket_drops),
-            cpu_seconds: Some(work.cpu.as_secs_f64()),
-            window_secs: Some(secs),
-            flood_sent_per_sec: self.sent_per_sec(),
+            cost: Some(Cost {
+                cpu_seconds: Some(work.cpu.as_secs_f64()),
+                ..Cost::default()
+            }),
+            flood: Some(Flood {
+                flood_sent_per_sec: self.sent_per_sec(),
+                cookie_replies: Some(work.replies.cookie_replies),
+                initiations_computed: work.counters.map(|c| c.initiations_computed),
+                socket_drops: Some(work.socket_drops),
+                drops: work.drops.map(Drops),
+                window_secs: Some(secs),
+                ..Flood::default()
+            }),
             ..Extra::default()
         };
         let mut measurement = row.measured(

@@ -66,9 +66,10 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
         .map(|r| r.throughput_bits_per_sec)
         .collect();
     let mut extra = series.extra(context.has_processes());
-    extra.theoretical_goodput_bits_per_sec = Some(THEORETICAL_GOODPUT);
+    let figures = extra.bulk.get_or_insert_default();
+    figures.theoretical_goodput_bits_per_sec = Some(THEORETICAL_GOODPUT);
     let median = crate::results::median(&rates);
-    extra.efficiency = Some(median / THEORETICAL_GOODPUT);
+    figures.efficiency = Some(median / THEORETICAL_GOODPUT);
     let mut measurement = row.measured(rates, series.status(), extra);
     if let Some(why) = series.failure {
         measurement.note = Some(why);

@@ -109,10 +109,11 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
             .map(|report| report.throughput_bits_per_sec)
             .collect();
         let mut extra = series.extra(context.has_processes());
-        extra.theoretical_goodput_bits_per_sec = Some(theoretical);
-        extra.one_way_delay_ms = Some(ONE_WAY_DELAY.as_secs_f64() * 1e3);
+        let figures = extra.bulk.get_or_insert_default();
+        figures.theoretical_goodput_bits_per_sec = Some(theoretical);
+        figures.one_way_delay_ms = Some(ONE_WAY_DELAY.as_secs_f64() * 1e3);
         if !rates.is_empty() {
-            extra.efficiency = Some(crate::results::median(&rates) / theoretical);
+            figures.efficiency = Some(crate::results::median(&rates) / theoretical);
         }
         let mut measurement = row(system, name).measured(rates, series.status(), extra);
         if let Some(why) = series.failure {

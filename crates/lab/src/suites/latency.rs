@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use super::Context;
 use crate::measure::Row;
 use crate::netns::Namespace;
-use crate::results::{Extra, Measurement, MeasurementStatus};
+use crate::results::{Extra, Measurement, MeasurementStatus, Ping};
 
 pub const PAYLOADS: [usize; 3] = [56, 500, 1000];
 
@@ -105,13 +105,15 @@ pub(super) fn rtt_statistics(rtts: &[f64], sent: usize) -> Extra {
     sorted.sort_by(f64::total_cmp);
     let percentile = |p: f64| sorted[((sorted.len() - 1) as f64 * p).round() as usize];
     Extra {
-        min: Some(sorted[0]),
-        p50: Some(percentile(0.50)),
-        p99: Some(percentile(0.99)),
-        p999: Some(percentile(0.999)),
-        max: Some(sorted[sorted.len() - 1]),
-        sent: Some(sent as u64),
-        answered: Some(rtts.len() as u64),
+        ping: Some(Ping {
+            min: Some(sorted[0]),
+            p50: Some(percentile(0.50)),
+            p99: Some(percentile(0.99)),
+            p999: Some(percentile(0.999)),
+            max: Some(sorted[sorted.len() - 1]),
+            sent: Some(sent as u64),
+            answered: Some(rtts.len() as u64),
+        }),
         ..Extra::default()
     }
 }

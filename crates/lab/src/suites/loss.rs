@@ -78,8 +78,9 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
             .map(|r| r.elapsed.as_secs_f64())
             .collect();
         let mut extra = series.extra(context.has_processes());
-        extra.time_limit_secs = Some(limit.as_secs_f64());
-        extra.one_way_delay_ms = Some(ONE_WAY_DELAY.as_secs_f64() * 1e3);
+        let figures = extra.bulk.get_or_insert_default();
+        figures.time_limit_secs = Some(limit.as_secs_f64());
+        figures.one_way_delay_ms = Some(ONE_WAY_DELAY.as_secs_f64() * 1e3);
         let status = series.status();
         if status == MeasurementStatus::TimedOut {
             times.push(limit.as_secs_f64());

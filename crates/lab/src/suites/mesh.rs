@@ -47,8 +47,8 @@ use super::Setup;
 use crate::measure::Row;
 use crate::nat::{NatInternet, NatKind};
 use crate::progress::Progress;
-use crate::results::{Extra, Measurement, MeasurementStatus, median};
-use crate::systems::{MemberPath, RunningMesh, System, SystemError, resident_bytes};
+use crate::results::{Bulk, Extra, Measurement, MeasurementStatus, Memory, Mesh, median};
+use crate::systems::{MemberPath, RunningMesh, SystemError, resident_bytes};
 use crate::topology::Lan;
 
 /// How long a mesh may take to converge before the row reports how far it got.
@@ -91,20 +91,15 @@ pub const NAT_PAIRS: [(NatKind, NatKind); 6] = [
 
 /// Runs the suite for `system`, on LANs it builds itself.
 pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
-    let Setup {
-        system,
-        progress,
-        workdir,
-    } = *setup;
-    let name = system.name();
+    let name = setup.name();
     let mut rows = Vec::new();
     let mut steps_left = steps(quick);
     for count in node_counts(quick) {
-        if progress.stopping() {
+        if setup.stopping() {
             break;
         }
-        progress.step(&format!(
-            "{name}: mesh: {count} nodes: building the LAN and converging"
+        setup.step(&format!(
+            "mesh: {count} nodes: building the LAN and converging"
         ));
         let lan = match Lan::new(count) {
             Ok(lan) => lan,
@@ -112,66 +107,65 @@ pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
                 rows.push(
                     convergence_row(name, count).failed(format!("building the LAN: {error}")),
                 );
-                progress.done();
-                progress.skip(1);
+                setup.done();
+                setup.skip(1);
                 steps_left -= 2;
                 continue;
             }
         };
-        let mut mesh = match system.start_mesh(&lan.mesh_hosts(), workdir) {
+        let mut mesh = match setup.start_mesh(&lan.mesh_hosts()) {
             Ok(mesh) => mesh,
             Err(SystemError::Unsupported(why)) => {
-                progress.line(&format!("{name}: mesh: {why}; nothing to measure"));
-                progress.skip(steps_left);
+                setup.give_up(&format!("mesh: {why}; nothing to measure"), steps_left);
                 return rows;
             }
             Err(error) => {
                 rows.push(convergence_row(name, count).failed(error.to_string()));
-                progress.done();
-                progress.skip(1);
+                setup.done();
+                setup.skip(1);
                 steps_left -= 2;
                 continue;
             }
         };
-        rows.extend(converge(mesh.as_mut(), name, progress));
-        progress.done();
+        rows.extend(converge(mesh.as_mut(), name, setup.progress));
+        setup.done();
 
-        progress.step(&format!("{name}: mesh: {count} nodes: first packet"));
+        setup.step(&format!("mesh: {count} nodes: first packet"));
         rows.push(first_packet(mesh.as_ref(), &lan, name));
-        progress.done();
+        setup.done();
         steps_left -= 2;
         // Nodes stop before their namespaces go.
         drop(mesh);
         drop(lan);
     }
-    if !progress.stopping() {
-        progress.step(&format!("{name}: mesh: NAT matrix"));
-        rows.extend(nat_matrix(system, progress, workdir));
-        progress.done();
+    if !setup.stopping() {
+        setup.step("mesh: NAT matrix");
+        rows.extend(nat_matrix(setup));
+        setup.done();
         steps_left -= 1;
     }
-    if !progress.stopping() {
-        progress.step(&format!("{name}: mesh: relay cost"));
+    if !setup.stopping() {
+        setup.step("mesh: relay cost");
         rows.extend(super::mesh_relay::run(setup, quick));
-        progress.done();
+        setup.done();
         steps_left -= 1;
     }
-    if !progress.stopping() {
-        progress.step(&format!("{name}: mesh: path MTU"));
-        rows.extend(super::mesh_pmtu::path_mtu_rows(system, progress, workdir));
-        progress.done();
+    if !setup.stopping() {
+        setup.step("mesh: path MTU");
+        rows.extend(super::mesh_pmtu::path_mtu_rows(setup));
+        setup.done();
         steps_left -= 1;
     }
-    progress.skip(steps_left);
+    setup.skip(steps_left);
     rows
 }
 
 /// One row per pair of NAT kinds.
-fn nat_matrix(system: &dyn System, progress: &Progress, workdir: &Path) -> Vec<Measurement> {
-    let name = system.name();
+fn nat_matrix(setup: &Setup<'_>) -> Vec<Measurement> {
+    let name = setup.name();
     let mut rows = Vec::new();
     for (a, b) in NAT_PAIRS {
-        if progress.stopping() {
+        if setup.stopping() {
             break;
         }
         let pair = format!("{} / {}", a.name(), b.name());
@@ -183,7 +177,7 @@ fn nat_matrix(system: &dyn System, progress: &Progress, workdir: &Path) -> Vec<M
                 continue;
             }
         };
-        let mut mesh = match system.start_mesh(&internet.mesh_hosts(), workdir) {
+        let mut mesh = match setup.start_mesh(&internet.mesh_hosts()) {
             Ok(mesh) => mesh,
             Err(error) => {
                 rows.push(row.failed(error.to_string()));
@@ -197,8 +191,8 @@ fn nat_matrix(system: &dyn System, progress: &Progress, workdir: &Path) -> Vec<M
                 } else {
                     "relayed"
                 };
-                progress.line(&format!(
-                    "{name}: mesh: NAT {pair}: {path} after {:.2} s",
+                setup.say(&format!(
+                    "mesh: NAT {pair}: {path} after {:.2} s",
                     elapsed.as_secs_f64()
                 ));
                 let mut measurement = row.measured(
@@ -210,8 +204,8 @@ fn nat_matrix(system: &dyn System, progress: &Progress, workdir: &Path) -> Vec<M
                 measurement
             }
             Err(None) => {
-                progress.line(&format!(
-                    "{name}: mesh: NAT {pair}: no session after {} s",
+                setup.say(&format!(
+                    "mesh: NAT {pair}: no session after {} s",
                     NAT_PAIR_TIMEOUT.as_secs()
                 ));
                 let mut measurement = row.measured(
@@ -324,8 +318,14 @@ fn converge(mesh: &mut dyn RunningMesh, system: &str, progress: &Progress) -> Ve
     };
     let percent = pairs_percent(&direct);
     let extra = Extra {
-        pairs_percent: Some(percent),
-        time_limit_secs: Some(CONVERGENCE_TIMEOUT.as_secs_f64()),
+        bulk: Some(Bulk {
+            time_limit_secs: Some(CONVERGENCE_TIMEOUT.as_secs_f64()),
+            ..Bulk::default()
+        }),
+        mesh: Some(Mesh {
+            pairs_percent: Some(percent),
+            ..Mesh::default()
+        }),
         ..Extra::default()
     };
     let convergence = match converged {
@@ -416,8 +416,14 @@ fn memory(
     let largest = sizes.iter().copied().fold(0.0, f64::max);
     let alone = alone_bytes.filter(|&bytes| bytes > 0);
     let extra = Extra {
-        peak_bytes: Some(largest),
-        alone_rss_bytes: alone,
+        memory: Some(Memory {
+            peak_bytes: Some(largest),
+            ..Memory::default()
+        }),
+        mesh: alone.map(|alone| Mesh {
+            alone_rss_bytes: Some(alone),
+            ..Mesh::default()
+        }),
         ..Extra::default()
     };
     let mut rows = vec![per_node.measured(sizes, MeasurementStatus::Ok, extra.clone())];

@@ -12,12 +12,13 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use super::Setup;
 use crate::measure::Row;
 use crate::narrow_path::{self, NARROW_LINK_MTU, TransferOutcome};
 use crate::progress::Progress;
-use crate::results::{Extra, Measurement, MeasurementStatus};
+use crate::results::{Bulk, Extra, Measurement, MeasurementStatus};
 use crate::systems::wireguard::{self, Implementation, Initiator, WireguardGo};
-use crate::systems::{MemberPath, RunningMesh, System};
+use crate::systems::{MemberPath, RunningMesh};
 use crate::topology::{RIGHT_OVERLAY, TwoHosts};
 
 /// Bytes of the transfer through each tunnel.
@@ -34,26 +35,21 @@ fn row(system: &str) -> Row {
 }
 
 /// The system's row and wireguard-go's.
-pub fn path_mtu_rows(system: &dyn System, progress: &Progress, workdir: &Path) -> Vec<Measurement> {
-    let name = system.name();
+pub fn path_mtu_rows(setup: &Setup<'_>) -> Vec<Measurement> {
+    let name = setup.name();
     let hosts = match narrow_path::build() {
         Ok(hosts) => hosts,
         Err(error) => return vec![row(name).failed(format!("building the path: {error}"))],
     };
-    let mut rows = vec![through_mesh(system, &hosts, progress, workdir)];
-    rows.extend(through_wireguard_go(&hosts, progress, workdir));
+    let mut rows = vec![through_mesh(setup, &hosts)];
+    rows.extend(through_wireguard_go(&hosts, setup.progress, setup.workdir));
     rows
 }
 
-fn through_mesh(
-    system: &dyn System,
-    hosts: &TwoHosts,
-    progress: &Progress,
-    workdir: &Path,
-) -> Measurement {
-    let name = system.name();
+fn through_mesh(setup: &Setup<'_>, hosts: &TwoHosts) -> Measurement {
+    let name = setup.name();
     let mesh_hosts = hosts.mesh_hosts();
-    let mut mesh = match system.start_mesh(&mesh_hosts, workdir) {
+    let mut mesh = match setup.start_mesh(&mesh_hosts) {
         Ok(mesh) => mesh,
         Err(error) => return row(name).failed(error.to_string()),
     };
@@ -78,8 +74,8 @@ fn through_mesh(
     let outcome =
         narrow_path::transfer_through(hosts, mesh.overlay_address(1), 5311, TRANSFER_BYTES, STALL);
     let measurement = measured(name, outcome, Some(path_mtu));
-    progress.line(&format!(
-        "{name}: mesh: path MTU: {} (found {path_mtu} B after {:.2} s)",
+    setup.say(&format!(
+        "mesh: path MTU: {} (found {path_mtu} B after {:.2} s)",
         summary(&measurement),
         started.elapsed().as_secs_f64()
     ));
@@ -134,9 +130,12 @@ fn measured(system: &str, outcome: TransferOutcome, path_mtu: Option<u64>) -> Me
     match outcome {
         TransferOutcome::Verified(report) => {
             let extra = Extra {
-                bytes: Some(report.bytes),
-                verified: Some(true),
-                xxh3_128: Some(report.receiver_digest.to_string()),
+                bulk: Some(Bulk {
+                    bytes: Some(report.bytes),
+                    verified: Some(true),
+                    xxh3_128: Some(report.receiver_digest.to_string()),
+                    ..Bulk::default()
+                }),
                 ..Extra::default()
             };
             let mut measurement = row(system).measured(
@@ -152,7 +151,10 @@ fn measured(system: &str, outcome: TransferOutcome, path_mtu: Option<u64>) -> Me
         }
         TransferOutcome::BlackHoled(why) => {
             let extra = Extra {
-                verified: Some(false),
+                bulk: Some(Bulk {
+                    verified: Some(false),
+                    ..Bulk::default()
+                }),
                 ..Extra::default()
             };
             let mut measurement = row(system).measured(vec![0.0], MeasurementStatus::Ok, extra);

@@ -38,12 +38,7 @@ fn transfer_bytes(quick: bool) -> u64 {
 
 /// The rows: throughput and RTT by path, and the switch time.
 pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
-    let Setup {
-        system,
-        progress,
-        workdir,
-    } = *setup;
-    let name = system.name();
+    let name = setup.name();
     let throughput =
         |path: &str| Row::new("mesh", "relay_throughput", name, "bit/s").param("path", path);
     let rtt = |path: &str| Row::new("mesh", "relay_rtt", name, "ms").param("path", path);
@@ -64,7 +59,7 @@ pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
         Ok(firewall) => firewall,
         Err(error) => return failed(format!("the firewall between hosts 1 and 2: {error}")),
     };
-    let mut mesh = match system.start_mesh(&lan.mesh_hosts(), workdir) {
+    let mut mesh = match setup.start_mesh(&lan.mesh_hosts()) {
         Ok(mesh) => mesh,
         Err(error) => return failed(error.to_string()),
     };
@@ -81,10 +76,7 @@ pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
     let sink = SocketAddr::new(mesh.overlay_address(2), SINK_PORT);
     let destination = mesh.overlay_address(2);
     let relayed = measure_path(&lan, sink, destination, bytes);
-    progress.line(&format!(
-        "{name}: mesh: relayed path: {}",
-        relayed.summary()
-    ));
+    setup.say(&format!("mesh: relayed path: {}", relayed.summary()));
 
     drop(firewall);
     let opened = Instant::now();
@@ -95,8 +87,8 @@ pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
     let direct = match switched {
         Ok(()) => {
             let took = opened.elapsed();
-            progress.line(&format!(
-                "{name}: mesh: relayed pair went direct {:.1} s after the firewall opened",
+            setup.say(&format!(
+                "mesh: relayed pair went direct {:.1} s after the firewall opened",
                 took.as_secs_f64()
             ));
             rows.push(switch().measured(
@@ -105,7 +97,7 @@ pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
                 Extra::default(),
             ));
             let direct = measure_path(&lan, sink, destination, bytes);
-            progress.line(&format!("{name}: mesh: direct path: {}", direct.summary()));
+            setup.say(&format!("mesh: direct path: {}", direct.summary()));
             Some(direct)
         }
         Err(why) => {

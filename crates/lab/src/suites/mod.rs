@@ -24,8 +24,8 @@ use std::time::Duration;
 use crate::emulator::{Emulator, LinkConfig, RunningEmulator};
 use crate::progress::Progress;
 use crate::results::Measurement;
-use crate::systems::{RunningSystem, System};
-use crate::topology::{MIDDLE_LEFT_LINK, MIDDLE_RIGHT_LINK, TwoHosts};
+use crate::systems::{RunningMesh, RunningSystem, System, SystemError};
+use crate::topology::{MIDDLE_LEFT_LINK, MIDDLE_RIGHT_LINK, MeshHost, TwoHosts};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Suite {
@@ -205,29 +205,6 @@ impl Suite {
     }
 }
 
-/// The WireGuard implementation behind `system`, for a suite that drives
-/// one; for any other system, one progress line saying why the suite has
-/// nothing to measure there, and the suite's `steps` skipped.
-fn wireguard_or_skip<'s>(
-    system: &'s dyn System,
-    suite: Suite,
-    quick: bool,
-    progress: &Progress,
-) -> Option<&'s dyn crate::systems::wireguard::Implementation> {
-    match system.wireguard() {
-        Ok(implementation) => Some(implementation),
-        Err(why) => {
-            progress.line(&format!(
-                "{}: {}: skipped: {why}",
-                system.name(),
-                suite.name()
-            ));
-            progress.skip(suite.steps(quick));
-            None
-        }
-    }
-}
-
 /// What a suite that [builds its own hosts](Suite::builds_own_hosts)
 /// starts from, in one value so that every such suite (and every plan
 /// a test runs directly) takes the same inputs in the same way.
@@ -239,9 +216,81 @@ pub struct Setup<'a> {
     pub workdir: &'a Path,
 }
 
-impl Setup<'_> {
-    pub fn name(&self) -> &str {
+impl<'a> Setup<'a> {
+    pub fn name(&self) -> &'a str {
         self.system.name()
+    }
+
+    /// Whether the run is asked to stop.
+    pub fn stopping(&self) -> bool {
+        self.progress.stopping()
+    }
+
+    /// One progress line about the system: `name: text`.
+    pub fn say(&self, text: &str) {
+        self.progress.line(&format!("{}: {text}", self.name()));
+    }
+
+    /// Begins a progress step of the system: `name: text`.
+    pub fn step(&self, text: &str) {
+        self.progress.step(&format!("{}: {text}", self.name()));
+    }
+
+    /// Ends the progress step under way.
+    pub fn done(&self) {
+        self.progress.done();
+    }
+
+    /// Skips `steps` the suite will not take.
+    pub fn skip(&self, steps: u64) {
+        self.progress.skip(steps);
+    }
+
+    /// Says why the suite cannot go on (`name: text`) and skips the
+    /// `steps` it will not take.
+    pub fn give_up(&self, text: &str, steps: u64) {
+        self.say(text);
+        self.skip(steps);
+    }
+
+    /// The WireGuard implementation behind the system, for a suite that
+    /// drives one; for any other system, one progress line saying why the
+    /// suite has nothing to measure there, and the suite's steps skipped.
+    pub fn wireguard_or_skip(
+        &self,
+        suite: Suite,
+        quick: bool,
+    ) -> Option<&'a dyn crate::systems::wireguard::Implementation> {
+        match self.system.wireguard() {
+            Ok(implementation) => Some(implementation),
+            Err(why) => {
+                self.give_up(
+                    &format!("{}: skipped: {why}", suite.name()),
+                    suite.steps(quick),
+                );
+                None
+            }
+        }
+    }
+
+    /// Brings the system's tunnel up between `hosts`, its files in the
+    /// work directory.
+    pub fn start(&self, hosts: &TwoHosts) -> Result<Box<dyn RunningSystem>, SystemError> {
+        self.system.start(hosts, self.workdir)
+    }
+
+    /// [`Setup::start`] with the tunnel's interfaces at `mtu_bytes`.
+    pub fn start_with_mtu(
+        &self,
+        hosts: &TwoHosts,
+        mtu_bytes: u16,
+    ) -> Result<Box<dyn RunningSystem>, SystemError> {
+        self.system.start_with_mtu(hosts, self.workdir, mtu_bytes)
+    }
+
+    /// Configures the system's mesh across `hosts`.
+    pub fn start_mesh(&self, hosts: &[MeshHost<'_>]) -> Result<Box<dyn RunningMesh>, SystemError> {
+        self.system.start_mesh(hosts, self.workdir)
     }
 }
 

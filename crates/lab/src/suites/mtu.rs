@@ -38,13 +38,11 @@
 //!    (as the study reports it), with that run's p50 beside it.
 
 use std::net::IpAddr;
-use std::path::Path;
 
 use super::{Context, Setup, latency, tcp};
 use crate::measure::Row;
-use crate::progress::Progress;
 use crate::results::{Measurement, MeasurementStatus, UNSUPPORTED_PREFIX};
-use crate::systems::{RunningSystem, System, SystemError, cpu_time};
+use crate::systems::{RunningSystem, SystemError, cpu_time};
 use crate::topology::TwoHosts;
 use crate::traffic::BulkTransfer;
 
@@ -124,17 +122,12 @@ pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
 
 /// Runs `plan` for `system`.
 pub fn run_plan(setup: &Setup<'_>, plan: &Plan) -> Vec<Measurement> {
-    let Setup {
-        system,
-        progress,
-        workdir,
-    } = *setup;
     let mut rows = Vec::new();
     for (index, &mtu) in plan.mtus.iter().enumerate() {
-        if progress.stopping() {
+        if setup.stopping() {
             break;
         }
-        rows.extend(measure_at(system, plan, mtu, index == 0, progress, workdir));
+        rows.extend(measure_at(setup, plan, mtu, index == 0));
     }
     rows
 }
@@ -172,26 +165,19 @@ fn failed_rows(system: &str, mtu: u16, ping: bool, why: &str) -> Vec<Measurement
 
 /// Starts `system` at `mtu` on fresh hosts and measures it; with `ping`
 /// also the ping test.
-fn measure_at(
-    system: &dyn System,
-    plan: &Plan,
-    mtu: u16,
-    ping: bool,
-    progress: &Progress,
-    workdir: &Path,
-) -> Vec<Measurement> {
-    let name = system.name();
+fn measure_at(setup: &Setup<'_>, plan: &Plan, mtu: u16, ping: bool) -> Vec<Measurement> {
+    let name = setup.name();
     let underlay_mtu = underlay_mtu(mtu);
-    progress.step(&format!(
-        "{name}: mtu {mtu} (underlay {underlay_mtu}): {} transfers of {} MiB",
+    setup.step(&format!(
+        "mtu {mtu} (underlay {underlay_mtu}): {} transfers of {} MiB",
         plan.transfers,
         plan.transfer_bytes >> 20
     ));
     let ping_steps = if ping { PING_PAYLOADS.len() as u64 } else { 0 };
     let give_up = |why: String| {
-        progress.line(&format!("{name}: mtu {mtu}: {why}"));
-        progress.done();
-        progress.skip(ping_steps);
+        setup.say(&format!("mtu {mtu}: {why}"));
+        setup.done();
+        setup.skip(ping_steps);
         failed_rows(name, mtu, ping, &why)
     };
     let hosts = match TwoHosts::direct().and_then(|hosts| {
@@ -201,16 +187,14 @@ fn measure_at(
         Ok(hosts) => hosts,
         Err(error) => return give_up(format!("building the hosts: {error}")),
     };
-    let running = match system.start_with_mtu(&hosts, workdir, mtu) {
+    let running = match setup.start_with_mtu(&hosts, mtu) {
         Ok(running) => running,
         Err(SystemError::Unsupported(why)) if ping => {
             let why = format!("{UNSUPPORTED_PREFIX} {why}");
-            progress.line(&format!("{name}: mtu {mtu}: {why}"));
-            progress.done();
+            setup.say(&format!("mtu {mtu}: {why}"));
+            setup.done();
             let mut rows = vec![bulk_row(name, mtu).failed(why)];
-            rows.extend(pings_at_own_mtu(
-                system, plan, mtu, &hosts, progress, workdir,
-            ));
+            rows.extend(pings_at_own_mtu(setup, plan, mtu, &hosts));
             return rows;
         }
         Err(SystemError::Unsupported(why)) => {
@@ -227,12 +211,12 @@ fn measure_at(
         system_name: name,
         // The plan, not the context, sets how long the trials are.
         quick: false,
-        progress,
+        progress: setup.progress,
         emulator: None,
     };
     let row = bulk(&context, plan, mtu);
-    progress.line(&format!("{name}: mtu {mtu}: {}", bulk_summary(&row)));
-    progress.done();
+    setup.say(&format!("mtu {mtu}: {}", bulk_summary(&row)));
+    setup.done();
     let mut rows = vec![row];
     if ping {
         rows.extend(ping_tests(&context, plan, mtu));
@@ -244,20 +228,17 @@ fn measure_at(
 /// payloads fit any tunnel, so it runs at the MTU the system has, and
 /// each row says which.
 fn pings_at_own_mtu(
-    system: &dyn System,
+    setup: &Setup<'_>,
     plan: &Plan,
     mtu: u16,
     hosts: &TwoHosts,
-    progress: &Progress,
-    workdir: &Path,
 ) -> Vec<Measurement> {
-    let name = system.name();
-    let running = match system.start(hosts, workdir) {
+    let name = setup.name();
+    let running = match setup.start(hosts) {
         Ok(running) => running,
         Err(error) => {
             let why = error.to_string();
-            progress.line(&format!("{name}: ping test: {why}"));
-            progress.skip(PING_PAYLOADS.len() as u64);
+            setup.give_up(&format!("ping test: {why}"), PING_PAYLOADS.len() as u64);
             return PING_PAYLOADS
                 .iter()
                 .map(|&payload| ping_row(name, mtu, payload).failed(why.clone()))
@@ -270,7 +251,7 @@ fn pings_at_own_mtu(
         system: running.as_ref(),
         system_name: name,
         quick: false,
-        progress,
+        progress: setup.progress,
         emulator: None,
     };
     let mut rows = ping_tests(&context, plan, mtu);
@@ -339,8 +320,9 @@ fn bulk(context: &Context<'_>, plan: &Plan, mtu: u16) -> Measurement {
     if let (Some(before), Some(after), true) = (before, after, elapsed > 0.0) {
         let percent =
             |side: usize| after[side].saturating_sub(before[side]).as_secs_f64() / elapsed * 100.0;
-        extra.cpu_left_percent = Some(percent(0));
-        extra.cpu_right_percent = Some(percent(1));
+        let cost = extra.cost.get_or_insert_default();
+        cost.cpu_left_percent = Some(percent(0));
+        cost.cpu_right_percent = Some(percent(1));
     }
     let rates = series
         .reports
@@ -363,10 +345,11 @@ fn bulk_summary(row: &Measurement) -> String {
         );
     }
     let mut text = format!("{:.0} Mbit/s", row.median / 1e6);
-    if let (Some(left), Some(right)) = (row.extra.cpu_left_percent, row.extra.cpu_right_percent) {
+    let cost = row.extra.cost.as_ref();
+    if let Some((left, right)) = cost.and_then(|c| c.cpu_left_percent.zip(c.cpu_right_percent)) {
         text.push_str(&format!(", CPU left {left:.0} %, right {right:.0} %"));
     }
-    if row.extra.verified != Some(true) {
+    if row.extra.verified() != Some(true) {
         text.push_str(", NOT verified");
     }
     text

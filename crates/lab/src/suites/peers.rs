@@ -114,16 +114,10 @@ struct CountOutcome {
 
 /// Runs the suite for `system`, on hosts it builds itself.
 pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
-    let Setup {
-        system,
-        progress,
-        workdir,
-    } = *setup;
-    let Some(implementation) = super::wireguard_or_skip(system, Suite::Peers, quick, progress)
-    else {
+    let Some(implementation) = setup.wireguard_or_skip(Suite::Peers, quick) else {
         return Vec::new();
     };
-    let name = system.name();
+    let name = setup.name();
     let hosts = TwoHosts::direct()
         .map_err(|error| format!("building the hosts: {error}"))
         .and_then(|hosts| {
@@ -133,18 +127,25 @@ pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
         });
     let mut outcomes = Vec::new();
     for peers in PEER_COUNTS {
-        if progress.stopping() {
+        if setup.stopping() {
             break;
         }
         let outcome = match &hosts {
-            Ok(hosts) => measure(implementation, hosts, peers, quick, progress, workdir),
+            Ok(hosts) => measure(
+                implementation,
+                hosts,
+                peers,
+                quick,
+                setup.progress,
+                setup.workdir,
+            ),
             Err(why) => {
-                progress.skip(steps_for(peers));
+                setup.skip(steps_for(peers));
                 CountOutcome::failed(peers, why.clone())
             }
         };
         if let Some(why) = &outcome.failure {
-            progress.line(&format!("{name}: peers: {peers}: {why}"));
+            setup.say(&format!("peers: {peers}: {why}"));
         }
         outcomes.push(outcome);
     }

@@ -78,7 +78,7 @@ fn tcp_row(context: &Context<'_>, streams: usize, port: u16) -> Measurement {
         measurement.note = Some(why.clone());
     }
     if !series.verified() {
-        measurement.extra.verified = Some(false);
+        measurement.extra.bulk.get_or_insert_default().verified = Some(false);
     }
     measurement
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::Context;
 use crate::measure::{CpuCharge, add_cpu, charged};
-use crate::results::{Extra, MeasurementStatus};
+use crate::results::{Bulk, Extra, MeasurementStatus};
 use crate::traffic::tcp_bulk::{BulkReport, BulkTransfer};
 
 /// What a series of transfers gave.
@@ -38,12 +38,15 @@ impl Series {
     pub fn extra(&self, has_processes: bool) -> Extra {
         let bytes: u64 = self.reports.iter().map(|r| r.bytes).sum();
         let mut extra = Extra {
-            bytes: Some(bytes),
-            verified: Some(self.verified()),
-            xxh3_128: self
-                .reports
-                .first()
-                .map(|first| first.receiver_digest.to_string()),
+            bulk: Some(Bulk {
+                bytes: Some(bytes),
+                verified: Some(self.verified()),
+                xxh3_128: self
+                    .reports
+                    .first()
+                    .map(|first| first.receiver_digest.to_string()),
+                ..Bulk::default()
+            }),
             ..Extra::default()
         };
         add_cpu(&mut extra, &self.charges, bytes as f64 * 8.0, has_processes);

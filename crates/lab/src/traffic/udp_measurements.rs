@@ -20,7 +20,9 @@ use super::frame::FrameSizes;
 use super::latency::LatencyResult;
 use super::rfc2544::{LossPoint, OverloadResult, ThroughputResult};
 use crate::measure::Row;
-use crate::results::{Extra, Measurement, MeasurementStatus, TrialRecord, median};
+use crate::results::{
+    Extra, FrameLatency, FrameRate, Measurement, MeasurementStatus, TrialRecord, median,
+};
 
 fn frame_size_param(frames: &FrameSizes) -> Value {
     match frames.single() {
@@ -80,14 +82,17 @@ fn throughput_extra(runs: &[ThroughputResult]) -> Extra {
         .filter_map(|run| run.frame_bits_per_sec)
         .collect();
     Extra {
-        theoretical_max_fps: Some(first.theoretical_max_frames_per_sec),
-        link_bits_per_sec: Some(first.link_bits_per_sec),
-        loss_tolerance: Some(first.loss_tolerance),
-        trial_duration_secs: Some(first.trial_duration.as_secs_f64()),
-        frame_bits_per_sec: Some(median(&bits)),
-        average_frame_bytes: Some(first.frames.average_bytes()),
-        generator_limited: Some(runs.iter().any(|run| run.generator_limited)),
-        trials: Some(trials),
+        frame_rate: Some(FrameRate {
+            theoretical_max_fps: Some(first.theoretical_max_frames_per_sec),
+            link_bits_per_sec: Some(first.link_bits_per_sec),
+            loss_tolerance: Some(first.loss_tolerance),
+            trial_duration_secs: Some(first.trial_duration.as_secs_f64()),
+            frame_bits_per_sec: Some(median(&bits)),
+            average_frame_bytes: Some(first.frames.average_bytes()),
+            generator_limited: Some(runs.iter().any(|run| run.generator_limited)),
+            trials: Some(trials),
+            ..FrameRate::default()
+        }),
         ..Extra::default()
     }
 }
@@ -147,11 +152,17 @@ pub fn overload_measurement(system: &str, direction: &str, runs: &[OverloadResul
             .collect();
         let lost: u64 = runs.iter().map(|run| run.trial.lost()).sum();
         extra = Extra {
-            theoretical_max_fps: Some(first.theoretical_max_frames_per_sec),
-            link_bits_per_sec: Some(first.link_bits_per_sec),
-            sent_fps: Some(median(&sent)),
-            frame_bits_per_sec: Some(median(&bits)),
-            lost: Some(lost),
+            frame_rate: Some(FrameRate {
+                theoretical_max_fps: Some(first.theoretical_max_frames_per_sec),
+                link_bits_per_sec: Some(first.link_bits_per_sec),
+                sent_fps: Some(median(&sent)),
+                frame_bits_per_sec: Some(median(&bits)),
+                ..FrameRate::default()
+            }),
+            frame_latency: Some(FrameLatency {
+                lost: Some(lost),
+                ..FrameLatency::default()
+            }),
             ..Extra::default()
         };
     }
@@ -178,15 +189,18 @@ pub fn latency_measurement(system: &str, runs: &[LatencyResult]) -> Measurement 
         .unwrap_or((Value::Null, Value::Null));
     let of = |pick: fn(&LatencyResult) -> f64| median(&runs.iter().map(pick).collect::<Vec<_>>());
     let extra = Extra {
-        min_ms: Some(of(|run| milliseconds(run.summary.min))),
-        mean_ms: Some(of(|run| milliseconds(run.summary.mean))),
-        p90_ms: Some(of(|run| milliseconds(run.summary.p90))),
-        p99_ms: Some(of(|run| milliseconds(run.summary.p99))),
-        p999_ms: Some(of(|run| milliseconds(run.summary.p999))),
-        max_ms: Some(of(|run| milliseconds(run.summary.max))),
-        offered_fps: Some(of(|run| run.offered_frames_per_sec)),
-        lost: Some(runs.iter().map(|run| run.lost).sum()),
-        clock: Some("CLOCK_MONOTONIC, sender and receiver on one host".into()),
+        frame_latency: Some(FrameLatency {
+            min_ms: Some(of(|run| milliseconds(run.summary.min))),
+            mean_ms: Some(of(|run| milliseconds(run.summary.mean))),
+            p90_ms: Some(of(|run| milliseconds(run.summary.p90))),
+            p99_ms: Some(of(|run| milliseconds(run.summary.p99))),
+            p999_ms: Some(of(|run| milliseconds(run.summary.p999))),
+            max_ms: Some(of(|run| milliseconds(run.summary.max))),
+            offered_fps: Some(of(|run| run.offered_frames_per_sec)),
+            lost: Some(runs.iter().map(|run| run.lost).sum()),
+            clock: Some("CLOCK_MONOTONIC, sender and receiver on one host".into()),
+            ..FrameLatency::default()
+        }),
         ..Extra::default()
     };
     row(
@@ -227,13 +241,16 @@ pub fn frame_loss_measurements(
                 })
                 .collect();
             let extra = Extra {
-                offered_fps: Some(
-                    points
-                        .first()
-                        .map_or(0.0, |point| point.offered_frames_per_sec),
-                ),
-                offered: Some(points.iter().map(|point| point.offered).sum()),
-                lost: Some(points.iter().map(|point| point.lost).sum()),
+                frame_latency: Some(FrameLatency {
+                    offered_fps: Some(
+                        points
+                            .first()
+                            .map_or(0.0, |point| point.offered_frames_per_sec),
+                    ),
+                    offered: Some(points.iter().map(|point| point.offered).sum()),
+                    lost: Some(points.iter().map(|point| point.lost).sum()),
+                    ..FrameLatency::default()
+                }),
                 ..Extra::default()
             };
             row(

@@ -9,7 +9,12 @@ use crate::results::{Measurement, MeasurementStatus};
 /// TCP bulk goodput; with a theoretical goodput (long fat pipes) also the
 /// efficiency; and the [`cost_table`].
 pub(super) fn bulk_tables(section: &Section, title: String) -> Vec<Table> {
-    let goodput = |m: &Measurement| m.extra.theoretical_goodput_bits_per_sec;
+    let goodput = |m: &Measurement| {
+        m.extra
+            .bulk
+            .as_ref()
+            .and_then(|b| b.theoretical_goodput_bits_per_sec)
+    };
     let all: Vec<&Measurement> = section
         .rows
         .iter()
@@ -65,23 +70,28 @@ pub(super) fn bulk_tables(section: &Section, title: String) -> Vec<Table> {
 pub(super) fn cost_table(section: &Section, title: &str) -> Option<Table> {
     let details = |m: &Measurement| {
         let mut parts = Vec::new();
-        if let Some(retransmits) = m.extra.retransmits {
+        if let Some(retransmits) = m.extra.cost.as_ref().and_then(|c| c.retransmits) {
             parts.push(format!("{} retx", format::thousands(retransmits as f64)));
         }
-        if let Some(cpu) = m.extra.cpu_seconds {
+        if let Some(cpu) = m.extra.cost.as_ref().and_then(|c| c.cpu_seconds) {
             parts.push(format!("{} CPU", format::quantity(cpu, "s")));
         }
-        if let Some(per_gbit) = m.extra.cpu_seconds_per_gbit {
+        if let Some(per_gbit) = m.extra.cost.as_ref().and_then(|c| c.cpu_seconds_per_gbit) {
             parts.push(format!("{} s/Gbit", format::plain(per_gbit)));
         }
-        if let (Some(left), Some(right)) = (m.extra.cpu_left_percent, m.extra.cpu_right_percent) {
+        if let Some((left, right)) = m
+            .extra
+            .cost
+            .as_ref()
+            .and_then(|c| c.cpu_left_percent.zip(c.cpu_right_percent))
+        {
             parts.push(format!(
                 "L {} · R {}",
                 format::percent(left),
                 format::percent(right)
             ));
         }
-        if let Some(rss) = m.extra.rss_bytes {
+        if let Some(rss) = m.extra.cost.as_ref().and_then(|c| c.rss_bytes) {
             parts.push(format!(
                 "{} MiB RSS",
                 format::plain(rss as f64 / (1024.0 * 1024.0))
@@ -102,7 +112,13 @@ pub(super) fn cost_table(section: &Section, title: &str) -> Option<Table> {
          CPU time per Gbit carried; RSS = both endpoints' resident memory at the end"
             .to_string(),
     ];
-    if cells().any(|m| m.extra.cpu_left_percent.is_some()) {
+    if cells().any(|m| {
+        m.extra
+            .cost
+            .as_ref()
+            .and_then(|c| c.cpu_left_percent)
+            .is_some()
+    }) {
         explained.push(
             "L, R = CPU of the left (sending) and right host's tunnel processes, \
              in % of one core over the transfers"

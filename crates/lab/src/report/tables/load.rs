@@ -11,7 +11,10 @@ use crate::results::{Measurement, MeasurementStatus};
 /// transfer without a flood; handshake work is per second of the
 /// transfer, beside the rate the flood was sent at.
 pub(super) fn flood_table(section: &Section, title: String) -> Table {
-    let per_second = |count: Option<u64>, m: &Measurement| match (count, m.extra.window_secs) {
+    let per_second = |count: Option<u64>, m: &Measurement| match (
+        count,
+        m.extra.flood.as_ref().and_then(|f| f.window_secs),
+    ) {
         (Some(count), Some(secs)) if secs > 0.0 => {
             format!("{}/s", format::thousands(count as f64 / secs))
         }
@@ -25,20 +28,28 @@ pub(super) fn flood_table(section: &Section, title: String) -> Table {
             return median_figure(m);
         }
         match section.test {
-            "flood_throughput" => match m.extra.no_flood_ratio {
+            "flood_throughput" => match m.extra.flood.as_ref().and_then(|f| f.no_flood_ratio) {
                 Some(ratio) => format!("{} ({} no flood)", median_figure(m), format::ratio(ratio)),
                 None => median_figure(m),
             },
             "flood_handshakes" => {
-                let sent = m.extra.flood_sent_per_sec.map_or_else(
-                    || "n/a".to_string(),
-                    |rate| format!("{}/s", format::thousands(rate)),
-                );
+                let sent = m
+                    .extra
+                    .flood
+                    .as_ref()
+                    .and_then(|f| f.flood_sent_per_sec)
+                    .map_or_else(
+                        || "n/a".to_string(),
+                        |rate| format!("{}/s", format::thousands(rate)),
+                    );
                 format!(
                     "{}/s cookie · {} DH · {} dropped unread (sent {sent})",
                     format::thousands(m.median),
-                    per_second(m.extra.initiations_computed, m),
-                    per_second(m.extra.socket_drops, m),
+                    per_second(
+                        m.extra.flood.as_ref().and_then(|f| f.initiations_computed),
+                        m
+                    ),
+                    per_second(m.extra.flood.as_ref().and_then(|f| f.socket_drops), m),
                 )
             }
             _ => median_figure(m),
@@ -72,7 +83,7 @@ pub(super) fn flood_table(section: &Section, title: String) -> Table {
 /// peer.
 pub(super) fn peers_table(section: &Section, title: String) -> Table {
     let zero_loss = section.test == "peers_zero_loss";
-    let one_peer = |m: &Measurement| match m.extra.one_peer_ratio {
+    let one_peer = |m: &Measurement| match m.extra.peers.as_ref().and_then(|p| p.one_peer_ratio) {
         Some(ratio) if m.status == MeasurementStatus::Ok => {
             format!("{} ({} 1 peer)", median_figure(m), format::ratio(ratio))
         }
@@ -102,11 +113,16 @@ pub(super) fn peers_table(section: &Section, title: String) -> Table {
                 }
                 None => MISSING.to_string(),
             },
-            ("peers_zero_loss", 2) => m.extra.emulator_ceiling_fps.map_or_else(
-                || MISSING.to_string(),
-                |fps| format!("{} fps", format::thousands(fps)),
-            ),
-            ("peers_memory", _) => match m.extra.per_peer_bytes {
+            ("peers_zero_loss", 2) => m
+                .extra
+                .peers
+                .as_ref()
+                .and_then(|p| p.emulator_ceiling_fps)
+                .map_or_else(
+                    || MISSING.to_string(),
+                    |fps| format!("{} fps", format::thousands(fps)),
+                ),
+            ("peers_memory", _) => match m.extra.peers.as_ref().and_then(|p| p.per_peer_bytes) {
                 Some(bytes) if m.status == MeasurementStatus::Ok => format!(
                     "{} · {}/peer",
                     median_figure(m),
@@ -116,17 +132,25 @@ pub(super) fn peers_table(section: &Section, title: String) -> Table {
             },
             ("peers_tcp", _) => {
                 let mut text = one_peer(m);
-                if let Some(responder) = m.extra.cpu_seconds_per_gbit {
+                if let Some(responder) = m.extra.cost.as_ref().and_then(|c| c.cpu_seconds_per_gbit)
+                {
                     text.push_str(&format!(" · {} s/Gbit", format::plain(responder)));
                     let reference = one_peer_row
                         .and_then(|one| one.cells[index])
-                        .and_then(|one| one.extra.cpu_seconds_per_gbit)
+                        .and_then(|one| {
+                            one.extra.cost.as_ref().and_then(|c| c.cpu_seconds_per_gbit)
+                        })
                         .filter(|reference| *reference > 0.0);
                     if let Some(reference) = reference {
                         text.push_str(&format!(" ({})", format::ratio(responder / reference)));
                     }
                 }
-                if let Some(emulator) = m.extra.emulator_cpu_seconds_per_gbit {
+                if let Some(emulator) = m
+                    .extra
+                    .peers
+                    .as_ref()
+                    .and_then(|p| p.emulator_cpu_seconds_per_gbit)
+                {
                     text.push_str(&format!(" (emulator {})", format::plain(emulator)));
                 }
                 text
@@ -177,8 +201,16 @@ pub(super) fn peers_table(section: &Section, title: String) -> Table {
 /// A search's CPU time (of the system's processes) per frame received
 /// in its trials, in µs.
 fn cpu_micros_per_frame(m: &Measurement) -> Option<f64> {
-    let cpu = m.extra.cpu_seconds?;
-    let received: u64 = m.extra.trials.as_ref()?.iter().map(|t| t.received).sum();
+    let cpu = m.extra.cost.as_ref()?.cpu_seconds?;
+    let received: u64 = m
+        .extra
+        .frame_rate
+        .as_ref()?
+        .trials
+        .as_ref()?
+        .iter()
+        .map(|t| t.received)
+        .sum();
     (received > 0 && m.status == MeasurementStatus::Ok).then(|| cpu / received as f64 * 1e6)
 }
 
@@ -192,14 +224,20 @@ pub(super) fn drops_table(section: &Section) -> Option<Table> {
             .iter()
             .flat_map(|row| row.cells.iter().flatten())
     };
-    if section.test != "flood_handshakes" || !cells().any(|m| m.extra.drops.is_some()) {
+    if section.test != "flood_handshakes"
+        || !cells().any(|m| m.extra.flood.as_ref().is_some_and(|f| f.drops.is_some()))
+    {
         return None;
     }
     let cell = |row: &Row, index: usize, _: usize| {
         let Some(m) = row.cells[index] else {
             return MISSING.to_string();
         };
-        let (Some(drops), Some(secs)) = (&m.extra.drops, m.extra.window_secs) else {
+        let flood = m.extra.flood.as_ref();
+        let (Some(drops), Some(secs)) = (
+            flood.and_then(|f| f.drops.as_ref()),
+            flood.and_then(|f| f.window_secs),
+        ) else {
             return "n/a".to_string();
         };
         let mut counted: Vec<_> = drops.0.nonzero().collect();

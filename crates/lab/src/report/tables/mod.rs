@@ -86,11 +86,19 @@ pub fn line_rate_fps(link_bits_per_sec: f64, frame_size: f64) -> f64 {
 /// The theoretical maximum frames/s for `m`: recorded, or computed from
 /// the recorded link rate and the frame size.
 pub fn theoretical_fps(m: &Measurement) -> Option<f64> {
-    m.extra.theoretical_max_fps.or_else(|| {
-        let link = m.extra.link_bits_per_sec?;
-        let frame_size = m.params.get("frame_size")?.as_f64()?;
-        Some(line_rate_fps(link, frame_size))
-    })
+    m.extra
+        .frame_rate
+        .as_ref()
+        .and_then(|r| r.theoretical_max_fps)
+        .or_else(|| {
+            let link = m
+                .extra
+                .frame_rate
+                .as_ref()
+                .and_then(|r| r.link_bits_per_sec)?;
+            let frame_size = m.params.get("frame_size")?.as_f64()?;
+            Some(line_rate_fps(link, frame_size))
+        })
 }
 
 /// A figure with its ratio to bare: `1.23 Gbit/s (0.13×)`, `> 60.00 s
@@ -125,7 +133,13 @@ pub fn figure(m: &Measurement, value: f64, ratio: Option<f64>) -> String {
 /// `text`, a cell showing `m`'s median, with the range of the rounds'
 /// medians behind it if `m` was measured in several (`--rounds`).
 pub(super) fn with_round_range(m: &Measurement, mut text: String) -> String {
-    let Some(figures) = m.extra.round_medians.as_ref().filter(|f| f.len() > 1) else {
+    let Some(figures) = m
+        .extra
+        .rounds
+        .as_ref()
+        .and_then(|r| r.round_medians.as_ref())
+        .filter(|f| f.len() > 1)
+    else {
         return text;
     };
     let low = figures.iter().copied().fold(f64::INFINITY, f64::min);
@@ -135,7 +149,7 @@ pub(super) fn with_round_range(m: &Measurement, mut text: String) -> String {
 }
 
 fn unverified(m: &Measurement) -> bool {
-    m.extra.verified == Some(false)
+    m.extra.verified() == Some(false)
 }
 
 /// The measurement's own figure: its median and ratio to bare.
@@ -259,7 +273,17 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
         TestKind::PingAverage => vec![ping_average_table(section, title)],
         TestKind::TcpBulk => bulk_tables(section, title),
         TestKind::Imix => {
-            let cell = |m: &Measurement| match m.extra.bits_per_sec.or(m.extra.frame_bits_per_sec) {
+            let cell = |m: &Measurement| match m
+                .extra
+                .memory
+                .as_ref()
+                .and_then(|memory| memory.bits_per_sec)
+                .or(m
+                    .extra
+                    .frame_rate
+                    .as_ref()
+                    .and_then(|rate| rate.frame_bits_per_sec))
+            {
                 Some(bits) if m.status == MeasurementStatus::Ok => {
                     format!("{} · {}", median_figure(m), format::quantity(bits, "bit/s"))
                 }
@@ -273,10 +297,15 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
                     return median_figure(m);
                 }
                 let mut text = format::quantity(m.median, "bytes");
-                if let Some(peak) = m.extra.peak_bytes {
+                if let Some(peak) = m.extra.memory.as_ref().and_then(|memory| memory.peak_bytes) {
                     text.push_str(&format!(" · peak {}", format::quantity(peak, "bytes")));
                 }
-                if let Some(bits) = m.extra.bits_per_sec {
+                if let Some(bits) = m
+                    .extra
+                    .memory
+                    .as_ref()
+                    .and_then(|memory| memory.bits_per_sec)
+                {
                     text.push_str(&format!(" · {}", format::quantity(bits, "bit/s")));
                 }
                 text
@@ -291,7 +320,12 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
                 if m.status != MeasurementStatus::Ok {
                     return median_figure(m);
                 }
-                match m.extra.first_peak_bytes.zip(m.extra.last_peak_bytes) {
+                match m
+                    .extra
+                    .memory
+                    .as_ref()
+                    .and_then(|memory| memory.first_peak_bytes.zip(memory.last_peak_bytes))
+                {
                     Some((first, last)) => format!(
                         "{:+.1} % ({} → {})",
                         m.median,

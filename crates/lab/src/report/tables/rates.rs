@@ -16,10 +16,18 @@ use crate::results::{MeasurementStatus, Statistic};
 pub(super) fn frame_rate_table(section: &Section, title: String) -> Table {
     let all = section.rows.iter().flat_map(|r| r.cells.iter().flatten());
     let mut extra = Vec::new();
-    if let Some(link) = all.clone().find_map(|m| m.extra.link_bits_per_sec) {
+    if let Some(link) = all.clone().find_map(|m| {
+        m.extra
+            .frame_rate
+            .as_ref()
+            .and_then(|r| r.link_bits_per_sec)
+    }) {
         extra.push(format!("link: {}", format::quantity(link, "bit/s")));
     }
-    if let Some(tolerance) = all.clone().find_map(|m| m.extra.loss_tolerance) {
+    if let Some(tolerance) = all
+        .clone()
+        .find_map(|m| m.extra.frame_rate.as_ref().and_then(|r| r.loss_tolerance))
+    {
         extra.push(format!(
             "loss tolerance: {}",
             format::param_value(&Value::from(tolerance))
@@ -56,7 +64,11 @@ pub(super) fn frame_rate_table(section: &Section, title: String) -> Table {
             .get("frame_size")
             .and_then(Value::as_f64)
             .map(|frame_size| m.median * frame_size * 8.0)
-            .or(m.extra.frame_bits_per_sec);
+            .or(m
+                .extra
+                .frame_rate
+                .as_ref()
+                .and_then(|r| r.frame_bits_per_sec));
         match (m.status, bits) {
             (MeasurementStatus::Failed, _) | (_, None) => MISSING.to_string(),
             (_, Some(bits)) => {
@@ -131,7 +143,7 @@ pub(super) fn ping_average_table(section: &Section, title: String) -> Table {
         if column == 0 {
             return median_figure(m);
         }
-        match m.extra.p50 {
+        match m.extra.ping.as_ref().and_then(|p| p.p50) {
             Some(p50) if m.status == MeasurementStatus::Ok => format!("{} ms", format::plain(p50)),
             _ => MISSING.to_string(),
         }

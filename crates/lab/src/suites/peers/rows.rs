@@ -15,7 +15,7 @@
 use super::tcp::{TcpPair, TcpSample};
 use super::{CountOutcome, FRAME_SIZES, FrameRate, TCP_FLOWS, TCP_PEERS};
 use crate::measure::{Row, add_cpu, transfers_row, verified};
-use crate::results::{Extra, Measurement, MeasurementStatus, median};
+use crate::results::{Cost, Extra, Measurement, MeasurementStatus, Mesh, Peers, median};
 use crate::traffic::udp_measurements::throughput_measurement;
 
 const SUITE: &str = "peers";
@@ -118,8 +118,14 @@ pub(super) fn rows(system: &str, outcomes: &[CountOutcome]) -> Vec<Measurement> 
                     .filter(|_| outcome.peers > 1)
                     .map(|alone| (bytes as f64 - alone as f64) / (outcome.peers - 1) as f64);
                 let extra = Extra {
-                    alone_rss_bytes: alone,
-                    per_peer_bytes: per_peer,
+                    mesh: alone.map(|alone| Mesh {
+                        alone_rss_bytes: Some(alone),
+                        ..Mesh::default()
+                    }),
+                    peers: per_peer.map(|per_peer| Peers {
+                        per_peer_bytes: Some(per_peer),
+                        ..Peers::default()
+                    }),
                     ..Extra::default()
                 };
                 memory_row(system, outcome.peers).measured(
@@ -156,9 +162,16 @@ fn tcp_rows(system: &str, pairs: &[TcpPair]) -> [Measurement; 2] {
     let half = |samples: &dyn Fn(&TcpPair) -> &TcpSample, peers: usize, one_peer_ratio| {
         let cpu = tcp_cpu_per_gbit(pairs.iter().map(samples));
         let extra = Extra {
-            one_peer_ratio,
-            cpu_seconds_per_gbit: cpu.map(|(responder, _)| responder),
-            emulator_cpu_seconds_per_gbit: cpu.map(|(_, emulator)| emulator),
+            cost: cpu.map(|(responder, _)| Cost {
+                cpu_seconds_per_gbit: Some(responder),
+                ..Cost::default()
+            }),
+            peers: Some(Peers {
+                one_peer_ratio,
+                emulator_cpu_seconds_per_gbit: cpu.map(|(_, emulator)| emulator),
+                ..Peers::default()
+            })
+            .filter(|peers| *peers != Peers::default()),
             ..Extra::default()
         };
         let transfers = pairs.iter().map(|pair| &samples(pair).transfer);
@@ -188,9 +201,13 @@ fn zero_loss(row: Row, frame_rate: &FrameRate, one_peer_rate: Option<f64>) -> Me
     measurement.test = row.test.to_string();
     measurement.params = row.params;
     let extra = &mut measurement.extra;
-    extra.emulator_ceiling_fps = frame_rate.ceiling.as_ref().ok().copied();
-    extra.one_peer_ratio = ratio(result.frames_per_sec, one_peer_rate);
-    extra.peers_carrying = frame_rate.carrying.map(|peers| peers as u64);
+    let peers = Peers {
+        one_peer_ratio: ratio(result.frames_per_sec, one_peer_rate),
+        emulator_ceiling_fps: frame_rate.ceiling.as_ref().ok().copied(),
+        peers_carrying: frame_rate.carrying.map(|peers| peers as u64),
+        ..Peers::default()
+    };
+    extra.peers = Some(peers).filter(|peers| *peers != Peers::default());
     // CPU over the whole search per bit received in its trials, as the
     // throughput suite counts it.
     let received: u64 = result.trials.iter().map(|trial| trial.received).sum();
@@ -351,20 +368,28 @@ mod tests {
         assert_eq!(rows.len(), 3 * 3 + 2);
         let ten = find(&rows, "peers_zero_loss", 10);
         assert_eq!(ten.median, 95_000.0);
-        assert_eq!(ten.extra.one_peer_ratio, Some(0.95));
-        assert_eq!(ten.extra.emulator_ceiling_fps, Some(380_000.0));
-        assert_eq!(ten.extra.peers_carrying, Some(10));
-        assert!(ten.extra.cpu_seconds.is_some());
+        let peers = |row: &Measurement| row.extra.peers.clone().unwrap_or_default();
+        let ten_peers = peers(ten);
+        assert_eq!(ten_peers.one_peer_ratio, Some(0.95));
+        assert_eq!(ten_peers.emulator_ceiling_fps, Some(380_000.0));
+        assert_eq!(ten_peers.peers_carrying, Some(10));
+        assert!(ten.extra.cost.as_ref().unwrap().cpu_seconds.is_some());
         let memory = find(&rows, "peers_memory", 100);
-        assert_eq!(memory.extra.per_peer_bytes, Some(4096.0));
-        assert_eq!(memory.extra.alone_rss_bytes, Some(10 << 20));
-        assert_eq!(find(&rows, "peers_memory", 1).extra.per_peer_bytes, None);
+        assert_eq!(peers(memory).per_peer_bytes, Some(4096.0));
+        assert_eq!(
+            memory.extra.mesh.as_ref().unwrap().alone_rss_bytes,
+            Some(10 << 20)
+        );
+        assert_eq!(peers(find(&rows, "peers_memory", 1)).per_peer_bytes, None);
         let tcp = find(&rows, "peers_tcp", 100);
         // The median of the pairs' ratios (0.75, 0.9, 0.5), not of medians.
-        assert_eq!(tcp.extra.one_peer_ratio, Some(0.75));
+        assert_eq!(peers(tcp).one_peer_ratio, Some(0.75));
         assert_eq!(find(&rows, "peers_tcp", 1).median, 2e9);
-        assert_eq!(tcp.extra.cpu_seconds_per_gbit, Some(0.5));
-        assert_eq!(tcp.extra.emulator_cpu_seconds_per_gbit, Some(0.25));
+        assert_eq!(
+            tcp.extra.cost.as_ref().unwrap().cpu_seconds_per_gbit,
+            Some(0.5)
+        );
+        assert_eq!(peers(tcp).emulator_cpu_seconds_per_gbit, Some(0.25));
         assert_eq!(tcp.params["flows"], json!(TCP_FLOWS));
     }
 

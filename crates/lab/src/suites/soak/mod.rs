@@ -154,34 +154,34 @@ pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
 
 /// Runs the soak for `system` as `plan` says.
 pub fn run_plan(setup: &Setup<'_>, plan: &Plan) -> Vec<Measurement> {
-    let Setup {
-        system,
-        progress,
-        workdir,
-    } = *setup;
-    let name = system.name();
+    let name = setup.name();
     let failed = |why: String| {
-        progress.line(&format!("{name}: soak: {why}"));
-        progress.skip(u64::from(CHECKPOINTS));
+        setup.give_up(&format!("soak: {why}"), u64::from(CHECKPOINTS));
         vec![Row::new("soak", "soak_transfers", name, "transfers").failed(why)]
     };
     let hosts = match TwoHosts::direct() {
         Ok(hosts) => hosts,
         Err(error) => return failed(format!("building the hosts: {error}")),
     };
-    let Ok(implementation) = system.wireguard() else {
-        let running = match system.start(&hosts, workdir) {
+    let Ok(implementation) = setup.system.wireguard() else {
+        let running = match setup.start(&hosts) {
             Ok(running) => running,
             Err(error) => return failed(error.to_string()),
         };
         if running.pids().is_empty() {
-            progress.line(&format!(
-                "{name}: soak: no tunnel processes, so no memory to measure"
-            ));
-            progress.skip(u64::from(CHECKPOINTS));
+            setup.give_up(
+                "soak: no tunnel processes, so no memory to measure",
+                u64::from(CHECKPOINTS),
+            );
             return Vec::new();
         }
-        return soak(name, &mut Tunnel::Other(running), &hosts, plan, progress);
+        return soak(
+            name,
+            &mut Tunnel::Other(running),
+            &hosts,
+            plan,
+            setup.progress,
+        );
     };
     let faster = implementation.with_fast_rekeys(plan.rekey_divisor());
     let (rekey_every, rekeys) = match &faster {
@@ -195,15 +195,15 @@ pub fn run_plan(setup: &Setup<'_>, plan: &Plan) -> Vec<Measurement> {
         ),
     };
     let implementation = faster.as_deref().unwrap_or(implementation);
-    let pair = match Pair::start(implementation, &hosts, Initiator::Both, workdir) {
+    let pair = match Pair::start(implementation, &hosts, Initiator::Both, setup.workdir) {
         Ok(pair) => pair,
         Err(why) => return failed(why),
     };
     if let Err(error) = traffic::wait_for_ping(&hosts.left, IpAddr::V4(RIGHT_OVERLAY), PING_LIMIT) {
         return failed(format!("no ping through the tunnel: {error}"));
     }
-    progress.line(&format!(
-        "{name}: soak: {:.1} min, {rekeys}, the right side restarted every {:.1} min",
+    setup.say(&format!(
+        "soak: {:.1} min, {rekeys}, the right side restarted every {:.1} min",
         plan.duration.as_secs_f64() / 60.0,
         plan.restart_every.as_secs_f64() / 60.0
     ));
@@ -211,7 +211,7 @@ pub fn run_plan(setup: &Setup<'_>, plan: &Plan) -> Vec<Measurement> {
         pair: Box::new(pair),
         rekey_every,
     };
-    soak(name, &mut tunnel, &hosts, plan, progress)
+    soak(name, &mut tunnel, &hosts, plan, setup.progress)
 }
 
 /// The tunnel under soak.
@@ -353,7 +353,14 @@ fn soak(
         driver.drive(tunnel, &groups, &mut rows);
         driver.record
     });
-    rows.extend(rows::summary(name, plan, &groups, &sampler, &record));
+    let soaked = rows::Soaked {
+        name,
+        plan,
+        groups: &groups,
+        sampler: &sampler,
+        record: &record,
+    };
+    rows.extend(soaked.summary());
     rows
 }
 
@@ -423,7 +430,14 @@ impl Driver<'_> {
             }
             let now = Instant::now();
             self.record.checkpoints.push(now);
-            let tenth_rows = rows::tenth(self.name, self.plan, groups, self.sampler, &self.record);
+            let soaked = rows::Soaked {
+                name: self.name,
+                plan: self.plan,
+                groups,
+                sampler: self.sampler,
+                record: &self.record,
+            };
+            let tenth_rows = soaked.tenth();
             self.progress.line(&rows::checkpoint_line(
                 self.name,
                 &tenth_rows,

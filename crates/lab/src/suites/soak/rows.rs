@@ -9,7 +9,7 @@ use super::load::{Outcome, Transfer};
 use super::memory::{Sampler, growth_percent, peak};
 use super::{CHECKPOINTS, Group, Plan, Record, STREAMS};
 use crate::measure::Row;
-use crate::results::{Extra, Measurement};
+use crate::results::{Bulk, Extra, Flood, Measurement, Memory, Ping, Soak};
 use crate::systems::wireguard::End;
 
 const SUITE: &str = "soak";
@@ -40,58 +40,137 @@ fn carried(record: &Record, from: Instant, to: Instant) -> f64 {
     bits / to.saturating_duration_since(from).as_secs_f64().max(1e-9)
 }
 
-/// The rows of the tenth that just ended (the last checkpoint), one per
-/// group.
-pub fn tenth(
-    name: &str,
-    plan: &Plan,
-    groups: &[Group],
-    sampler: &Sampler,
-    record: &Record,
-) -> Vec<Measurement> {
-    let count = record.checkpoints.len();
-    let Some(&to) = record.checkpoints.last() else {
-        return Vec::new();
-    };
-    let from = count
-        .checked_sub(2)
-        .map_or(record.start, |previous| record.checkpoints[previous]);
-    let minute = minutes(plan.duration / CHECKPOINTS * count as u32);
-    let rate = carried(record, from, to);
-    let verified = ended_between(record, from, to).all(|t| t.outcome != Outcome::DigestMismatch);
-    groups
-        .iter()
-        .enumerate()
-        .map(|(index, group)| {
-            let sizes = sampler.between(index, from, to);
-            let row = Row::new(SUITE, "rss_under_load", name, "bytes")
-                .param("minute", minute)
-                .param("side", group.label)
-                .param("streams", STREAMS);
-            let extra = Extra {
-                peak_bytes: Some(peak(&sizes)),
-                bits_per_sec: Some(rate),
-                verified: Some(verified),
-                ..Extra::default()
-            };
-            let failure = sizes
-                .is_empty()
-                .then(|| "no resident size read in this tenth".to_string());
-            let mut measurement = row.concluded(sizes, extra, failure);
-            let restarted: Vec<String> = record
-                .restarts
-                .iter()
-                .filter(|restart| {
-                    group.restarted && restart.stopped >= from && restart.stopped < to
-                })
-                .map(|restart| format!("{:.1} min", since(restart.stopped, record)))
-                .collect();
-            if measurement.note.is_none() && !restarted.is_empty() {
-                measurement.note = Some(format!("restarted at {}", restarted.join(", ")));
+/// The soak so far, as the rows read it.
+pub struct Soaked<'a> {
+    pub name: &'a str,
+    pub plan: &'a Plan,
+    /// The groups of processes whose memory is sampled.
+    pub groups: &'a [Group],
+    pub sampler: &'a Sampler,
+    pub record: &'a Record,
+}
+
+impl Soaked<'_> {
+    /// The rows of the tenth that just ended (the last checkpoint), one per
+    /// group.
+    pub fn tenth(&self) -> Vec<Measurement> {
+        let count = self.record.checkpoints.len();
+        let Some(&to) = self.record.checkpoints.last() else {
+            return Vec::new();
+        };
+        let from = count.checked_sub(2).map_or(self.record.start, |previous| {
+            self.record.checkpoints[previous]
+        });
+        let minute = minutes(self.plan.duration / CHECKPOINTS * count as u32);
+        let rate = carried(self.record, from, to);
+        let verified =
+            ended_between(self.record, from, to).all(|t| t.outcome != Outcome::DigestMismatch);
+        self.groups
+            .iter()
+            .enumerate()
+            .map(|(index, group)| {
+                let sizes = self.sampler.between(index, from, to);
+                let row = Row::new(SUITE, "rss_under_load", self.name, "bytes")
+                    .param("minute", minute)
+                    .param("side", group.label)
+                    .param("streams", STREAMS);
+                let extra = Extra {
+                    bulk: Some(Bulk {
+                        verified: Some(verified),
+                        ..Bulk::default()
+                    }),
+                    memory: Some(Memory {
+                        peak_bytes: Some(peak(&sizes)),
+                        bits_per_sec: Some(rate),
+                        ..Memory::default()
+                    }),
+                    ..Extra::default()
+                };
+                let failure = sizes
+                    .is_empty()
+                    .then(|| "no resident size read in this tenth".to_string());
+                let mut measurement = row.concluded(sizes, extra, failure);
+                let restarted: Vec<String> = self
+                    .record
+                    .restarts
+                    .iter()
+                    .filter(|restart| {
+                        group.restarted && restart.stopped >= from && restart.stopped < to
+                    })
+                    .map(|restart| format!("{:.1} min", since(restart.stopped, self.record)))
+                    .collect();
+                if measurement.note.is_none() && !restarted.is_empty() {
+                    measurement.note = Some(format!("restarted at {}", restarted.join(", ")));
+                }
+                measurement
+            })
+            .collect()
+    }
+
+    /// The rows at the end of the soak.
+    pub fn summary(&self) -> Vec<Measurement> {
+        let mut rows: Vec<Measurement> = self
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(index, group)| {
+                growth(
+                    self.name,
+                    self.plan,
+                    index,
+                    group,
+                    self.sampler,
+                    self.record,
+                )
+            })
+            .collect();
+        rows.push(transfers(self.name, self.plan, self.record));
+        if self.record.ledger.is_some() {
+            rows.push(restarts(self.name, self.record));
+        }
+        if let Some(row) = rekeys(self.name, self.plan, self.record) {
+            rows.push(row);
+        }
+        if let Some(ledger) = &self.record.ledger {
+            for sender in [End::Left, End::Right] {
+                let balance = ledger.balance(sender, self.record.start);
+                let went_back = ledger.went_back(sender, self.record.start);
+                let receiver = match sender {
+                    End::Left => End::Right,
+                    End::Right => End::Left,
+                };
+                let drops = match ledger.drops(receiver) {
+                    None => format!("the {} side keeps no drop counters", receiver.name()),
+                    Some(drops) if drops.is_empty() => {
+                        format!("the {} side dropped nothing", receiver.name())
+                    }
+                    Some(drops) => format!(
+                        "the {} side's drops since it first started: {}",
+                        receiver.name(),
+                        drops
+                            .iter()
+                            .map(|(reason, count)| format!("{reason} {count}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                };
+                rows.push(balance_row(
+                    self.name,
+                    sender,
+                    &balance,
+                    &went_back,
+                    &drops,
+                    self.record,
+                ));
             }
-            measurement
-        })
-        .collect()
+        }
+        rows
+    }
+}
+
+/// The memory figures of a row of this suite.
+fn memory_of(row: &Measurement) -> Option<&Memory> {
+    row.extra.memory.as_ref()
 }
 
 /// The progress line of a checkpoint, from its rows and the record.
@@ -108,13 +187,13 @@ pub fn checkpoint_line(name: &str, rows: &[Measurement], record: &Record, plan: 
             format!(
                 "{side} {:.1} MiB (peak {:.1})",
                 row.median / MIB,
-                row.extra.peak_bytes.unwrap_or(0.0) / MIB
+                memory_of(row).and_then(|m| m.peak_bytes).unwrap_or(0.0) / MIB
             )
         })
         .collect();
     let rate = rows
         .first()
-        .and_then(|row| row.extra.bits_per_sec)
+        .and_then(|row| memory_of(row)?.bits_per_sec)
         .unwrap_or(0.0);
     let tally = Tally::of(&record.transfers, record);
     let mut line = format!(
@@ -189,57 +268,6 @@ impl<'a> Tally<'a> {
     }
 }
 
-/// The rows at the end of the soak.
-pub fn summary(
-    name: &str,
-    plan: &Plan,
-    groups: &[Group],
-    sampler: &Sampler,
-    record: &Record,
-) -> Vec<Measurement> {
-    let mut rows: Vec<Measurement> = groups
-        .iter()
-        .enumerate()
-        .map(|(index, group)| growth(name, plan, index, group, sampler, record))
-        .collect();
-    rows.push(transfers(name, plan, record));
-    if record.ledger.is_some() {
-        rows.push(restarts(name, record));
-    }
-    if let Some(row) = rekeys(name, plan, record) {
-        rows.push(row);
-    }
-    if let Some(ledger) = &record.ledger {
-        for sender in [End::Left, End::Right] {
-            let balance = ledger.balance(sender, record.start);
-            let went_back = ledger.went_back(sender, record.start);
-            let receiver = match sender {
-                End::Left => End::Right,
-                End::Right => End::Left,
-            };
-            let drops = match ledger.drops(receiver) {
-                None => format!("the {} side keeps no drop counters", receiver.name()),
-                Some(drops) if drops.is_empty() => {
-                    format!("the {} side dropped nothing", receiver.name())
-                }
-                Some(drops) => format!(
-                    "the {} side's drops since it first started: {}",
-                    receiver.name(),
-                    drops
-                        .iter()
-                        .map(|(reason, count)| format!("{reason} {count}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            };
-            rows.push(balance_row(
-                name, sender, &balance, &went_back, &drops, record,
-            ));
-        }
-    }
-    rows
-}
-
 fn ran_for(record: &Record) -> Duration {
     record.checkpoints.last().map_or(Duration::ZERO, |end| {
         end.saturating_duration_since(record.start)
@@ -283,11 +311,16 @@ fn growth(
         ));
     };
     let extra = Extra {
-        first_peak_bytes: Some(first),
-        last_peak_bytes: Some(last),
-        peak_bytes: Some(peak(&sampler.between(index, warmed, end))),
-        bits_per_sec: Some(carried(record, record.start, end)),
-        verified: Some(Tally::of(&record.transfers, record).mismatches == 0),
+        bulk: Some(Bulk {
+            verified: Some(Tally::of(&record.transfers, record).mismatches == 0),
+            ..Bulk::default()
+        }),
+        memory: Some(Memory {
+            peak_bytes: Some(peak(&sampler.between(index, warmed, end))),
+            bits_per_sec: Some(carried(record, record.start, end)),
+            first_peak_bytes: Some(first),
+            last_peak_bytes: Some(last),
+        }),
         ..Extra::default()
     };
     let mut measurement = row.concluded(vec![percent], extra, record.broken.clone());
@@ -308,16 +341,25 @@ fn transfers(name: &str, plan: &Plan, record: &Record) -> Measurement {
         .param("minutes", minutes(plan.duration))
         .param("streams", STREAMS);
     let extra = Extra {
-        transfers: Some(tally.transfers),
-        digest_mismatches: Some(tally.mismatches),
-        failed_transfers: Some(tally.failed.len() as u64),
-        bytes: Some(tally.bytes),
-        bits_per_sec: Some(carried(
-            record,
-            record.start,
-            record.start + ran_for(record),
-        )),
-        verified: Some(tally.mismatches == 0 && tally.transfers > 0),
+        bulk: Some(Bulk {
+            bytes: Some(tally.bytes),
+            verified: Some(tally.mismatches == 0 && tally.transfers > 0),
+            ..Bulk::default()
+        }),
+        memory: Some(Memory {
+            bits_per_sec: Some(carried(
+                record,
+                record.start,
+                record.start + ran_for(record),
+            )),
+            ..Memory::default()
+        }),
+        soak: Some(Soak {
+            transfers: Some(tally.transfers),
+            digest_mismatches: Some(tally.mismatches),
+            failed_transfers: Some(tally.failed.len() as u64),
+            ..Soak::default()
+        }),
         ..Extra::default()
     };
     let describe = |(transfer, straddled): &(&Transfer, bool)| {
@@ -379,8 +421,14 @@ fn restarts(name: &str, record: &Record) -> Measurement {
         .map(Duration::as_secs_f64)
         .collect();
     let extra = Extra {
-        restarts: Some(record.restarts.len() as u64),
-        max: back.iter().copied().reduce(f64::max),
+        ping: back.iter().copied().reduce(f64::max).map(|max| Ping {
+            max: Some(max),
+            ..Ping::default()
+        }),
+        soak: Some(Soak {
+            restarts: Some(record.restarts.len() as u64),
+            ..Soak::default()
+        }),
         ..Extra::default()
     };
     let failure = record
@@ -418,8 +466,14 @@ fn rekeys(name: &str, plan: &Plan, record: &Record) -> Option<Measurement> {
         )
         .param("minutes", minutes(plan.duration));
     let extra = Extra {
-        initiations_computed: Some(handshakes),
-        restarts: Some(restarts),
+        soak: Some(Soak {
+            restarts: Some(restarts),
+            ..Soak::default()
+        }),
+        flood: Some(Flood {
+            initiations_computed: Some(handshakes),
+            ..Flood::default()
+        }),
         ..Extra::default()
     };
     let mut measurement = row.concluded(vec![rekeys as f64], extra, None);
@@ -458,11 +512,14 @@ fn balance_row(
     let row =
         Row::new(SUITE, "counter_balance", name, "bytes").param("direction", direction(sender));
     let extra = Extra {
-        sent_bytes: Some(balance.sent_bytes),
-        received_bytes: Some(balance.received_bytes),
-        dropped_datagrams: Some(balance.lost_datagrams),
-        intervals: Some(balance.intervals),
-        unexplained_intervals: Some(balance.unexplained.len() as u64),
+        soak: Some(Soak {
+            sent_bytes: Some(balance.sent_bytes),
+            received_bytes: Some(balance.received_bytes),
+            dropped_datagrams: Some(balance.lost_datagrams),
+            intervals: Some(balance.intervals),
+            unexplained_intervals: Some(balance.unexplained.len() as u64),
+            ..Soak::default()
+        }),
         ..Extra::default()
     };
     let mut problems = Vec::new();
