@@ -372,6 +372,24 @@ mod tests {
         alice_seen_by_bob: RemoteKeys,
     }
 
+    impl Pair {
+        /// Alice's initiation to Bob, with a fixed index, ephemeral key
+        /// and timestamp.
+        fn alice_initiates(&self) -> (InitiatorState, [u8; HANDSHAKE_INITIATION_LEN]) {
+            let mut init = [0u8; HANDSHAKE_INITIATION_LEN];
+            let state = create_initiation(
+                &self.alice,
+                &self.bob_seen_by_alice,
+                1,
+                [3; 32],
+                Tai64N::default(),
+                &mut init,
+            )
+            .unwrap();
+            (state, init)
+        }
+    }
+
     fn pair(psk: PresharedKey) -> Pair {
         let alice = identity(1);
         let bob = identity(2);
@@ -446,16 +464,7 @@ mod tests {
     #[test]
     fn unknown_initiator_is_refused() {
         let p = pair(PresharedKey::zero());
-        let mut init = [0u8; HANDSHAKE_INITIATION_LEN];
-        create_initiation(
-            &p.alice,
-            &p.bob_seen_by_alice,
-            1,
-            [3; 32],
-            Tai64N::default(),
-            &mut init,
-        )
-        .unwrap();
+        let (_, init) = p.alice_initiates();
         let Ok(Message::HandshakeInitiation(view)) = Message::parse(&init) else {
             panic!()
         };
@@ -468,16 +477,7 @@ mod tests {
     #[test]
     fn every_flipped_bit_of_the_encrypted_fields_is_detected() {
         let p = pair(PresharedKey::zero());
-        let mut init = [0u8; HANDSHAKE_INITIATION_LEN];
-        create_initiation(
-            &p.alice,
-            &p.bob_seen_by_alice,
-            1,
-            [3; 32],
-            Tai64N::default(),
-            &mut init,
-        )
-        .unwrap();
+        let (_, init) = p.alice_initiates();
         for byte in initiation::EPHEMERAL..initiation::MAC1 {
             let mut tampered = init;
             tampered[byte] ^= 0x01;
@@ -499,16 +499,7 @@ mod tests {
             *p.alice.public_key(),
             PresharedKey::from_bytes([1; 32]),
         );
-        let mut init = [0u8; HANDSHAKE_INITIATION_LEN];
-        let state = create_initiation(
-            &p.alice,
-            &p.bob_seen_by_alice,
-            1,
-            [3; 32],
-            Tai64N::default(),
-            &mut init,
-        )
-        .unwrap();
+        let (state, init) = p.alice_initiates();
         let Ok(Message::HandshakeInitiation(view)) = Message::parse(&init) else {
             panic!()
         };
@@ -527,16 +518,7 @@ mod tests {
     #[test]
     fn low_order_ephemeral_is_refused() {
         let p = pair(PresharedKey::zero());
-        let mut init = [0u8; HANDSHAKE_INITIATION_LEN];
-        create_initiation(
-            &p.alice,
-            &p.bob_seen_by_alice,
-            1,
-            [3; 32],
-            Tai64N::default(),
-            &mut init,
-        )
-        .unwrap();
+        let (_, mut init) = p.alice_initiates();
         // The all-zero point has order 1; DH with it gives zero.
         init[initiation::EPHEMERAL..initiation::EPHEMERAL + 32].fill(0);
         let Ok(Message::HandshakeInitiation(view)) = Message::parse(&init) else {
