@@ -13,8 +13,9 @@ use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use fjord_mesh::cert::{MAX_CERTIFICATE_ADDRESSES, MAX_NAME_LEN, REVOCATION_LEN};
+use fjord_mesh::cert::{MAX_CERTIFICATE_ADDRESSES, MAX_GROUPS, MAX_NAME_LEN, REVOCATION_LEN};
 use fjord_mesh::control::{Control, MAX_ENDPOINTS, MemberRecord};
+use fjord_mesh::policy::{MAX_POLICY_RULES, Policy, PolicyProblem, SignedPolicy};
 use fjord_mesh::{
     Bootstrap, Certificate, Cidr, Mesh, MeshAction, MeshConfig, NetworkPublicKey, NetworkSecret,
     Revocation,
@@ -53,6 +54,7 @@ pub fn cert_parse(data: &[u8]) {
         assert_eq!(certificate.encode(), data);
         assert!((1..=MAX_NAME_LEN).contains(&certificate.name.len()));
         assert!(certificate.addresses.len() <= MAX_CERTIFICATE_ADDRESSES);
+        assert!(certificate.groups.len() <= MAX_GROUPS);
         let _ = certificate.verify(&certificate.network, certificate.issued_at);
     }
     if let Ok(revocation) = Revocation::decode(data) {
@@ -71,6 +73,44 @@ pub fn cert_parse(data: &[u8]) {
     }
     if let Ok(key) = text.parse::<NetworkPublicKey>() {
         assert_eq!(key.to_string().parse().as_ref(), Ok(&key));
+    }
+}
+
+/// The network key the policy seeds are signed with.
+fn policy_network() -> &'static NetworkSecret {
+    static SECRET: OnceLock<NetworkSecret> = OnceLock::new();
+    SECRET.get_or_init(|| NetworkSecret::from_seed([3; 32]))
+}
+
+/// Network policy text from arbitrary bytes, plain and signed. A policy
+/// that parses prints to text that parses back to the same version and
+/// rules (and prints the same again), and signs to text that verifies;
+/// a signed text that verifies is the text given, and parses as a plain
+/// policy too (its signature line is a comment). The policy's fixed
+/// network key signs, so signed seeds verify.
+pub fn policy_parse(data: &[u8]) {
+    let network = policy_network();
+    if let Ok(policy) = Policy::parse(data) {
+        assert!(policy.rules().len() <= MAX_POLICY_RULES);
+        let printed = policy.to_string();
+        let again = Policy::parse(printed.as_bytes()).expect("a printed policy parses");
+        assert_eq!(again.version(), policy.version());
+        assert_eq!(again.rules(), policy.rules());
+        assert_eq!(again.to_string(), printed);
+        match SignedPolicy::sign(data, network) {
+            Ok(signed) => {
+                let verified = SignedPolicy::verify(signed.text(), &network.public_key())
+                    .expect("a signed policy verifies");
+                assert_eq!(verified.policy.rules(), policy.rules());
+            }
+            // Only the signature line can push it over the bound.
+            Err(error) => assert_eq!(error.problem, PolicyProblem::TooLarge),
+        }
+    }
+    if let Ok(signed) = SignedPolicy::verify(data, &network.public_key()) {
+        assert_eq!(signed.text(), data);
+        let plain = Policy::parse(data).expect("a signed policy parses as a policy");
+        assert_eq!(plain.rules(), signed.policy.rules());
     }
 }
 
@@ -546,6 +586,30 @@ mod tests {
 
     #[test]
     #[ignore = "writes seed files"]
+    fn write_policy_seeds() {
+        let policy = "# who may reach whom\nversion 7\n\
+                      allow from group ops to group db port 5432/tcp\n\
+                      allow from any to any proto icmp\n\
+                      allow from group web to 10.20.0.0/16 port 443/tcp\n\
+                      allow from member build-1 to fd00::/64 port 8000-8100/udp\n\
+                      allow from 198.18.0.1 to any proto any # a host\n";
+        write("policy_parse", "policy", policy.as_bytes());
+        let signed = SignedPolicy::sign(policy.as_bytes(), policy_network()).unwrap();
+        write("policy_parse", "signed", signed.text());
+        let tampered = String::from_utf8(signed.text().to_vec())
+            .unwrap()
+            .replace("5432", "5433");
+        write("policy_parse", "signed_tampered", tampered.as_bytes());
+        write(
+            "policy_parse",
+            "bad_line",
+            b"version 1\nallow from group Ops to any proto udp\n",
+        );
+        write("policy_parse", "not_text", b"version 1\n\xff\xfe\n");
+    }
+
+    #[test]
+    #[ignore = "writes seed files"]
     fn write_mesh_seeds() {
         let kit = Kit::get();
         let record = |certificate: &Certificate, endpoints: &[&str], heard_secs_ago| MemberRecord {
@@ -619,6 +683,22 @@ mod tests {
             "cert_parse",
             "network_key_text",
             kit.network.to_string().as_bytes(),
+        );
+        let grouped = policy_network()
+            .sign_with_groups(
+                kit.own.node_key,
+                "db-1",
+                &kit.own.addresses,
+                &["ops".parse().unwrap(), "db".parse().unwrap()],
+                EPOCH_SECS,
+                EPOCH_SECS + 3_600,
+            )
+            .unwrap();
+        write("cert_parse", "certificate_in_groups", &grouped.encode());
+        write(
+            "cert_parse",
+            "certificate_in_groups_text",
+            grouped.to_base64().as_bytes(),
         );
 
         // Joins through peer 0, learns peer 1 and 2, pings, answers.

@@ -4,9 +4,12 @@
 //! fjord network new > network.key              a new secret network key
 //! fjord network pubkey < network.key           its public key ([Mesh] Network)
 //! fjord network sign --network-key network.key --public-key KEY \
-//!     --name NAME --address 198.19.0.2/32 [--valid 12h | --days 365]
-//!                                              a certificate
+//!     --name NAME --address 198.19.0.2/32 [--group ops ...]
+//!     [--valid 12h | --days 365]               a certificate
 //! fjord network revoke --network-key network.key --public-key KEY
+//! fjord network policy --network-key network.key < policy.conf > policy.signed
+//!                                              the policy with its signature line
+//! fjord network policy --check --network PUBLIC_KEY < policy.signed
 //! ```
 //!
 //! The secret network key never goes onto a node: it only signs. A key
@@ -18,7 +21,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Subcommand;
-use fjord_mesh::{Cidr, NetworkSecret};
+use fjord_mesh::policy::{MAX_POLICY_BYTES, PolicyError, SignedPolicy};
+use fjord_mesh::{Cidr, Group, NetworkPublicKey, NetworkSecret};
 use fjord_proto::PublicKey;
 use zeroize::Zeroizing;
 
@@ -44,6 +48,11 @@ pub enum NetworkCommand {
         /// An overlay address or prefix the node may use (repeat for more).
         #[arg(long = "address", required = true)]
         addresses: Vec<String>,
+        /// A group to put the node in, for the network policy (repeat for
+        /// more, up to 16): 1 to 31 of a-z, 0-9, '_', '-', starting with
+        /// a letter.
+        #[arg(long = "group", value_name = "GROUP")]
+        groups: Vec<String>,
         /// Days the certificate stays valid [default: 365].
         #[arg(long, conflicts_with = "valid",
               value_parser = clap::value_parser!(u32).range(1..=36_500))]
@@ -62,6 +71,19 @@ pub enum NetworkCommand {
         /// The WireGuard public key of the node to revoke.
         #[arg(long)]
         public_key: String,
+    },
+    /// Sign the network policy read on stdin (who may reach whom) and
+    /// print it with its signature line; with --check, verify a signed one.
+    Policy {
+        /// File holding the secret network key, to sign with.
+        #[arg(long, required_unless_present = "check", conflicts_with = "check")]
+        network_key: Option<PathBuf>,
+        /// Check the signed policy on stdin instead of signing one.
+        #[arg(long, requires = "network")]
+        check: bool,
+        /// The network's public key (`[Mesh] Network`), with --check.
+        #[arg(long, requires = "check")]
+        network: Option<String>,
     },
 }
 
@@ -87,24 +109,20 @@ pub fn run(command: NetworkCommand, out: &mut impl Write) -> anyhow::Result<()> 
             public_key,
             name,
             addresses,
+            groups,
             days,
             valid,
         } => {
             let secret = read_secret(&network_key)?;
             let node_key = parse_public_key(&public_key)?;
-            let addresses = addresses
-                .iter()
-                .map(|text| {
-                    text.parse::<Cidr>()
-                        .map_err(|error| UsageError(format!("--address {text}: {error}")))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
+            let addresses: Vec<Cidr> = parse_each("--address", &addresses)?;
+            let groups: Vec<Group> = parse_each("--group", &groups)?;
             let now = unix_now();
             let validity = valid
                 .unwrap_or_else(|| Duration::from_secs(u64::from(days.unwrap_or(365)) * 86_400));
             let expires = now + validity.as_secs();
             let certificate = secret
-                .sign(node_key, &name, &addresses, now, expires)
+                .sign_with_groups(node_key, &name, &addresses, &groups, now, expires)
                 .map_err(|error| UsageError(format!("cannot sign: {error}")))?;
             writeln!(out, "{}", certificate.to_base64())?;
         }
@@ -116,9 +134,58 @@ pub fn run(command: NetworkCommand, out: &mut impl Write) -> anyhow::Result<()> 
             let node_key = parse_public_key(&public_key)?;
             writeln!(out, "{}", secret.revoke(node_key, unix_now()).to_base64())?;
         }
+        NetworkCommand::Policy {
+            network_key,
+            check: _,
+            network,
+        } => {
+            let text = read_policy_input()?;
+            let in_input = |error: PolicyError| UsageError(error.in_file(STDIN).to_string());
+            match (network_key, network) {
+                (Some(path), _) => {
+                    let secret = read_secret(&path)?;
+                    let signed = SignedPolicy::sign(&text, &secret).map_err(in_input)?;
+                    out.write_all(signed.text())?;
+                }
+                (None, Some(network)) => {
+                    let network: NetworkPublicKey = network
+                        .trim()
+                        .parse()
+                        .map_err(|error| UsageError(format!("--network: {error}")))?;
+                    let signed = SignedPolicy::verify(&text, &network).map_err(in_input)?;
+                    writeln!(
+                        out,
+                        "policy version {}, {} rules, signed by the network",
+                        signed.policy.version(),
+                        signed.policy.rules().len()
+                    )?;
+                }
+                // clap requires one or the other.
+                (None, None) => return Err(UsageError("--network-key or --check".into()).into()),
+            }
+        }
     }
     out.flush()?;
     Ok(())
+}
+
+/// How `fjord network policy` names its input in messages.
+const STDIN: &str = "standard input";
+
+/// The policy on standard input, refusing more than a policy may hold.
+fn read_policy_input() -> anyhow::Result<Vec<u8>> {
+    let mut text = Vec::new();
+    std::io::stdin()
+        .take(MAX_POLICY_BYTES as u64 + 1)
+        .read_to_end(&mut text)
+        .map_err(|error| anyhow::anyhow!("reading the policy from {STDIN}: {error}"))?;
+    if text.len() > MAX_POLICY_BYTES {
+        return Err(UsageError(format!(
+            "{STDIN}: the policy is longer than {MAX_POLICY_BYTES} bytes"
+        ))
+        .into());
+    }
+    Ok(text)
 }
 
 /// Longest `--valid`: what `--days` allows.
@@ -155,6 +222,20 @@ fn parse_validity(text: &str) -> Result<Duration, String> {
         return Err(format!("`{text}` is shorter than a minute"));
     }
     Ok(validity)
+}
+
+/// Every value of a repeated option, or the first that does not parse.
+fn parse_each<T: std::str::FromStr>(option: &str, values: &[String]) -> Result<Vec<T>, UsageError>
+where
+    T::Err: std::fmt::Display,
+{
+    values
+        .iter()
+        .map(|text| {
+            text.parse::<T>()
+                .map_err(|error| UsageError(format!("{option} {text}: {error}")))
+        })
+        .collect()
 }
 
 fn unix_now() -> u64 {

@@ -101,9 +101,10 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
             .map_or("-".to_string(), |mtu| format!("{mtu} B"));
         let _ = writeln!(
             out,
-            "  member {} ({}): {}, {}, rtt {rtt}, path mtu {path_mtu}{}",
+            "  member {} ({}){}: {}, {}, rtt {rtt}, path mtu {path_mtu}{}",
             member.name,
             member.public_key,
+            member_groups(&member.groups),
             member.addresses.join(", "),
             member_path(&member.path, member.endpoint.as_deref()),
             certificate_expiry(member.expires_at, now),
@@ -342,6 +343,12 @@ fn bytes(count: u64) -> String {
     format!("{value:.2} {}", UNITS[unit])
 }
 
+/// ` @ops @db` after a member's name, as a `Member =` line writes its
+/// groups; nothing for a member in none.
+fn member_groups(groups: &[String]) -> String {
+    groups.iter().map(|group| format!(" @{group}")).collect()
+}
+
 /// A member's path as a user reads it: where its traffic goes. Through a
 /// relay it goes to the relay, and the member's own address is only what
 /// was last seen of it.
@@ -480,5 +487,39 @@ mod tests {
         assert!(!render_text("fj0", &interface, UNIX_EPOCH).contains("switch"));
         let json = serde_json::to_value(report("fj0", &interface)).unwrap();
         assert!(json.get("switch_mac_addresses").is_none());
+    }
+
+    #[test]
+    fn members_show_their_groups_in_text_and_json() {
+        let member = |name: &str, groups: &[&str]| crate::status::MemberLine {
+            public_key: "KEY".to_string(),
+            name: name.to_string(),
+            addresses: vec!["198.19.0.2/32".to_string()],
+            endpoint: None,
+            path: "connecting".to_string(),
+            rtt_micros: None,
+            path_mtu: None,
+            expires_at: None,
+            groups: groups.iter().map(ToString::to_string).collect(),
+        };
+        let interface = UapiInterface {
+            members: vec![member("db-1", &["ops", "db"]), member("web-1", &[])],
+            ..UapiInterface::default()
+        };
+        let text = render_text("fj0", &interface, UNIX_EPOCH);
+        assert!(
+            text.contains("  member db-1 (KEY) @ops @db: 198.19.0.2/32, "),
+            "{text}"
+        );
+        assert!(
+            text.contains("  member web-1 (KEY): 198.19.0.2/32, "),
+            "{text}"
+        );
+        let json = serde_json::to_value(report("fj0", &interface)).unwrap();
+        assert_eq!(
+            json["members"][0]["groups"],
+            serde_json::json!(["ops", "db"])
+        );
+        assert_eq!(json["members"][1]["groups"], serde_json::json!([]));
     }
 }

@@ -322,6 +322,7 @@ fn member_lines(node: &Node) -> Vec<MemberLine> {
             path_mtu: node.path_mtu(&member.key).map(|mtu| mtu as u64),
             // A listed member's "certificate" never expires (u64::MAX).
             expires_at: Some(member.expires_at).filter(|at| *at != u64::MAX),
+            groups: member.groups.iter().map(ToString::to_string).collect(),
         })
         .collect()
 }

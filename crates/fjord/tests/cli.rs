@@ -302,3 +302,142 @@ fn completions_and_man_page_come_from_the_definition() {
     let sign_page = std::fs::read_to_string(dir.0.join("fjord-network-sign.1")).unwrap();
     assert!(!sign_page.contains("threads"), "{sign_page}");
 }
+
+/// `fjord ARGS < input`.
+fn fjord_with_input(args: &[&str], input: &[u8]) -> Output {
+    let mut child = Command::new(FJORD)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// A new network key in `dir` (mode 600) and its public key.
+fn network_key(dir: &TempDir, name: &str) -> (PathBuf, String) {
+    let secret = fjord(&["network", "new"]);
+    assert!(secret.status.success());
+    let public = fjord_with_input(&["network", "pubkey"], &secret.stdout);
+    assert!(public.status.success());
+    let path = dir.file(name, &String::from_utf8(secret.stdout).unwrap(), 0o600);
+    (
+        path,
+        String::from_utf8(public.stdout).unwrap().trim().to_string(),
+    )
+}
+
+#[test]
+fn a_policy_is_signed_checked_and_refused_when_changed() {
+    let dir = TempDir::new("policy");
+    let (key, public) = network_key(&dir, "network.key");
+    let (other_key, _) = network_key(&dir, "other.key");
+    let key = key.to_str().unwrap();
+    let policy = "# who may reach whom\nversion 7\n\
+                  allow from group ops to group db port 5432/tcp\n\
+                  allow from any to any proto icmp\n";
+    let signed = fjord_with_input(
+        &["network", "policy", "--network-key", key],
+        policy.as_bytes(),
+    );
+    assert!(signed.status.success(), "{signed:?}");
+    let text = String::from_utf8(signed.stdout).unwrap();
+    assert!(text.starts_with(policy), "{text}");
+    assert!(
+        text.lines()
+            .last()
+            .unwrap()
+            .starts_with("# fjord-policy-signature "),
+        "{text}"
+    );
+    let check = ["network", "policy", "--check", "--network", public.as_str()];
+    let checked = fjord_with_input(&check, text.as_bytes());
+    assert!(checked.status.success(), "{checked:?}");
+    assert_eq!(
+        String::from_utf8(checked.stdout).unwrap(),
+        "policy version 7, 2 rules, signed by the network\n"
+    );
+    let tampered = text.replace("5432/tcp", "22/tcp");
+    assert_usage_error(
+        &fjord_with_input(&check, tampered.as_bytes()),
+        &["standard input:5: the signature does not match the text"],
+    );
+    let foreign = fjord_with_input(
+        &[
+            "network",
+            "policy",
+            "--network-key",
+            other_key.to_str().unwrap(),
+        ],
+        policy.as_bytes(),
+    );
+    assert_usage_error(
+        &fjord_with_input(&check, &foreign.stdout),
+        &["standard input:5: signed by another key than this network's"],
+    );
+    assert_usage_error(
+        &fjord_with_input(&check, policy.as_bytes()),
+        &["standard input:4: no `# fjord-policy-signature` line"],
+    );
+    // Nothing is signed that does not parse, with the line at fault.
+    assert_usage_error(
+        &fjord_with_input(
+            &["network", "policy", "--network-key", key],
+            b"version 1\nallow from group Ops to any proto any\n",
+        ),
+        &["standard input:2: group `Ops`"],
+    );
+    // A key file others may read is refused, as for `sign`.
+    let loose = dir.file("loose.key", &std::fs::read_to_string(key).unwrap(), 0o644);
+    assert_usage_error(
+        &fjord_with_input(
+            &[
+                "network",
+                "policy",
+                "--network-key",
+                loose.to_str().unwrap(),
+            ],
+            policy.as_bytes(),
+        ),
+        &["mode 0644", "chmod 600"],
+    );
+}
+
+#[test]
+fn sign_puts_groups_in_a_certificate_and_refuses_bad_names() {
+    let dir = TempDir::new("groups");
+    let (key, _) = network_key(&dir, "network.key");
+    let sign = |groups: &[&str]| {
+        let mut args = vec![
+            "network",
+            "sign",
+            "--network-key",
+            key.to_str().unwrap(),
+            "--public-key",
+            PEER_KEY,
+            "--name",
+            "db-1",
+            "--address",
+            "198.19.0.2/32",
+        ];
+        for group in groups {
+            args.extend(["--group", group]);
+        }
+        fjord(&args)
+    };
+    let grouped = sign(&["ops", "db"]);
+    assert!(grouped.status.success(), "{grouped:?}");
+    let certificate: fjord_mesh::Certificate =
+        String::from_utf8(grouped.stdout).unwrap().parse().unwrap();
+    let groups: Vec<String> = certificate.groups.iter().map(ToString::to_string).collect();
+    assert_eq!(groups, ["ops", "db"]);
+    assert_usage_error(
+        &sign(&["Ops"]),
+        &["--group Ops: group `Ops`: a group name is 1 to 31 characters"],
+    );
+    let seventeen: Vec<String> = (0..17).map(|n| format!("g{n}")).collect();
+    let seventeen: Vec<&str> = seventeen.iter().map(String::as_str).collect();
+    assert_usage_error(&sign(&seventeen), &["at most 16 groups"]);
+}

@@ -12,15 +12,25 @@
 //! certificate of one node key issued at or before its time; a node can be
 //! re-admitted with a newer certificate.
 //!
+//! A certificate may also put its node in [`Group`]s, which the network
+//! policy ([`crate::policy`]) names in its rules.
+//!
 //! Wire layout (big-endian, see [`crate::codec`]):
 //!
 //! ```text
 //! certificate: "FJC" 1 | network key 32 | node key 32 | issued u64 |
 //!              expires u64 | name len u8 + bytes | n u8 + n × prefix |
 //!              Ed25519 signature 64 (over everything before it)
+//!   in groups: "FJC" 2 | ... as version 1 up to the prefixes ... |
+//!              g u8 (1 to 16) + g × (len u8 + group name) | signature 64
 //! revocation:  "FJR" 1 | network key 32 | node key 32 | revoked u64 |
 //!              signature 64
 //! ```
+//!
+//! A certificate without groups is always version 1, byte for byte what
+//! fjord wrote before groups existed, so older members still accept it;
+//! version 2 with no groups is refused, so every certificate has one
+//! encoding.
 //!
 //! Times are seconds since the Unix epoch. The text form of each is its
 //! bytes in standard base64 on one line.
@@ -36,9 +46,16 @@ use zeroize::{Zeroize, Zeroizing};
 use crate::cidr::Cidr;
 use crate::codec::{DecodeError, Reader, Writer};
 
+mod group;
+
+pub use group::{Group, GroupNameError, MAX_GROUP_NAME_LEN, MAX_GROUPS};
+
 const CERTIFICATE_MAGIC: [u8; 4] = *b"FJC\x01";
+/// A certificate that names groups.
+const CERTIFICATE_IN_GROUPS_MAGIC: [u8; 4] = *b"FJC\x02";
 const REVOCATION_MAGIC: [u8; 4] = *b"FJR\x01";
-const SIGNATURE_LEN: usize = 64;
+/// Length of an Ed25519 signature.
+pub(crate) const SIGNATURE_LEN: usize = 64;
 /// Most overlay prefixes one certificate may name.
 pub const MAX_CERTIFICATE_ADDRESSES: usize = 8;
 /// Longest node name, in bytes.
@@ -88,6 +105,10 @@ pub enum IssueError {
     AddressCount,
     #[error("expiry must be after issue time")]
     EmptyValidity,
+    #[error("a certificate names at most {MAX_GROUPS} groups")]
+    TooManyGroups,
+    #[error("group `{0}` is named twice")]
+    DuplicateGroup(Group),
 }
 
 /// The secret half of a network key. Only `fjord network sign` needs it;
@@ -125,12 +146,20 @@ impl NetworkSecret {
         issued_at: u64,
         expires_at: u64,
     ) -> Result<Certificate, IssueError> {
-        if !valid_name(name) {
-            return Err(IssueError::InvalidName);
-        }
-        if addresses.is_empty() || addresses.len() > MAX_CERTIFICATE_ADDRESSES {
-            return Err(IssueError::AddressCount);
-        }
+        self.sign_with_groups(node_key, name, addresses, &[], issued_at, expires_at)
+    }
+
+    /// [`Self::sign`], putting the node in `groups` too.
+    pub fn sign_with_groups(
+        &self,
+        node_key: PublicKey,
+        name: &str,
+        addresses: &[Cidr],
+        groups: &[Group],
+        issued_at: u64,
+        expires_at: u64,
+    ) -> Result<Certificate, IssueError> {
+        check_fields(name, addresses, groups)?;
         if expires_at <= issued_at {
             return Err(IssueError::EmptyValidity);
         }
@@ -139,12 +168,18 @@ impl NetworkSecret {
             node_key,
             name: name.to_owned(),
             addresses: addresses.to_vec(),
+            groups: groups.to_vec(),
             issued_at,
             expires_at,
             signature: [0; SIGNATURE_LEN],
         };
         certificate.signature = self.0.sign(&certificate.signed_bytes()).to_bytes();
         Ok(certificate)
+    }
+
+    /// Signs `message` (the network policy's text, for one).
+    pub(crate) fn sign_message(&self, message: &[u8]) -> [u8; SIGNATURE_LEN] {
+        self.0.sign(message).to_bytes()
     }
 
     /// Revokes every certificate of `node_key` issued at or before
@@ -184,7 +219,11 @@ impl NetworkPublicKey {
         key.map(Self).ok_or(DecodeError::InvalidField)
     }
 
-    fn verify(&self, message: &[u8], signature: &[u8; SIGNATURE_LEN]) -> Result<(), CertError> {
+    pub(crate) fn verify(
+        &self,
+        message: &[u8],
+        signature: &[u8; SIGNATURE_LEN],
+    ) -> Result<(), CertError> {
         #[cfg(fuzzing)]
         let authentic = fuzz_memo::verify(&self.0, message, signature);
         #[cfg(not(fuzzing))]
@@ -256,6 +295,9 @@ pub struct Certificate {
     pub name: String,
     /// The overlay prefixes the node may send from and is routed.
     pub addresses: Vec<Cidr>,
+    /// The groups the network put the node in (at most [`MAX_GROUPS`],
+    /// none named twice), in the order signed.
+    pub groups: Vec<Group>,
     pub issued_at: u64,
     pub expires_at: u64,
     signature: [u8; SIGNATURE_LEN],
@@ -264,7 +306,11 @@ pub struct Certificate {
 impl Certificate {
     fn signed_bytes(&self) -> Vec<u8> {
         let mut writer = Writer::default();
-        writer.bytes(&CERTIFICATE_MAGIC);
+        writer.bytes(if self.groups.is_empty() {
+            &CERTIFICATE_MAGIC
+        } else {
+            &CERTIFICATE_IN_GROUPS_MAGIC
+        });
         writer.bytes(self.network.as_bytes());
         writer.bytes(self.node_key.as_bytes());
         writer.u64(self.issued_at);
@@ -273,6 +319,12 @@ impl Certificate {
         writer.u8(self.addresses.len() as u8);
         for cidr in &self.addresses {
             writer.cidr(*cidr);
+        }
+        if !self.groups.is_empty() {
+            writer.u8(self.groups.len() as u8);
+            for group in &self.groups {
+                writer.short_bytes(group.as_str().as_bytes());
+            }
         }
         writer.bytes
     }
@@ -284,12 +336,17 @@ impl Certificate {
     /// for every network: its network key is the identity point, which
     /// strict verification never accepts).
     pub fn listed(node_key: PublicKey, name: &str, addresses: &[Cidr]) -> Result<Self, IssueError> {
-        if !valid_name(name) {
-            return Err(IssueError::InvalidName);
-        }
-        if addresses.is_empty() || addresses.len() > MAX_CERTIFICATE_ADDRESSES {
-            return Err(IssueError::AddressCount);
-        }
+        Self::listed_with_groups(node_key, name, addresses, &[])
+    }
+
+    /// [`Self::listed`], with the groups its `Member =` line names.
+    pub fn listed_with_groups(
+        node_key: PublicKey,
+        name: &str,
+        addresses: &[Cidr],
+        groups: &[Group],
+    ) -> Result<Self, IssueError> {
+        check_fields(name, addresses, groups)?;
         let mut identity = [0u8; 32];
         identity[0] = 1;
         // The compressed identity point always decodes.
@@ -300,6 +357,7 @@ impl Certificate {
             node_key,
             name: name.to_owned(),
             addresses: addresses.to_vec(),
+            groups: groups.to_vec(),
             issued_at: 0,
             expires_at: u64::MAX,
             signature: [0; SIGNATURE_LEN],
@@ -316,9 +374,11 @@ impl Certificate {
     }
 
     pub(crate) fn read(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        if reader.array::<4>()? != CERTIFICATE_MAGIC {
-            return Err(DecodeError::UnknownFormat);
-        }
+        let in_groups = match reader.array::<4>()? {
+            CERTIFICATE_MAGIC => false,
+            CERTIFICATE_IN_GROUPS_MAGIC => true,
+            _ => return Err(DecodeError::UnknownFormat),
+        };
         let network = NetworkPublicKey::from_bytes(&reader.array()?)?;
         let node_key = PublicKey::from_bytes(reader.array()?);
         let issued_at = reader.u64()?;
@@ -332,12 +392,18 @@ impl Certificate {
         let addresses = (0..count)
             .map(|_| reader.cidr())
             .collect::<Result<Vec<_>, _>>()?;
+        let groups = if in_groups {
+            read_groups(reader)?
+        } else {
+            Vec::new()
+        };
         let signature = reader.array()?;
         Ok(Self {
             network,
             node_key,
             name,
             addresses,
+            groups,
             issued_at,
             expires_at,
             signature,
@@ -379,6 +445,7 @@ impl fmt::Debug for Certificate {
             .field("name", &self.name)
             .field("node_key", &self.node_key)
             .field("addresses", &self.addresses)
+            .field("groups", &self.groups)
             .field("issued_at", &self.issued_at)
             .field("expires_at", &self.expires_at)
             .finish_non_exhaustive()
@@ -486,7 +553,45 @@ fn from_base64<T>(
     Ok(decode_whole(&bytes, read)?)
 }
 
-fn valid_name(name: &str) -> bool {
+/// The groups of a version 2 certificate: at least one, none twice.
+fn read_groups(reader: &mut Reader<'_>) -> Result<Vec<Group>, DecodeError> {
+    let count = reader.count(MAX_GROUPS)?;
+    if count == 0 {
+        return Err(DecodeError::InvalidField);
+    }
+    let mut groups: Vec<Group> = Vec::with_capacity(count);
+    for _ in 0..count {
+        let group = std::str::from_utf8(reader.short_bytes(MAX_GROUP_NAME_LEN)?)
+            .ok()
+            .and_then(|text| text.parse::<Group>().ok())
+            .filter(|group| !groups.contains(group))
+            .ok_or(DecodeError::InvalidField)?;
+        groups.push(group);
+    }
+    Ok(groups)
+}
+
+/// What a signed certificate and a listed record both require.
+fn check_fields(name: &str, addresses: &[Cidr], groups: &[Group]) -> Result<(), IssueError> {
+    if !valid_name(name) {
+        return Err(IssueError::InvalidName);
+    }
+    if addresses.is_empty() || addresses.len() > MAX_CERTIFICATE_ADDRESSES {
+        return Err(IssueError::AddressCount);
+    }
+    if groups.len() > MAX_GROUPS {
+        return Err(IssueError::TooManyGroups);
+    }
+    for (index, group) in groups.iter().enumerate() {
+        if groups[..index].contains(group) {
+            return Err(IssueError::DuplicateGroup(group.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// A node name: 1 to [`MAX_NAME_LEN`] of letters, digits, `.`, `-`, `_`.
+pub(crate) fn valid_name(name: &str) -> bool {
     (1..=MAX_NAME_LEN).contains(&name.len())
         && name
             .bytes()
@@ -507,127 +612,4 @@ fn decode_32(text: &str) -> Result<Zeroizing<[u8; 32]>, TextError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use fjord_proto::PrivateKey;
-
-    fn network(seed: u8) -> NetworkSecret {
-        NetworkSecret::from_seed([seed; 32])
-    }
-
-    fn node_key(seed: u8) -> PublicKey {
-        PrivateKey::from_bytes([seed; 32]).public_key()
-    }
-
-    fn certificate(secret: &NetworkSecret) -> Certificate {
-        let addresses = [
-            "198.19.0.1/32".parse().unwrap(),
-            "fd00::1/128".parse().unwrap(),
-        ];
-        secret
-            .sign(node_key(9), "node-1", &addresses, 1_000, 2_000)
-            .unwrap()
-    }
-
-    #[test]
-    fn a_signed_certificate_round_trips_and_verifies() {
-        let secret = network(1);
-        let certificate = certificate(&secret);
-        let text = certificate.to_base64();
-        let parsed: Certificate = text.parse().unwrap();
-        assert_eq!(parsed, certificate);
-        parsed.verify(&secret.public_key(), 1_500).unwrap();
-    }
-
-    #[test]
-    fn verification_refuses_what_it_should() {
-        let secret = network(1);
-        let certificate = certificate(&secret);
-        let public = secret.public_key();
-        assert_eq!(certificate.verify(&public, 2_000), Err(CertError::Expired));
-        assert_eq!(
-            certificate.verify(&public, 1_000 - CLOCK_SKEW_SECS - 1),
-            Err(CertError::NotYetValid)
-        );
-        assert_eq!(
-            certificate.verify(&network(2).public_key(), 1_500),
-            Err(CertError::WrongNetwork)
-        );
-        let mut forged = certificate.clone();
-        forged.addresses = vec!["198.19.0.2/32".parse().unwrap()];
-        assert_eq!(forged.verify(&public, 1_500), Err(CertError::BadSignature));
-        let mut other_network = certificate.clone();
-        other_network.network = network(2).public_key();
-        assert_eq!(
-            other_network.verify(&network(2).public_key(), 1_500),
-            Err(CertError::BadSignature)
-        );
-    }
-
-    #[test]
-    fn every_flipped_bit_is_refused() {
-        let secret = network(1);
-        let bytes = certificate(&secret).encode();
-        for bit in 0..bytes.len() * 8 {
-            let mut flipped = bytes.clone();
-            flipped[bit / 8] ^= 1 << (bit % 8);
-            if let Ok(parsed) = Certificate::decode(&flipped) {
-                assert!(
-                    parsed.verify(&secret.public_key(), 1_500).is_err(),
-                    "bit {bit}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn revocation_covers_older_certificates_only() {
-        let secret = network(1);
-        let certificate = certificate(&secret);
-        let revocation = secret.revoke(certificate.node_key, 1_000);
-        let parsed: Revocation = revocation.to_base64().parse().unwrap();
-        parsed.verify(&secret.public_key()).unwrap();
-        assert!(parsed.covers(&certificate));
-        let renewed = secret
-            .sign(node_key(9), "node-1", &certificate.addresses, 1_001, 3_000)
-            .unwrap();
-        assert!(!parsed.covers(&renewed));
-        assert_eq!(revocation.encode().len(), REVOCATION_LEN);
-    }
-
-    #[test]
-    fn bad_issue_requests_are_refused() {
-        let secret = network(1);
-        let one = ["198.19.0.1/32".parse().unwrap()];
-        assert_eq!(
-            secret.sign(node_key(9), "", &one, 1, 2),
-            Err(IssueError::InvalidName)
-        );
-        assert_eq!(
-            secret.sign(node_key(9), "has space", &one, 1, 2),
-            Err(IssueError::InvalidName)
-        );
-        assert_eq!(
-            secret.sign(node_key(9), "a", &[], 1, 2),
-            Err(IssueError::AddressCount)
-        );
-        assert_eq!(
-            secret.sign(node_key(9), "a", &one, 2, 2),
-            Err(IssueError::EmptyValidity)
-        );
-    }
-
-    #[test]
-    fn keys_round_trip_as_text() {
-        let secret = network(7);
-        let again = NetworkSecret::from_base64(&secret.to_base64()).unwrap();
-        assert_eq!(again.public_key(), secret.public_key());
-        let public: NetworkPublicKey = secret.public_key().to_string().parse().unwrap();
-        assert_eq!(public, secret.public_key());
-        assert_eq!(
-            "short".parse::<NetworkPublicKey>(),
-            Err(TextError::WrongKeyLength)
-        );
-        assert!(format!("{secret:?}").starts_with("NetworkSecret(public "));
-    }
-}
+mod tests;

@@ -14,6 +14,7 @@ pub mod fallback;
 pub mod membership;
 mod node;
 pub mod pmtu;
+pub mod policy;
 pub mod relay;
 pub mod report;
 pub mod switch;
@@ -21,7 +22,7 @@ pub mod switch;
 mod test_support;
 
 pub use allowed_ips::AllowedIps;
-pub use cert::{Certificate, NetworkPublicKey, NetworkSecret, Revocation};
+pub use cert::{Certificate, Group, NetworkPublicKey, NetworkSecret, Revocation};
 pub use cidr::{Cidr, CidrParseError};
 pub use codec::DecodeError;
 pub use control::RefusalReason;

@@ -183,6 +183,7 @@ impl Mesh {
             key: *key,
             name: member.certificate.name.clone(),
             addresses: member.certificate.addresses.clone(),
+            groups: member.certificate.groups.clone(),
             endpoints: member.endpoints.clone(),
             direct: member.direct,
             relay: member.traversal.relay(),

@@ -5,8 +5,9 @@
 use serde::Serialize;
 
 /// One mesh member as `get=fjord` reports it, on one line:
-/// `member=<key>,<name>,<addresses>,<endpoint>,<path>,<rtt_us>,<path_mtu>` with
-/// addresses separated by spaces and `-` for an unknown field.
+/// `member=<key>,<name>,<addresses>,<endpoint>,<path>,<rtt_us>,<path_mtu>,<expires>,<groups>`
+/// with addresses and groups separated by spaces and `-` for an unknown
+/// field (or no groups).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MemberLine {
     pub public_key: String,
@@ -22,12 +23,15 @@ pub struct MemberLine {
     /// When the member's certificate expires (Unix seconds); `None` from
     /// a fjord that predates it, or for a listed member.
     pub expires_at: Option<u64>,
+    /// The groups the member's certificate or `Member =` line names;
+    /// empty from a fjord that predates groups.
+    pub groups: Vec<String>,
 }
 
 impl MemberLine {
     pub fn to_line(&self) -> String {
         format!(
-            "member={},{},{},{},{},{},{},{}",
+            "member={},{},{},{},{},{},{},{},{}",
             self.public_key,
             self.name,
             self.addresses.join(" "),
@@ -38,6 +42,11 @@ impl MemberLine {
             self.path_mtu.map_or("-".to_string(), |mtu| mtu.to_string()),
             self.expires_at
                 .map_or("-".to_string(), |expires| expires.to_string()),
+            if self.groups.is_empty() {
+                "-".to_string()
+            } else {
+                self.groups.join(" ")
+            },
         )
     }
 
@@ -68,6 +77,15 @@ impl MemberLine {
             None | Some("-") => None,
             Some(expires) => Some(expires.parse().ok()?),
         };
+        // Absent from a fjord that predates groups.
+        let groups = match fields.next() {
+            None | Some("-") => Vec::new(),
+            Some(groups) => groups
+                .split(' ')
+                .filter(|group| !group.is_empty())
+                .map(String::from)
+                .collect(),
+        };
         fields.next().is_none().then_some(Self {
             public_key,
             name,
@@ -77,6 +95,7 @@ impl MemberLine {
             rtt_micros,
             path_mtu,
             expires_at,
+            groups,
         })
     }
 }
@@ -96,10 +115,21 @@ mod tests {
             rtt_micros: Some(310),
             path_mtu: Some(1276),
             expires_at: Some(1_800_000_000),
+            groups: Vec::new(),
         };
         let text = line.to_line();
-        assert!(text.ends_with(",310,1276,1800000000"), "{text}");
-        assert_eq!(MemberLine::parse(&text["member=".len()..]), Some(line));
+        assert!(text.ends_with(",310,1276,1800000000,-"), "{text}");
+        assert_eq!(
+            MemberLine::parse(&text["member=".len()..]),
+            Some(line.clone())
+        );
+        let grouped = MemberLine {
+            groups: vec!["ops".to_string(), "db".to_string()],
+            ..line
+        };
+        let text = grouped.to_line();
+        assert!(text.ends_with(",1800000000,ops db"), "{text}");
+        assert_eq!(MemberLine::parse(&text["member=".len()..]), Some(grouped));
         // A fjord from before path MTU probing sends one field less.
         let older = MemberLine::parse("key,node1,,-,connecting,-").unwrap();
         assert_eq!(older.path_mtu, None);

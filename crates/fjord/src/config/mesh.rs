@@ -5,9 +5,10 @@
 //! [Mesh]
 //! Network = <network public key>          with Certificate, or Member lines
 //! Certificate = node.cert                 relative to the file
-//! Member = <public key> <name> <address>[,<address>...]
+//! Member = <public key> <name> <address>[,<address>...] [@<group>...]
 //!                                         instead of Network and Certificate:
-//!                                         one line per member, this node too
+//!                                         one line per member, this node too;
+//!                                         `@ops @db` puts it in groups
 //! Bootstrap = <public key>@host:port      any number, or a comma list
 //! Revocations = revoked.txt               optional, with Network; one a line
 //! ```
@@ -19,7 +20,7 @@
 
 use std::path::{Path, PathBuf};
 
-use fjord_mesh::{Bootstrap, Certificate, Cidr, NetworkPublicKey, Revocation, Trust};
+use fjord_mesh::{Bootstrap, Certificate, Cidr, Group, NetworkPublicKey, Revocation, Trust};
 use fjord_proto::PublicKey;
 
 use super::endpoint::{Endpoint, Resolve};
@@ -80,8 +81,8 @@ impl std::fmt::Display for BootstrapMember {
     }
 }
 
-/// `Member = <public key> <name> <address>[,<address>...]`, as the
-/// record the mesh keeps for a member (not compared by line).
+/// `Member = <public key> <name> <address>[,<address>...] [@<group>...]`,
+/// as the record the mesh keeps for a member (not compared by line).
 #[derive(Debug, Clone, Eq)]
 pub struct ListedMember {
     pub record: Certificate,
@@ -100,6 +101,9 @@ impl std::fmt::Display for ListedMember {
         for (index, address) in self.record.addresses.iter().enumerate() {
             let separator = if index == 0 { " " } else { ", " };
             write!(f, "{separator}{address}")?;
+        }
+        for group in &self.record.groups {
+            write!(f, " @{group}")?;
         }
         Ok(())
     }
@@ -277,8 +281,9 @@ impl MeshDraft {
         }
     }
 
-    /// `<public key> <name> <address>[,<address>...]` (addresses separated
-    /// by commas or spaces).
+    /// `<public key> <name> <address>[,<address>...] [@<group>...]`
+    /// (addresses separated by commas or spaces; each group after the
+    /// addresses, marked by `@`).
     pub fn add_member(&mut self, value: &str, line: usize) -> Result<(), ValueError> {
         if self.network.is_some() || self.certificate.is_some() || self.revocations.is_some() {
             return Err(ValueError::Mesh(MIXED_MEMBERSHIP.to_string()));
@@ -293,9 +298,17 @@ impl MeshDraft {
             ));
         };
         let key = key.parse()?;
-        let addresses = words
+        let (group_words, address_words): (Vec<&str>, Vec<&str>) =
+            words.partition(|word| word.starts_with('@'));
+        let addresses = address_words
+            .into_iter()
             .map(str::parse::<Cidr>)
             .collect::<Result<Vec<_>, _>>()?;
+        let groups = group_words
+            .into_iter()
+            .map(|word| word[1..].parse::<Group>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|error| ValueError::Mesh(format!("{name}: {error}")))?;
         if addresses.is_empty() {
             return Err(ValueError::Mesh(format!(
                 "{name} has no overlay address (e.g. {name} 198.19.0.2/32)"
@@ -307,7 +320,7 @@ impl MeshDraft {
                 first.line
             )));
         }
-        let record = Certificate::listed(key, name, &addresses)
+        let record = Certificate::listed_with_groups(key, name, &addresses, &groups)
             .map_err(|error| ValueError::Mesh(format!("{name}: {error}")))?;
         self.members.push(ListedMember { record, line });
         Ok(())

@@ -1125,6 +1125,7 @@ fn fragment() -> impl Strategy<Value = String> {
         "Network = ",
         "Bootstrap = ",
         " node-1 ",
+        " @ops",
         "10.0.0.1/24",
         "fd00::/64",
         "/33",
@@ -1202,6 +1203,47 @@ fn member_lists_load_with_this_node_listed_and_not_without() {
         error.to_string(),
         format!("wg0.conf:4: Member: this interface's key {PEER_B} is not in the member list")
     );
+}
+
+/// `@name` words put a listed member in groups; they write back as
+/// written, and a bad name is refused with its line.
+#[test]
+fn member_lines_carry_groups() {
+    let text = format!(
+        "[Interface]\nPrivateKey = {PRIVATE}\n\n[Mesh]\n\
+         Member = {OWN_PUBLIC} alpha 198.19.0.1/32 @ops @db\nMember = {PEER_A} beta 198.19.0.2/32\n"
+    );
+    let config = parse(&text).unwrap();
+    let mesh = config.mesh.as_ref().expect("a [Mesh] section");
+    let groups: Vec<String> = mesh.members[0]
+        .record
+        .groups
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(groups, ["ops", "db"]);
+    assert!(mesh.members[1].record.groups.is_empty());
+    let written = config.to_wg_format();
+    assert!(
+        written.contains(&format!(
+            "Member = {OWN_PUBLIC} alpha 198.19.0.1/32 @ops @db\n"
+        )),
+        "{}",
+        *written
+    );
+    assert_eq!(parse(&written).unwrap(), config);
+    for (bad, problem) in [
+        ("@Ops", "group `Ops`: a group name is 1 to 31 characters"),
+        ("@", "group ``"),
+        ("@db @db", "group `db` is named twice"),
+    ] {
+        let text = format!(
+            "[Interface]\nPrivateKey = {PRIVATE}\n\n[Mesh]\nMember = {OWN_PUBLIC} alpha 198.19.0.1/32 {bad}\n"
+        );
+        let error = parse(&text).unwrap_err().to_string();
+        assert!(error.starts_with("wg0.conf:5: Member"), "{error}");
+        assert!(error.contains(problem), "{bad}: {error}");
+    }
 }
 
 proptest! {

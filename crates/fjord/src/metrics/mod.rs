@@ -216,6 +216,7 @@ mod tests {
             rtt_micros: Some(1500),
             path_mtu: Some(1452),
             expires_at: None,
+            groups: Vec::new(),
         };
         InterfaceStatus {
             name: "fj0".to_string(),

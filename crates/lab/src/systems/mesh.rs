@@ -389,6 +389,17 @@ impl RunningFjordMesh {
     /// with `fjord network sign`, as an operator renewing a short-lived
     /// one does, and puts it in place of the file its config names.
     pub fn renew_certificate(&self, node: usize, valid: &str) -> Result<(), String> {
+        self.renew_certificate_in_groups(node, valid, &[])
+    }
+
+    /// [`Self::renew_certificate`], putting the node in `groups`
+    /// (`fjord network sign --group`).
+    pub fn renew_certificate_in_groups(
+        &self,
+        node: usize,
+        valid: &str,
+        groups: &[&str],
+    ) -> Result<(), String> {
         let entry = self.node(node);
         let output = Command::new(&self.binary)
             .args(["network", "sign", "--network-key"])
@@ -397,6 +408,7 @@ impl RunningFjordMesh {
             .arg(entry.public_key.to_string())
             .args(["--name", &entry.name, "--valid", valid, "--address"])
             .arg(format!("{}/32", entry.overlay))
+            .args(groups.iter().flat_map(|group| ["--group", group]))
             .output()
             .map_err(|e| format!("run fjord network sign: {e}"))?;
         if !output.status.success() {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use fjord_proto::PublicKey;
 
-use crate::cert::{CertError, Certificate, NetworkPublicKey};
+use crate::cert::{CertError, Certificate, Group, NetworkPublicKey};
 use crate::cidr::Cidr;
 use crate::codec::DecodeError;
 
@@ -169,6 +169,8 @@ pub struct MemberStatus {
     pub key: PublicKey,
     pub name: String,
     pub addresses: Vec<Cidr>,
+    /// The groups its certificate (or `Member =` line) names.
+    pub groups: Vec<Group>,
     pub endpoints: Vec<SocketAddr>,
     /// It has spoken to us (a Hello in a session).
     pub direct: bool,

@@ -714,6 +714,8 @@ fn a_member_list_refuses_unlisted_keys_other_addresses_and_certificates() {
 
 /// A bootstrap list changed by a reload (issue 45).
 mod bootstrap;
+/// Groups carried with membership (issue 47).
+mod groups;
 /// Refused nodes told why (issue 44).
 mod refusals;
 /// Scenarios of revocations spreading (issue 44).

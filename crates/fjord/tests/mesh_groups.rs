@@ -1,0 +1,164 @@
+//! Groups reach every member: in a mesh of three, node1's certificate puts
+//! it in `ops` and `db` and node2's in `web`; in a mesh from `Member`
+//! lines, node2's line gives it `@web`. `fjord show` on node0 lists each
+//! member's groups, in text and JSON, for members it met only through
+//! gossip too.
+//!
+//! Needs root; without it the test skips with one line (fails under CI).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use fjord_lab::netns;
+use fjord_lab::systems::mesh::RunningFjordMesh;
+use fjord_lab::systems::wireguard::Fjord;
+use fjord_lab::systems::{self, FjordMesh, MemberPath, RunningMesh};
+use fjord_lab::topology::Lan;
+
+const NODES: usize = 3;
+const CONVERGENCE_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn fjord() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_fjord"))
+}
+
+/// `fjord show IFACE [ARGS]` for `node`'s interface (named as its
+/// config file is).
+fn show(mesh: &RunningFjordMesh, node: usize, args: &[&str]) -> String {
+    let path = mesh.config_path(node);
+    let ifname = path.file_stem().expect("a config file name");
+    let output = Command::new(fjord())
+        .arg("show")
+        .arg(ifname)
+        .args(args)
+        .output()
+        .expect("run fjord show");
+    assert!(output.status.success(), "fjord show {ifname:?}: {output:?}");
+    String::from_utf8(output.stdout).expect("UTF-8")
+}
+
+/// Starts every node and waits until node0 has a direct session with
+/// the others.
+fn start(mesh: &mut RunningFjordMesh) {
+    for node in 0..NODES {
+        mesh.start_node(node).expect("node started");
+    }
+    let mut last = Vec::new();
+    let converged = netns::wait_until(CONVERGENCE_TIMEOUT, "node0 to meet everyone", || {
+        last = mesh.members(0).unwrap_or_default();
+        last.len() == NODES - 1 && last.iter().all(|m| m.path == MemberPath::Direct)
+    });
+    assert!(converged.is_ok(), "{converged:?}; node0 lists {last:#?}");
+}
+
+/// The groups `fjord show --json` on `node` lists for each member, by
+/// name, sorted by name.
+fn groups_shown(mesh: &RunningFjordMesh, node: usize) -> Vec<(String, Vec<String>)> {
+    let shown = show(mesh, node, &["--json"]);
+    let report: serde_json::Value = serde_json::from_str(&shown).expect("JSON");
+    let mut groups: Vec<(String, Vec<String>)> = report[0]["members"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no members: {shown}"))
+        .iter()
+        .map(|member| {
+            let names = member["groups"].as_array().expect("a groups list");
+            (
+                member["name"].as_str().unwrap_or_default().to_string(),
+                names
+                    .iter()
+                    .map(|group| group.as_str().unwrap_or_default().to_string())
+                    .collect(),
+            )
+        })
+        .collect();
+    groups.sort();
+    groups
+}
+
+fn pair(name: &str, groups: &[&str]) -> (String, Vec<String>) {
+    (
+        name.to_string(),
+        groups.iter().map(ToString::to_string).collect(),
+    )
+}
+
+/// A LAN of [`NODES`] hosts with `mesh` configured on it, not started;
+/// `None` (the test skips) without root.
+fn configured(test: &str, mesh: FjordMesh) -> Option<(Lan, systems::WorkDir, RunningFjordMesh)> {
+    if !systems::running_as_root("needs root (network namespaces)") {
+        return None;
+    }
+    let lan = Lan::new(NODES).expect("a LAN of three hosts");
+    let workdir = systems::WorkDir::create(test).expect("work directory");
+    let mesh = mesh
+        .configure(&lan.mesh_hosts(), workdir.path())
+        .expect("mesh configured");
+    Some((lan, workdir, mesh))
+}
+
+#[test]
+fn certificates_groups_show_on_every_member() {
+    let Some((lan, _workdir, mut mesh)) =
+        configured("mesh-groups", FjordMesh::new(Fjord::at(fjord())))
+    else {
+        return;
+    };
+    mesh.renew_certificate_in_groups(1, "1h", &["ops", "db"])
+        .expect("node1 signed in groups");
+    mesh.renew_certificate_in_groups(2, "1h", &["web"])
+        .expect("node2 signed in groups");
+    start(&mut mesh);
+    assert_eq!(
+        groups_shown(&mesh, 0),
+        [pair("node1", &["ops", "db"]), pair("node2", &["web"])]
+    );
+    // node1 and node2 met through node0's gossip.
+    assert_eq!(
+        groups_shown(&mesh, 2),
+        [pair("node0", &[]), pair("node1", &["ops", "db"])]
+    );
+    let text = show(&mesh, 0, &[]);
+    assert!(text.contains(") @ops @db: "), "{text}");
+    assert!(text.contains(") @web: "), "{text}");
+    eprintln!("mesh_groups: node0 shows\n{text}");
+    drop(mesh);
+    drop(lan);
+}
+
+#[test]
+fn member_lines_groups_show_on_every_member() {
+    let listed = FjordMesh::new(Fjord::at(fjord())).with_member_list();
+    let Some((lan, _workdir, mut mesh)) = configured("mesh-groups-listed", listed) else {
+        return;
+    };
+    // Every member's list gives node2 the same group.
+    let node2 = format!("Member = {} ", mesh.public_key(2));
+    for node in 0..NODES {
+        let path = mesh.config_path(node).to_path_buf();
+        let config = std::fs::read_to_string(&path).expect("config");
+        let grouped: String = config
+            .lines()
+            .map(|line| {
+                if line.starts_with(&node2) {
+                    format!("{line} @web\n")
+                } else {
+                    format!("{line}\n")
+                }
+            })
+            .collect();
+        assert_ne!(grouped, config, "no Member line for node2 in {config}");
+        std::fs::write(&path, grouped).expect("config written");
+    }
+    start(&mut mesh);
+    assert_eq!(
+        groups_shown(&mesh, 0),
+        [pair("node1", &[]), pair("node2", &["web"])]
+    );
+    assert_eq!(
+        groups_shown(&mesh, 1),
+        [pair("node0", &[]), pair("node2", &["web"])]
+    );
+    drop(mesh);
+    drop(lan);
+}
