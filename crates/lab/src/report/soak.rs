@@ -26,12 +26,7 @@ fn cell_text(test: &str, m: &Measurement) -> String {
                 count(soak.digest_mismatches),
                 count(soak.failed_transfers)
             );
-            if let Some(bits) = m
-                .extra
-                .memory
-                .as_ref()
-                .and_then(|memory| memory.bits_per_sec)
-            {
+            if let Some(bits) = m.extra.carried_bits_per_sec() {
                 text.push_str(&format!(" · {}", format::quantity(bits, "bit/s")));
             }
             text

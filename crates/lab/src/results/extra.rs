@@ -85,6 +85,13 @@ pub struct Extra {
     pub rounds: Option<Rounds>,
 }
 
+impl Extra {
+    /// The TCP throughput carried while a memory figure was taken.
+    pub fn carried_bits_per_sec(&self) -> Option<f64> {
+        self.memory.as_ref()?.bits_per_sec
+    }
+}
+
 /// `None` for a record none of whose fields the row has: flattened, every
 /// record would otherwise read as present.
 fn unless_empty<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>

@@ -273,16 +273,11 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
         TestKind::PingAverage => vec![ping_average_table(section, title)],
         TestKind::TcpBulk => bulk_tables(section, title),
         TestKind::Imix => {
-            let cell = |m: &Measurement| match m
+            let cell = |m: &Measurement| match m.extra.carried_bits_per_sec().or(m
                 .extra
-                .memory
+                .frame_rate
                 .as_ref()
-                .and_then(|memory| memory.bits_per_sec)
-                .or(m
-                    .extra
-                    .frame_rate
-                    .as_ref()
-                    .and_then(|rate| rate.frame_bits_per_sec))
+                .and_then(|rate| rate.frame_bits_per_sec))
             {
                 Some(bits) if m.status == MeasurementStatus::Ok => {
                     format!("{} · {}", median_figure(m), format::quantity(bits, "bit/s"))
@@ -300,12 +295,7 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
                 if let Some(peak) = m.extra.memory.as_ref().and_then(|memory| memory.peak_bytes) {
                     text.push_str(&format!(" · peak {}", format::quantity(peak, "bytes")));
                 }
-                if let Some(bits) = m
-                    .extra
-                    .memory
-                    .as_ref()
-                    .and_then(|memory| memory.bits_per_sec)
-                {
+                if let Some(bits) = m.extra.carried_bits_per_sec() {
                     text.push_str(&format!(" · {}", format::quantity(bits, "bit/s")));
                 }
                 text
