@@ -15,18 +15,15 @@ mod support;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use fjord_lab::nat::{NatInternet, NatKind};
-use fjord_lab::systems::{self, MemberPath, RunningMesh};
+use fjord_lab::nat::NatKind;
+use fjord_lab::systems::{MemberPath, RunningMesh};
 use fjord_lab::traffic::BulkTransfer;
-use support::mesh::{configure, lists_on, start_nodes, time_until_direct};
+use support::mesh::{configure, lists_on, nat_internet, start_nodes, time_until_direct};
 
 const TRANSFER_BYTES: u64 = 8 << 20;
 
 #[test]
 fn members_behind_nats_meet_through_a_rendezvous() {
-    if !systems::running_as_root("needs root (network namespaces, nftables)") {
-        return;
-    }
     let kinds = [
         NatKind::Public,
         NatKind::PortPreserving,
@@ -34,7 +31,9 @@ fn members_behind_nats_meet_through_a_rendezvous() {
         NatKind::Symmetric,
         NatKind::Symmetric,
     ];
-    let internet = NatInternet::build(&kinds).expect("namespaces and NATs");
+    let Some(internet) = nat_internet(&kinds) else {
+        return;
+    };
     let (workdir, mut mesh) = configure(&internet.mesh_hosts(), "mesh-nat");
     let started = Instant::now();
     start_nodes(&mut mesh, kinds.len());

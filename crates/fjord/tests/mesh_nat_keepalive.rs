@@ -12,10 +12,10 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use fjord_lab::nat::{NatInternet, NatKind};
-use fjord_lab::systems::{self, MemberPath, RunningMesh};
+use fjord_lab::nat::NatKind;
+use fjord_lab::systems::{MemberPath, RunningMesh};
 use fjord_lab::traffic;
-use support::mesh::{configure, lists_on, start_nodes, time_until_direct};
+use support::mesh::{configure, lists_on, nat_internet, start_nodes, time_until_direct};
 
 /// The NATs' UDP mapping timeout (Linux's default is 30 s, 120 s once a
 /// flow has seen traffic both ways).
@@ -29,15 +29,14 @@ fn direct(mesh: &mut dyn RunningMesh, node: usize, other: usize) -> bool {
 
 #[test]
 fn members_behind_nats_with_short_mapping_timeouts_keep_their_direct_path_while_idle() {
-    if !systems::running_as_root("needs root (network namespaces, nftables)") {
-        return;
-    }
     let kinds = [
         NatKind::Public,
         NatKind::PortPreserving,
         NatKind::PortPreserving,
     ];
-    let internet = NatInternet::build(&kinds).expect("namespaces and NATs");
+    let Some(internet) = nat_internet(&kinds) else {
+        return;
+    };
     for nat in internet.sites.iter().filter_map(|site| site.nat.as_ref()) {
         let timeout = MAPPING_TIMEOUT_SECS.to_string();
         nat.exec(

@@ -14,11 +14,13 @@ mod support;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use fjord_lab::nat::{NatInternet, NatKind};
+use fjord_lab::nat::NatKind;
 use fjord_lab::netns;
 use fjord_lab::systems::{self, RunningMesh};
 use fjord_lab::topology::Lan;
-use support::mesh::{configure, listings, lists, start_direct_mesh, wait_for_listings};
+use support::mesh::{
+    configure, listings, lists, nat_internet, start_direct_mesh, wait_for_listings,
+};
 
 const NODES: usize = 4;
 const REVOKER: usize = 1;
@@ -163,16 +165,14 @@ fn start_a_direct_mesh_of_four(mesh: &mut dyn RunningMesh) {
 /// behind a symmetric one; the bootstrap member is public.
 #[test]
 fn a_revocation_on_a_member_behind_a_nat_spreads_to_every_member() {
-    if !systems::running_as_root("needs root (network namespaces, nftables)") {
-        return;
-    }
-    let internet = NatInternet::build(&[
+    let Some(internet) = nat_internet(&[
         NatKind::Public,
         NatKind::PortPreserving,
         NatKind::PortPreserving,
         NatKind::Symmetric,
-    ])
-    .expect("namespaces and NATs");
+    ]) else {
+        return;
+    };
     let (_workdir, mut mesh) = configure(&internet.mesh_hosts(), "mesh-revoke-nat");
     let victim = mesh.public_key(VICTIM).to_string();
     start_a_direct_mesh_of_four(&mut mesh);

@@ -4,9 +4,10 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use fjord_lab::nat::{NatInternet, NatKind};
 use fjord_lab::netns;
 use fjord_lab::systems::mesh::RunningFjordMesh;
-use fjord_lab::systems::{FjordMesh, Member, MemberPath, RunningMesh, WorkDir};
+use fjord_lab::systems::{self, FjordMesh, Member, MemberPath, RunningMesh, WorkDir};
 use fjord_lab::topology::MeshHost;
 
 /// A work directory named `name`, and this build's fjord mesh of `hosts`
@@ -100,4 +101,13 @@ pub fn start_direct_mesh(mesh: &mut dyn RunningMesh, nodes: &[usize], timeout: D
     wait_for_listings(mesh, nodes, timeout, &what, |last| {
         last.values().all(|listed| all_direct(listed, nodes.len()))
     });
+}
+
+/// Sites behind NATs of these kinds on one simulated internet, or `None`
+/// (the test skips, saying why) when not running as root.
+pub fn nat_internet(kinds: &[NatKind]) -> Option<NatInternet> {
+    if !systems::running_as_root("needs root (network namespaces, nftables)") {
+        return None;
+    }
+    Some(NatInternet::build(kinds).expect("namespaces and NATs"))
 }
