@@ -106,6 +106,24 @@ pub fn interface_readings(status: &InterfaceStatus) -> Vec<Reading> {
             count as u64,
         ));
     }
+    if let Some((version, rules)) = status.policy {
+        readings.extend([
+            Reading::new(
+                crate::uapi::POLICY_VERSION,
+                "network_policy_version",
+                "Version of the network policy in force (absent: none given).",
+                Kind::Gauge,
+                version,
+            ),
+            Reading::new(
+                crate::uapi::POLICY_RULES,
+                "network_policy_rules",
+                "Rules of the network policy in force.",
+                Kind::Gauge,
+                rules as u64,
+            ),
+        ]);
+    }
     for &(reason, count) in &status.drops {
         readings.push(Reading {
             label: Some(("reason", reason)),

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use fjord_mesh::{Bootstrap, BootstrapChange, Certificate, Cidr, Revocation};
+use fjord_mesh::{Bootstrap, BootstrapChange, Certificate, Cidr, PolicyOffer, Revocation};
 use fjord_net::ControlHandle;
 use fjord_proto::PublicKey;
 
@@ -56,6 +56,8 @@ pub struct ReloadSummary {
     pub bootstrap: BootstrapChange,
     pub mtu: Option<u16>,
     pub offer_changed: bool,
+    /// What became of the file's network policy, when it names one.
+    pub policy: Option<PolicyOffer>,
 }
 
 impl std::fmt::Display for ReloadSummary {
@@ -87,6 +89,16 @@ impl std::fmt::Display for ReloadSummary {
         }
         if self.offer_changed {
             f.write_str(", cipher or compression offer changed")?;
+        }
+        match self.policy {
+            Some(PolicyOffer::Applied { version }) => {
+                write!(f, ", network policy version {version} in force")?
+            }
+            Some(PolicyOffer::Older { offered, in_force }) => write!(
+                f,
+                ", network policy version {in_force} kept (the file's version {offered} is older)"
+            )?,
+            Some(PolicyOffer::Unchanged { .. }) | None => {}
         }
         Ok(())
     }
@@ -190,6 +202,7 @@ impl Reloader {
             offer_changed: offer.is_some(),
             ..ReloadSummary::default()
         };
+        let policy = mesh.as_ref().and_then(|mesh| mesh.policy.clone());
         let applied_revocations: Vec<(PublicKey, u64)> =
             revocations.iter().map(revocation_id).collect();
         let applied = self
@@ -203,6 +216,12 @@ impl Reloader {
             self.certificate_issued_at = Some(issued);
         }
         self.revocations.extend(applied_revocations);
+        if let Some(policy) = policy {
+            summary.policy = self
+                .control
+                .call(move |context| context.node.offer_policy(policy))
+                .map_err(|_| ReloadError::Stopped)?;
+        }
 
         self.update_routes(&config);
         let mtu = config.interface.mtu().bytes();

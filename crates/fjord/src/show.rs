@@ -5,7 +5,7 @@
 use std::fmt::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::status::{InterfaceReport, PeerReport};
+use crate::status::{InterfaceReport, PeerReport, PolicyReport};
 use crate::uapi::{self, UapiInterface};
 
 /// Text for one interface, shaped like `wg show`.
@@ -83,6 +83,21 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
     }
     if !interface.members.is_empty() {
         let _ = writeln!(out, "  mesh members: {}", interface.members.len());
+        match policy(interface) {
+            Some(policy) => {
+                let _ = writeln!(
+                    out,
+                    "  network policy: version {}, {} rules (not enforced yet)",
+                    policy.version, policy.rules
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "  network policy: none (every member may reach every other)"
+                );
+            }
+        }
     }
     let mesh: Vec<String> = mesh_counters(interface)
         .iter()
@@ -213,7 +228,24 @@ pub fn report(name: &str, interface: &UapiInterface) -> InterfaceReport {
         fallback: interface.fallback.clone(),
         carriers: carrier_counters(interface),
         switch_mac_addresses: switch_mac_addresses(interface),
+        policy: policy(interface),
     }
+}
+
+/// The network policy in force, from its two `get=fjord` lines.
+fn policy(interface: &UapiInterface) -> Option<PolicyReport> {
+    let reading = |name: &str| {
+        interface
+            .counters
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| *value)
+    };
+    Some(PolicyReport {
+        version: reading(uapi::POLICY_VERSION)?,
+        rules: reading(uapi::POLICY_RULES)?,
+        enforced: false,
+    })
 }
 
 /// How many MAC addresses a switch-mode interface knows; `None` for a
@@ -490,7 +522,7 @@ mod tests {
     }
 
     #[test]
-    fn members_show_their_groups_in_text_and_json() {
+    fn members_show_their_groups_and_the_policy_in_force() {
         let member = |name: &str, groups: &[&str]| crate::status::MemberLine {
             public_key: "KEY".to_string(),
             name: name.to_string(),
@@ -521,5 +553,25 @@ mod tests {
             serde_json::json!(["ops", "db"])
         );
         assert_eq!(json["members"][1]["groups"], serde_json::json!([]));
+
+        let mut with_policy = interface;
+        assert!(
+            text.contains("  network policy: none (every member may reach every other)\n"),
+            "{text}"
+        );
+        with_policy.counters = vec![
+            ("policy_version".to_string(), 4),
+            ("policy_rules".to_string(), 12),
+        ];
+        let text = render_text("fj0", &with_policy, UNIX_EPOCH);
+        assert!(
+            text.contains("  network policy: version 4, 12 rules (not enforced yet)\n"),
+            "{text}"
+        );
+        let json = serde_json::to_value(report("fj0", &with_policy)).unwrap();
+        assert_eq!(
+            json["policy"],
+            serde_json::json!({"version": 4, "rules": 12, "enforced": false})
+        );
     }
 }

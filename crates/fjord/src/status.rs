@@ -46,6 +46,9 @@ pub struct InterfaceStatus {
     /// In switch mode, the MAC addresses the switch knows now (its own
     /// port's and those behind peers); `None` in router mode.
     pub mac_addresses: Option<usize>,
+    /// The network policy in force, as (version, rules); `None`: none
+    /// given, everything allowed.
+    pub policy: Option<(u64, usize)>,
     /// The offloads the data path uses now.
     pub offloads: fjord_net::Offloads,
 }
@@ -238,6 +241,10 @@ impl InterfaceStatus {
             mac_addresses: node
                 .mac_table()
                 .map(|table| table.entries(context.now).count()),
+            policy: node.mesh().and_then(|mesh| {
+                let policy = &mesh.policy()?.policy;
+                Some((policy.version(), policy.rules().len()))
+            }),
             offloads: context.offloads(),
         }
     }
@@ -351,6 +358,20 @@ pub struct InterfaceReport {
     /// MAC addresses a switch-mode interface knows; absent in router mode.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub switch_mac_addresses: Option<u64>,
+    /// The network policy in force (mesh members only; `null`: none, so
+    /// everything is allowed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyReport>,
+}
+
+/// The network policy a member holds.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct PolicyReport {
+    pub version: u64,
+    pub rules: u64,
+    /// Always false in this version: the policy is read, checked and
+    /// shown, not yet applied to traffic.
+    pub enforced: bool,
 }
 
 #[derive(Debug, Serialize)]

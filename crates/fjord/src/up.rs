@@ -213,6 +213,10 @@ pub fn build_node(
             // Verified against the network when the file was read.
             let _ = mesh.revoke(revocation);
         }
+        if let Some(policy) = loaded.policy {
+            let offer = mesh.offer_policy(policy);
+            tracing::info!(?offer, "the network policy (not enforced yet)");
+        }
         node.enable_mesh(now, mesh);
     }
     Ok(node)

@@ -162,3 +162,61 @@ fn member_lines_groups_show_on_every_member() {
     drop(mesh);
     drop(lan);
 }
+
+/// The network policy `text` at `version`: ops may reach db's Postgres,
+/// and anyone may ping anyone.
+fn policy(version: u64) -> String {
+    format!(
+        "# who may reach whom\nversion {version}\n\
+         allow from group ops to group db port 5432/tcp\n\
+         allow from any to any proto icmp\n"
+    )
+}
+
+/// A member given a signed policy holds it (shown, not enforced yet); a
+/// reload with a newer version replaces it, an older one is kept out, and
+/// a file changed after signing is refused with its line while the
+/// policy in force stays.
+#[test]
+fn a_policy_given_to_a_member_is_held_at_its_highest_version() {
+    let Some((lan, _workdir, mut mesh)) =
+        configured("mesh-policy", FjordMesh::new(Fjord::at(fjord())))
+    else {
+        return;
+    };
+    let path = mesh.give_policy(0, &policy(3)).expect("policy signed");
+    start(&mut mesh);
+    let shown = |mesh: &RunningFjordMesh, node: usize| show(mesh, node, &[]);
+    let in_force = "network policy: version 3, 2 rules (not enforced yet)";
+    assert!(shown(&mesh, 0).contains(in_force), "{}", shown(&mesh, 0));
+    assert!(
+        shown(&mesh, 1).contains("network policy: none (every member may reach every other)"),
+        "{}",
+        shown(&mesh, 1)
+    );
+
+    mesh.give_policy(0, &policy(2)).expect("policy signed");
+    let kept = mesh.reload(0).expect("reload with an older policy");
+    assert!(kept.contains("network policy version 3 kept"), "{kept}");
+    assert!(shown(&mesh, 0).contains(in_force));
+
+    mesh.give_policy(0, &policy(4)).expect("policy signed");
+    let applied = mesh.reload(0).expect("reload with a newer policy");
+    assert!(
+        applied.contains("network policy version 4 in force"),
+        "{applied}"
+    );
+    let newer = "network policy: version 4, 2 rules (not enforced yet)";
+    assert!(shown(&mesh, 0).contains(newer));
+
+    let signed = std::fs::read_to_string(&path).expect("signed policy");
+    std::fs::write(&path, signed.replace("5432/tcp", "1-65535/tcp")).expect("tampered");
+    let refused = mesh.reload(0).expect_err("a tampered policy is refused");
+    assert!(
+        refused.contains("Policy: ") && refused.contains(".policy:5: the signature does not match"),
+        "{refused}"
+    );
+    assert!(shown(&mesh, 0).contains(newer), "{}", shown(&mesh, 0));
+    drop(mesh);
+    drop(lan);
+}

@@ -27,7 +27,8 @@ pub use cidr::{Cidr, CidrParseError};
 pub use codec::DecodeError;
 pub use control::RefusalReason;
 pub use membership::{
-    Bootstrap, BootstrapChange, MemberStatus, Mesh, MeshAction, MeshConfig, Refusal, Trust,
+    Bootstrap, BootstrapChange, MemberStatus, Mesh, MeshAction, MeshConfig, PolicyOffer, Refusal,
+    Trust,
 };
 pub use node::{
     CarrierCommand, InnerLayout, ModeMismatch, Node, NodeEvent, PUNCH_DATAGRAM, PUNCH_TTL,

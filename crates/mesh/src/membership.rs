@@ -90,6 +90,8 @@ pub struct Mesh {
     revocations: HashMap<PublicKey, Revocation>,
     /// The digest of `revocations`, kept current as they change.
     revocation_digest: RevocationDigest,
+    /// The network's policy, its highest version given (`policy.rs`).
+    policy: Option<crate::policy::SignedPolicy>,
     /// Members that said Goodbye, and when: older gossip about them is
     /// ignored so they do not come back from other members' lists.
     departed: HashMap<PublicKey, Instant>,
@@ -138,6 +140,7 @@ impl Mesh {
             members: HashMap::new(),
             revocations: HashMap::new(),
             revocation_digest: RevocationDigest::of(std::iter::empty()),
+            policy: None,
             departed: HashMap::new(),
             unverified: HashMap::new(),
             greeted: HashSet::new(),
@@ -456,6 +459,7 @@ mod admission;
 mod bootstrap;
 mod config;
 mod gossip;
+mod policy;
 mod refusals;
 mod renewal;
 mod revocations;
@@ -467,6 +471,7 @@ pub use config::{
     Bootstrap, CHANGED_GOSSIP_DELAY, MemberStatus, MeshAction, MeshConfig, MeshCounters, MeshDrop,
     Outbound, Trust,
 };
+pub use policy::PolicyOffer;
 pub use refusals::{MAX_ANSWERED_KEYS, MAX_PENDING_REFUSALS, REFUSAL_NOTICE_INTERVAL, Refusal};
 pub use traversal::{PREDICTION_PROBES, PREDICTION_SOCKETS};
 

@@ -11,6 +11,8 @@
 //!                                         `@ops @db` puts it in groups
 //! Bootstrap = <public key>@host:port      any number, or a comma list
 //! Revocations = revoked.txt               optional, with Network; one a line
+//! Policy = policy.signed                  optional, with Network: the network's
+//!                                         signed policy (`fjord network policy`)
 //! ```
 //!
 //! Parsing checks what the text alone can show; [`MeshSection::load`]
@@ -20,6 +22,7 @@
 
 use std::path::{Path, PathBuf};
 
+use fjord_mesh::policy::SignedPolicy;
 use fjord_mesh::{Bootstrap, Certificate, Cidr, Group, NetworkPublicKey, Revocation, Trust};
 use fjord_proto::PublicKey;
 
@@ -42,6 +45,8 @@ pub struct MeshSection {
     pub bootstrap: Vec<BootstrapMember>,
     /// `Revocations`: a file of revocation lines, if any.
     pub revocations: Option<FileSetting>,
+    /// `Policy`: the network's signed policy, if given here.
+    pub policy: Option<FileSetting>,
 }
 
 impl PartialEq for MeshSection {
@@ -51,6 +56,7 @@ impl PartialEq for MeshSection {
             && self.members == other.members
             && self.bootstrap == other.bootstrap
             && self.revocations == other.revocations
+            && self.policy == other.policy
     }
 }
 
@@ -116,6 +122,8 @@ pub struct LoadedMesh {
     pub certificate: Certificate,
     pub bootstrap: Vec<Bootstrap>,
     pub revocations: Vec<Revocation>,
+    /// The policy file's, verified against the network key.
+    pub policy: Option<SignedPolicy>,
 }
 
 impl MeshSection {
@@ -165,6 +173,7 @@ impl MeshSection {
                 trust: Trust::Members(listed),
                 bootstrap,
                 revocations: Vec::new(),
+                policy: None,
             });
         };
         let certificate_line = certificate_setting.line;
@@ -228,11 +237,30 @@ impl MeshSection {
                 revocations.push(revocation);
             }
         }
+        let policy = match &self.policy {
+            Some(setting) => {
+                let text = std::fs::read(config_dir.join(&setting.path)).map_err(|error| {
+                    let full = config_dir.join(&setting.path);
+                    at(
+                        setting.line,
+                        "Policy",
+                        format!("cannot read {}: {error}", full.display()),
+                    )
+                })?;
+                let file = setting.path.display().to_string();
+                let policy = SignedPolicy::verify(&text, &network).map_err(|error| {
+                    at(setting.line, "Policy", error.in_file(&file).to_string())
+                })?;
+                Some(policy)
+            }
+            None => None,
+        };
         Ok(LoadedMesh {
             trust: Trust::Network(network),
             certificate,
             bootstrap,
             revocations,
+            policy,
         })
     }
 }
@@ -253,12 +281,13 @@ pub(super) struct MeshDraft {
     members: Vec<ListedMember>,
     bootstrap: Vec<BootstrapMember>,
     revocations: Option<FileSetting>,
+    policy: Option<FileSetting>,
 }
 
 /// Member lists and network keys are two ways to say who belongs; one
 /// section uses one.
 const MIXED_MEMBERSHIP: &str =
-    "Member lines replace Network, Certificate and Revocations; use one or the other";
+    "Member lines replace Network, Certificate, Revocations and Policy; use one or the other";
 
 impl MeshDraft {
     pub fn new(header_line: usize) -> Self {
@@ -270,6 +299,7 @@ impl MeshDraft {
             members: Vec::new(),
             bootstrap: Vec::new(),
             revocations: None,
+            policy: None,
         }
     }
 
@@ -285,7 +315,11 @@ impl MeshDraft {
     /// (addresses separated by commas or spaces; each group after the
     /// addresses, marked by `@`).
     pub fn add_member(&mut self, value: &str, line: usize) -> Result<(), ValueError> {
-        if self.network.is_some() || self.certificate.is_some() || self.revocations.is_some() {
+        if self.network.is_some()
+            || self.certificate.is_some()
+            || self.revocations.is_some()
+            || self.policy.is_some()
+        {
             return Err(ValueError::Mesh(MIXED_MEMBERSHIP.to_string()));
         }
         let mut words = value
@@ -347,6 +381,12 @@ impl MeshDraft {
         Ok(())
     }
 
+    pub fn set_policy(&mut self, value: &str, line: usize) -> Result<(), ValueError> {
+        self.refuse_if_listed()?;
+        self.policy = Some(file_setting(value, line)?);
+        Ok(())
+    }
+
     /// `key@endpoint`, or a comma list of them.
     pub fn add_bootstrap(&mut self, value: &str, resolver: &dyn Resolve) -> Result<(), ValueError> {
         for item in value.split(',').map(str::trim) {
@@ -382,6 +422,7 @@ impl MeshDraft {
             members: self.members,
             bootstrap: self.bootstrap,
             revocations: self.revocations,
+            policy: self.policy,
         })
     }
 }

@@ -477,6 +477,7 @@ impl MeshDraft {
             KeyName::Member => self.add_member(value, line),
             KeyName::Bootstrap => self.add_bootstrap(value, resolver),
             KeyName::Revocations => self.set_revocations(value, line),
+            KeyName::Policy => self.set_policy(value, line),
             // Other sections' keys never reach here: `read_line` checks.
             _ => Ok(()),
         }

@@ -1272,3 +1272,42 @@ proptest! {
         check_parse_is_total(&format!("[Interface]\nPrivateKey = {PRIVATE}\n{text}"))?;
     }
 }
+
+/// `Policy` names the network's signed policy: read and verified with the
+/// certificate; a text changed after signing is refused with the file
+/// and line the problem is on, under the `Policy` key's line.
+#[test]
+fn a_policy_file_is_verified_against_the_network_and_refused_with_its_line() {
+    let secret = fjord_mesh::NetworkSecret::from_seed([5; 32]);
+    let own: fjord_proto::PublicKey = OWN_PUBLIC.parse().unwrap();
+    let address: fjord_mesh::Cidr = "198.19.0.1/32".parse().unwrap();
+    let certificate = secret.sign(own, "alpha", &[address], 0, 1_000).unwrap();
+    let directory = std::env::temp_dir().join(format!("fjord-policy-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).unwrap();
+    std::fs::write(directory.join("node.cert"), certificate.to_base64()).unwrap();
+    let policy = "version 4\nallow from group ops to any port 22/tcp\n";
+    let signed = fjord_mesh::policy::SignedPolicy::sign(policy.as_bytes(), &secret).unwrap();
+    std::fs::write(directory.join("policy.signed"), signed.text()).unwrap();
+    let text = format!(
+        "[Interface]\nPrivateKey = {PRIVATE}\n\n[Mesh]\nNetwork = {}\n\
+         Certificate = node.cert\nPolicy = policy.signed\n",
+        secret.public_key()
+    );
+    let mesh = parse(&text).unwrap().mesh.expect("a [Mesh] section");
+    let loaded = mesh.load("wg0.conf", &directory, &own, 10);
+    let tampered = String::from_utf8(signed.text().to_vec())
+        .unwrap()
+        .replace("port 22/tcp", "port 1-65535/tcp");
+    std::fs::write(directory.join("policy.signed"), tampered).unwrap();
+    let refused = mesh.load("wg0.conf", &directory, &own, 10);
+    std::fs::remove_dir_all(&directory).unwrap();
+
+    let loaded = loaded.unwrap().policy.expect("the policy");
+    assert_eq!(loaded.policy.version(), 4);
+    assert_eq!(loaded.policy.rules().len(), 1);
+    let message = refused.unwrap_err().to_string();
+    assert!(
+        message.starts_with("wg0.conf:7: Policy: policy.signed:3: "),
+        "{message}"
+    );
+}

@@ -112,6 +112,9 @@ pub(super) fn to_wg_format(config: &Config) -> Zeroizing<String> {
         if let Some(revocations) = &mesh.revocations {
             line(&mut out, "Revocations", revocations.path.display());
         }
+        if let Some(policy) = &mesh.policy {
+            line(&mut out, "Policy", policy.path.display());
+        }
     }
     out
 }

@@ -247,6 +247,7 @@ mod tests {
             fallback_counters: vec![("fallback_to_carrier", 1)],
             mesh_counters: vec![("relays_offered", 6)],
             mac_addresses: None,
+            policy: None,
             offloads: fjord_net::Offloads {
                 tun_vnet_hdr: true,
                 udp_gso: true,

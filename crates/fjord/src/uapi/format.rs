@@ -48,6 +48,11 @@ pub const MESH_PREFIX: &str = "mesh_";
 /// switch-mode interface knows (absent in router mode).
 pub const SWITCH_MAC_ADDRESSES: &str = "switch_mac_addresses";
 
+/// The `get=fjord` lines giving the network policy in force: its version
+/// and its number of rules (absent without one).
+pub const POLICY_VERSION: &str = "policy_version";
+pub const POLICY_RULES: &str = "policy_rules";
+
 /// The body of a `get=fjord` reply: fjord's own counters, the MTU its
 /// data path has taken up (`datapath_mtu`), the switch's MAC addresses
 /// (`switch_mac_addresses`, switch mode only), and mesh members

@@ -385,6 +385,53 @@ impl RunningFjordMesh {
         append(&path, &output.stdout)
     }
 
+    /// Gives `node` the network policy `text`, signed with the network
+    /// key (`fjord network policy`), in the file its config's `Policy`
+    /// names (the line is added if missing). fjord reads it when it comes
+    /// up, and a running `node` on a [`reload`](Self::reload). Returns the
+    /// path of the signed file.
+    pub fn give_policy(&self, node: usize, text: &str) -> Result<PathBuf, String> {
+        use std::io::Write as _;
+        let entry = self.node(node);
+        let mut child = Command::new(&self.binary)
+            .args(["network", "policy", "--network-key"])
+            .arg(self.dir.file("network.key"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("run fjord network policy: {e}"))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin
+                .write_all(text.as_bytes())
+                .map_err(|e| format!("write to fjord network policy: {e}"))?;
+        }
+        let output = child
+            .wait_with_output()
+            .map_err(|e| format!("fjord network policy: {e}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "fjord network policy: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        let path = self.dir.file(&format!("{}.policy", entry.name));
+        std::fs::write(&path, &output.stdout)
+            .map_err(|e| format!("write {}: {e}", path.display()))?;
+        let config = std::fs::read_to_string(&entry.config_path)
+            .map_err(|e| format!("read {}: {e}", entry.config_path.display()))?;
+        if !config.contains("\nPolicy = ") {
+            // [Mesh] is the config's last section.
+            let line = format!("Policy = {}\n", path.display());
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(&entry.config_path)
+                .and_then(|mut file| file.write_all(line.as_bytes()))
+                .map_err(|e| format!("append to {}: {e}", entry.config_path.display()))?;
+        }
+        Ok(path)
+    }
+
     /// Signs `node` a new certificate valid for `valid` (`12h`, `90m`)
     /// with `fjord network sign`, as an operator renewing a short-lived
     /// one does, and puts it in place of the file its config names.

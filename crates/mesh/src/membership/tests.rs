@@ -716,6 +716,8 @@ fn a_member_list_refuses_unlisted_keys_other_addresses_and_certificates() {
 mod bootstrap;
 /// Groups carried with membership (issue 47).
 mod groups;
+/// The network policy's highest version in force (issue 47).
+mod policy;
 /// Refused nodes told why (issue 44).
 mod refusals;
 /// Scenarios of revocations spreading (issue 44).

@@ -36,8 +36,11 @@ use fjord_proto::{
 
 use super::{Node, NodeEvent};
 use crate::cert::{Certificate, Revocation};
-use crate::membership::{Bootstrap, BootstrapChange, MemberStatus, Mesh, MeshAction, MeshDrop};
+use crate::membership::{
+    Bootstrap, BootstrapChange, MemberStatus, Mesh, MeshAction, MeshDrop, PolicyOffer,
+};
 use crate::pmtu::PathMtuTable;
+use crate::policy::SignedPolicy;
 use crate::relay::RelayTable;
 
 /// What a punch datagram carries: nothing a receiver acts on (fjord and
@@ -123,6 +126,12 @@ impl Node {
             return Some(NodeEvent::Refused(refusal));
         }
         driver.predictions.pop_front().map(NodeEvent::PredictPorts)
+    }
+
+    /// Offers the network's policy given locally (the configuration file
+    /// or a reload); `None` when the interface is no mesh member.
+    pub fn offer_policy(&mut self, policy: SignedPolicy) -> Option<PolicyOffer> {
+        Some(self.mesh.as_mut()?.mesh.offer_policy(policy))
     }
 
     /// Adds a revocation given locally (a reload re-read the file) and
