@@ -29,6 +29,8 @@ pub(super) enum KeyName {
     Member,
     Bootstrap,
     Revocations,
+    /// `[Mesh] Domain`: the DNS domain members answer names under.
+    Domain,
     /// `[Interface] FallbackPort`: where this node listens for carriers.
     FallbackPort,
     /// `[Peer] FallbackPort`: where the peer listens for carriers.
@@ -41,7 +43,7 @@ pub(super) enum KeyName {
 }
 
 /// Number of [`KeyName`] variants, for per-key tables.
-pub(super) const KEY_COUNT: usize = 29;
+pub(super) const KEY_COUNT: usize = 30;
 
 // `SeenKeys` indexes by discriminant; the last variant must fit.
 const _: () = assert!(KeyName::Metrics as usize + 1 == KEY_COUNT);
@@ -70,6 +72,7 @@ const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::Member,
     KeyName::Bootstrap,
     KeyName::Revocations,
+    KeyName::Domain,
     KeyName::FallbackPort,
     KeyName::PeerFallbackPort,
     KeyName::FallbackCarrier,
@@ -105,6 +108,7 @@ impl KeyName {
             KeyName::Member => "Member",
             KeyName::Bootstrap => "Bootstrap",
             KeyName::Revocations => "Revocations",
+            KeyName::Domain => "Domain",
             KeyName::FallbackPort | KeyName::PeerFallbackPort => "FallbackPort",
             KeyName::FallbackCarrier => "FallbackCarrier",
             KeyName::Cipher => "Cipher",
@@ -125,7 +129,8 @@ impl KeyName {
             | KeyName::Certificate
             | KeyName::Member
             | KeyName::Bootstrap
-            | KeyName::Revocations => SectionKind::Mesh,
+            | KeyName::Revocations
+            | KeyName::Domain => SectionKind::Mesh,
             _ => SectionKind::Interface,
         }
     }

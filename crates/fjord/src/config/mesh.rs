@@ -10,6 +10,8 @@
 //!                                         one line per member, this node too
 //! Bootstrap = <public key>@host:port      any number, or a comma list
 //! Revocations = revoked.txt               optional, with Network; one a line
+//! Domain = mesh.example                   optional: members answer DNS for
+//!                                         NAME.mesh.example (`fjord_mesh::names`)
 //! ```
 //!
 //! Parsing checks what the text alone can show; [`MeshSection::load`]
@@ -19,6 +21,7 @@
 
 use std::path::{Path, PathBuf};
 
+use fjord_mesh::names::Domain;
 use fjord_mesh::{Bootstrap, Certificate, Cidr, NetworkPublicKey, Revocation, Trust};
 use fjord_proto::PublicKey;
 
@@ -41,6 +44,9 @@ pub struct MeshSection {
     pub bootstrap: Vec<BootstrapMember>,
     /// `Revocations`: a file of revocation lines, if any.
     pub revocations: Option<FileSetting>,
+    /// `Domain`: the DNS domain of members' names; `None` runs no DNS
+    /// server.
+    pub domain: Option<Domain>,
 }
 
 impl PartialEq for MeshSection {
@@ -50,6 +56,7 @@ impl PartialEq for MeshSection {
             && self.members == other.members
             && self.bootstrap == other.bootstrap
             && self.revocations == other.revocations
+            && self.domain == other.domain
     }
 }
 
@@ -249,6 +256,7 @@ pub(super) struct MeshDraft {
     members: Vec<ListedMember>,
     bootstrap: Vec<BootstrapMember>,
     revocations: Option<FileSetting>,
+    domain: Option<Domain>,
 }
 
 /// Member lists and network keys are two ways to say who belongs; one
@@ -266,6 +274,7 @@ impl MeshDraft {
             members: Vec::new(),
             bootstrap: Vec::new(),
             revocations: None,
+            domain: None,
         }
     }
 
@@ -334,6 +343,14 @@ impl MeshDraft {
         Ok(())
     }
 
+    pub fn set_domain(&mut self, value: &str) -> Result<(), ValueError> {
+        let domain = value
+            .parse::<Domain>()
+            .map_err(|error| ValueError::Mesh(format!("'{value}': {error}")))?;
+        self.domain = Some(domain);
+        Ok(())
+    }
+
     /// `key@endpoint`, or a comma list of them.
     pub fn add_bootstrap(&mut self, value: &str, resolver: &dyn Resolve) -> Result<(), ValueError> {
         for item in value.split(',').map(str::trim) {
@@ -369,6 +386,7 @@ impl MeshDraft {
             members: self.members,
             bootstrap: self.bootstrap,
             revocations: self.revocations,
+            domain: self.domain,
         })
     }
 }

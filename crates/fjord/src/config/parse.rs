@@ -477,6 +477,7 @@ impl MeshDraft {
             KeyName::Member => self.add_member(value, line),
             KeyName::Bootstrap => self.add_bootstrap(value, resolver),
             KeyName::Revocations => self.set_revocations(value, line),
+            KeyName::Domain => self.set_domain(value),
             // Other sections' keys never reach here: `read_line` checks.
             _ => Ok(()),
         }

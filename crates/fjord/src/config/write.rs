@@ -112,6 +112,9 @@ pub(super) fn to_wg_format(config: &Config) -> Zeroizing<String> {
         if let Some(revocations) = &mesh.revocations {
             line(&mut out, "Revocations", revocations.path.display());
         }
+        if let Some(domain) = &mesh.domain {
+            line(&mut out, "Domain", domain);
+        }
     }
     out
 }
