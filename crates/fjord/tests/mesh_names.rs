@@ -3,7 +3,8 @@
 //! node 1, node 0's overlay address answers `node2.fjord.test` (A, and
 //! AAAA with no records: the lab's overlay is IPv4 only), the reverse
 //! name of node 2's address, an unknown name (NXDOMAIN) and another
-//! domain (REFUSED). Once node 2 is revoked in node 0's file and node 0
+//! domain (REFUSED); `fjord show --json` gives node 2's
+//! `node2.fjord.test`. Once node 2 is revoked in node 0's file and node 0
 //! reloads, its name is unknown there. Namespaces and processes go when
 //! the test ends, also when it fails.
 //!
@@ -119,6 +120,19 @@ fn members_answer_names_reverse_names_and_nothing_else() {
     assert_eq!(reply.metadata.response_code, ResponseCode::NXDomain);
     let reply = ask(asker, server, "example.com", RecordType::A);
     assert_eq!(reply.metadata.response_code, ResponseCode::Refused);
+
+    // `fjord show --json` (all interfaces) gives each member's name.
+    let shown = std::process::Command::new(env!("CARGO_BIN_EXE_fjord"))
+        .args(["show", "--json"])
+        .output()
+        .expect("run fjord show");
+    let reports: serde_json::Value =
+        serde_json::from_slice(&shown.stdout).expect("fjord show --json prints JSON");
+    let named_key = mesh.public_key(NAMED).to_string();
+    let listed = reports.as_array().into_iter().flatten().any(|report| {
+        report["domain"] == DOMAIN && report["dns_names"][&named_key] == full.as_str()
+    });
+    assert!(listed, "{reports:#}");
 
     // Revoked at the server: gone from its answers.
     mesh.revoke_in_file(SERVER, NAMED)
