@@ -274,3 +274,24 @@ fn no_input_panics() {
         }
     }
 }
+
+proptest::proptest! {
+    /// Arbitrary bytes, and queries with arbitrary bytes spliced in: never
+    /// a panic, and any answer to a spliced query decodes.
+    #[test]
+    fn arbitrary_requests_never_panic(
+        bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..600),
+        at in 0usize..40,
+    ) {
+        let names = names();
+        let mut response = Vec::new();
+        names.answer(&bytes, &mut response);
+        let mut spliced = query_bytes(1, "alice.mesh.example.", RecordType::A);
+        let at = at.min(spliced.len());
+        spliced.splice(at..at, bytes.iter().copied().take(24));
+        if names.answer(&spliced, &mut response) {
+            let reply = Message::from_vec(&response);
+            proptest::prop_assert!(reply.is_ok());
+        }
+    }
+}
