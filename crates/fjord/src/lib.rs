@@ -10,6 +10,7 @@ pub mod keycmd;
 #[cfg(feature = "lab")]
 pub mod labcmd;
 pub mod metrics;
+pub mod nameserver;
 pub mod netconf;
 pub mod networkcmd;
 pub mod privilege;

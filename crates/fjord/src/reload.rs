@@ -165,6 +165,11 @@ impl Reloader {
 
     /// Re-reads the file and applies the difference; on any error the
     /// running configuration is left exactly as it was.
+    /// The running config's `[Mesh] Domain` (a change needs a restart).
+    pub fn domain(&self) -> Option<fjord_mesh::names::Domain> {
+        self.running.mesh.as_ref()?.domain.clone()
+    }
+
     pub fn reload(&mut self) -> Result<ReloadSummary, ReloadError> {
         let config = Config::load(&self.path).map_err(|e| ReloadError::BadFile(e.to_string()))?;
         let mesh = load_mesh(&config, &self.path).map_err(|e| ReloadError::BadFile(e.0))?;
@@ -254,7 +259,8 @@ impl Reloader {
                 .as_ref()
                 .map(|mesh| (mesh.network, mesh.members.clone()))
         };
-        let checks: [(&'static str, bool); 11] = [
+        let domain = |config: &Config| config.mesh.as_ref().and_then(|mesh| mesh.domain.clone());
+        let checks: [(&'static str, bool); 12] = [
             (
                 "PrivateKey",
                 a.private_key.public_key() != b.private_key.public_key(),
@@ -270,6 +276,7 @@ impl Reloader {
                 "[Mesh] Network or Member",
                 mesh_identity(old) != mesh_identity(new),
             ),
+            ("[Mesh] Domain", domain(old) != domain(new)),
             (
                 "a default route (AllowedIPs 0.0.0.0/0 or ::/0)",
                 has_default_route(old) != has_default_route(new),

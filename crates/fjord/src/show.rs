@@ -5,6 +5,8 @@
 use std::fmt::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use fjord_mesh::names::Domain;
+
 use crate::status::{InterfaceReport, PeerReport, PolicyReport};
 use crate::uapi::{self, UapiInterface};
 
@@ -99,6 +101,9 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
             }
         }
     }
+    if let Some(domain) = &interface.domain {
+        let _ = writeln!(out, "  names: NAME.{domain} (answered on port 53)");
+    }
     let mesh: Vec<String> = mesh_counters(interface)
         .iter()
         .filter(|(_, n)| **n > 0)
@@ -117,7 +122,7 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
         let _ = writeln!(
             out,
             "  member {} ({}){}: {}, {}, rtt {rtt}, path mtu {path_mtu}{}",
-            member.name,
+            member_label(&member.name, interface.domain.as_deref()),
             member.public_key,
             member_groups(&member.groups),
             member.addresses.join(", "),
@@ -190,6 +195,20 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
     out
 }
 
+/// A member's name, with its DNS name when the mesh has a domain:
+/// `node2 [node2.fjord.test]`.
+fn member_label(name: &str, domain: Option<&str>) -> String {
+    match dns_name(name, domain) {
+        Some(full) => format!("{name} [{full}]"),
+        None => name.to_string(),
+    }
+}
+
+/// `NAME.DOMAIN`, when there is a domain and the name is one DNS label.
+fn dns_name(name: &str, domain: Option<&str>) -> Option<String> {
+    domain?.parse::<Domain>().ok()?.qualify(name)
+}
+
 /// The JSON report (no secrets).
 pub fn report(name: &str, interface: &UapiInterface) -> InterfaceReport {
     InterfaceReport {
@@ -229,6 +248,15 @@ pub fn report(name: &str, interface: &UapiInterface) -> InterfaceReport {
         carriers: carrier_counters(interface),
         switch_mac_addresses: switch_mac_addresses(interface),
         policy: policy(interface),
+        domain: interface.domain.clone(),
+        dns_names: interface
+            .members
+            .iter()
+            .filter_map(|member| {
+                let full = dns_name(&member.name, interface.domain.as_deref())?;
+                Some((member.public_key.clone(), full))
+            })
+            .collect(),
     }
 }
 
@@ -481,6 +509,42 @@ mod tests {
         // Other implementations keep no such counters: no line.
         interface.counters.clear();
         assert!(!render_text("fj0", &interface, UNIX_EPOCH).contains("handshakes"));
+    }
+
+    #[test]
+    fn members_show_their_dns_names_with_a_domain() {
+        let member = crate::status::MemberLine {
+            public_key: "KEY".to_string(),
+            name: "node2".to_string(),
+            addresses: vec!["198.19.0.3/32".to_string()],
+            endpoint: None,
+            path: "direct".to_string(),
+            rtt_micros: None,
+            path_mtu: None,
+            expires_at: None,
+            groups: Vec::new(),
+        };
+        let mut interface = UapiInterface {
+            members: vec![member],
+            ..UapiInterface::default()
+        };
+        let text = render_text("fj0", &interface, UNIX_EPOCH);
+        assert!(text.contains("  member node2 (KEY): "), "{text}");
+        let json = serde_json::to_value(report("fj0", &interface)).unwrap();
+        assert!(json.get("domain").is_none() && json.get("dns_names").is_none());
+        interface.domain = Some("fjord.test".to_string());
+        let text = render_text("fj0", &interface, UNIX_EPOCH);
+        assert!(
+            text.contains("  names: NAME.fjord.test (answered on port 53)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  member node2 [node2.fjord.test] (KEY): "),
+            "{text}"
+        );
+        let json = serde_json::to_value(report("fj0", &interface)).unwrap();
+        assert_eq!(json["domain"], "fjord.test");
+        assert_eq!(json["dns_names"]["KEY"], "node2.fjord.test");
     }
 
     #[test]

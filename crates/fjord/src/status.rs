@@ -358,6 +358,12 @@ pub struct InterfaceReport {
     /// MAC addresses a switch-mode interface knows; absent in router mode.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub switch_mac_addresses: Option<u64>,
+    /// The domain of members' names (`[Mesh] Domain`); absent without.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    /// Each member's `NAME.DOMAIN` by public key; absent without a domain.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub dns_names: std::collections::BTreeMap<String, String>,
     /// The network policy in force (mesh members only; `null`: none, so
     /// everything is allowed).
     #[serde(skip_serializing_if = "Option::is_none")]

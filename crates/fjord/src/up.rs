@@ -17,6 +17,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use fjord_mesh::names::Domain;
 use fjord_mesh::switch::{MacAddress, SwitchConfig};
 use fjord_mesh::{Cidr, Mesh, MeshConfig, Node};
 use fjord_net::{DeviceKind, Egress, StopReason, TunDevice, Worker};
@@ -30,7 +31,31 @@ use crate::config::{
 use crate::netconf::{self, Netconf, RouteTable, run_hook};
 use crate::reload::{self, DataOfferOverride, Reloader};
 use crate::reresolve::{self, NamedEndpoint};
-use crate::{metrics, uapi};
+use crate::{metrics, nameserver, uapi};
+
+/// With `Domain` in `[Mesh]`, the name server bound to the interface's
+/// addresses (before root is given up: port 53 needs it).
+fn bind_name_server(
+    config: &Config,
+    mesh: Option<&LoadedMesh>,
+) -> anyhow::Result<Option<(nameserver::NameServer, Domain)>> {
+    let (Some(mesh), Some(domain)) = (mesh, config.mesh.as_ref().and_then(|m| m.domain.clone()))
+    else {
+        return Ok(None);
+    };
+    let own = nameserver::named_member(&mesh.certificate.name, &mesh.certificate.addresses);
+    let server = nameserver::bind(domain.clone(), &own_addresses(config), own)?;
+    Ok(Some((server, domain)))
+}
+
+fn own_addresses(config: &Config) -> Vec<std::net::IpAddr> {
+    config
+        .interface
+        .addresses
+        .iter()
+        .map(Cidr::address)
+        .collect()
+}
 
 /// Errors that mean "your input is wrong" (exit code 2) rather than
 /// "something failed while running" (exit code 1).
@@ -285,6 +310,7 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
         None => Vec::new(),
     };
     let reloader_mesh = mesh.clone();
+    let name_server = bind_name_server(&config, mesh.as_ref())?;
     let node = build_node(
         &config,
         mesh,
@@ -308,6 +334,13 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
         crate::privilege::drop_to(account)?;
     }
     reresolve::spawn(control.clone(), named_endpoints(&config))?;
+    let resolved = match name_server {
+        Some((server, domain)) => {
+            server.spawn(control.clone())?;
+            nameserver::register(&interface, &domain, &own_addresses(&config))
+        }
+        None => None,
+    };
     let reloader = Arc::new(Mutex::new(Reloader::new(
         config_path,
         &interface,
@@ -332,6 +365,7 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
 
     let reason = worker.run()?;
     crate::service::stopping();
+    drop(resolved);
     match reason {
         StopReason::Signal => tracing::info!(interface, "stopping on signal"),
         StopReason::InterfaceDeleted => {

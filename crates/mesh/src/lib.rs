@@ -12,6 +12,7 @@ mod codec;
 pub mod control;
 pub mod fallback;
 pub mod membership;
+pub mod names;
 mod node;
 pub mod pmtu;
 pub mod policy;

@@ -30,6 +30,8 @@ pub(super) enum KeyName {
     Bootstrap,
     Revocations,
     Policy,
+    /// `[Mesh] Domain`: the DNS domain members answer names under.
+    Domain,
     /// `[Interface] FallbackPort`: where this node listens for carriers.
     FallbackPort,
     /// `[Peer] FallbackPort`: where the peer listens for carriers.
@@ -42,7 +44,7 @@ pub(super) enum KeyName {
 }
 
 /// Number of [`KeyName`] variants, for per-key tables.
-pub(super) const KEY_COUNT: usize = 30;
+pub(super) const KEY_COUNT: usize = 31;
 
 // `SeenKeys` indexes by discriminant; the last variant must fit.
 const _: () = assert!(KeyName::Metrics as usize + 1 == KEY_COUNT);
@@ -72,6 +74,7 @@ const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::Bootstrap,
     KeyName::Revocations,
     KeyName::Policy,
+    KeyName::Domain,
     KeyName::FallbackPort,
     KeyName::PeerFallbackPort,
     KeyName::FallbackCarrier,
@@ -108,6 +111,7 @@ impl KeyName {
             KeyName::Bootstrap => "Bootstrap",
             KeyName::Revocations => "Revocations",
             KeyName::Policy => "Policy",
+            KeyName::Domain => "Domain",
             KeyName::FallbackPort | KeyName::PeerFallbackPort => "FallbackPort",
             KeyName::FallbackCarrier => "FallbackCarrier",
             KeyName::Cipher => "Cipher",
@@ -130,6 +134,7 @@ impl KeyName {
             | KeyName::Bootstrap
             | KeyName::Revocations
             | KeyName::Policy => SectionKind::Mesh,
+            KeyName::Domain => SectionKind::Mesh,
             _ => SectionKind::Interface,
         }
     }

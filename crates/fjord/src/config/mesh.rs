@@ -13,6 +13,8 @@
 //! Revocations = revoked.txt               optional, with Network; one a line
 //! Policy = policy.signed                  optional, with Network: the network's
 //!                                         signed policy (`fjord network policy`)
+//! Domain = mesh.example                   optional: members answer DNS for
+//!                                         NAME.mesh.example (`fjord_mesh::names`)
 //! ```
 //!
 //! Parsing checks what the text alone can show; [`MeshSection::load`]
@@ -22,6 +24,7 @@
 
 use std::path::{Path, PathBuf};
 
+use fjord_mesh::names::Domain;
 use fjord_mesh::policy::SignedPolicy;
 use fjord_mesh::{Bootstrap, Certificate, Cidr, Group, NetworkPublicKey, Revocation, Trust};
 use fjord_proto::PublicKey;
@@ -47,6 +50,9 @@ pub struct MeshSection {
     pub revocations: Option<FileSetting>,
     /// `Policy`: the network's signed policy, if given here.
     pub policy: Option<FileSetting>,
+    /// `Domain`: the DNS domain of members' names; `None` runs no DNS
+    /// server.
+    pub domain: Option<Domain>,
 }
 
 impl PartialEq for MeshSection {
@@ -57,6 +63,7 @@ impl PartialEq for MeshSection {
             && self.bootstrap == other.bootstrap
             && self.revocations == other.revocations
             && self.policy == other.policy
+            && self.domain == other.domain
     }
 }
 
@@ -282,6 +289,7 @@ pub(super) struct MeshDraft {
     bootstrap: Vec<BootstrapMember>,
     revocations: Option<FileSetting>,
     policy: Option<FileSetting>,
+    domain: Option<Domain>,
 }
 
 /// Member lists and network keys are two ways to say who belongs; one
@@ -300,6 +308,7 @@ impl MeshDraft {
             bootstrap: Vec::new(),
             revocations: None,
             policy: None,
+            domain: None,
         }
     }
 
@@ -387,6 +396,14 @@ impl MeshDraft {
         Ok(())
     }
 
+    pub fn set_domain(&mut self, value: &str) -> Result<(), ValueError> {
+        let domain = value
+            .parse::<Domain>()
+            .map_err(|error| ValueError::Mesh(format!("'{value}': {error}")))?;
+        self.domain = Some(domain);
+        Ok(())
+    }
+
     /// `key@endpoint`, or a comma list of them.
     pub fn add_bootstrap(&mut self, value: &str, resolver: &dyn Resolve) -> Result<(), ValueError> {
         for item in value.split(',').map(str::trim) {
@@ -423,6 +440,7 @@ impl MeshDraft {
             bootstrap: self.bootstrap,
             revocations: self.revocations,
             policy: self.policy,
+            domain: self.domain,
         })
     }
 }

@@ -478,6 +478,7 @@ impl MeshDraft {
             KeyName::Bootstrap => self.add_bootstrap(value, resolver),
             KeyName::Revocations => self.set_revocations(value, line),
             KeyName::Policy => self.set_policy(value, line),
+            KeyName::Domain => self.set_domain(value),
             // Other sections' keys never reach here: `read_line` checks.
             _ => Ok(()),
         }

@@ -1124,6 +1124,7 @@ fn fragment() -> impl Strategy<Value = String> {
         "Member = ",
         "Network = ",
         "Bootstrap = ",
+        "Domain = ",
         " node-1 ",
         " @ops",
         "10.0.0.1/24",
@@ -1244,6 +1245,28 @@ fn member_lines_carry_groups() {
         assert!(error.starts_with("wg0.conf:5: Member"), "{error}");
         assert!(error.contains(problem), "{bad}: {error}");
     }
+}
+
+/// `Domain` is a DNS name, kept in lower case and written back; a bad one
+/// names its line.
+#[test]
+fn mesh_domains_are_dns_names() {
+    let members = format!(
+        "[Interface]\nPrivateKey = {PRIVATE}\n\n[Mesh]\nMember = {OWN_PUBLIC} alpha 198.19.0.1/32\n"
+    );
+    let config = parse_ok(&format!("{members}Domain = Mesh.Example.\n"));
+    let domain = config.mesh.as_ref().and_then(|mesh| mesh.domain.as_ref());
+    assert_eq!(
+        domain.map(ToString::to_string).as_deref(),
+        Some("mesh.example")
+    );
+    assert!(config.to_wg_format().contains("Domain = mesh.example\n"));
+    assert_eq!(parse_ok(&members).mesh.and_then(|mesh| mesh.domain), None);
+    let error = parse(&format!("{members}Domain = mesh_example\n")).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "wg0.conf:6: Domain: 'mesh_example': not a DNS name (letters, digits and hyphens in dot-separated labels of at most 63 bytes)"
+    );
 }
 
 proptest! {

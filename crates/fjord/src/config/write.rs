@@ -115,6 +115,9 @@ pub(super) fn to_wg_format(config: &Config) -> Zeroizing<String> {
         if let Some(policy) = &mesh.policy {
             line(&mut out, "Policy", policy.path.display());
         }
+        if let Some(domain) = &mesh.domain {
+            line(&mut out, "Domain", domain);
+        }
     }
     out
 }

@@ -42,6 +42,8 @@ pub struct UapiInterface {
     pub members: Vec<crate::status::MemberLine>,
     /// Peers that fall back to a carrier, when the implementation is fjord.
     pub fallback: Vec<crate::status::FallbackLine>,
+    /// The domain of members' names (`[Mesh] Domain`), if fjord has one.
+    pub domain: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -183,6 +185,9 @@ pub fn query(interface: &str) -> Result<UapiInterface, UapiClientError> {
             .iter()
             .filter_map(|line| crate::status::MemberLine::parse(line.strip_prefix("member=")?))
             .collect();
+        parsed.domain = counter_lines
+            .iter()
+            .find_map(|line| Some(line.strip_prefix(super::NAMES_DOMAIN_PREFIX)?.to_string()));
         parsed.fallback = counter_lines
             .iter()
             .filter_map(|line| crate::status::FallbackLine::parse(line.strip_prefix("fallback=")?))

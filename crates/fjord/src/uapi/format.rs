@@ -39,6 +39,10 @@ pub fn write_get(status: &InterfaceStatus, out: &mut String) {
     }
 }
 
+/// Prefix of a `get=fjord` line giving the domain of members' names
+/// (`[Mesh] Domain`); absent without one.
+pub const NAMES_DOMAIN_PREFIX: &str = "names_domain=";
+
 /// Prefix of the handshake counters in a `get=fjord` reply.
 pub const HANDSHAKE_PREFIX: &str = "handshake_";
 /// Before each of the mesh's counters in the `get=fjord` reply.

@@ -18,8 +18,9 @@ pub use client::{
     UapiClientError, UapiInterface, UapiPeer, parse_get, query, reload, socket_path, socket_paths,
 };
 pub use format::{
-    HANDSHAKE_PREFIX, MESH_PREFIX, PEER_CIPHER_PREFIX, PEER_COMPRESSION_PREFIX, POLICY_RULES,
-    POLICY_VERSION, SWITCH_MAC_ADDRESSES, write_fjord_counters, write_get,
+    HANDSHAKE_PREFIX, MESH_PREFIX, NAMES_DOMAIN_PREFIX, PEER_CIPHER_PREFIX,
+    PEER_COMPRESSION_PREFIX, POLICY_RULES, POLICY_VERSION, SWITCH_MAC_ADDRESSES,
+    write_fjord_counters, write_get,
 };
 pub use server::{SocketGuard, UapiServerError, bind, serve};
 pub use set::{PeerChange, SetError, SetRequest, parse_set};

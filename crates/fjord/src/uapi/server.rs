@@ -7,11 +7,12 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use fjord_mesh::names::Domain;
 use fjord_net::ControlHandle;
 use zeroize::Zeroizing;
 
 use super::lines::SecretLines;
-use super::{SOCKET_DIRECTORY, socket_path, write_fjord_counters, write_get};
+use super::{NAMES_DOMAIN_PREFIX, SOCKET_DIRECTORY, socket_path, write_fjord_counters, write_get};
 use crate::reload::SharedReloader;
 use crate::status::InterfaceStatus;
 
@@ -83,9 +84,16 @@ pub fn bind(interface: &str) -> Result<(UnixListener, SocketGuard), UapiServerEr
 /// `reload=fjord` (`fjord reload IFACE`); without one (an interface that
 /// `wg` configures) the request is refused.
 pub fn serve(listener: UnixListener, control: ControlHandle, reloader: Option<SharedReloader>) {
+    // A reload cannot change it.
+    let domain = reloader
+        .as_ref()
+        .and_then(|reloader| match reloader.lock() {
+            Ok(guard) => guard.domain(),
+            Err(poisoned) => poisoned.into_inner().domain(),
+        });
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
-        if serve_connection(stream, &control, reloader.as_ref()).is_err() {
+        if serve_connection(stream, &control, reloader.as_ref(), domain.as_ref()).is_err() {
             tracing::debug!("configuration client went away");
         }
         if control.call(|_| ()).is_err() {
@@ -98,6 +106,7 @@ fn serve_connection(
     stream: UnixStream,
     control: &ControlHandle,
     reloader: Option<&SharedReloader>,
+    domain: Option<&Domain>,
 ) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut writer = &stream;
@@ -111,8 +120,8 @@ fn serve_connection(
         }
         let body = read_body(&mut reader)?;
         let reply = match (operation.as_str(), body) {
-            ("get=1", Some(body)) if body.is_empty() => reply_get(control, false),
-            ("get=fjord", Some(body)) if body.is_empty() => reply_get(control, true),
+            ("get=1", Some(body)) if body.is_empty() => reply_get(control, false, None),
+            ("get=fjord", Some(body)) if body.is_empty() => reply_get(control, true, domain),
             ("set=1", Some(body)) => reply_set(control, &body),
             ("reload=fjord", Some(body)) if body.is_empty() => reply_reload(reloader),
             _ => errno_reply(libc::EINVAL),
@@ -144,13 +153,22 @@ fn read_body(
     }
 }
 
-fn reply_get(control: &ControlHandle, fjord_counters: bool) -> Zeroizing<String> {
+/// `get=1`, or `get=fjord` with fjord's counters and the domain of
+/// members' names, if any.
+fn reply_get(
+    control: &ControlHandle,
+    fjord_counters: bool,
+    domain: Option<&Domain>,
+) -> Zeroizing<String> {
     let Ok(status) = control.call(|context| InterfaceStatus::capture(context)) else {
         return errno_reply(libc::ESHUTDOWN);
     };
     let mut reply = Zeroizing::new(String::new());
     if fjord_counters {
         write_fjord_counters(&status, &mut reply);
+        if let Some(domain) = domain {
+            reply.push_str(&format!("{NAMES_DOMAIN_PREFIX}{domain}\n"));
+        }
     } else {
         write_get(&status, &mut reply);
     }
