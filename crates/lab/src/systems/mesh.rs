@@ -351,38 +351,18 @@ impl RunningFjordMesh {
     /// `node`'s config names. fjord reads the file when it comes up, and
     /// a running `node` on a [`reload`](Self::reload).
     pub fn revoke_in_file(&self, node: usize, revoked: usize) -> Result<(), String> {
-        use std::io::Write as _;
-        let entry = self.node(node);
-        let output = Command::new(&self.binary)
+        let mut command = Command::new(&self.binary);
+        command
             .args(["network", "revoke", "--network-key"])
             .arg(self.dir.file("network.key"))
             .arg("--public-key")
-            .arg(self.node(revoked).public_key.to_string())
-            .output()
-            .map_err(|e| format!("run fjord network revoke: {e}"))?;
-        if !output.status.success() {
-            return Err(format!(
-                "fjord network revoke: {}",
-                String::from_utf8_lossy(&output.stderr)
-            ));
-        }
-        let path = self.dir.file(&format!("{}.revocations", entry.name));
-        let append = |path: &Path, bytes: &[u8]| {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .and_then(|mut file| file.write_all(bytes))
-                .map_err(|e| format!("append to {}: {e}", path.display()))
-        };
-        let config = std::fs::read_to_string(&entry.config_path)
-            .map_err(|e| format!("read {}: {e}", entry.config_path.display()))?;
-        if !config.contains("\nRevocations = ") {
-            // [Mesh] is the config's last section.
-            let line = format!("Revocations = {}\n", path.display());
-            append(&entry.config_path, line.as_bytes())?;
-        }
-        append(&path, &output.stdout)
+            .arg(self.node(revoked).public_key.to_string());
+        let revocation = fjord_output(&mut command, "fjord network revoke", None)?;
+        let path = self
+            .dir
+            .file(&format!("{}.revocations", self.node(node).name));
+        self.name_in_config(node, "Revocations", &path)?;
+        append(&path, &revocation)
     }
 
     /// Gives `node` the network policy `text`, signed with the network
@@ -391,45 +371,30 @@ impl RunningFjordMesh {
     /// up, and a running `node` on a [`reload`](Self::reload). Returns the
     /// path of the signed file.
     pub fn give_policy(&self, node: usize, text: &str) -> Result<PathBuf, String> {
-        use std::io::Write as _;
-        let entry = self.node(node);
-        let mut child = Command::new(&self.binary)
+        let mut command = Command::new(&self.binary);
+        command
             .args(["network", "policy", "--network-key"])
-            .arg(self.dir.file("network.key"))
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("run fjord network policy: {e}"))?;
-        if let Some(mut stdin) = child.stdin.take() {
-            stdin
-                .write_all(text.as_bytes())
-                .map_err(|e| format!("write to fjord network policy: {e}"))?;
-        }
-        let output = child
-            .wait_with_output()
-            .map_err(|e| format!("fjord network policy: {e}"))?;
-        if !output.status.success() {
-            return Err(format!(
-                "fjord network policy: {}",
-                String::from_utf8_lossy(&output.stderr)
-            ));
-        }
-        let path = self.dir.file(&format!("{}.policy", entry.name));
-        std::fs::write(&path, &output.stdout)
-            .map_err(|e| format!("write {}: {e}", path.display()))?;
-        let config = std::fs::read_to_string(&entry.config_path)
-            .map_err(|e| format!("read {}: {e}", entry.config_path.display()))?;
-        if !config.contains("\nPolicy = ") {
-            // [Mesh] is the config's last section.
-            let line = format!("Policy = {}\n", path.display());
-            std::fs::OpenOptions::new()
-                .append(true)
-                .open(&entry.config_path)
-                .and_then(|mut file| file.write_all(line.as_bytes()))
-                .map_err(|e| format!("append to {}: {e}", entry.config_path.display()))?;
-        }
+            .arg(self.dir.file("network.key"));
+        let signed = fjord_output(&mut command, "fjord network policy", Some(text.as_bytes()))?;
+        let path = self.dir.file(&format!("{}.policy", self.node(node).name));
+        std::fs::write(&path, signed).map_err(|e| format!("write {}: {e}", path.display()))?;
+        self.name_in_config(node, "Policy", &path)?;
         Ok(path)
+    }
+
+    /// Adds `KEY = path` to `node`'s config unless it has a `KEY` line.
+    fn name_in_config(&self, node: usize, key: &str, path: &Path) -> Result<(), String> {
+        let config_path = &self.node(node).config_path;
+        let config = std::fs::read_to_string(config_path)
+            .map_err(|e| format!("read {}: {e}", config_path.display()))?;
+        if config.contains(&format!("\n{key} = ")) {
+            return Ok(());
+        }
+        // [Mesh] is the config's last section.
+        append(
+            config_path,
+            format!("{key} = {}\n", path.display()).as_bytes(),
+        )
     }
 
     /// Signs `node` a new certificate valid for `valid` (`12h`, `90m`)
@@ -448,24 +413,18 @@ impl RunningFjordMesh {
         groups: &[&str],
     ) -> Result<(), String> {
         let entry = self.node(node);
-        let output = Command::new(&self.binary)
+        let mut command = Command::new(&self.binary);
+        command
             .args(["network", "sign", "--network-key"])
             .arg(self.dir.file("network.key"))
             .arg("--public-key")
             .arg(entry.public_key.to_string())
             .args(["--name", &entry.name, "--valid", valid, "--address"])
             .arg(format!("{}/32", entry.overlay))
-            .args(groups.iter().flat_map(|group| ["--group", group]))
-            .output()
-            .map_err(|e| format!("run fjord network sign: {e}"))?;
-        if !output.status.success() {
-            return Err(format!(
-                "fjord network sign: {}",
-                String::from_utf8_lossy(&output.stderr)
-            ));
-        }
+            .args(groups.iter().flat_map(|group| ["--group", group]));
+        let certificate = fjord_output(&mut command, "fjord network sign", None)?;
         let path = self.dir.file(&format!("{}.cert", entry.name));
-        write_secret_file(&path, &String::from_utf8_lossy(&output.stdout))
+        write_secret_file(&path, &String::from_utf8_lossy(&certificate))
             .map_err(|e| format!("write {}: {e}", path.display()))
     }
 
@@ -614,6 +573,49 @@ impl Drop for RunningFjordMesh {
             }
         }
     }
+}
+
+/// Appends `bytes` to the file at `path`, creating it if need be.
+fn append(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    use std::io::Write as _;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut file| file.write_all(bytes))
+        .map_err(|e| format!("append to {}: {e}", path.display()))
+}
+
+/// What a `fjord` command printed, given `input` on its standard input;
+/// its standard error as the error when it fails.
+fn fjord_output(
+    command: &mut Command,
+    what: &str,
+    input: Option<&[u8]>,
+) -> Result<Vec<u8>, String> {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("run {what}: {e}"))?;
+    if let (Some(mut stdin), Some(input)) = (child.stdin.take(), input) {
+        stdin
+            .write_all(input)
+            .map_err(|e| format!("write to {what}: {e}"))?;
+    }
+    let output = child
+        .wait_with_output()
+        .map_err(|e| format!("{what}: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{what}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(output.stdout)
 }
 
 #[cfg(test)]
