@@ -246,16 +246,10 @@ impl MeshSection {
         }
         let policy = match &self.policy {
             Some(setting) => {
-                let text = std::fs::read(config_dir.join(&setting.path)).map_err(|error| {
-                    let full = config_dir.join(&setting.path);
-                    at(
-                        setting.line,
-                        "Policy",
-                        format!("cannot read {}: {error}", full.display()),
-                    )
-                })?;
+                let text = read(config_dir, &setting.path)
+                    .map_err(|message| at(setting.line, "Policy", message))?;
                 let file = setting.path.display().to_string();
-                let policy = SignedPolicy::verify(&text, &network).map_err(|error| {
+                let policy = SignedPolicy::verify(text.as_bytes(), &network).map_err(|error| {
                     at(setting.line, "Policy", error.in_file(&file).to_string())
                 })?;
                 Some(policy)
