@@ -7,7 +7,7 @@
 //! worker: the data path keeps plain integers and never learns whether
 //! anyone reads them.
 
-use crate::status::InterfaceStatus;
+use crate::status::{InterfaceStatus, PolicyStatus};
 
 /// How Prometheus should treat a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +45,7 @@ pub struct Reading {
     pub kind: Kind,
     /// The one label that tells the family's members apart (`reason` of a
     /// drop), if the family has several.
-    pub label: Option<(&'static str, &'static str)>,
+    pub label: Option<(&'static str, String)>,
     pub value: u64,
     pub section: Section,
     /// Left out of `get=fjord` while zero (drop reasons: thirty lines of
@@ -86,6 +86,58 @@ impl Reading {
 /// The `get=fjord` key prefix of the drop counters.
 pub const DROP_PREFIX: &str = "drop_";
 
+/// The policy in force and what enforcing it counted.
+fn policy_readings(policy: &PolicyStatus) -> Vec<Reading> {
+    let mut readings = vec![
+        Reading::new(
+            crate::uapi::POLICY_VERSION,
+            "network_policy_version",
+            "Version of the network policy in force (absent: none given).",
+            Kind::Gauge,
+            policy.version,
+        ),
+        Reading::new(
+            crate::uapi::POLICY_RULES,
+            "network_policy_rules",
+            "Rules of the network policy in force.",
+            Kind::Gauge,
+            policy.rules as u64,
+        ),
+        Reading::new(
+            crate::uapi::POLICY_ENFORCED,
+            "network_policy_enforced",
+            "1 while packets are checked against the policy (0 in switch mode).",
+            Kind::Gauge,
+            u64::from(policy.enforced),
+        ),
+        Reading::new(
+            crate::uapi::POLICY_TRACKED_FLOWS,
+            "network_policy_tracked_flows",
+            "Flows the policy's connection tracking holds now.",
+            Kind::Gauge,
+            policy.tracked_flows as u64,
+        ),
+        Reading::counter(
+            crate::uapi::POLICY_EVICTED_FLOWS,
+            "network_policy_evicted_flows",
+            "Tracked flows evicted because their member's share was full.",
+            policy.evicted_flows,
+        ),
+    ];
+    for &(line, flows) in &policy.flows_by_line {
+        readings.push(Reading {
+            label: Some(("line", line.to_string())),
+            ..Reading::counter(
+                &format!("{}{line}", crate::uapi::POLICY_RULE_FLOWS_PREFIX),
+                "network_policy_rule_flows",
+                "Flows each rule of the policy allowed, by the rule's line in the policy file.",
+                flows,
+            )
+        });
+    }
+    readings
+}
+
 /// Every interface-wide reading of `status`, in `get=fjord` order within
 /// each [`Section`].
 pub fn interface_readings(status: &InterfaceStatus) -> Vec<Reading> {
@@ -106,27 +158,12 @@ pub fn interface_readings(status: &InterfaceStatus) -> Vec<Reading> {
             count as u64,
         ));
     }
-    if let Some((version, rules)) = status.policy {
-        readings.extend([
-            Reading::new(
-                crate::uapi::POLICY_VERSION,
-                "network_policy_version",
-                "Version of the network policy in force (absent: none given).",
-                Kind::Gauge,
-                version,
-            ),
-            Reading::new(
-                crate::uapi::POLICY_RULES,
-                "network_policy_rules",
-                "Rules of the network policy in force.",
-                Kind::Gauge,
-                rules as u64,
-            ),
-        ]);
+    if let Some(policy) = &status.policy {
+        readings.extend(policy_readings(policy));
     }
     for &(reason, count) in &status.drops {
         readings.push(Reading {
-            label: Some(("reason", reason)),
+            label: Some(("reason", reason.to_string())),
             hidden_while_zero: true,
             ..Reading::counter(
                 &format!("{DROP_PREFIX}{reason}"),
@@ -246,7 +283,7 @@ pub fn interface_readings(status: &InterfaceStatus) -> Vec<Reading> {
         ("udp_gro", offloads.udp_gro),
     ] {
         readings.push(Reading {
-            label: Some(("kind", kind)),
+            label: Some(("kind", kind.to_string())),
             ..Reading::new(
                 &format!("offload_{kind}"),
                 "offload_enabled",

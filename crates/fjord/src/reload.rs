@@ -476,12 +476,18 @@ impl Plan {
             if peer.fallback_port != before.fallback_port {
                 node.set_peer_fallback(now, id, peer.fallback_port.map(|port| port.get()));
             }
+            if peer.groups != before.groups {
+                node.set_peer_groups(id, peer.groups.clone());
+            }
         }
         for peer in self.added {
             match node.add_peer(peer.to_proto(), &peer.allowed_ips) {
                 Ok(id) => {
                     if let Some(port) = peer.fallback_port {
                         node.set_peer_fallback(now, id, Some(port.get()));
+                    }
+                    if peer.groups.is_some() {
+                        node.set_peer_groups(id, peer.groups.clone());
                     }
                     if peer.endpoint.is_some() {
                         node.device_mut().initiate_handshake(id, now);

@@ -87,11 +87,7 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
         let _ = writeln!(out, "  mesh members: {}", interface.members.len());
         match policy(interface) {
             Some(policy) => {
-                let _ = writeln!(
-                    out,
-                    "  network policy: version {}, {} rules (not enforced yet)",
-                    policy.version, policy.rules
-                );
+                let _ = writeln!(out, "  network policy: {}", policy_summary(&policy));
             }
             None => {
                 let _ = writeln!(
@@ -260,7 +256,31 @@ pub fn report(name: &str, interface: &UapiInterface) -> InterfaceReport {
     }
 }
 
-/// The network policy in force, from its two `get=fjord` lines.
+/// `version 8, 4 rules, enforced: 12 flows tracked; flows by rule: line
+/// 3: 10, line 5: 2`.
+fn policy_summary(policy: &PolicyReport) -> String {
+    let mut text = format!("version {}, {} rules", policy.version, policy.rules);
+    if !policy.enforced {
+        text.push_str(" (not enforced: switch mode carries Ethernet frames)");
+        return text;
+    }
+    let _ = write!(text, ", enforced: {} flows tracked", policy.tracked_flows);
+    if policy.evicted_flows > 0 {
+        let _ = write!(text, ", {} evicted from full shares", policy.evicted_flows);
+    }
+    let by_line: Vec<String> = policy
+        .flows_by_line
+        .iter()
+        .filter(|(_, flows)| **flows > 0)
+        .map(|(line, flows)| format!("line {line}: {flows}"))
+        .collect();
+    if !by_line.is_empty() {
+        let _ = write!(text, "; flows by rule: {}", by_line.join(", "));
+    }
+    text
+}
+
+/// The network policy in force, from its `get=fjord` lines.
 fn policy(interface: &UapiInterface) -> Option<PolicyReport> {
     let reading = |name: &str| {
         interface
@@ -269,10 +289,21 @@ fn policy(interface: &UapiInterface) -> Option<PolicyReport> {
             .find(|(key, _)| key == name)
             .map(|(_, value)| *value)
     };
+    let flows_by_line = interface
+        .counters
+        .iter()
+        .filter_map(|(key, flows)| {
+            let line = key.strip_prefix(uapi::POLICY_RULE_FLOWS_PREFIX)?;
+            Some((line.parse().ok()?, *flows))
+        })
+        .collect();
     Some(PolicyReport {
         version: reading(uapi::POLICY_VERSION)?,
         rules: reading(uapi::POLICY_RULES)?,
-        enforced: false,
+        enforced: reading(uapi::POLICY_ENFORCED) == Some(1),
+        tracked_flows: reading(uapi::POLICY_TRACKED_FLOWS).unwrap_or(0),
+        evicted_flows: reading(uapi::POLICY_EVICTED_FLOWS).unwrap_or(0),
+        flows_by_line,
     })
 }
 
@@ -626,16 +657,29 @@ mod tests {
         with_policy.counters = vec![
             ("policy_version".to_string(), 4),
             ("policy_rules".to_string(), 12),
+            ("policy_enforced".to_string(), 1),
+            ("policy_tracked_flows".to_string(), 7),
+            ("policy_evicted_flows".to_string(), 0),
+            ("policy_rule_flows_3".to_string(), 5),
+            ("policy_rule_flows_4".to_string(), 0),
+            ("policy_rule_flows_9".to_string(), 2),
         ];
         let text = render_text("fj0", &with_policy, UNIX_EPOCH);
         assert!(
-            text.contains("  network policy: version 4, 12 rules (not enforced yet)\n"),
+            text.contains(
+                "  network policy: version 4, 12 rules, enforced: 7 flows tracked; \
+                 flows by rule: line 3: 5, line 9: 2\n"
+            ),
             "{text}"
         );
         let json = serde_json::to_value(report("fj0", &with_policy)).unwrap();
         assert_eq!(
             json["policy"],
-            serde_json::json!({"version": 4, "rules": 12, "enforced": false})
+            serde_json::json!({
+                "version": 4, "rules": 12, "enforced": true,
+                "tracked_flows": 7, "evicted_flows": 0,
+                "flows_by_line": {"3": 5, "4": 0, "9": 2}
+            })
         );
     }
 }

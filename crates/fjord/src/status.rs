@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use fjord_mesh::fallback::PathState;
+use fjord_mesh::policy::RuleIndex;
 use fjord_mesh::{Cidr, Node};
 use fjord_net::{ControlContext, DataStats};
 use fjord_proto::{
@@ -46,14 +47,27 @@ pub struct InterfaceStatus {
     /// In switch mode, the MAC addresses the switch knows now (its own
     /// port's and those behind peers); `None` in router mode.
     pub mac_addresses: Option<usize>,
-    /// The network policy in force, as (version, rules); `None`: none
-    /// given, everything allowed.
-    pub policy: Option<(u64, usize)>,
+    /// The network policy in force and what enforcing it counted; `None`:
+    /// none given, everything allowed.
+    pub policy: Option<PolicyStatus>,
     /// The offloads the data path uses now.
     pub offloads: fjord_net::Offloads,
 }
 
 pub use fjord_mesh::report::MemberLine;
+
+/// The network policy in force, for `get=fjord` and metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyStatus {
+    pub version: u64,
+    pub rules: usize,
+    /// Whether packets are checked against it (not in switch mode).
+    pub enforced: bool,
+    pub tracked_flows: usize,
+    pub evicted_flows: u64,
+    /// Flows each rule allowed, by the line the rule is written on.
+    pub flows_by_line: Vec<(usize, u64)>,
+}
 
 /// One peer's fallback path, as `get=fjord` reports it:
 /// `fallback=<public key> <path>`, the path one of `udp`, `connecting
@@ -241,13 +255,37 @@ impl InterfaceStatus {
             mac_addresses: node
                 .mac_table()
                 .map(|table| table.entries(context.now).count()),
-            policy: node.mesh().and_then(|mesh| {
-                let policy = &mesh.policy()?.policy;
-                Some((policy.version(), policy.rules().len()))
-            }),
+            policy: policy_status(node),
             offloads: context.offloads(),
         }
     }
+}
+
+/// The policy in force, with the firewall's counters when it enforces
+/// it (not in switch mode).
+fn policy_status(node: &Node) -> Option<PolicyStatus> {
+    let policy = &node.mesh()?.policy()?.policy;
+    let firewall = node.firewall_report();
+    Some(PolicyStatus {
+        version: policy.version(),
+        rules: policy.rules().len(),
+        enforced: firewall.is_some(),
+        tracked_flows: firewall.as_ref().map_or(0, |report| report.tracked_flows),
+        evicted_flows: firewall.as_ref().map_or(0, |report| report.evicted_flows),
+        flows_by_line: firewall
+            .map(|report| {
+                report
+                    .flows_by_rule
+                    .iter()
+                    .enumerate()
+                    .map(|(index, flows)| {
+                        let line = policy.rule_line(RuleIndex(index)).unwrap_or(index + 1);
+                        (line, *flows)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    })
 }
 
 /// Each peer that falls back or reaches us over a carrier it opened,
@@ -370,14 +408,20 @@ pub struct InterfaceReport {
     pub policy: Option<PolicyReport>,
 }
 
-/// The network policy a member holds.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+/// The network policy a member holds, and what enforcing it counted.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct PolicyReport {
     pub version: u64,
     pub rules: u64,
-    /// Always false in this version: the policy is read, checked and
-    /// shown, not yet applied to traffic.
+    /// Whether this member checks packets against it (switch mode does
+    /// not: the policy speaks of IP packets).
     pub enforced: bool,
+    /// Flows tracked now, so their replies pass.
+    pub tracked_flows: u64,
+    /// Flows evicted because their member's share of the table was full.
+    pub evicted_flows: u64,
+    /// Flows each rule allowed, by the policy file's line.
+    pub flows_by_line: std::collections::BTreeMap<u64, u64>,
 }
 
 #[derive(Debug, Serialize)]

@@ -213,6 +213,9 @@ pub fn build_node(
         if let Some(port) = peer.fallback_port {
             node.set_peer_fallback(now, id, Some(port.get()));
         }
+        if peer.groups.is_some() {
+            node.set_peer_groups(id, peer.groups.clone());
+        }
         // Every peer whose endpoint we know hears from us at once (as
         // wireguard-go does only for a persistent keepalive): after a
         // restart, the peer still sends on a session we forgot, and would
@@ -240,7 +243,7 @@ pub fn build_node(
         }
         if let Some(policy) = loaded.policy {
             let offer = mesh.offer_policy(policy);
-            tracing::info!(?offer, "the network policy (not enforced yet)");
+            tracing::info!(?offer, "the network policy");
         }
         node.enable_mesh(now, mesh);
     }

@@ -11,6 +11,7 @@ pub mod cidr;
 mod codec;
 pub mod control;
 pub mod fallback;
+pub mod firewall;
 pub mod membership;
 pub mod names;
 mod node;

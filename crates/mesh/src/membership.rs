@@ -181,6 +181,16 @@ impl Mesh {
         self.members.contains_key(key)
     }
 
+    /// This node's own certificate, as renewed last.
+    pub fn own_certificate(&self) -> &Certificate {
+        &self.config.certificate
+    }
+
+    /// The certificate of member `key`, if it is one.
+    pub fn member_certificate(&self, key: &PublicKey) -> Option<&Certificate> {
+        self.members.get(key).map(|member| &member.certificate)
+    }
+
     pub fn members(&self) -> impl Iterator<Item = MemberStatus> + '_ {
         self.members.iter().map(|(key, member)| MemberStatus {
             key: *key,

@@ -92,10 +92,17 @@ pub enum DropReason {
     /// A compressed packet that is malformed, decompresses to another
     /// length than it claims, or to more than the MTU.
     DecompressionFailed,
+    /// A received packet the network's policy does not let its sender
+    /// send to this member (or to what lies behind it), and no tracked
+    /// flow answers.
+    PolicyInbound,
+    /// A packet from the TUN device the network's policy does not let
+    /// this member send to its destination, and no tracked flow answers.
+    PolicyOutbound,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 30] = [
+    pub const ALL: [DropReason; 32] = [
         Self::MalformedMessage,
         Self::UnknownMessageType,
         Self::InvalidMac1,
@@ -126,6 +133,8 @@ impl DropReason {
         Self::ModeMismatch,
         Self::CompressionNotNegotiated,
         Self::DecompressionFailed,
+        Self::PolicyInbound,
+        Self::PolicyOutbound,
     ];
 
     /// Whether the reason refuses a datagram received from the network (as
@@ -155,6 +164,7 @@ impl DropReason {
                 | Self::ModeMismatch
                 | Self::CompressionNotNegotiated
                 | Self::DecompressionFailed
+                | Self::PolicyInbound
         )
     }
 
@@ -215,6 +225,8 @@ impl DropReason {
             Self::ModeMismatch => "mode_mismatch",
             Self::CompressionNotNegotiated => "compression_not_negotiated",
             Self::DecompressionFailed => "decompression_failed",
+            Self::PolicyInbound => "policy_inbound",
+            Self::PolicyOutbound => "policy_outbound",
         }
     }
 

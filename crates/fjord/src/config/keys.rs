@@ -41,13 +41,15 @@ pub(super) enum KeyName {
     Compression,
     /// `[Interface] Metrics`: the Prometheus endpoint's address.
     Metrics,
+    /// `[Peer] Groups`: puts a configured peer inside the network policy.
+    Groups,
 }
 
 /// Number of [`KeyName`] variants, for per-key tables.
-pub(super) const KEY_COUNT: usize = 31;
+pub(super) const KEY_COUNT: usize = 32;
 
 // `SeenKeys` indexes by discriminant; the last variant must fit.
-const _: () = assert!(KeyName::Metrics as usize + 1 == KEY_COUNT);
+const _: () = assert!(KeyName::Groups as usize + 1 == KEY_COUNT);
 
 const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::PrivateKey,
@@ -81,6 +83,7 @@ const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::Cipher,
     KeyName::Compression,
     KeyName::Metrics,
+    KeyName::Groups,
 ];
 
 impl KeyName {
@@ -117,6 +120,7 @@ impl KeyName {
             KeyName::Cipher => "Cipher",
             KeyName::Compression => "Compression",
             KeyName::Metrics => "Metrics",
+            KeyName::Groups => "Groups",
         }
     }
 
@@ -127,7 +131,8 @@ impl KeyName {
             | KeyName::Endpoint
             | KeyName::AllowedIps
             | KeyName::PersistentKeepalive
-            | KeyName::PeerFallbackPort => SectionKind::Peer,
+            | KeyName::PeerFallbackPort
+            | KeyName::Groups => SectionKind::Peer,
             KeyName::Network
             | KeyName::Certificate
             | KeyName::Member

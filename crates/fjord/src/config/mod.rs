@@ -163,6 +163,10 @@ pub struct PeerSection {
     /// UDP to it goes unanswered. `None` (the default) keeps it on UDP
     /// only, as a plain WireGuard peer must be.
     pub fallback_port: Option<std::num::NonZeroU16>,
+    /// `Groups` (fjord only): puts the peer inside the network policy, in
+    /// these groups. `None` (the default) leaves a peer that is no mesh
+    /// member outside it: every packet passes, as in plain WireGuard.
+    pub groups: Option<Vec<fjord_mesh::Group>>,
 }
 
 impl Config {

@@ -136,6 +136,7 @@ struct PeerDraft {
     allowed_ips_line: Option<usize>,
     persistent_keepalive: Option<KeepaliveInterval>,
     fallback_port: Option<std::num::NonZeroU16>,
+    groups: Option<Vec<fjord_mesh::Group>>,
 }
 
 impl Reader<'_> {
@@ -318,6 +319,7 @@ impl Reader<'_> {
                 allowed_ips: draft.allowed_ips,
                 persistent_keepalive: draft.persistent_keepalive,
                 fallback_port: draft.fallback_port,
+                groups: draft.groups,
             });
         }
         let mesh = self
@@ -433,6 +435,7 @@ impl PeerDraft {
             allowed_ips_line: None,
             persistent_keepalive: None,
             fallback_port: None,
+            groups: None,
         }
     }
 
@@ -456,11 +459,32 @@ impl PeerDraft {
                 self.persistent_keepalive = KeepaliveInterval::parse_optional(value)?;
             }
             KeyName::PeerFallbackPort => self.fallback_port = Some(parse_fallback_port(value)?),
+            KeyName::Groups => self.groups = Some(parse_groups(value)?),
             // Interface keys never reach here: `read_line` checks the section.
             _ => {}
         }
         Ok(())
     }
+}
+
+/// `Groups = ops, db`: a comma list of group names.
+fn parse_groups(value: &str) -> Result<Vec<fjord_mesh::Group>, ValueError> {
+    let mut groups: Vec<fjord_mesh::Group> = Vec::new();
+    for item in value.split(',').map(str::trim) {
+        if item.is_empty() {
+            return Err(ValueError::EmptyListEntry);
+        }
+        let group = item
+            .parse()
+            .map_err(|error: fjord_mesh::cert::GroupNameError| {
+                ValueError::Mesh(error.to_string())
+            })?;
+        if groups.contains(&group) {
+            return Err(ValueError::Mesh(format!("group `{item}` is named twice")));
+        }
+        groups.push(group);
+    }
+    Ok(groups)
 }
 
 impl MeshDraft {

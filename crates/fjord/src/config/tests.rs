@@ -1061,6 +1061,7 @@ fn peer() -> impl Strategy<Value = PeerSection> {
                 allowed_ips,
                 persistent_keepalive: keepalive.map(KeepaliveInterval::from_secs),
                 fallback_port,
+                groups: None,
             },
         )
 }
@@ -1243,6 +1244,41 @@ fn member_lines_carry_groups() {
         );
         let error = parse(&text).unwrap_err().to_string();
         assert!(error.starts_with("wg0.conf:5: Member"), "{error}");
+        assert!(error.contains(problem), "{bad}: {error}");
+    }
+}
+
+/// `Groups` puts a configured peer in groups of the network policy; it
+/// writes back as written, and a bad or repeated name is refused with
+/// its line.
+#[test]
+fn peer_groups_are_read_written_and_checked() {
+    let text = format!(
+        "[Interface]\nPrivateKey = {PRIVATE}\n\n[Peer]\nPublicKey = {PEER_A}\nGroups = ops, db\n\n\
+         [Peer]\nPublicKey = {PEER_B}\n"
+    );
+    let config = parse(&text).unwrap();
+    let groups: Vec<String> = config.peers[0]
+        .groups
+        .iter()
+        .flatten()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(groups, ["ops", "db"]);
+    assert_eq!(config.peers[1].groups, None);
+    let written = config.to_wg_format();
+    assert!(written.contains("Groups = ops, db\n"), "{}", *written);
+    assert_eq!(parse(&written).unwrap(), config);
+    for (bad, problem) in [
+        ("Ops", "group `Ops`: a group name is 1 to 31 characters"),
+        ("db, db", "group `db` is named twice"),
+        ("ops,,db", "empty"),
+    ] {
+        let text = format!(
+            "[Interface]\nPrivateKey = {PRIVATE}\n\n[Peer]\nPublicKey = {PEER_A}\nGroups = {bad}\n"
+        );
+        let error = parse(&text).unwrap_err().to_string();
+        assert!(error.starts_with("wg0.conf:6: Groups"), "{error}");
         assert!(error.contains(problem), "{bad}: {error}");
     }
 }

@@ -94,6 +94,9 @@ pub(super) fn to_wg_format(config: &Config) -> Zeroizing<String> {
         if let Some(port) = peer.fallback_port {
             line(&mut out, "FallbackPort", port);
         }
+        if let Some(groups) = &peer.groups {
+            line(&mut out, "Groups", comma_list(groups));
+        }
     }
     if let Some(mesh) = &config.mesh {
         out.push_str("\n[Mesh]\n");

@@ -84,8 +84,11 @@ fn encode_readings(readings: &[Reading], encoder: &mut DescriptorEncoder) -> fmt
         };
         let mut metric = encoder.encode_descriptor(&name, first.help, None, metric_type)?;
         for reading in family {
-            match reading.label {
-                Some(label) => encode_value(&mut metric.encode_family(&[label])?, reading)?,
+            match &reading.label {
+                Some((name, value)) => encode_value(
+                    &mut metric.encode_family(&[(*name, value.as_str())])?,
+                    reading,
+                )?,
                 None => encode_value(&mut metric, reading)?,
             }
         }

@@ -355,6 +355,7 @@ mod tests {
             };
             let labels = reading
                 .label
+                .as_ref()
                 .map(|(name, value)| format!("{{{name}=\"{value}\"}}"))
                 .unwrap_or_default();
             let sample = format!("fjord_{}{suffix}{labels} {value}", reading.family);

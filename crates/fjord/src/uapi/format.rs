@@ -56,6 +56,14 @@ pub const SWITCH_MAC_ADDRESSES: &str = "switch_mac_addresses";
 /// and its number of rules (absent without one).
 pub const POLICY_VERSION: &str = "policy_version";
 pub const POLICY_RULES: &str = "policy_rules";
+/// `1` while the member checks packets against the policy (`0` in switch
+/// mode), the flows it tracks now, and those evicted from full shares.
+pub const POLICY_ENFORCED: &str = "policy_enforced";
+pub const POLICY_TRACKED_FLOWS: &str = "policy_tracked_flows";
+pub const POLICY_EVICTED_FLOWS: &str = "policy_evicted_flows";
+/// Prefix of the lines counting the flows each rule allowed, by the
+/// rule's line in the policy file (`policy_rule_flows_3=120`).
+pub const POLICY_RULE_FLOWS_PREFIX: &str = "policy_rule_flows_";
 
 /// The body of a `get=fjord` reply: fjord's own counters, the MTU its
 /// data path has taken up (`datapath_mtu`), the switch's MAC addresses

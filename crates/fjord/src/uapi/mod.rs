@@ -19,8 +19,9 @@ pub use client::{
 };
 pub use format::{
     HANDSHAKE_PREFIX, MESH_PREFIX, NAMES_DOMAIN_PREFIX, PEER_CIPHER_PREFIX,
-    PEER_COMPRESSION_PREFIX, POLICY_RULES, POLICY_VERSION, SWITCH_MAC_ADDRESSES,
-    write_fjord_counters, write_get,
+    PEER_COMPRESSION_PREFIX, POLICY_ENFORCED, POLICY_EVICTED_FLOWS, POLICY_RULE_FLOWS_PREFIX,
+    POLICY_RULES, POLICY_TRACKED_FLOWS, POLICY_VERSION, SWITCH_MAC_ADDRESSES, write_fjord_counters,
+    write_get,
 };
 pub use server::{SocketGuard, UapiServerError, bind, serve};
 pub use set::{PeerChange, SetError, SetRequest, parse_set};

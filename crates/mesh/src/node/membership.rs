@@ -157,6 +157,7 @@ impl Node {
         };
         let result = driver.mesh.renew_certificate(now, certificate);
         self.pump_mesh(now);
+        self.firewall_identity_changed();
         result
     }
 
@@ -272,6 +273,7 @@ impl Node {
         }
         self.pump_path_mtu(now, &mut driver);
         self.mesh = Some(driver);
+        self.sync_firewall(now);
     }
 
     fn apply(&mut self, now: Instant, driver: &mut MeshDriver, action: MeshAction) {
@@ -287,6 +289,8 @@ impl Node {
                 if driver.managed.contains(&id) {
                     self.clear_allowed_ips(id);
                 }
+                // Its certificate may name other groups now.
+                self.firewall_forget(id);
                 for cidr in addresses {
                     self.add_allowed_ip(id, cidr);
                 }

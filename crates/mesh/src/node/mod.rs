@@ -30,6 +30,7 @@
 //! transmits caused by what it does for an event wait for its next turn.
 
 mod fallback;
+mod firewall;
 mod membership;
 mod pmtu;
 mod switching;
@@ -102,6 +103,13 @@ pub struct Node {
     /// Switch mode's MAC table, when the interface is a switch.
     switch: Option<switching::Switch>,
     mismatches: switching::Mismatches,
+    /// The network's policy enforced on packets, while one is in force
+    /// (`firewall.rs`).
+    firewall: Option<Box<crate::firewall::Firewall>>,
+    /// Groups given to configured peers, which puts them inside the policy.
+    peer_groups: HashMap<PeerId, Vec<crate::cert::Group>>,
+    /// A lowered cap of each peer's flow shares (tests).
+    flows_per_peer: Option<usize>,
 }
 
 impl Node {
@@ -118,6 +126,9 @@ impl Node {
             fallback: None,
             switch: None,
             mismatches: switching::Mismatches::default(),
+            firewall: None,
+            peer_groups: HashMap::new(),
+            flows_per_peer: None,
         }
     }
 
@@ -144,6 +155,8 @@ impl Node {
     }
 
     pub fn remove_peer(&mut self, id: PeerId) {
+        self.firewall_forget(id);
+        self.peer_groups.remove(&id);
         self.forget_path(id);
         self.fallback_forget(id);
         self.forget_switch_peer(id);
@@ -156,6 +169,8 @@ impl Node {
     pub fn remove_all_peers(&mut self) {
         self.routes = AllowedIps::new();
         self.owned.clear();
+        self.firewall_forget_all();
+        self.peer_groups.clear();
         let ids: Vec<PeerId> = self.device.peer_ids().collect();
         for id in ids {
             self.forget_path(id);
@@ -242,6 +257,9 @@ impl Node {
         }
         match self.route_packet(buf, len) {
             Some(peer) => {
+                if let Some(reason) = self.police_outbound(now, peer, buf, len) {
+                    return Outgoing::Done(Sent::Dropped(reason));
+                }
                 if len > self.path_limit(peer)
                     && let Some(dropped) = self.too_big(now, peer, buf, len)
                 {
@@ -375,11 +393,13 @@ impl Node {
             &mut self.drops,
             &received,
         )
+        .or_else(|| self.police_inbound(now, &received, datagram, decompressed))
         .map_or(received, Received::Dropped)
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
         self.device.handle_timeout(now);
+        self.firewall_timeout(now);
         // The fallback first: its actions (and the device events they
         // cause) reach the mesh's pump below in the same call.
         self.fallback_timeout(now);

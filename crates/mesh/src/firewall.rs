@@ -1,0 +1,338 @@
+//! [`Firewall`]: the network policy enforced on packets, statefully. A
+//! member checks every packet it would deliver to its TUN device
+//! (inbound) and every packet it would send (outbound); a packet passes
+//! when it belongs to a tracked flow, or when it opens a flow the policy
+//! allows from its sender to its receiver, which is then tracked so its
+//! replies pass both ways. An ICMP error passes when the packet it
+//! reports on belongs to a tracked flow.
+//!
+//! ```text
+//! packet ─▶ read (packet.rs): tuple, or ICMP error about a tuple
+//!        ─▶ the peer's flows (flows.rs): tracked? ─▶ pass
+//!        ─▶ Policy::allows(opener, receiver, flow) ─▶ track, pass
+//!                                                 └▶ drop (the caller counts
+//!                                                    policy_inbound/_outbound)
+//! ```
+//!
+//! Parties are named by what the firewall was told of each peer
+//! ([`Scope`]): a member's certificate name and groups apply to its own
+//! addresses only, so a rule `to group db` does not open the networks
+//! routed behind a db member; prefixes name those. Peers outside the
+//! policy ([`Scope::Exempt`]: plain WireGuard peers) pass untracked.
+//! When the policy or this member's identity changes, tracked flows are
+//! checked again before their next packet, so a withdrawn rule closes
+//! open connections too.
+//!
+//! Sans-I/O like the rest of the crate: the caller passes `now`.
+
+mod flows;
+pub mod packet;
+#[cfg(test)]
+mod tests;
+
+use std::net::IpAddr;
+use std::time::Instant;
+
+use fjord_proto::PeerId;
+
+use crate::cert::Group;
+use crate::cidr::Cidr;
+use crate::policy::{Party, Policy, RuleIndex};
+use flows::{FlowKey, Inserted, PeerFlows, Side};
+use packet::{Packet, Tuple};
+
+/// Flows each peer may hold in each share (those it opened, those this
+/// member opened toward it) before its oldest go.
+pub const FLOWS_PER_PEER_SIDE: usize = 4096;
+
+/// How often timed-out flows are swept out of every table.
+const SWEEP_INTERVAL_SECS: u32 = 30;
+
+/// Who a party is, for the policy's `member` and `group` selectors.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Identity {
+    /// The certificate's name; `None` for a configured peer.
+    pub name: Option<String>,
+    pub groups: Vec<Group>,
+    /// Its own addresses: the name and groups apply to these only.
+    pub addresses: Vec<Cidr>,
+}
+
+impl Identity {
+    fn party(&self, address: IpAddr) -> Party<'_> {
+        if self.addresses.iter().any(|cidr| cidr.contains(&address)) {
+            Party {
+                address,
+                name: self.name.as_deref(),
+                groups: &self.groups,
+            }
+        } else {
+            Party {
+                address,
+                name: None,
+                groups: &[],
+            }
+        }
+    }
+}
+
+/// Whether a peer's packets are checked against the policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// A plain WireGuard peer: outside the policy, every packet passes.
+    Exempt,
+    Enforced(Identity),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Received from a peer, on its way to the TUN device.
+    Inbound,
+    /// Read from the TUN device, on its way to a peer.
+    Outbound,
+}
+
+enum PeerSlot {
+    /// Not asked yet: the next packet asks the caller.
+    Unknown,
+    Exempt,
+    Enforced(Box<EnforcedPeer>),
+}
+
+struct EnforcedPeer {
+    identity: Identity,
+    flows: PeerFlows,
+}
+
+/// The firewall's counters, for `fjord show` and metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FirewallReport {
+    pub policy_version: u64,
+    /// Flows tracked now, over every peer.
+    pub tracked_flows: usize,
+    /// Flows evicted because their peer's share was full.
+    pub evicted_flows: u64,
+    /// Per rule (in the policy's order), the flows it allowed.
+    pub flows_by_rule: Vec<u64>,
+}
+
+pub struct Firewall {
+    policy: Policy,
+    /// Raised when the policy or this member's identity changes.
+    generation: u32,
+    local: Identity,
+    /// By `PeerId::index`.
+    peers: Vec<PeerSlot>,
+    flows_by_rule: Vec<u64>,
+    evicted_flows: u64,
+    epoch: Instant,
+    next_sweep_secs: u32,
+    flows_per_side: usize,
+}
+
+impl Firewall {
+    pub fn new(policy: Policy, local: Identity, now: Instant) -> Self {
+        Self {
+            flows_by_rule: vec![0; policy.rules().len()],
+            policy,
+            generation: 0,
+            local,
+            peers: Vec::new(),
+            evicted_flows: 0,
+            epoch: now,
+            next_sweep_secs: SWEEP_INTERVAL_SECS,
+            flows_per_side: FLOWS_PER_PEER_SIDE,
+        }
+    }
+
+    /// The cap of each peer's shares (tests and benchmarks lower it).
+    pub fn set_flows_per_side(&mut self, flows: usize) {
+        self.flows_per_side = flows.max(1);
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Enforces `policy` from now on; tracked flows are checked against it
+    /// before their next packet.
+    pub fn set_policy(&mut self, policy: Policy) {
+        self.flows_by_rule = vec![0; policy.rules().len()];
+        self.policy = policy;
+        self.generation = self.generation.wrapping_add(1);
+    }
+
+    /// This member's own name, groups and addresses changed (a renewed
+    /// certificate).
+    pub fn set_local(&mut self, local: Identity) {
+        if local != self.local {
+            self.local = local;
+            self.generation = self.generation.wrapping_add(1);
+        }
+    }
+
+    pub fn local(&self) -> &Identity {
+        &self.local
+    }
+
+    /// Forgets what is known of `peer` and its flows: it left, or its
+    /// certificate changed; its next packet asks who it is again.
+    pub fn forget_peer(&mut self, peer: PeerId) {
+        if let Some(slot) = self.peers.get_mut(peer.index()) {
+            *slot = PeerSlot::Unknown;
+        }
+    }
+
+    pub fn forget_all_peers(&mut self) {
+        self.peers.clear();
+    }
+
+    /// Whether `packet` may pass in `direction` to or from `peer`.
+    /// `identify` is called the first time a peer is seen (and after
+    /// [`Firewall::forget_peer`]).
+    #[inline]
+    pub fn admits(
+        &mut self,
+        now: Instant,
+        direction: Direction,
+        peer: PeerId,
+        packet: &[u8],
+        identify: impl FnOnce() -> Scope,
+    ) -> bool {
+        let index = peer.index();
+        if index >= self.peers.len() {
+            self.peers.resize_with(index + 1, || PeerSlot::Unknown);
+        }
+        let slot = &mut self.peers[index];
+        if matches!(slot, PeerSlot::Unknown) {
+            *slot = match identify() {
+                Scope::Exempt => PeerSlot::Exempt,
+                Scope::Enforced(identity) => PeerSlot::Enforced(Box::new(EnforcedPeer {
+                    identity,
+                    flows: PeerFlows::default(),
+                })),
+            };
+        }
+        let PeerSlot::Enforced(enforced) = slot else {
+            return true;
+        };
+        let now_secs = now.saturating_duration_since(self.epoch).as_secs() as u32;
+        let tuple = match packet::read(packet) {
+            Packet::Flow(tuple) => tuple,
+            Packet::IcmpError { error, about } => {
+                // The reported packet went the other way.
+                let reported = match direction {
+                    Direction::Inbound => FlowKey::outbound(&about),
+                    Direction::Outbound => FlowKey::inbound(&about),
+                };
+                if enforced.flows.get(&reported, now_secs).is_some() {
+                    return true;
+                }
+                error
+            }
+            Packet::Unreadable => return false,
+        };
+        let (key, opener) = match direction {
+            Direction::Inbound => (FlowKey::inbound(&tuple), Side::Them),
+            Direction::Outbound => (FlowKey::outbound(&tuple), Side::Us),
+        };
+        let checked = Checker {
+            policy: &self.policy,
+            local: &self.local,
+            remote: &enforced.identity,
+        };
+        if let Some(entry) = enforced.flows.get(&key, now_secs) {
+            if entry.generation == self.generation {
+                entry.touch(now_secs);
+                return true;
+            }
+            if checked
+                .allows(&key.opening_packet(entry.opened_by), entry.opened_by)
+                .is_some()
+            {
+                entry.generation = self.generation;
+                entry.touch(now_secs);
+                return true;
+            }
+            // The rule that let it open is gone; this packet may still
+            // open the flow the other way.
+            enforced.flows.remove(&key);
+        }
+        let Some(rule) = checked.allows(&tuple, opener) else {
+            return false;
+        };
+        if let Some(count) = self.flows_by_rule.get_mut(rule.0) {
+            *count += 1;
+        }
+        let inserted =
+            enforced
+                .flows
+                .insert(key, opener, self.generation, now_secs, self.flows_per_side);
+        if inserted == Inserted::Evicted {
+            self.evicted_flows += 1;
+        }
+        true
+    }
+
+    /// Removes timed-out flows when a sweep is due; cheap otherwise.
+    pub fn sweep(&mut self, now: Instant) {
+        let now_secs = now.saturating_duration_since(self.epoch).as_secs() as u32;
+        if now_secs < self.next_sweep_secs {
+            return;
+        }
+        self.next_sweep_secs = now_secs + SWEEP_INTERVAL_SECS;
+        for slot in &mut self.peers {
+            if let PeerSlot::Enforced(enforced) = slot {
+                enforced.flows.sweep(now_secs);
+            }
+        }
+    }
+
+    pub fn report(&self) -> FirewallReport {
+        FirewallReport {
+            policy_version: self.policy.version(),
+            tracked_flows: self
+                .peers
+                .iter()
+                .map(|slot| match slot {
+                    PeerSlot::Enforced(enforced) => enforced.flows.len(),
+                    _ => 0,
+                })
+                .sum(),
+            evicted_flows: self.evicted_flows,
+            flows_by_rule: self.flows_by_rule.clone(),
+        }
+    }
+
+    /// Flows tracked for `peer`, for tests and `fjord show`.
+    pub fn tracked_flows(&self, peer: PeerId) -> usize {
+        match self.peers.get(peer.index()) {
+            Some(PeerSlot::Enforced(enforced)) => enforced.flows.len(),
+            _ => 0,
+        }
+    }
+}
+
+/// The policy question for one peer: may the opener send this first
+/// packet?
+struct Checker<'a> {
+    policy: &'a Policy,
+    local: &'a Identity,
+    remote: &'a Identity,
+}
+
+impl Checker<'_> {
+    fn allows(&self, opening: &Tuple, opener: Side) -> Option<RuleIndex> {
+        let (from, to) = match opener {
+            Side::Us => (
+                self.local.party(opening.source),
+                self.remote.party(opening.destination),
+            ),
+            Side::Them => (
+                self.remote.party(opening.source),
+                self.local.party(opening.destination),
+            ),
+        };
+        self.policy.allows(&from, &to, &opening.policy_flow())
+    }
+}

@@ -1,0 +1,190 @@
+//! What the firewall reads of an IP packet: its protocol, addresses and
+//! ports (the ICMP echo identifier standing in for a port), or, for an
+//! ICMP error, the same of the packet it reports on. Never panics; what
+//! it cannot read is [`Packet::Unreadable`] and is denied.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::policy::Flow;
+
+pub const TCP: u8 = 6;
+pub const UDP: u8 = 17;
+pub const ICMP: u8 = 1;
+pub const ICMPV6: u8 = 58;
+
+/// A packet's five-tuple as it travels: from `source` to `destination`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tuple {
+    pub protocol: u8,
+    pub source: IpAddr,
+    pub destination: IpAddr,
+    /// TCP and UDP ports; for ICMP echo the identifier is both ports, so
+    /// a request and its reply share a flow whichever way they go; 0 and
+    /// 0 for every other protocol.
+    pub source_port: u16,
+    pub destination_port: u16,
+}
+
+impl Tuple {
+    /// The flow as the policy sees it when this packet opens it.
+    pub fn policy_flow(&self) -> Flow {
+        match self.protocol {
+            TCP => Flow::Tcp {
+                destination_port: self.destination_port,
+            },
+            UDP => Flow::Udp {
+                destination_port: self.destination_port,
+            },
+            ICMP | ICMPV6 => Flow::Icmp,
+            other => Flow::Other(other),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Packet {
+    /// A packet of a flow.
+    Flow(Tuple),
+    /// An ICMP error (unreachable, too big, time exceeded, parameter
+    /// problem) about the packet `about`, as that packet travelled: it
+    /// passes when that packet's flow is tracked.
+    IcmpError { error: Tuple, about: Tuple },
+    /// Too short for its headers, or a later fragment without ports.
+    Unreadable,
+}
+
+/// Reads the packet at the start of `bytes`.
+#[inline]
+pub fn read(bytes: &[u8]) -> Packet {
+    let Some((tuple, transport)) = read_tuple(bytes) else {
+        return Packet::Unreadable;
+    };
+    match tuple.protocol {
+        ICMP | ICMPV6 => read_icmp(tuple, transport),
+        _ => Packet::Flow(tuple),
+    }
+}
+
+/// The tuple and the transport header's bytes. For ICMP the ports are
+/// left 0 here; `read_icmp` fills them.
+#[inline]
+fn read_tuple(bytes: &[u8]) -> Option<(Tuple, &[u8])> {
+    let (protocol, source, destination, transport) = match bytes.first()? >> 4 {
+        4 => read_ipv4(bytes)?,
+        6 => read_ipv6(bytes)?,
+        _ => return None,
+    };
+    let (source_port, destination_port) = match protocol {
+        TCP | UDP => {
+            let ports: &[u8; 4] = transport.first_chunk()?;
+            (
+                u16::from_be_bytes([ports[0], ports[1]]),
+                u16::from_be_bytes([ports[2], ports[3]]),
+            )
+        }
+        _ => (0, 0),
+    };
+    let tuple = Tuple {
+        protocol,
+        source,
+        destination,
+        source_port,
+        destination_port,
+    };
+    Some((tuple, transport))
+}
+
+fn read_ipv4(bytes: &[u8]) -> Option<(u8, IpAddr, IpAddr, &[u8])> {
+    let header: &[u8; 20] = bytes.first_chunk()?;
+    let header_len = usize::from(header[0] & 0x0f) * 4;
+    // A later fragment carries no transport header: its ports are unknown.
+    let fragment_offset = u16::from_be_bytes([header[6], header[7]]) & 0x1fff;
+    if header_len < 20 || fragment_offset != 0 {
+        return None;
+    }
+    let source = Ipv4Addr::new(header[12], header[13], header[14], header[15]);
+    let destination = Ipv4Addr::new(header[16], header[17], header[18], header[19]);
+    Some((
+        header[9],
+        source.into(),
+        destination.into(),
+        bytes.get(header_len..)?,
+    ))
+}
+
+/// Most IPv6 extension headers walked before the transport header.
+const MAX_EXTENSION_HEADERS: usize = 8;
+
+fn read_ipv6(bytes: &[u8]) -> Option<(u8, IpAddr, IpAddr, &[u8])> {
+    let header: &[u8; 40] = bytes.first_chunk()?;
+    let address = |at: usize| {
+        let mut octets = [0u8; 16];
+        octets.copy_from_slice(&header[at..at + 16]);
+        IpAddr::V6(Ipv6Addr::from(octets))
+    };
+    let mut next = header[6];
+    let mut rest = &bytes[40..];
+    for _ in 0..MAX_EXTENSION_HEADERS {
+        let length = match next {
+            // Hop-by-hop, routing, destination options: 8-byte units after
+            // the first 8.
+            0 | 43 | 60 => (usize::from(*rest.get(1)?) + 1) * 8,
+            // Fragment: a later fragment has no transport header.
+            44 => {
+                let fragment: &[u8; 8] = rest.first_chunk()?;
+                if u16::from_be_bytes([fragment[2], fragment[3]]) & 0xfff8 != 0 {
+                    return None;
+                }
+                8
+            }
+            // Authentication header: 4-byte units after the first 8.
+            51 => (usize::from(*rest.get(1)?) + 2) * 4,
+            protocol => return Some((protocol, address(8), address(24), rest)),
+        };
+        next = *rest.first()?;
+        rest = rest.get(length..)?;
+    }
+    None
+}
+
+fn read_icmp(mut tuple: Tuple, icmp: &[u8]) -> Packet {
+    let Some(&[kind, _code, _, _, id_high, id_low, _, _]) = icmp.first_chunk::<8>() else {
+        return Packet::Unreadable;
+    };
+    let v6 = tuple.protocol == ICMPV6;
+    let is_echo = if v6 {
+        matches!(kind, 128 | 129)
+    } else {
+        matches!(kind, 0 | 8)
+    };
+    let is_error = if v6 {
+        matches!(kind, 1..=4)
+    } else {
+        matches!(kind, 3 | 4 | 11 | 12)
+    };
+    if is_echo {
+        let identifier = u16::from_be_bytes([id_high, id_low]);
+        (tuple.source_port, tuple.destination_port) = (identifier, identifier);
+    }
+    if !is_error {
+        return Packet::Flow(tuple);
+    }
+    // The reported packet's header and first 8 bytes follow; only its
+    // tuple is read, and ICMP about ICMP is not followed further (an
+    // error about an echo names the echo's identifier).
+    match read_tuple(&icmp[8..]) {
+        Some((mut about, inner)) if about.source.is_ipv6() == v6 => {
+            if matches!(about.protocol, ICMP | ICMPV6)
+                && let Some(&[_, _, _, _, high, low]) = inner.first_chunk::<6>()
+            {
+                let identifier = u16::from_be_bytes([high, low]);
+                (about.source_port, about.destination_port) = (identifier, identifier);
+            }
+            Packet::IcmpError {
+                error: tuple,
+                about,
+            }
+        }
+        _ => Packet::Unreadable,
+    }
+}
