@@ -173,7 +173,7 @@ fn policy(version: u64) -> String {
     )
 }
 
-/// A member given a signed policy holds it (shown, not enforced yet); a
+/// A member given a signed policy holds it (shown and enforced); a
 /// reload with a newer version replaces it, an older one is kept out, and
 /// a file changed after signing is refused with its line while the
 /// policy in force stays.
@@ -187,7 +187,7 @@ fn a_policy_given_to_a_member_is_held_at_its_highest_version() {
     let path = mesh.give_policy(0, &policy(3)).expect("policy signed");
     start(&mut mesh);
     let shown = |mesh: &RunningFjordMesh, node: usize| show(mesh, node, &[]);
-    let in_force = "network policy: version 3, 2 rules (not enforced yet)";
+    let in_force = "network policy: version 3, 2 rules, enforced: ";
     assert!(shown(&mesh, 0).contains(in_force), "{}", shown(&mesh, 0));
     assert!(
         shown(&mesh, 1).contains("network policy: none (every member may reach every other)"),
@@ -206,7 +206,7 @@ fn a_policy_given_to_a_member_is_held_at_its_highest_version() {
         applied.contains("network policy version 4 in force"),
         "{applied}"
     );
-    let newer = "network policy: version 4, 2 rules (not enforced yet)";
+    let newer = "network policy: version 4, 2 rules, enforced: ";
     assert!(shown(&mesh, 0).contains(newer));
 
     let signed = std::fs::read_to_string(&path).expect("signed policy");

@@ -212,6 +212,8 @@ pub struct Shown {
     pub switch_mac_addresses: Option<u64>,
     /// Each peer's compression as printed.
     pub compression: Vec<Option<ShownCompression>>,
+    /// The network policy in force and its counters (`null`: none).
+    pub policy: serde_json::Value,
 }
 
 /// A peer's `compression` in `fjord show --json`.
@@ -287,6 +289,7 @@ pub fn show_json(ifname: &str) -> Shown {
         ciphers: peer_field("cipher"),
         switch_mac_addresses: report["switch_mac_addresses"].as_u64(),
         compression,
+        policy: report["policy"].clone(),
     }
 }
 
