@@ -24,6 +24,8 @@ mod tables;
 mod terminal;
 
 #[cfg(test)]
+mod merge_tests;
+#[cfg(test)]
 mod tests;
 
 use std::fmt;

@@ -320,9 +320,13 @@ impl<'a> Section<'a> {
     }
 
     /// The measurement in `row` that column `index` is compared with
-    /// (bare's, or its run's bare's), when it ran fine.
+    /// (bare's, or its run's bare's), when it ran fine; none for the
+    /// reference's own column.
     pub fn reference(&self, row: &Row<'a>, index: usize) -> Option<&'a Measurement> {
         let reference = self.references.get(index).copied().flatten()?;
+        if reference == index {
+            return None;
+        }
         row.cells[reference].filter(|m| m.status == MeasurementStatus::Ok)
     }
 
