@@ -193,11 +193,11 @@ fn labels_come_from_dir_equals_label_or_label_flags() {
     assert_eq!(runs[1].label.as_deref(), Some("day 2"));
     assert_eq!(runs[1].dir, scratch.0.join("b"));
 
-    let runs = runs_to_merge(&[a.clone()], &["site-a".into()]).unwrap();
+    let runs = runs_to_merge(std::slice::from_ref(&a), &["site-a".into()]).unwrap();
     assert_eq!(runs[0].label.as_deref(), Some("site-a"));
 
     assert_eq!(
-        runs_to_merge(&[a.clone()], &["x".into(), "y".into()]),
+        runs_to_merge(&[a], &["x".into(), "y".into()]),
         Err(LabelError::TooManyLabels { count: 2, runs: 1 })
     );
     assert!(matches!(
