@@ -70,10 +70,21 @@ pub enum LabCommand {
               value_parser = clap::value_parser!(u16).range(1..=256))]
         threads: Option<u16>,
     },
-    /// Re-render report.md and report.html from a run's results.json.
+    /// Re-render report.md and report.html from a run's results.json;
+    /// or merge several runs (other hosts, other days) into one report,
+    /// every column "system (run label)".
     Report {
-        /// The run directory.
-        dir: PathBuf,
+        /// The run directory; several are merged into --out. `DIR=LABEL`
+        /// labels a run's columns (default: the directory's name).
+        #[arg(required = true, value_name = "DIR[=LABEL]")]
+        runs: Vec<PathBuf>,
+        /// Where a merge writes report.md, report.html and merged.json
+        /// (needed with several runs; never a run's own directory).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// A run's label in a merge, once per run in order (like DIR=LABEL).
+        #[arg(long = "label", value_name = "LABEL")]
+        labels: Vec<String>,
     },
     /// Install the peers to compare (wireguard-go, boringtun, vpncloud,
     /// OpenVPN, OpenSSH, strongSwan) and the tools the lab uses.
@@ -151,7 +162,21 @@ pub fn run(command: LabCommand, fallback_threads: Option<u16>) -> anyhow::Result
             }
             run_suites(suites, &systems, quick, rounds, out)
         }
-        LabCommand::Report { dir } => rerender(&dir),
+        LabCommand::Report { runs, out, labels } => match (runs.as_slice(), out) {
+            ([dir], None) if labels.is_empty() => rerender(dir),
+            ([_], _) => Err(UsageError(
+                "--out and --label are for merging two or more runs; \
+                 `fjord lab report DIR` rewrites DIR's own reports"
+                    .into(),
+            )
+            .into()),
+            (_, None) => Err(UsageError(format!(
+                "merging {} runs needs --out DIR, a directory of its own for the merged report",
+                runs.len()
+            ))
+            .into()),
+            (_, Some(out)) => merge_runs(&runs, &labels, &out),
+        },
         LabCommand::InstallPeers { dry_run } => install(dry_run),
         LabCommand::List => {
             print!("{}", list());
@@ -206,6 +231,28 @@ fn rerender(dir: &Path) -> anyhow::Result<()> {
     report::write_reports(&record, dir)?;
     println!("{}", report::terminal_summary(&record));
     println!("rewrote {}/report.md and report.html", dir.display());
+    Ok(())
+}
+
+/// `fjord lab report A B … --out DIR`: one report of several runs.
+fn merge_runs(args: &[PathBuf], labels: &[String], out: &Path) -> anyhow::Result<()> {
+    use report::merge::{self, WriteMergedError};
+    let usage = |error: &dyn std::fmt::Display| UsageError(error.to_string());
+    let runs = merge::runs_to_merge(args, labels).map_err(|error| usage(&error))?;
+    let merged = merge::merge(&runs).map_err(|error| usage(&error))?;
+    match merge::write_merged_reports(&merged, out) {
+        Ok(()) => {}
+        Err(WriteMergedError::Refused(error)) => return Err(usage(&error).into()),
+        Err(WriteMergedError::Io(error)) => return Err(error.into()),
+    }
+    let labels: Vec<&str> = merged.runs.iter().map(|r| r.label.as_str()).collect();
+    println!(
+        "merged {} runs ({}) into {}/report.md, report.html and {}",
+        labels.len(),
+        labels.join(", "),
+        out.display(),
+        merge::MERGED_FILE
+    );
     Ok(())
 }
 

@@ -441,3 +441,34 @@ fn sign_puts_groups_in_a_certificate_and_refuses_bad_names() {
     let seventeen: Vec<&str> = seventeen.iter().map(String::as_str).collect();
     assert_usage_error(&sign(&seventeen), &["at most 16 groups"]);
 }
+
+/// `fjord lab report A B=label --out DIR` writes one report of both runs;
+/// without --out, or into a run's own directory, it refuses with exit 2.
+#[test]
+fn lab_report_merges_runs_into_a_directory_of_their_own() {
+    let root = std::env::temp_dir().join(format!("fjord-cli-merge-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../lab/tests/data/report/fixture_results.json"
+    );
+    for run in ["site-a", "site-b"] {
+        std::fs::create_dir_all(root.join(run)).unwrap();
+        std::fs::copy(fixture, root.join(run).join("results.json")).unwrap();
+    }
+    let a = root.join("site-a").display().to_string();
+    let b = format!("{}=day-2", root.join("site-b").display());
+    let out = root.join("merged").display().to_string();
+
+    let merged = fjord(&["lab", "report", &a, &b, "--out", &out]);
+    assert!(merged.status.success(), "{merged:?}");
+    let report = std::fs::read_to_string(root.join("merged/report.md")).unwrap();
+    assert!(report.contains("fjord (site-a)") && report.contains("fjord (day-2)"));
+
+    let no_out = fjord(&["lab", "report", &a, &b]);
+    assert_eq!(no_out.status.code(), Some(2), "{no_out:?}");
+    let into_a_run = fjord(&["lab", "report", &a, &b, "--out", &a]);
+    assert_eq!(into_a_run.status.code(), Some(2), "{into_a_run:?}");
+    assert!(String::from_utf8_lossy(&into_a_run.stderr).contains("results.json"));
+    let _ = std::fs::remove_dir_all(&root);
+}

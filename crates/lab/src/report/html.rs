@@ -7,7 +7,8 @@
 use std::fmt::Write;
 
 use super::charts;
-use super::sections;
+use super::merge::{self, MergedRecord};
+use super::sections::{self, ReferenceOf, bare_reference};
 use super::svg::escape;
 use super::tables::{self, Table};
 use super::{format, reading_guide, rounds_guide};
@@ -75,14 +76,22 @@ fn anchor(text: &str) -> String {
         .collect()
 }
 
-pub fn render(record: &RunRecord) -> String {
-    let mut out = String::new();
+/// The document's head, up to and including `<body>`.
+fn head(out: &mut String, title: &str) {
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>fjord lab report, {}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n",
-        escape(&record.started_at)
+         <title>{}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n",
+        escape(title)
+    );
+}
+
+pub fn render(record: &RunRecord) -> String {
+    let mut out = String::new();
+    head(
+        &mut out,
+        &format!("fjord lab report, {}", record.started_at),
     );
     let machine = &record.machine;
     let _ = write!(
@@ -102,9 +111,56 @@ pub fn render(record: &RunRecord) -> String {
             rounds => format!("<p class=\"guide\">{}</p>\n", escape(&rounds_guide(rounds))),
         },
     );
+    write_body(&mut out, record, &bare_reference, None, super::RESULTS_FILE);
+    out
+}
 
+/// A merged report (`fjord lab report A B --out DIR`): the runs, then the
+/// tables and charts of a run's report with a column (a series) per
+/// system and run.
+pub fn render_merged(merged: &MergedRecord) -> String {
+    let mut out = String::new();
+    let labels: Vec<&str> = merged.runs.iter().map(|r| r.label.as_str()).collect();
+    head(
+        &mut out,
+        &format!("fjord lab report, runs {}", labels.join(", ")),
+    );
+    let _ = write!(
+        out,
+        "<header>\n<h1>fjord lab report, runs merged</h1>\n\
+         <p class=\"guide\">{}</p>\n<p class=\"guide\">{}</p>\n</header>\n",
+        escape(&merge::merge_guide(merged)),
+        escape(reading_guide()),
+    );
+    let mut runs = String::from("<section id=\"runs\">\n<h2>Runs</h2>\n");
+    write_table(&mut runs, &merge::runs_table(merged), false);
+    runs.push_str("</section>\n");
+    write_body(
+        &mut out,
+        &merged.tables_record(),
+        &|column| merged.reference_of(column),
+        Some(&runs),
+        merge::MERGED_FILE,
+    );
+    out
+}
+
+/// The navigation, `before` (a merged report's runs) if any, the systems,
+/// one section per suite with its charts and tables, and the end of the
+/// document naming the file it was `rendered_from`.
+fn write_body(
+    out: &mut String,
+    record: &RunRecord,
+    reference_of: &ReferenceOf,
+    before: Option<&str>,
+    rendered_from: &str,
+) {
     let suites = sections::suite_order(record);
-    out.push_str("<nav>\n<ul>\n<li><a href=\"#systems\">Systems</a></li>\n");
+    out.push_str("<nav>\n<ul>\n");
+    if before.is_some() {
+        out.push_str("<li><a href=\"#runs\">Runs</a></li>\n");
+    }
+    out.push_str("<li><a href=\"#systems\">Systems</a></li>\n");
     for suite in &suites {
         let _ = writeln!(
             out,
@@ -114,13 +170,14 @@ pub fn render(record: &RunRecord) -> String {
         );
     }
     out.push_str("</ul>\n</nav>\n");
+    out.push_str(before.unwrap_or_default());
 
     out.push_str("<section id=\"systems\">\n<h2>Systems</h2>\n");
-    write_table(&mut out, &tables::systems_table(record), false);
+    write_table(out, &tables::systems_table(record), false);
     out.push_str("</section>\n");
 
     let order = sections::system_order(record);
-    let sections = sections::sections(record);
+    let sections = sections::sections_against(record, reference_of);
     for suite in suites {
         let _ = writeln!(
             out,
@@ -138,18 +195,17 @@ pub fn render(record: &RunRecord) -> String {
                 let _ = write!(out, "<figure>\n{}</figure>\n", chart.to_svg());
             }
             for table in tables::section_tables(section) {
-                write_table(&mut out, &table, table.title != title);
+                write_table(out, &table, table.title != title);
             }
         }
         out.push_str("</section>\n");
     }
     let _ = write!(
         out,
-        "<footer>Rendered from results.json (schema version {}) by fjord lab.</footer>\n\
+        "<footer>Rendered from {rendered_from} (schema version {}) by fjord lab.</footer>\n\
          </body>\n</html>\n",
         record.schema_version
     );
-    out
 }
 
 fn write_table(out: &mut String, table: &Table, with_title: bool) {

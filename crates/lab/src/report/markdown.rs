@@ -5,7 +5,8 @@
 
 use std::fmt::Write;
 
-use super::sections;
+use super::merge::{self, MergedRecord};
+use super::sections::{self, ReferenceOf, bare_reference};
 use super::tables::{self, Table};
 use super::{format, reading_guide, rounds_guide};
 use crate::results::RunRecord;
@@ -50,11 +51,30 @@ pub fn render(record: &RunRecord) -> String {
         let _ = writeln!(out, "- {}", rounds_guide(record.rounds));
     }
     let _ = writeln!(out, "\n{}\n", reading_guide());
+    write_body(&mut out, record, &bare_reference);
+    out
+}
 
+/// A merged report (`fjord lab report A B --out DIR`): the runs, then the
+/// tables of a run's report with a column per system and run.
+pub fn render_merged(merged: &MergedRecord) -> String {
+    let mut out = String::from("# fjord lab report, runs merged\n\n");
+    let _ = writeln!(out, "{}\n", escape(&merge::merge_guide(merged)));
+    let _ = writeln!(out, "{}\n", reading_guide());
+    out.push_str("## Runs\n\n");
+    write_table(&mut out, &merge::runs_table(merged));
+    write_body(&mut out, &merged.tables_record(), &|column| {
+        merged.reference_of(column)
+    });
+    out
+}
+
+/// The systems, then one heading per suite with its tables.
+fn write_body(out: &mut String, record: &RunRecord, reference_of: &ReferenceOf) {
     out.push_str("## Systems\n\n");
-    write_table(&mut out, &tables::systems_table(record));
+    write_table(out, &tables::systems_table(record));
 
-    let sections = sections::sections(record);
+    let sections = sections::sections_against(record, reference_of);
     for suite in sections::suite_order(record) {
         let _ = writeln!(out, "## {}\n", escape(&sections::suite_title(suite)));
         if let Some(remark) = sections::suite_remark(suite) {
@@ -66,11 +86,10 @@ pub fn render(record: &RunRecord) -> String {
                 if !table.caption.is_empty() {
                     let _ = writeln!(out, "{}\n", escape(&table.caption));
                 }
-                write_table(&mut out, &table);
+                write_table(out, &table);
             }
         }
     }
-    out
 }
 
 /// A padded GFM table, then its notes as a list.

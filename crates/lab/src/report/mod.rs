@@ -16,12 +16,15 @@ mod charts;
 mod format;
 mod html;
 mod markdown;
+pub mod merge;
 mod sections;
 mod soak;
 mod svg;
 mod tables;
 mod terminal;
 
+#[cfg(test)]
+mod merge_tests;
 #[cfg(test)]
 mod tests;
 
@@ -148,6 +151,18 @@ pub enum LoadError {
 /// the file itself). Checks the schema version before the shape, so an
 /// older or newer record gets that error rather than a field error.
 pub fn load_record(dir: &Path) -> Result<RunRecord, LoadError> {
+    read_record(dir)?.into_record()
+}
+
+/// A `results.json` read as JSON whose schema version is known, its shape
+/// not yet checked: a merge compares the runs' versions before either.
+struct StoredRecord {
+    path: PathBuf,
+    schema_version: u64,
+    value: serde_json::Value,
+}
+
+fn read_record(dir: &Path) -> Result<StoredRecord, LoadError> {
     let path = if dir.is_file() {
         dir.to_path_buf()
     } else {
@@ -164,18 +179,33 @@ pub fn load_record(dir: &Path) -> Result<RunRecord, LoadError> {
         Ok(value) => value,
         Err(source) => return Err(LoadError::Malformed { path, source }),
     };
-    let Some(found) = value
+    let Some(schema_version) = value
         .get("schema_version")
         .and_then(serde_json::Value::as_u64)
     else {
         return Err(LoadError::NoSchemaVersion { path });
     };
-    if found != u64::from(SCHEMA_VERSION) {
-        return Err(LoadError::SchemaVersion {
+    Ok(StoredRecord {
+        path,
+        schema_version,
+        value,
+    })
+}
+
+impl StoredRecord {
+    fn into_record(self) -> Result<RunRecord, LoadError> {
+        let StoredRecord {
             path,
-            found,
-            expected: SCHEMA_VERSION,
-        });
+            schema_version,
+            value,
+        } = self;
+        if schema_version != u64::from(SCHEMA_VERSION) {
+            return Err(LoadError::SchemaVersion {
+                path,
+                found: schema_version,
+                expected: SCHEMA_VERSION,
+            });
+        }
+        serde_json::from_value(value).map_err(|source| LoadError::Malformed { path, source })
     }
-    serde_json::from_value(value).map_err(|source| LoadError::Malformed { path, source })
 }

@@ -25,6 +25,17 @@ const FJORD: &str = "fjord";
 /// A cell with no measurement.
 pub const MISSING: &str = "–";
 
+/// Names the column a column is compared with: bare in a run's own report;
+/// in a merged one the bare of the column's own run, as each run's ratios
+/// are to its own bare.
+/// `None`: the column is compared with none (its run had no bare).
+pub type ReferenceOf<'r> = dyn Fn(&str) -> Option<String> + 'r;
+
+/// Every column is compared with bare: a run's own report.
+pub fn bare_reference(_: &str) -> Option<String> {
+    Some(REFERENCE.to_string())
+}
+
 /// Every system named in the record, bare first, fjord second, then the
 /// others in record order (listed systems first, then measured ones).
 pub fn system_order(record: &RunRecord) -> Vec<&str> {
@@ -270,6 +281,8 @@ pub struct Section<'a> {
     pub rows: Vec<Row<'a>>,
     /// Columns, in report order.
     pub systems: Vec<&'a str>,
+    /// For each column, the index of the column it is compared with.
+    references: Vec<Option<usize>>,
 }
 
 #[derive(Debug)]
@@ -306,10 +319,15 @@ impl<'a> Section<'a> {
         title
     }
 
-    /// Bare's measurement in `row`, when it ran fine.
-    pub fn reference(&self, row: &Row<'a>) -> Option<&'a Measurement> {
-        let index = self.systems.iter().position(|s| *s == REFERENCE)?;
-        row.cells[index].filter(|m| m.status == MeasurementStatus::Ok)
+    /// The measurement in `row` that column `index` is compared with
+    /// (bare's, or its run's bare's), when it ran fine; none for the
+    /// reference's own column.
+    pub fn reference(&self, row: &Row<'a>, index: usize) -> Option<&'a Measurement> {
+        let reference = self.references.get(index).copied().flatten()?;
+        if reference == index {
+            return None;
+        }
+        row.cells[reference].filter(|m| m.status == MeasurementStatus::Ok)
     }
 
     /// `k: v` pairs of the fixed parameters.
@@ -335,8 +353,13 @@ impl<'a> Section<'a> {
 }
 
 /// All sections of the record, suite by suite, tests in order of first
-/// appearance.
+/// appearance; every column compared with bare.
 pub fn sections(record: &RunRecord) -> Vec<Section<'_>> {
+    sections_against(record, &bare_reference)
+}
+
+/// [`sections`], each column compared with the column `reference_of` names.
+pub fn sections_against<'a>(record: &'a RunRecord, reference_of: &ReferenceOf) -> Vec<Section<'a>> {
     let order = system_order(record);
     let mut sections = Vec::new();
     for suite in suite_order(record) {
@@ -352,7 +375,7 @@ pub fn sections(record: &RunRecord) -> Vec<Section<'_>> {
                 .iter()
                 .filter(|m| m.suite == suite && m.test == test)
                 .collect();
-            sections.extend(split(suite, test, group, &order));
+            sections.extend(split(suite, test, group, &order, reference_of));
         }
     }
     sections
@@ -383,6 +406,7 @@ fn split<'a>(
     test: &'a str,
     group: Vec<&'a Measurement>,
     order: &[&'a str],
+    reference_of: &ReferenceOf,
 ) -> Vec<Section<'a>> {
     let kind = TestKind::of(test);
     let keys = keys(&group);
@@ -404,7 +428,18 @@ fn split<'a>(
     }
     parts
         .into_iter()
-        .map(|(_, members)| section(suite, test, kind, &splitting, members, order))
+        .map(|(_, members)| {
+            let mut section = section(suite, test, kind, &splitting, members, order);
+            section.references = section
+                .systems
+                .iter()
+                .map(|system| {
+                    let reference = reference_of(system)?;
+                    section.systems.iter().position(|s| *s == reference)
+                })
+                .collect();
+            section
+        })
         .collect()
 }
 
@@ -509,5 +544,6 @@ fn section<'a>(
         row_keys,
         rows,
         systems,
+        references: Vec::new(),
     }
 }

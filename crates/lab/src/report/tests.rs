@@ -24,7 +24,7 @@ fn fixture() -> RunRecord {
 
 /// Compares `actual` with the golden file `name`, or rewrites the file
 /// when `UPDATE_GOLDEN` is set.
-fn golden(name: &str, actual: &str) {
+pub(super) fn golden(name: &str, actual: &str) {
     golden_with(name, actual, &[]);
 }
 

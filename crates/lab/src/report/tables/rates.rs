@@ -112,7 +112,7 @@ pub(super) fn latency_table(section: &Section, title: String) -> Table {
             return MISSING.to_string();
         };
         let ratio = section
-            .reference(row)
+            .reference(row, index)
             .and_then(|bare| percentile(bare, statistic))
             .filter(|bare| *bare > 0.0)
             .map(|bare| own / bare);
