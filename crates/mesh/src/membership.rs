@@ -49,7 +49,7 @@
 //! `verify_timeout`, or it is removed. A refused Hello is answered with
 //! the reason (`refusals.rs`).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -85,9 +85,13 @@ impl Member {
 pub struct Mesh {
     config: MeshConfig,
     wall_clock: WallClock,
-    members: HashMap<PublicKey, Member>,
+    /// Ordered by key, as are `revocations` and `bootstrap`: what is
+    /// sent in which order then follows from the seed alone, so a
+    /// simulated mesh replays exactly (a hash map's order is drawn from
+    /// the OS per process).
+    members: BTreeMap<PublicKey, Member>,
     /// The newest revocation per node key.
-    revocations: HashMap<PublicKey, Revocation>,
+    revocations: BTreeMap<PublicKey, Revocation>,
     /// The digest of `revocations`, kept current as they change.
     revocation_digest: RevocationDigest,
     /// The network's policy, its highest version given (`policy.rs`).
@@ -107,7 +111,7 @@ pub struct Mesh {
     refusals_answered: HashMap<PublicKey, Instant>,
     /// Members' refusals of our own certificate, for `poll_refusal`.
     refusals: VecDeque<Refusal>,
-    bootstrap: HashSet<PublicKey>,
+    bootstrap: BTreeSet<PublicKey>,
     /// The `now` of the latest input, for ages in outgoing gossip.
     last_input: Instant,
     /// The deadlines of members and unverified peers (`timers.rs`).
@@ -137,8 +141,8 @@ impl Mesh {
         let mut mesh = Self {
             bootstrap: config.bootstrap.iter().map(|b| b.key).collect(),
             wall_clock,
-            members: HashMap::new(),
-            revocations: HashMap::new(),
+            members: BTreeMap::new(),
+            revocations: BTreeMap::new(),
             revocation_digest: RevocationDigest::of(std::iter::empty()),
             policy: None,
             departed: HashMap::new(),
