@@ -51,7 +51,8 @@ fn a_member_joins_through_its_second_bootstrap_when_the_first_is_down() {
 
     let direct = MemberPath::Direct;
     let met = fjord_lab::netns::wait_until(JOIN_WITHIN, "node3 to meet node1 and node2", || {
-        lists_on(&mut mesh, NEWCOMER, SECOND, &direct) && lists_on(&mut mesh, NEWCOMER, OTHER, &direct)
+        lists_on(&mut mesh, NEWCOMER, SECOND, &direct)
+            && lists_on(&mut mesh, NEWCOMER, OTHER, &direct)
     });
     let listed = mesh.members(NEWCOMER);
     assert!(met.is_ok(), "{met:?}; node3 lists {listed:#?}");

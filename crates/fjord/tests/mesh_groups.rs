@@ -223,7 +223,10 @@ fn a_policy_given_to_one_member_reaches_every_member_at_its_highest_version() {
 
     mesh.give_policy(1, &policy(3)).expect("policy signed");
     let applied = mesh.reload(1).expect("reload with a policy");
-    assert!(applied.contains("network policy version 3 in force"), "{applied}");
+    assert!(
+        applied.contains("network policy version 3 in force"),
+        "{applied}"
+    );
     let took = spread_to_the_others(&mesh, 1, 3);
     eprintln!("mesh_groups: version 3 reached the others {took:?} after the reload");
     for node in [0, 2] {

@@ -98,9 +98,7 @@ pub(super) fn read_range(reader: &mut Reader<'_>) -> Result<(u16, u16), DecodeEr
 
 /// A chunk's place and bytes: index below a count of 1 to
 /// [`MAX_POLICY_CHUNKS`], 1 to [`POLICY_CHUNK_BYTES`] bytes.
-pub(super) fn read_chunk<'a>(
-    reader: &mut Reader<'a>,
-) -> Result<(u16, u16, &'a [u8]), DecodeError> {
+pub(super) fn read_chunk<'a>(reader: &mut Reader<'a>) -> Result<(u16, u16, &'a [u8]), DecodeError> {
     let index = reader.u16()?;
     let count = reader.u16()?;
     if count == 0 || usize::from(count) > MAX_POLICY_CHUNKS || index >= count {

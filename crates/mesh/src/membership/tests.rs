@@ -262,7 +262,7 @@ impl Sim {
             self.policy_chunks += 1;
             if self
                 .policy_chunk_loss
-                .is_some_and(|every| self.policy_chunks % every == 0)
+                .is_some_and(|every| self.policy_chunks.is_multiple_of(every))
             {
                 return;
             }

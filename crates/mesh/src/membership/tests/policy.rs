@@ -260,7 +260,11 @@ fn a_member_that_joins_later_fetches_the_policy_on_its_first_greeting() {
     sim.pump();
     assert!(everyone_holds(&sim, 7));
     sim.join(3, Some(0));
-    assert_eq!(version_at(&sim, 3), Some(7), "with the join, no time passed");
+    assert_eq!(
+        version_at(&sim, 3),
+        Some(7),
+        "with the join, no time passed"
+    );
 
     // A policy read from the file before its member met anyone (as
     // `fjord up` does) goes out on the member's first greetings.
@@ -279,7 +283,10 @@ fn lost_chunks_are_asked_for_again() {
     // About 115 KiB: four request windows.
     let policy = signed_by(&sim.secret, 9, 2200);
     let chunks = chunk_count(policy.text().len());
-    assert!(chunks > 3 * crate::control::MAX_REQUESTED_CHUNKS, "{chunks}");
+    assert!(
+        chunks > 3 * crate::control::MAX_REQUESTED_CHUNKS,
+        "{chunks}"
+    );
     sim.policy_chunk_loss = Some(7);
     mesh_of(&mut sim, 0).offer_policy(policy.clone());
     sim.pump();
