@@ -51,9 +51,9 @@ pub fn policy_spread(mesh: &mut dyn RunningMesh, system: &str, progress: &Progre
     }
     let mut holding = vec![false; count];
     let spread = loop {
-        for node in 0..count {
-            if !holding[node] {
-                holding[node] = mesh.policy_version(node) == Ok(Some(VERSION));
+        for (node, held) in holding.iter_mut().enumerate() {
+            if !*held {
+                *held = mesh.policy_version(node) == Ok(Some(VERSION));
             }
         }
         let elapsed = started.elapsed();
