@@ -580,6 +580,14 @@ mod tests {
     const FOREIGN: u8 = 13;
     const OURS: u8 = 14;
 
+    /// The id of a policy seed: any version and hash decode.
+    fn policy_id() -> fjord_mesh::control::PolicyId {
+        fjord_mesh::control::PolicyId {
+            version: 7,
+            hash: [0x5a; fjord_mesh::control::POLICY_HASH_LEN],
+        }
+    }
+
     fn hello(certificate: u8, wants: u8, peer: u8) -> Vec<u8> {
         vec![1, certificate, wants, 0, 0, peer, 0]
     }
@@ -651,6 +659,30 @@ mod tests {
             ),
             ("goodbye", Control::Goodbye),
             ("ping", Control::Ping { nonce: 42 }),
+            (
+                "policy_digest",
+                Control::PolicyDigest {
+                    id: policy_id(),
+                    len: 2_500,
+                },
+            ),
+            (
+                "policy_request",
+                Control::PolicyRequest {
+                    id: policy_id(),
+                    first: 1,
+                    count: 2,
+                },
+            ),
+            (
+                "policy_chunk_last",
+                Control::PolicyChunk {
+                    id: policy_id(),
+                    index: 2,
+                    count: 3,
+                    bytes: b"allow from any to any proto icmp\n".to_vec(),
+                },
+            ),
         ];
         for (name, control) in &samples {
             write("control_parse", name, &control.encode());
@@ -658,6 +690,16 @@ mod tests {
         let mut padded = Control::Pong { nonce: 7 }.encode();
         padded.resize(32, 0);
         write("control_parse", "pong_padded", &padded);
+        let mut chunk = Control::PolicyChunk {
+            id: policy_id(),
+            index: 0,
+            count: 3,
+            bytes: vec![b'#'; fjord_mesh::control::POLICY_CHUNK_BYTES],
+        }
+        .encode();
+        write("control_parse", "policy_chunk_full", &chunk);
+        chunk.resize(chunk.len().next_multiple_of(16) + 16, 0);
+        write("control_parse", "policy_chunk_padded", &chunk);
         let members = samples[1].1.encode();
         write(
             "control_parse",

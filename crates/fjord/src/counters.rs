@@ -318,6 +318,14 @@ fn mesh_help(name: &str) -> &'static str {
         "members_learned" => "Mesh members learned.",
         "members_removed" => "Mesh members removed.",
         "revocations_learned" => "Certificate revocations learned from other members.",
+        "policies_learned" => "Network policies fetched from other members and put in force.",
+        "policies_refused" => {
+            "Network policies fetched from other members and refused (hash, signature or text)."
+        }
+        "policy_transfers_failed" => "Network policy transfers given up (requests unanswered).",
+        "policy_chunks_dropped" => {
+            "Network policy chunks of no transfer in progress, or that did not fit it."
+        }
         "introductions_requested" => "Introductions this node asked a mutual member for.",
         "rendezvous_arranged" => {
             "Rendezvous this node arranged between two members (NAT traversal)."

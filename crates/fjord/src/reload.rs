@@ -98,6 +98,11 @@ impl std::fmt::Display for ReloadSummary {
                 f,
                 ", network policy version {in_force} kept (the file's version {offered} is older)"
             )?,
+            Some(PolicyOffer::SameVersionKept { version }) => write!(
+                f,
+                ", network policy version {version} kept (the file has other rules under the same \
+                 version: sign them with a higher one)"
+            )?,
             Some(PolicyOffer::Unchanged { .. }) | None => {}
         }
         Ok(())
@@ -224,7 +229,7 @@ impl Reloader {
         if let Some(policy) = policy {
             summary.policy = self
                 .control
-                .call(move |context| context.node.offer_policy(policy))
+                .call(move |context| context.node.offer_policy(context.now, policy))
                 .map_err(|_| ReloadError::Stopped)?;
         }
 

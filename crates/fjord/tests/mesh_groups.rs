@@ -2,13 +2,14 @@
 //! it in `ops` and `db` and node2's in `web`; in a mesh from `Member`
 //! lines, node2's line gives it `@web`. `fjord show` on node0 lists each
 //! member's groups, in text and JSON, for members it met only through
-//! gossip too.
+//! gossip too. A network policy given to one member reaches the others
+//! by gossip, at its highest version.
 //!
 //! Needs root; without it the test skips with one line (fails under CI).
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fjord_lab::netns;
 use fjord_lab::systems::mesh::RunningFjordMesh;
@@ -18,6 +19,9 @@ use fjord_lab::topology::Lan;
 
 const NODES: usize = 3;
 const CONVERGENCE_TIMEOUT: Duration = Duration::from_secs(30);
+/// A policy given to one member is announced at once to every member in
+/// session, which fetches it in a round trip or two.
+const SPREAD_WITHIN: Duration = Duration::from_secs(5);
 
 fn fjord() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_fjord"))
@@ -173,50 +177,86 @@ fn policy(version: u64) -> String {
     )
 }
 
-/// A member given a signed policy holds it (shown and enforced); a
-/// reload with a newer version replaces it, an older one is kept out, and
-/// a file changed after signing is refused with its line while the
-/// policy in force stays.
+/// `fjord show`'s line for the policy at `version` (with this file's two
+/// rules).
+fn in_force(version: u64) -> String {
+    format!("network policy: version {version}, 2 rules, enforced: ")
+}
+
+/// Waits until every node but `given` shows the policy at `version`;
+/// how long that took.
+fn spread_to_the_others(mesh: &RunningFjordMesh, given: usize, version: u64) -> Duration {
+    let started = Instant::now();
+    let line = in_force(version);
+    let others: Vec<usize> = (0..NODES).filter(|&node| node != given).collect();
+    let spread = netns::wait_until(SPREAD_WITHIN, "the policy to reach the others", || {
+        others
+            .iter()
+            .all(|&node| show(mesh, node, &[]).contains(&line))
+    });
+    let shown: Vec<String> = others.iter().map(|&node| show(mesh, node, &[])).collect();
+    assert!(spread.is_ok(), "{spread:?}; the others show {shown:#?}");
+    started.elapsed()
+}
+
+/// A policy given to ONE member (its file, then a reload) reaches the
+/// other two by gossip within seconds, and each member fetched it once;
+/// the highest version stays in force everywhere: an older one given
+/// later is kept out, a newer one given to another member replaces it
+/// everywhere, and a file changed after signing is refused with its line
+/// while the policy in force stays.
 #[test]
-fn a_policy_given_to_a_member_is_held_at_its_highest_version() {
+fn a_policy_given_to_one_member_reaches_every_member_at_its_highest_version() {
     let Some((lan, _workdir, mut mesh)) =
         configured("mesh-policy", FjordMesh::new(Fjord::at(fjord())))
     else {
         return;
     };
-    let path = mesh.give_policy(0, &policy(3)).expect("policy signed");
     start(&mut mesh);
-    let shown = |mesh: &RunningFjordMesh, node: usize| show(mesh, node, &[]);
-    let in_force = "network policy: version 3, 2 rules, enforced: ";
-    assert!(shown(&mesh, 0).contains(in_force), "{}", shown(&mesh, 0));
+    for node in 0..NODES {
+        let shown = show(&mesh, node, &[]);
+        assert!(
+            shown.contains("network policy: none (every member may reach every other)"),
+            "{shown}"
+        );
+    }
+
+    mesh.give_policy(1, &policy(3)).expect("policy signed");
+    let applied = mesh.reload(1).expect("reload with a policy");
     assert!(
-        shown(&mesh, 1).contains("network policy: none (every member may reach every other)"),
-        "{}",
-        shown(&mesh, 1)
+        applied.contains("network policy version 3 in force"),
+        "{applied}"
     );
+    let took = spread_to_the_others(&mesh, 1, 3);
+    eprintln!("mesh_groups: version 3 reached the others {took:?} after the reload");
+    for node in [0, 2] {
+        assert_eq!(mesh.mesh_counter(node, "policies_learned"), Ok(1));
+        assert_eq!(mesh.mesh_counter(node, "policies_refused"), Ok(0));
+    }
 
     mesh.give_policy(0, &policy(2)).expect("policy signed");
     let kept = mesh.reload(0).expect("reload with an older policy");
     assert!(kept.contains("network policy version 3 kept"), "{kept}");
-    assert!(shown(&mesh, 0).contains(in_force));
 
-    mesh.give_policy(0, &policy(4)).expect("policy signed");
-    let applied = mesh.reload(0).expect("reload with a newer policy");
+    let path = mesh.give_policy(2, &policy(4)).expect("policy signed");
+    let applied = mesh.reload(2).expect("reload with a newer policy");
     assert!(
         applied.contains("network policy version 4 in force"),
         "{applied}"
     );
-    let newer = "network policy: version 4, 2 rules, enforced: ";
-    assert!(shown(&mesh, 0).contains(newer));
+    spread_to_the_others(&mesh, 2, 4);
 
     let signed = std::fs::read_to_string(&path).expect("signed policy");
     std::fs::write(&path, signed.replace("5432/tcp", "1-65535/tcp")).expect("tampered");
-    let refused = mesh.reload(0).expect_err("a tampered policy is refused");
+    let refused = mesh.reload(2).expect_err("a tampered policy is refused");
     assert!(
         refused.contains("Policy: ") && refused.contains(".policy:5: the signature does not match"),
         "{refused}"
     );
-    assert!(shown(&mesh, 0).contains(newer), "{}", shown(&mesh, 0));
+    for node in 0..NODES {
+        let shown = show(&mesh, node, &[]);
+        assert!(shown.contains(&in_force(4)), "{shown}");
+    }
     drop(mesh);
     drop(lan);
 }

@@ -25,6 +25,9 @@
 //! certificate the sender refused, with a one-byte [`RefusalReason`]: the
 //! handshake succeeded, so without it the refused node would look healthy
 //! to its operator while no member ever takes it in.
+//! PolicyDigest/PolicyRequest/PolicyChunk (17-19) carry the network
+//! policy, whose signed text is cut into chunks (`control/policy.rs` for
+//! their bodies, `membership/policy_transfer.rs` for the exchange).
 //!
 //! A kind the receiver does not know fails to decode and is dropped (and
 //! counted as malformed); nothing else happens. That is what keeps new
@@ -33,7 +36,8 @@
 //! way, in Revocations messages; a node that predates Refused (15) just
 //! goes on without being told, and one that predates Observed (16) does
 //! not learn that its NAT changes its port (it sends the plain initiations
-//! of a rendezvous as before). Refusal reasons follow the same rule one
+//! of a rendezvous as before); one that predates the policy kinds never
+//! asks for a policy, and keeps none from other members. Refusal reasons follow the same rule one
 //! level down: a code the receiver does not know reads as
 //! [`RefusalReason::Other`].
 
@@ -44,6 +48,13 @@ use fjord_proto::extension::{EXTENSION_HEADER_LEN, EXTENSION_MARKER, ExtensionKi
 
 use crate::cert::{CertError, Certificate, Revocation};
 use crate::codec::{DecodeError, Reader, Writer};
+
+mod policy;
+
+pub use policy::{
+    MAX_POLICY_CHUNKS, MAX_REQUESTED_CHUNKS, POLICY_CHUNK_BYTES, POLICY_HASH_LEN, PolicyId,
+    chunk_count,
+};
 
 /// Marker, kind and length.
 pub const CONTROL_HEADER_LEN: usize = EXTENSION_HEADER_LEN;
@@ -222,6 +233,25 @@ pub enum Control {
     Refused {
         reason: RefusalReason,
     },
+    /// "I hold policy `id`, whose signed text is `len` bytes": a member
+    /// that holds an older one (or none) asks for it.
+    PolicyDigest {
+        id: PolicyId,
+        len: u32,
+    },
+    /// "Send me `count` chunks of policy `id` from chunk `first` on."
+    PolicyRequest {
+        id: PolicyId,
+        first: u16,
+        count: u16,
+    },
+    /// Chunk `index` of the `count` chunks of policy `id`'s signed text.
+    PolicyChunk {
+        id: PolicyId,
+        index: u16,
+        count: u16,
+        bytes: Vec<u8>,
+    },
 }
 
 impl Control {
@@ -295,6 +325,25 @@ impl Control {
             ExtensionKind::Observed => Control::Observed {
                 endpoint: body.socket_addr()?,
             },
+            ExtensionKind::PolicyDigest => Control::PolicyDigest {
+                id: PolicyId::read(&mut body)?,
+                len: policy::read_text_len(&mut body)?,
+            },
+            ExtensionKind::PolicyRequest => {
+                let id = PolicyId::read(&mut body)?;
+                let (first, count) = policy::read_range(&mut body)?;
+                Control::PolicyRequest { id, first, count }
+            }
+            ExtensionKind::PolicyChunk => {
+                let id = PolicyId::read(&mut body)?;
+                let (index, count, bytes) = policy::read_chunk(&mut body)?;
+                Control::PolicyChunk {
+                    id,
+                    index,
+                    count,
+                    bytes: bytes.to_vec(),
+                }
+            }
             ExtensionKind::Rendezvous => {
                 let peer = PublicKey::from_bytes(body.array()?);
                 let endpoints = read_addresses(&mut body)?;
@@ -399,6 +448,27 @@ impl Control {
                 write_addresses(&mut body, endpoints);
                 body.u8(u8::from(*predict_ports));
                 ExtensionKind::Rendezvous
+            }
+            Control::PolicyDigest { id, len } => {
+                id.write(&mut body);
+                body.u32(*len);
+                ExtensionKind::PolicyDigest
+            }
+            Control::PolicyRequest { id, first, count } => {
+                id.write(&mut body);
+                body.u16(*first);
+                body.u16(*count);
+                ExtensionKind::PolicyRequest
+            }
+            Control::PolicyChunk {
+                id,
+                index,
+                count,
+                bytes,
+            } => {
+                id.write(&mut body);
+                policy::write_chunk(&mut body, *index, *count, bytes);
+                ExtensionKind::PolicyChunk
             }
         };
         let mut message = Writer::default();
@@ -539,7 +609,71 @@ mod tests {
             Control::Refused {
                 reason: RefusalReason::Expired,
             },
+            Control::PolicyDigest {
+                id: policy_id(),
+                len: 5000,
+            },
+            Control::PolicyRequest {
+                id: policy_id(),
+                first: 4,
+                count: 1,
+            },
+            Control::PolicyChunk {
+                id: policy_id(),
+                index: 4,
+                count: 5,
+                bytes: vec![b'a'; 904],
+            },
         ]
+    }
+
+    fn policy_id() -> PolicyId {
+        PolicyId {
+            version: 7,
+            hash: [0xab; POLICY_HASH_LEN],
+        }
+    }
+
+    #[test]
+    fn policy_messages_out_of_bounds_are_refused() {
+        let digest = |len| Control::PolicyDigest {
+            id: policy_id(),
+            len,
+        };
+        let too_long = u32::try_from(crate::policy::MAX_POLICY_BYTES + 1).unwrap();
+        for len in [0, too_long] {
+            assert_eq!(
+                Control::decode(&digest(len).encode()),
+                Err(DecodeError::InvalidField)
+            );
+        }
+        let request = |first, count| Control::PolicyRequest {
+            id: policy_id(),
+            first,
+            count,
+        };
+        let past_the_end = MAX_POLICY_CHUNKS as u16;
+        assert!(Control::decode(&request(past_the_end, 1).encode()).is_err());
+        assert!(Control::decode(&request(0, 0).encode()).is_err());
+        let greedy = request(0, MAX_REQUESTED_CHUNKS as u16 + 1).encode();
+        assert_eq!(Control::decode(&greedy), Err(DecodeError::TooMany));
+        let chunk = |index, count, len| Control::PolicyChunk {
+            id: policy_id(),
+            index,
+            count,
+            bytes: vec![1; len],
+        };
+        for bad in [chunk(5, 5, 10), chunk(0, 0, 10), chunk(0, 1, 0)] {
+            assert!(Control::decode(&bad.encode()).is_err(), "{bad:?}");
+        }
+        // The writer cuts an oversized chunk, so a hand-made one tests the reader.
+        let mut oversized = chunk(0, 1, POLICY_CHUNK_BYTES).encode();
+        let at = CONTROL_HEADER_LEN + 8 + POLICY_HASH_LEN + 4;
+        oversized[at..at + 2].copy_from_slice(&(POLICY_CHUNK_BYTES as u16 + 1).to_be_bytes());
+        oversized.push(1);
+        let body_len = (oversized.len() - CONTROL_HEADER_LEN) as u16;
+        oversized[2..4].copy_from_slice(&body_len.to_be_bytes());
+        assert_eq!(Control::decode(&oversized), Err(DecodeError::TooMany));
     }
 
     #[test]

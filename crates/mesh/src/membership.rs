@@ -39,7 +39,10 @@
 //! announcement costs one interval, not a member.
 //!
 //! Revocations spread by flood, by a digest exchanged on every greeting
-//! and by a periodic digest check (`revocations.rs`).
+//! and by a periodic digest check (`revocations.rs`). The network policy
+//! spreads the same three ways, as a digest that members lacking it
+//! answer by fetching the signed text in chunks (`policy.rs`,
+//! `policy_transfer.rs`).
 //!
 //! A member disappears when its certificate expires, a revocation covers
 //! it, it says Goodbye, or nobody has heard from it for `member_timeout`
@@ -95,7 +98,12 @@ pub struct Mesh {
     /// The digest of `revocations`, kept current as they change.
     revocation_digest: RevocationDigest,
     /// The network's policy, its highest version given (`policy.rs`).
-    policy: Option<crate::policy::SignedPolicy>,
+    policy: Option<policy::HeldPolicy>,
+    /// The one policy being fetched from a member, if any
+    /// (`policy_transfer.rs`).
+    policy_transfer: Option<policy_transfer::Transfer>,
+    /// Fetched policies that failed their checks, not fetched again.
+    refused_policies: policy_transfer::RefusedPolicies,
     /// Members that said Goodbye, and when: older gossip about them is
     /// ignored so they do not come back from other members' lists.
     departed: HashMap<PublicKey, Instant>,
@@ -145,6 +153,8 @@ impl Mesh {
             revocations: BTreeMap::new(),
             revocation_digest: RevocationDigest::of(std::iter::empty()),
             policy: None,
+            policy_transfer: None,
+            refused_policies: policy_transfer::RefusedPolicies::new(),
             departed: HashMap::new(),
             unverified: HashMap::new(),
             greeted: HashSet::new(),
@@ -332,6 +342,16 @@ impl Mesh {
             Control::RevocationDigest { count, hash } => {
                 self.handle_revocation_digest(key, RevocationDigest { count, hash });
             }
+            Control::PolicyDigest { id, len } => self.handle_policy_digest(now, key, id, len),
+            Control::PolicyRequest { id, first, count } => {
+                self.handle_policy_request(key, id, first, count);
+            }
+            Control::PolicyChunk {
+                id,
+                index,
+                count,
+                bytes,
+            } => self.handle_policy_chunk(now, key, id, index, count, &bytes),
             Control::Goodbye => {
                 self.departed.insert(key, now);
                 self.remove_member(key);
@@ -373,9 +393,11 @@ impl Mesh {
             }
             if now >= mesh.next_revocation_check {
                 mesh.check_revocations();
+                mesh.check_policy();
                 mesh.next_revocation_check =
                     now + mesh.jittered(mesh.config.revocation_check_interval);
             }
+            mesh.handle_policy_timeout(now);
         });
     }
 
@@ -385,6 +407,7 @@ impl Mesh {
             Some(self.next_ping),
             Some(self.next_gossip),
             Some(self.next_revocation_check),
+            self.policy_deadline(),
             self.timers.next_deadline(),
         ]
         .into_iter()
@@ -474,6 +497,7 @@ mod bootstrap;
 mod config;
 mod gossip;
 mod policy;
+mod policy_transfer;
 mod refusals;
 mod renewal;
 mod revocations;
@@ -486,6 +510,9 @@ pub use config::{
     Outbound, Trust,
 };
 pub use policy::PolicyOffer;
+pub use policy_transfer::{
+    POLICY_RETRY_INTERVAL, POLICY_TRANSFER_RETRIES, REMEMBERED_REFUSED_POLICIES,
+};
 pub use refusals::{MAX_ANSWERED_KEYS, MAX_PENDING_REFUSALS, REFUSAL_NOTICE_INTERVAL, Refusal};
 pub use traversal::{PREDICTION_PROBES, PREDICTION_SOCKETS};
 

@@ -116,6 +116,12 @@ extension_kinds! {
     Refused = 15 => Membership,
     /// "I see you send from this endpoint" (a member's NAT mapping).
     Observed = 16 => Membership,
+    /// "I hold this version of the network policy" (`fjord_mesh::control`).
+    PolicyDigest = 17 => Membership,
+    /// "Send me these chunks of that policy."
+    PolicyRequest = 18 => Membership,
+    /// One chunk of a policy's signed text.
+    PolicyChunk = 19 => Membership,
     /// What a fjord node offers for one session (`negotiation.rs`).
     SessionOffer = 0x40 => Protocol,
 }

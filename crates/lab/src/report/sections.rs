@@ -127,7 +127,8 @@ pub enum TestKind {
     Memory,
     /// How much that resident size grew over the soak.
     MemoryGrowth,
-    /// A mesh figure by number of nodes: convergence, memory, first packet.
+    /// A mesh figure by number of nodes: convergence, memory, first packet,
+    /// policy spread.
     Mesh,
     NatMatrix,
     /// Throughput and RTT through a relay and on the direct path, and the
@@ -162,7 +163,9 @@ impl TestKind {
             "tcp_bulk" => TestKind::TcpBulk,
             "rss_under_load" => TestKind::Memory,
             "rss_growth" => TestKind::MemoryGrowth,
-            "convergence" | "rss_per_node" | "rss_per_peer" | "first_packet" => TestKind::Mesh,
+            "convergence" | "rss_per_node" | "rss_per_peer" | "first_packet" | "policy_spread" => {
+                TestKind::Mesh
+            }
             "nat_pair" => TestKind::NatMatrix,
             "relay_throughput" | "relay_rtt" | "relay_switch" => TestKind::RelayCost,
             "path_mtu" => TestKind::PathMtu,
@@ -218,6 +221,9 @@ impl TestKind {
                 "rss_per_node" => "Resident memory per node (median of the nodes)",
                 "rss_per_peer" => "Resident memory per peer ((median − node alone) ÷ (N − 1))",
                 "first_packet" => "First ping through the overlay after convergence",
+                "policy_spread" => {
+                    "Time from giving one member a network policy until every node holds it"
+                }
                 other => other,
             }
             .to_string(),

@@ -24,8 +24,11 @@
 //! 3. **First packet** (`first_packet`, ms): from node 1 to the last node
 //!    (neither the bootstrap), the time from starting one ping through the
 //!    overlay to its reply (what `ping` itself takes to start included).
+//! 4. **Policy spread** (`policy_spread`, s): the time from giving the
+//!    last node a signed network policy until every node holds it
+//!    (`mesh_policy.rs`).
 //!
-//! 4. **NAT matrix** (`nat_pair`, s): for every pair of {no NAT,
+//! 5. **NAT matrix** (`nat_pair`, s): for every pair of {no NAT,
 //!    port-preserving, symmetric}, two members on a [`NatInternet`] (each
 //!    site behind its own nftables NAT, a router between the sites), with
 //!    a public bootstrap member: the time from starting the two until each
@@ -70,11 +73,15 @@ pub fn node_counts(quick: bool) -> [usize; 2] {
     if quick { [5, 20] } else { [20, 100] }
 }
 
-/// Progress steps per system: convergence with memory, and first packet,
-/// per size; then the NAT matrix, the relay cost and the path MTU row.
+/// Progress steps per system: convergence with memory, first packet and
+/// policy spread, per size; then the NAT matrix, the relay cost and the
+/// path MTU row.
 pub fn steps(quick: bool) -> u64 {
-    2 * node_counts(quick).len() as u64 + 3
+    STEPS_PER_SIZE * node_counts(quick).len() as u64 + 3
 }
+
+/// Convergence with memory, first packet, policy spread.
+const STEPS_PER_SIZE: u64 = 3;
 
 /// How long a pair of members behind NATs may take to get a session.
 pub const NAT_PAIR_TIMEOUT: Duration = Duration::from_secs(20);
@@ -108,8 +115,8 @@ pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
                     convergence_row(name, count).failed(format!("building the LAN: {error}")),
                 );
                 setup.done();
-                setup.skip(1);
-                steps_left -= 2;
+                setup.skip(STEPS_PER_SIZE - 1);
+                steps_left -= STEPS_PER_SIZE;
                 continue;
             }
         };
@@ -122,8 +129,8 @@ pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
             Err(error) => {
                 rows.push(convergence_row(name, count).failed(error.to_string()));
                 setup.done();
-                setup.skip(1);
-                steps_left -= 2;
+                setup.skip(STEPS_PER_SIZE - 1);
+                steps_left -= STEPS_PER_SIZE;
                 continue;
             }
         };
@@ -133,7 +140,15 @@ pub fn run(setup: &Setup<'_>, quick: bool) -> Vec<Measurement> {
         setup.step(&format!("mesh: {count} nodes: first packet"));
         rows.push(first_packet(mesh.as_ref(), &lan, name));
         setup.done();
-        steps_left -= 2;
+
+        setup.step(&format!("mesh: {count} nodes: policy spread"));
+        rows.push(super::mesh_policy::policy_spread(
+            mesh.as_mut(),
+            name,
+            setup.progress,
+        ));
+        setup.done();
+        steps_left -= STEPS_PER_SIZE;
         // Nodes stop before their namespaces go.
         drop(mesh);
         drop(lan);
@@ -492,6 +507,6 @@ mod tests {
     fn quick_runs_are_smaller() {
         assert_eq!(node_counts(true), [5, 20]);
         assert_eq!(node_counts(false), [20, 100]);
-        assert_eq!(steps(true), 7);
+        assert_eq!(steps(true), 9);
     }
 }

@@ -10,6 +10,7 @@ mod latency;
 mod loss;
 pub mod mesh;
 pub mod mesh_pmtu;
+pub mod mesh_policy;
 mod mesh_relay;
 pub mod mtu;
 pub mod peers;

@@ -78,6 +78,12 @@ pub trait RunningMesh: Send {
     /// Stops `node` as an operator would (SIGTERM, then SIGKILL after a
     /// grace period); its exit status, `None` if it was not running.
     fn stop_node(&mut self, node: usize) -> Option<ExitStatus>;
+    /// Gives the running `node` the network policy `text`, as an operator
+    /// does: signed with the network key, then a reload.
+    fn give_policy_and_reload(&mut self, node: usize, text: &str) -> Result<(), String>;
+    /// The version of the network policy `node` holds now (`None`: none);
+    /// an error if it does not answer.
+    fn policy_version(&mut self, node: usize) -> Result<Option<u64>, String>;
 }
 
 /// One member as a node lists it (`get=fjord`'s `member=` lines, as in
@@ -453,14 +459,20 @@ impl RunningFjordMesh {
     /// `node`'s mesh counter `name` (`port_predictions`, ...) as `fjord
     /// show` reads it from the control socket.
     pub fn mesh_counter(&self, node: usize, name: &str) -> Result<u64, String> {
+        let key = format!("mesh_{name}=");
+        self.status_number(node, &key)?
+            .ok_or_else(|| format!("{}: get=fjord has no {key}", self.node(node).name))
+    }
+
+    /// The number on `node`'s `get=fjord` line that starts with `key`
+    /// (`None`: no such line).
+    fn status_number(&self, node: usize, key: &str) -> Result<Option<u64>, String> {
         let entry = self.node(node);
         let reply = fjord::get_fjord(&entry.ifname).map_err(|e| format!("{}: {e}", entry.name))?;
         fjord::check_reply(&reply)?;
-        let key = format!("mesh_{name}=");
-        reply
+        Ok(reply
             .lines()
-            .find_map(|line| line.strip_prefix(key.as_str())?.parse().ok())
-            .ok_or_else(|| format!("{}: get=fjord has no {key}", entry.name))
+            .find_map(|line| line.strip_prefix(key)?.parse().ok()))
     }
 }
 
@@ -539,6 +551,17 @@ impl RunningMesh for RunningFjordMesh {
         let status = self.nodes[node].process.as_mut()?.stop();
         self.nodes[node].process = None;
         status
+    }
+
+    fn give_policy_and_reload(&mut self, node: usize, text: &str) -> Result<(), String> {
+        self.give_policy(node, text)?;
+        self.reload(node).map(drop)
+    }
+
+    fn policy_version(&mut self, node: usize) -> Result<Option<u64>, String> {
+        self.check_running(node)?;
+        // fjord's `get=fjord` line for the policy in force, absent without one.
+        self.status_number(node, "policy_version=")
     }
 }
 

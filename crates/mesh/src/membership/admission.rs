@@ -80,6 +80,9 @@ impl Mesh {
         // member started with one (which flooded to nobody) hands it to
         // everyone it meets, and a restarted one catches up.
         self.send_revocation_digest(key);
+        // The same for the policy: a member that joins later, or comes
+        // back, fetches it from the first member it meets.
+        self.send_policy_digest(key);
         if is_new {
             let direct: Vec<PublicKey> = self
                 .members

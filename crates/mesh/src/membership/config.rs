@@ -55,10 +55,10 @@ pub struct MeshConfig {
     /// Ping each member this often (default 10 s: under the 30 s UDP
     /// mapping timeout of common NATs, and RTTs stay fresh).
     pub ping_interval: Duration,
-    /// Our revocation digest to every member in session this often
-    /// (default 30 s: a member that missed a revocation learns it within
-    /// 37.5 s of meeting one that holds it, at a third of the pings'
-    /// message rate; see `revocations.rs`).
+    /// Our revocation and policy digests to every member in session this
+    /// often (default 30 s: a member that missed a revocation or a policy
+    /// learns it within 37.5 s of meeting one that holds it, at a third of
+    /// the pings' message rate; see `revocations.rs`).
     pub revocation_check_interval: Duration,
     /// Forget a member nobody has heard from for this long (default 180 s).
     pub member_timeout: Duration,
@@ -201,15 +201,28 @@ pub struct MeshCounters {
     pub relays_left: u64,
     /// Rendezvous in which we predicted ports (traversal.rs).
     pub port_predictions: u64,
+    /// Network policies fetched from members and put in force.
+    pub policies_learned: u64,
+    /// Policies fetched from members that failed their checks (hash,
+    /// signature, parse, version); the one in force stayed.
+    pub policies_refused: u64,
+    /// Policy transfers given up after repeated requests went unanswered.
+    pub policy_transfers_failed: u64,
+    /// Policy chunks of no transfer in progress, or that did not fit it.
+    pub policy_chunks_dropped: u64,
 }
 
 impl MeshCounters {
     /// Each counter with the name `fjord show` gives it.
-    pub fn named(&self) -> [(&'static str, u64); 12] {
+    pub fn named(&self) -> [(&'static str, u64); 16] {
         [
             ("members_learned", self.members_learned),
             ("members_removed", self.members_removed),
             ("revocations_learned", self.revocations_learned),
+            ("policies_learned", self.policies_learned),
+            ("policies_refused", self.policies_refused),
+            ("policy_transfers_failed", self.policy_transfers_failed),
+            ("policy_chunks_dropped", self.policy_chunks_dropped),
             ("introductions_requested", self.introductions_requested),
             ("rendezvous_arranged", self.rendezvous_arranged),
             ("port_predictions", self.port_predictions),

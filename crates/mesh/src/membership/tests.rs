@@ -46,6 +46,10 @@ struct Sim {
     predicted: Vec<(PublicKey, PublicKey, Vec<SocketAddr>)>,
     /// (who, toward whom, endpoints) for every Connect action.
     connected: Vec<(PublicKey, PublicKey, Vec<SocketAddr>)>,
+    /// Every how many policy chunks one is lost (1: all are), if any.
+    policy_chunk_loss: Option<u64>,
+    /// Policy chunks sent so far, lost ones included.
+    policy_chunks: u64,
 }
 
 fn key(index: u16) -> PrivateKey {
@@ -71,6 +75,8 @@ impl Sim {
             symmetric: Vec::new(),
             predicted: Vec::new(),
             connected: Vec::new(),
+            policy_chunk_loss: None,
+            policy_chunks: 0,
         }
     }
 
@@ -252,6 +258,15 @@ impl Sim {
             return;
         }
         let from_address = sender.address;
+        if matches!(Control::decode(&message), Ok(Control::PolicyChunk { .. })) {
+            self.policy_chunks += 1;
+            if self
+                .policy_chunk_loss
+                .is_some_and(|every| self.policy_chunks.is_multiple_of(every))
+            {
+                return;
+            }
+        }
         if !sender.sessions.contains(&to) {
             self.establish(from, to);
         }

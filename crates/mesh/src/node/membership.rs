@@ -129,9 +129,12 @@ impl Node {
     }
 
     /// Offers the network's policy given locally (the configuration file
-    /// or a reload); `None` when the interface is no mesh member.
-    pub fn offer_policy(&mut self, policy: SignedPolicy) -> Option<PolicyOffer> {
-        Some(self.mesh.as_mut()?.mesh.offer_policy(policy))
+    /// or a reload), and announces it to the members in session if it
+    /// comes into force; `None` when the interface is no mesh member.
+    pub fn offer_policy(&mut self, now: Instant, policy: SignedPolicy) -> Option<PolicyOffer> {
+        let offer = self.mesh.as_mut()?.mesh.offer_policy(policy);
+        self.pump_mesh(now);
+        Some(offer)
     }
 
     /// Adds a revocation given locally (a reload re-read the file) and
