@@ -115,6 +115,10 @@ pub struct Mesh {
     next_gossip: Instant,
     next_ping: Instant,
     next_revocation_check: Instant,
+    /// The member serving as our exit node (`routes.rs`).
+    exit: Option<PublicKey>,
+    /// Counts changes of the routes behind members (`routes.rs`).
+    routes_generation: u64,
     rng_state: u64,
     actions: VecDeque<MeshAction>,
     outbox: VecDeque<Outbound>,
@@ -152,6 +156,8 @@ impl Mesh {
             next_gossip: now,
             next_ping: now,
             next_revocation_check: now,
+            exit: None,
+            routes_generation: 0,
             rng_state: seed | 1,
             actions,
             outbox: VecDeque::new(),
@@ -187,6 +193,8 @@ impl Mesh {
             name: member.certificate.name.clone(),
             addresses: member.certificate.addresses.clone(),
             groups: member.certificate.groups.clone(),
+            routes: member.certificate.routes.clone(),
+            exit_node: self.exit == Some(*key),
             endpoints: member.endpoints.clone(),
             direct: member.direct,
             relay: member.traversal.relay(),
@@ -413,13 +421,23 @@ impl Mesh {
     }
 
     fn remove_member(&mut self, key: PublicKey) {
-        if self.members.remove(&key).is_some() {
+        if let Some(member) = self.members.remove(&key) {
             self.reschedule(key);
             self.counters.members_removed += 1;
             self.greeted.remove(&key);
             if !self.bootstrap.contains(&key) {
                 self.actions.push_back(MeshAction::Remove { key });
+            } else if !member.certificate.routes.is_empty() {
+                // A bootstrap member stays a peer with its addresses, but
+                // the networks behind it are no longer its to route.
+                self.actions.push_back(MeshAction::Admit {
+                    key,
+                    addresses: member.certificate.addresses,
+                    endpoint: None,
+                });
             }
+            self.refresh_exit();
+            self.routes_changed();
         }
     }
 
@@ -463,6 +481,7 @@ mod policy;
 mod refusals;
 mod renewal;
 mod revocations;
+mod routes;
 mod timers;
 mod traversal;
 
@@ -473,6 +492,7 @@ pub use config::{
 };
 pub use policy::PolicyOffer;
 pub use refusals::{MAX_ANSWERED_KEYS, MAX_PENDING_REFUSALS, REFUSAL_NOTICE_INTERVAL, Refusal};
+pub use routes::{ExitNodeStatus, is_default_route};
 pub use traversal::{PREDICTION_PROBES, PREDICTION_SOCKETS};
 
 #[cfg(test)]
