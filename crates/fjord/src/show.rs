@@ -104,6 +104,9 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
     if let Some(domain) = &interface.domain {
         let _ = writeln!(out, "  names: NAME.{domain} (answered on port 53)");
     }
+    if let Some(exit_node) = &interface.exit_node {
+        let _ = writeln!(out, "  exit node: {}", exit_node.describe());
+    }
     let mesh: Vec<String> = mesh_counters(interface)
         .iter()
         .filter(|(_, n)| **n > 0)
@@ -121,11 +124,12 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
             .map_or("-".to_string(), |mtu| format!("{mtu} B"));
         let _ = writeln!(
             out,
-            "  member {} ({}){}: {}, {}, rtt {rtt}, path mtu {path_mtu}{}",
+            "  member {} ({}){}: {}{}, {}, rtt {rtt}, path mtu {path_mtu}{}",
             member_label(&member.name, interface.domain.as_deref()),
             member.public_key,
             member_groups(&member.groups),
             member.addresses.join(", "),
+            member_routes(&member.routes),
             member_path(&member.path, member.endpoint.as_deref()),
             certificate_expiry(member.expires_at, now),
         );
@@ -248,6 +252,7 @@ pub fn report(name: &str, interface: &UapiInterface) -> InterfaceReport {
         carriers: carrier_counters(interface),
         switch_mac_addresses: switch_mac_addresses(interface),
         policy: policy(interface),
+        exit_node: interface.exit_node.clone(),
         domain: interface.domain.clone(),
         dns_names: interface
             .members
@@ -405,6 +410,15 @@ fn bytes(count: u64) -> String {
 
 /// ` @ops @db` after a member's name, as a `Member =` line writes its
 /// groups; nothing for a member in none.
+/// The networks behind a member, after its addresses.
+fn member_routes(routes: &[String]) -> String {
+    if routes.is_empty() {
+        String::new()
+    } else {
+        format!(", routes {}", routes.join(" "))
+    }
+}
+
 fn member_groups(groups: &[String]) -> String {
     groups.iter().map(|group| format!(" @{group}")).collect()
 }
@@ -523,6 +537,7 @@ mod tests {
             path_mtu: None,
             expires_at: None,
             groups: Vec::new(),
+            routes: Vec::new(),
         };
         let mut interface = UapiInterface {
             members: vec![member],
@@ -597,6 +612,7 @@ mod tests {
             path_mtu: None,
             expires_at: None,
             groups: groups.iter().map(ToString::to_string).collect(),
+            routes: Vec::new(),
         };
         let interface = UapiInterface {
             members: vec![member("db-1", &["ops", "db"]), member("web-1", &[])],

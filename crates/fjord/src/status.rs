@@ -51,9 +51,11 @@ pub struct InterfaceStatus {
     pub policy: Option<(u64, usize)>,
     /// The offloads the data path uses now.
     pub offloads: fjord_net::Offloads,
+    /// This node's choice of exit node (`[Mesh] ExitNode`), if it made one.
+    pub exit_node: Option<ExitNodeLine>,
 }
 
-pub use fjord_mesh::report::MemberLine;
+pub use fjord_mesh::report::{ExitNodeLine, MemberLine};
 
 /// One peer's fallback path, as `get=fjord` reports it:
 /// `fallback=<public key> <path>`, the path one of `udp`, `connecting
@@ -246,6 +248,9 @@ impl InterfaceStatus {
                 Some((policy.version(), policy.rules().len()))
             }),
             offloads: context.offloads(),
+            exit_node: node
+                .mesh()
+                .and_then(|mesh| ExitNodeLine::of(&mesh.exit_node())),
         }
     }
 }
@@ -330,6 +335,7 @@ fn member_lines(node: &Node) -> Vec<MemberLine> {
             // A listed member's "certificate" never expires (u64::MAX).
             expires_at: Some(member.expires_at).filter(|at| *at != u64::MAX),
             groups: member.groups.iter().map(ToString::to_string).collect(),
+            routes: member.routes.iter().map(Cidr::to_string).collect(),
         })
         .collect()
 }
@@ -368,6 +374,10 @@ pub struct InterfaceReport {
     /// everything is allowed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<PolicyReport>,
+    /// The exit node this member chose (`[Mesh] ExitNode`) and its state:
+    /// `serving`, `unknown` or `no-default-route`; absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_node: Option<ExitNodeLine>,
 }
 
 /// The network policy a member holds.

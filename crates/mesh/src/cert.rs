@@ -688,7 +688,7 @@ fn check_fields(name: &str, addresses: &[Cidr], groups: &[Group]) -> Result<(), 
 }
 
 /// A node name: 1 to [`MAX_NAME_LEN`] of letters, digits, `.`, `-`, `_`.
-pub(crate) fn valid_name(name: &str) -> bool {
+pub fn valid_name(name: &str) -> bool {
     (1..=MAX_NAME_LEN).contains(&name.len())
         && name
             .bytes()

@@ -32,6 +32,8 @@ pub(super) enum KeyName {
     Policy,
     /// `[Mesh] Domain`: the DNS domain members answer names under.
     Domain,
+    /// `[Mesh] ExitNode`: the member everything else is routed to.
+    ExitNode,
     /// `[Interface] FallbackPort`: where this node listens for carriers.
     FallbackPort,
     /// `[Peer] FallbackPort`: where the peer listens for carriers.
@@ -44,7 +46,7 @@ pub(super) enum KeyName {
 }
 
 /// Number of [`KeyName`] variants, for per-key tables.
-pub(super) const KEY_COUNT: usize = 31;
+pub(super) const KEY_COUNT: usize = 32;
 
 // `SeenKeys` indexes by discriminant; the last variant must fit.
 const _: () = assert!(KeyName::Metrics as usize + 1 == KEY_COUNT);
@@ -75,6 +77,7 @@ const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::Revocations,
     KeyName::Policy,
     KeyName::Domain,
+    KeyName::ExitNode,
     KeyName::FallbackPort,
     KeyName::PeerFallbackPort,
     KeyName::FallbackCarrier,
@@ -112,6 +115,7 @@ impl KeyName {
             KeyName::Revocations => "Revocations",
             KeyName::Policy => "Policy",
             KeyName::Domain => "Domain",
+            KeyName::ExitNode => "ExitNode",
             KeyName::FallbackPort | KeyName::PeerFallbackPort => "FallbackPort",
             KeyName::FallbackCarrier => "FallbackCarrier",
             KeyName::Cipher => "Cipher",
@@ -134,7 +138,7 @@ impl KeyName {
             | KeyName::Bootstrap
             | KeyName::Revocations
             | KeyName::Policy => SectionKind::Mesh,
-            KeyName::Domain => SectionKind::Mesh,
+            KeyName::Domain | KeyName::ExitNode => SectionKind::Mesh,
             _ => SectionKind::Interface,
         }
     }

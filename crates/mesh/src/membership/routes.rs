@@ -40,22 +40,6 @@ pub enum ExitNodeStatus {
     Serving { name: String, key: PublicKey },
 }
 
-impl ExitNodeStatus {
-    /// Why the choice has no effect, for a warning; `None` when it has
-    /// one or nothing was chosen.
-    pub fn problem(&self) -> Option<String> {
-        match self {
-            Self::NotChosen | Self::Serving { .. } => None,
-            Self::Unknown { name } => Some(format!(
-                "ExitNode = {name}: no member of that name is known; it takes effect when one joins"
-            )),
-            Self::NoDefaultRoute { name } => Some(format!(
-                "ExitNode = {name}: its certificate routes no 0.0.0.0/0 or ::/0 (sign it with --route 0.0.0.0/0)"
-            )),
-        }
-    }
-}
-
 /// Whether `prefix` is a default route of its family.
 pub fn is_default_route(prefix: &Cidr) -> bool {
     prefix.prefix_len() == 0
@@ -117,6 +101,8 @@ impl Mesh {
     pub fn set_exit_node(&mut self, name: Option<String>) {
         self.config.exit_node = name;
         self.refresh_exit();
+        // The state shown changes even when the chosen member does not.
+        self.routes_changed();
     }
 
     pub fn exit_node(&self) -> ExitNodeStatus {
