@@ -70,6 +70,9 @@ impl MemberRoutes {
     /// no longer wanted go first, so a prefix moving between members is
     /// never routed twice.
     pub fn apply(&mut self, wanted: &[Cidr]) {
+        if self.table == RouteTable::Off {
+            return;
+        }
         let wanted: BTreeSet<Cidr> = wanted.iter().map(Cidr::network).collect();
         let gone: Vec<Cidr> = self.installed.difference(&wanted).copied().collect();
         for prefix in gone {
@@ -116,6 +119,7 @@ impl MemberRoutes {
         let text = prefix.to_string();
         let family = if prefix.is_ipv4() { "-4" } else { "-6" };
         match self.table {
+            // `apply` mirrors nothing with `Table = off`.
             RouteTable::Off => Ok(()),
             RouteTable::Auto if is_default_route(prefix) => {
                 netconf::add_default_route(&self.interface, prefix, self.fwmark)

@@ -202,13 +202,19 @@ fn route_default(interface: &str, prefix: &Cidr, table: &str) -> Result<(), Netc
         "table",
         table,
     ])?;
-    // Replies to the tunnel's marked datagrams pass reverse-path checks.
-    if prefix.is_ipv4()
-        && let Err(error) = std::fs::write("/proc/sys/net/ipv4/conf/all/src_valid_mark", "1")
-    {
-        tracing::warn!(%error, "could not set net.ipv4.conf.all.src_valid_mark=1");
+    if prefix.is_ipv4() {
+        mark_sources_valid();
     }
     Ok(())
+}
+
+/// Lets replies to the tunnel's marked datagrams pass reverse-path
+/// checks, as wg-quick does for a default route. Needs root: fjord run
+/// with `--user` sets it at start, before giving root up.
+pub fn mark_sources_valid() {
+    if let Err(error) = std::fs::write("/proc/sys/net/ipv4/conf/all/src_valid_mark", "1") {
+        tracing::warn!(%error, "could not set net.ipv4.conf.all.src_valid_mark=1");
+    }
 }
 
 /// A default route into `interface` (an exit node's) with wg-quick's

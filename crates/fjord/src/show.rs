@@ -654,4 +654,47 @@ mod tests {
             serde_json::json!({"version": 4, "rules": 12, "enforced": false})
         );
     }
+
+    #[test]
+    fn members_show_their_routes_and_the_exit_node_its_state() {
+        let gateway = crate::status::MemberLine {
+            public_key: "KEY".to_string(),
+            name: "gw-1".to_string(),
+            addresses: vec!["198.19.0.9/32".to_string()],
+            endpoint: None,
+            path: "connecting".to_string(),
+            rtt_micros: None,
+            path_mtu: None,
+            expires_at: None,
+            groups: Vec::new(),
+            routes: vec!["198.18.200.0/24".to_string(), "0.0.0.0/0".to_string()],
+        };
+        let exit_node = crate::status::ExitNodeLine {
+            name: "gw-2".to_string(),
+            state: "unknown".to_string(),
+        };
+        let interface = UapiInterface {
+            members: vec![gateway],
+            exit_node: Some(exit_node),
+            ..UapiInterface::default()
+        };
+        let text = render_text("fj0", &interface, UNIX_EPOCH);
+        assert!(
+            text.contains("  member gw-1 (KEY): 198.19.0.9/32, routes 198.18.200.0/24 0.0.0.0/0, "),
+            "{text}"
+        );
+        assert!(
+            text.contains("  exit node: gw-2: warning: no member of that name is known"),
+            "{text}"
+        );
+        let json = serde_json::to_value(report("fj0", &interface)).unwrap();
+        assert_eq!(
+            json["exit_node"],
+            serde_json::json!({"name": "gw-2", "state": "unknown"})
+        );
+        assert_eq!(
+            json["members"][0]["routes"],
+            serde_json::json!(["198.18.200.0/24", "0.0.0.0/0"])
+        );
+    }
 }

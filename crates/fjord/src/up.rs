@@ -327,6 +327,9 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
         Instant::now(),
     )?;
     netconf.add_routes(&interface, &allowed, table, fwmark)?;
+    if chooses_exit_node && table == RouteTable::Auto {
+        netconf::mark_sources_valid();
+    }
     if let Some(account) = &options.user {
         crate::privilege::hand_over(&udp, account)?;
     }

@@ -474,7 +474,10 @@ fn sign_puts_routes_in_a_certificate_and_refuses_bad_prefixes() {
         &sign(&["198.18.200.0/33"]),
         &["--route 198.18.200.0/33: prefix length 33 is longer than 32"],
     );
-    assert_usage_error(&sign(&["lan"]), &["--route lan: 'lan' is not an IP address"]);
+    assert_usage_error(
+        &sign(&["lan"]),
+        &["--route lan: 'lan' is not an IP address"],
+    );
     assert_usage_error(
         &sign(&["198.18.200.7/24"]),
         &["--route 198.18.200.7/24: host bits are set; the network is 198.18.200.0/24"],

@@ -8,7 +8,8 @@
 //! still leave directly; node2, which chose no exit node, has no route
 //! there. (198.19.201.0/24 stands for "the internet": every 198.18.x.x is
 //! on the mesh's own LAN, whose route would win over a default route.)
-//! The default route's policy rules are gone once node0 stops.
+//! A reload naming node2, which offers no default route, shows a warning
+//! and takes the route away; its policy rules are gone once node0 stops.
 //! Namespaces and processes go when the test ends, also when it fails.
 //!
 //! Needs root; without it the test skips with one line (fails under CI).
@@ -179,6 +180,26 @@ fn a_member_sends_everything_else_through_its_exit_node() {
         .iter()
         .any(|peer| peer["allowed_ips"].to_string().contains("0.0.0.0/0"));
     assert!(!default_routed, "{node2:#}");
+
+    // A reload naming a member that offers no default route: a warning
+    // in `fjord show`, and nothing goes to node1 any more.
+    let text = std::fs::read_to_string(&config).expect("node0's config");
+    std::fs::write(
+        &config,
+        text.replace("ExitNode = node1", "ExitNode = node2"),
+    )
+    .expect("ExitNode changed");
+    let reloaded = mesh.reload(0).expect("reload");
+    assert!(reloaded.contains("exit node now node2"), "{reloaded}");
+    let shown = fjord_show(&ifname(&mesh, 0), &[]);
+    assert!(
+        shown.contains("  exit node: node2: warning: its certificate routes no 0.0.0.0/0"),
+        "{shown}"
+    );
+    let withdrawn = netns::wait_until(ROUTE_TIMEOUT, "the default route to go", || {
+        !route_to(&lan.hosts[0], "198.19.201.1").contains(&ifname(&mesh, 0))
+    });
+    assert!(withdrawn.is_ok(), "{withdrawn:?}");
 
     mesh.stop_node(0);
     let rules = lan.hosts[0].ip(&["rule", "show"]).expect("ip rule");
