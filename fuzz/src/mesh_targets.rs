@@ -13,7 +13,10 @@ use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use fjord_mesh::cert::{MAX_CERTIFICATE_ADDRESSES, MAX_GROUPS, MAX_NAME_LEN, REVOCATION_LEN};
+use fjord_mesh::cert::{
+    MAX_CERTIFICATE_ADDRESSES, MAX_CERTIFICATE_ROUTES, MAX_GROUPS, MAX_NAME_LEN,
+    REVOCATION_LEN,
+};
 use fjord_mesh::control::{Control, MAX_ENDPOINTS, MemberRecord};
 use fjord_mesh::policy::{MAX_POLICY_RULES, Policy, PolicyProblem, SignedPolicy};
 use fjord_mesh::{
@@ -55,6 +58,8 @@ pub fn cert_parse(data: &[u8]) {
         assert!((1..=MAX_NAME_LEN).contains(&certificate.name.len()));
         assert!(certificate.addresses.len() <= MAX_CERTIFICATE_ADDRESSES);
         assert!(certificate.groups.len() <= MAX_GROUPS);
+        assert!(certificate.routes.len() <= MAX_CERTIFICATE_ROUTES);
+        assert!(certificate.routes.iter().all(|route| *route == route.network()));
         let _ = certificate.verify(&certificate.network, certificate.issued_at);
     }
     if let Ok(revocation) = Revocation::decode(data) {
@@ -742,6 +747,25 @@ mod tests {
             "certificate_in_groups_text",
             grouped.to_base64().as_bytes(),
         );
+        let routes: Vec<Cidr> = ["198.18.200.0/24", "0.0.0.0/0", "fd00:1::/64"]
+            .iter()
+            .map(|route| route.parse().unwrap())
+            .collect();
+        for (name, groups) in [
+            ("certificate_routing", &[][..]),
+            ("certificate_routing_in_groups", &["ops".parse().unwrap()][..]),
+        ] {
+            let grant = fjord_mesh::Grant {
+                name: "gw-1",
+                addresses: &kit.own.addresses,
+                groups,
+                routes: &routes,
+            };
+            let routing = policy_network()
+                .issue(kit.own.node_key, &grant, EPOCH_SECS, EPOCH_SECS + 3_600)
+                .unwrap();
+            write("cert_parse", name, &routing.encode());
+        }
 
         // Joins through peer 0, learns peer 1 and 2, pings, answers.
         let mut join = vec![1, 7];

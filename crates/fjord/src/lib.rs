@@ -9,6 +9,7 @@ pub mod counters;
 pub mod keycmd;
 #[cfg(feature = "lab")]
 pub mod labcmd;
+pub mod member_routes;
 pub mod metrics;
 pub mod nameserver;
 pub mod netconf;

@@ -163,60 +163,102 @@ impl Netconf {
     ) -> Result<(), NetconfError> {
         let table_text = table.to_string();
         let proto = family(prefix);
-        ip(&[
-            proto,
-            "rule",
-            "add",
-            "not",
-            "fwmark",
-            &table_text,
-            "table",
-            &table_text,
-        ])?;
-        self.undo.push(vec![
-            proto.into(),
-            "rule".into(),
-            "del".into(),
-            "not".into(),
-            "fwmark".into(),
-            table_text.clone(),
-            "table".into(),
-            table_text.clone(),
-        ]);
-        ip(&[
-            proto,
-            "rule",
-            "add",
-            "table",
-            "main",
-            "suppress_prefixlength",
-            "0",
-        ])?;
-        self.undo.push(vec![
-            proto.into(),
-            "rule".into(),
-            "del".into(),
-            "table".into(),
-            "main".into(),
-            "suppress_prefixlength".into(),
-            "0".into(),
-        ]);
-        ip(&[
-            proto,
-            "route",
-            "add",
-            &prefix.to_string(),
-            "dev",
-            interface,
-            "table",
-            &table_text,
-        ])?;
-        if prefix.is_ipv4()
-            && let Err(error) = std::fs::write("/proc/sys/net/ipv4/conf/all/src_valid_mark", "1")
-        {
-            tracing::warn!(%error, "could not set net.ipv4.conf.all.src_valid_mark=1");
+        for rule in default_route_rules(&table_text) {
+            ip(&[&[proto, "rule", "add"], rule.as_slice()].concat())?;
+            self.undo.push(
+                [&[proto, "rule", "del"], rule.as_slice()]
+                    .concat()
+                    .into_iter()
+                    .map(String::from)
+                    .collect(),
+            );
         }
-        Ok(())
+        route_default(interface, prefix, &table_text)
+    }
+}
+
+/// wg-quick's policy rules for a default route in `table` (also the
+/// sockets' firewall mark), as `ip rule` arguments after `add`/`del`:
+/// the main table answers first for all but its default route, so the
+/// underlay's own routes keep working; what is left and unmarked (not
+/// the tunnel's own datagrams) looks up `table`, which holds only the
+/// route into the tunnel.
+fn default_route_rules(table: &str) -> [Vec<&str>; 2] {
+    [
+        vec!["not", "fwmark", table, "table", table],
+        vec!["table", "main", "suppress_prefixlength", "0"],
+    ]
+}
+
+/// The route into the tunnel in `table`, once its rules exist.
+fn route_default(interface: &str, prefix: &Cidr, table: &str) -> Result<(), NetconfError> {
+    ip(&[
+        family(prefix),
+        "route",
+        "add",
+        &prefix.to_string(),
+        "dev",
+        interface,
+        "table",
+        table,
+    ])?;
+    if prefix.is_ipv4() {
+        mark_sources_valid();
+    }
+    Ok(())
+}
+
+/// Lets replies to the tunnel's marked datagrams pass reverse-path
+/// checks, as wg-quick does for a default route. Needs root: fjord run
+/// with `--user` sets it at start, before giving root up.
+pub fn mark_sources_valid() {
+    if let Err(error) = std::fs::write("/proc/sys/net/ipv4/conf/all/src_valid_mark", "1") {
+        tracing::warn!(%error, "could not set net.ipv4.conf.all.src_valid_mark=1");
+    }
+}
+
+/// A default route into `interface` (an exit node's) with wg-quick's
+/// policy routing in `table`; [`remove_default_route`] undoes it.
+pub fn add_default_route(interface: &str, prefix: &Cidr, table: u32) -> Result<(), NetconfError> {
+    let table_text = table.to_string();
+    let proto = family(prefix);
+    let [first, second] = default_route_rules(&table_text);
+    ip(&[&[proto, "rule", "add"], first.as_slice()].concat())?;
+    if let Err(error) = ip(&[&[proto, "rule", "add"], second.as_slice()].concat()) {
+        let _ = ip(&[&[proto, "rule", "del"], first.as_slice()].concat());
+        return Err(error);
+    }
+    route_default(interface, prefix, &table_text).inspect_err(|_| {
+        remove_default_rules(proto, &table_text);
+    })
+}
+
+/// Removes what [`add_default_route`] added. The route may be gone with
+/// the interface already; the rules are what must not stay.
+pub fn remove_default_route(interface: &str, prefix: &Cidr, table: u32) {
+    let table_text = table.to_string();
+    let proto = family(prefix);
+    let text = prefix.to_string();
+    let route = [
+        "route",
+        "del",
+        &text,
+        "dev",
+        interface,
+        "table",
+        &table_text,
+    ];
+    if let Err(error) = ip(&[&[proto], route.as_slice()].concat()) {
+        tracing::debug!(%error, "default route already gone");
+    }
+    remove_default_rules(proto, &table_text);
+}
+
+fn remove_default_rules(proto: &str, table: &str) {
+    for rule in default_route_rules(table).iter().rev() {
+        if let Err(error) = ip(&[&[proto, "rule", "del"], rule.as_slice()].concat()) {
+            tracing::warn!(%error, "could not remove a default route's policy rule");
+        }
     }
 }
 

@@ -5,6 +5,8 @@
 //! fjord network pubkey < network.key           its public key ([Mesh] Network)
 //! fjord network sign --network-key network.key --public-key KEY \
 //!     --name NAME --address 198.19.0.2/32 [--group ops ...]
+//!     [--route 198.18.200.0/24 ...]            (a network behind it;
+//!                                              0.0.0.0/0 offers an exit node)
 //!     [--valid 12h | --days 365]               a certificate
 //! fjord network revoke --network-key network.key --public-key KEY
 //! fjord network policy --network-key network.key < policy.conf > policy.signed
@@ -22,7 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Subcommand;
 use fjord_mesh::policy::{MAX_POLICY_BYTES, PolicyError, SignedPolicy};
-use fjord_mesh::{Cidr, Group, NetworkPublicKey, NetworkSecret};
+use fjord_mesh::{Cidr, Grant, Group, NetworkPublicKey, NetworkSecret};
 use fjord_proto::PublicKey;
 use zeroize::Zeroizing;
 
@@ -53,6 +55,11 @@ pub enum NetworkCommand {
         /// a letter.
         #[arg(long = "group", value_name = "GROUP")]
         groups: Vec<String>,
+        /// A network behind the node that members route to it (repeat for
+        /// more, up to 16): `198.18.200.0/24`, `fd00:1::/64`; `0.0.0.0/0`
+        /// or `::/0` lets members choose it as their exit node.
+        #[arg(long = "route", value_name = "PREFIX")]
+        routes: Vec<String>,
         /// Days the certificate stays valid [default: 365].
         #[arg(long, conflicts_with = "valid",
               value_parser = clap::value_parser!(u32).range(1..=36_500))]
@@ -110,6 +117,7 @@ pub fn run(command: NetworkCommand, out: &mut impl Write) -> anyhow::Result<()> 
             name,
             addresses,
             groups,
+            routes,
             days,
             valid,
         } => {
@@ -117,12 +125,20 @@ pub fn run(command: NetworkCommand, out: &mut impl Write) -> anyhow::Result<()> 
             let node_key = parse_public_key(&public_key)?;
             let addresses: Vec<Cidr> = parse_each("--address", &addresses)?;
             let groups: Vec<Group> = parse_each("--group", &groups)?;
+            let routes: Vec<Cidr> = parse_each("--route", &routes)?;
+            check_routes(&routes)?;
             let now = unix_now();
             let validity = valid
                 .unwrap_or_else(|| Duration::from_secs(u64::from(days.unwrap_or(365)) * 86_400));
             let expires = now + validity.as_secs();
+            let grant = Grant {
+                name: &name,
+                addresses: &addresses,
+                groups: &groups,
+                routes: &routes,
+            };
             let certificate = secret
-                .sign_with_groups(node_key, &name, &addresses, &groups, now, expires)
+                .issue(node_key, &grant, now, expires)
                 .map_err(|error| UsageError(format!("cannot sign: {error}")))?;
             writeln!(out, "{}", certificate.to_base64())?;
         }
@@ -236,6 +252,18 @@ where
                 .map_err(|error| UsageError(format!("{option} {text}: {error}")))
         })
         .collect()
+}
+
+/// A route is a network: `198.18.200.7/24` names a host in one, most
+/// likely a typo for the network, and is refused rather than guessed.
+fn check_routes(routes: &[Cidr]) -> Result<(), UsageError> {
+    match routes.iter().find(|route| route.network() != **route) {
+        Some(route) => Err(UsageError(format!(
+            "--route {route}: host bits are set; the network is {}",
+            route.network()
+        ))),
+        None => Ok(()),
+    }
 }
 
 fn unix_now() -> u64 {

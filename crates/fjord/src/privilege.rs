@@ -13,6 +13,7 @@
 //! | socket buffers past the sysctl caps on those sockets (`SO_*BUFFORCE`) | `CAP_NET_ADMIN` |
 //! | a firewall mark on any socket (`wg set fwmark`, which wg-quick sends for a default route) | `CAP_NET_ADMIN` |
 //! | shutdown: remove the policy rules of a default route (`ip rule del`) | `CAP_NET_ADMIN` (ambient, so `ip` gets it) |
+//! | routes of members' networks and an exit node's default route as members come and go (`ip route`, `ip rule`) | `CAP_NET_ADMIN` (ambient, so `ip` gets it) |
 //! | shutdown: the interface disappears when fjord closes the TUN device | nothing |
 //!
 //! What is given up: binding a listen port below 1024 after start

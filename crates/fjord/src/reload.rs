@@ -7,7 +7,7 @@
 //! whole if it does not parse, or changes what only a restart can ─ plan
 //! the difference with the running file ─ on the worker: peers removed,
 //! changed, added; revocations; renewed certificate; bootstrap list;
-//! cipher and compression offers ─ then the routes of allowed IPs that came or went
+//! exit node; cipher and compression offers ─ then the routes of allowed IPs that came or went
 //! and the MTU (ip commands) ─ the new file becomes the running one
 //! ```
 //!
@@ -56,6 +56,8 @@ pub struct ReloadSummary {
     pub bootstrap: BootstrapChange,
     pub mtu: Option<u16>,
     pub offer_changed: bool,
+    /// `[Mesh] ExitNode` named another member.
+    pub exit_node: Option<String>,
     /// What became of the file's network policy, when it names one.
     pub policy: Option<PolicyOffer>,
 }
@@ -89,6 +91,9 @@ impl std::fmt::Display for ReloadSummary {
         }
         if self.offer_changed {
             f.write_str(", cipher or compression offer changed")?;
+        }
+        if let Some(exit_node) = &self.exit_node {
+            write!(f, ", exit node now {exit_node}")?;
         }
         match self.policy {
             Some(PolicyOffer::Applied { version }) => {
@@ -203,6 +208,8 @@ impl Reloader {
         let old_offer = self.command_line.offer(&self.running);
         let new_offer = self.command_line.offer(&config);
         let offer = (old_offer != new_offer).then_some(new_offer);
+        let new_exit_node = exit_node(&config);
+        let exit_node_change = (exit_node(&self.running) != new_exit_node).then_some(new_exit_node);
 
         let mut summary = ReloadSummary {
             peers_added: plan.added.len(),
@@ -210,6 +217,7 @@ impl Reloader {
             peers_changed: plan.changed.len(),
             revocations_added: revocations.len(),
             offer_changed: offer.is_some(),
+            exit_node: exit_node_change.clone().flatten(),
             ..ReloadSummary::default()
         };
         let policy = mesh.as_ref().and_then(|mesh| mesh.policy.clone());
@@ -226,6 +234,11 @@ impl Reloader {
             self.certificate_issued_at = Some(issued);
         }
         self.revocations.extend(applied_revocations);
+        if let Some(name) = exit_node_change {
+            self.control
+                .call(move |context| context.node.set_exit_node(context.now, name))
+                .map_err(|_| ReloadError::Stopped)?;
+        }
         if let Some(policy) = policy {
             summary.policy = self
                 .control
@@ -265,7 +278,7 @@ impl Reloader {
                 .map(|mesh| (mesh.network, mesh.members.clone()))
         };
         let domain = |config: &Config| config.mesh.as_ref().and_then(|mesh| mesh.domain.clone());
-        let checks: [(&'static str, bool); 12] = [
+        let checks: [(&'static str, bool); 13] = [
             (
                 "PrivateKey",
                 a.private_key.public_key() != b.private_key.public_key(),
@@ -282,6 +295,10 @@ impl Reloader {
                 mesh_identity(old) != mesh_identity(new),
             ),
             ("[Mesh] Domain", domain(old) != domain(new)),
+            (
+                "[Mesh] ExitNode set or removed (the sockets' firewall mark is chosen at start)",
+                exit_node(old).is_some() != exit_node(new).is_some(),
+            ),
             (
                 "a default route (AllowedIPs 0.0.0.0/0 or ::/0)",
                 has_default_route(old) != has_default_route(new),
@@ -382,6 +399,10 @@ fn prefixes(config: &Config) -> HashSet<Cidr> {
 fn uses_carrier(config: &Config) -> bool {
     config.interface.fallback_port.is_some()
         || config.peers.iter().any(|peer| peer.fallback_port.is_some())
+}
+
+fn exit_node(config: &Config) -> Option<String> {
+    config.mesh.as_ref()?.exit_node.clone()
 }
 
 fn has_default_route(config: &Config) -> bool {

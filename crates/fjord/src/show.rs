@@ -100,6 +100,9 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
     if let Some(domain) = &interface.domain {
         let _ = writeln!(out, "  names: NAME.{domain} (answered on port 53)");
     }
+    if let Some(exit_node) = &interface.exit_node {
+        let _ = writeln!(out, "  exit node: {}", exit_node.describe());
+    }
     let mesh: Vec<String> = mesh_counters(interface)
         .iter()
         .filter(|(_, n)| **n > 0)
@@ -117,11 +120,12 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
             .map_or("-".to_string(), |mtu| format!("{mtu} B"));
         let _ = writeln!(
             out,
-            "  member {} ({}){}: {}, {}, rtt {rtt}, path mtu {path_mtu}{}",
+            "  member {} ({}){}: {}{}, {}, rtt {rtt}, path mtu {path_mtu}{}",
             member_label(&member.name, interface.domain.as_deref()),
             member.public_key,
             member_groups(&member.groups),
             member.addresses.join(", "),
+            member_routes(&member.routes),
             member_path(&member.path, member.endpoint.as_deref()),
             certificate_expiry(member.expires_at, now),
         );
@@ -244,6 +248,7 @@ pub fn report(name: &str, interface: &UapiInterface) -> InterfaceReport {
         carriers: carrier_counters(interface),
         switch_mac_addresses: switch_mac_addresses(interface),
         policy: policy(interface),
+        exit_node: interface.exit_node.clone(),
         domain: interface.domain.clone(),
         dns_names: interface
             .members
@@ -436,6 +441,15 @@ fn bytes(count: u64) -> String {
 
 /// ` @ops @db` after a member's name, as a `Member =` line writes its
 /// groups; nothing for a member in none.
+/// The networks behind a member, after its addresses.
+fn member_routes(routes: &[String]) -> String {
+    if routes.is_empty() {
+        String::new()
+    } else {
+        format!(", routes {}", routes.join(" "))
+    }
+}
+
 fn member_groups(groups: &[String]) -> String {
     groups.iter().map(|group| format!(" @{group}")).collect()
 }
@@ -554,6 +568,7 @@ mod tests {
             path_mtu: None,
             expires_at: None,
             groups: Vec::new(),
+            routes: Vec::new(),
         };
         let mut interface = UapiInterface {
             members: vec![member],
@@ -628,6 +643,7 @@ mod tests {
             path_mtu: None,
             expires_at: None,
             groups: groups.iter().map(ToString::to_string).collect(),
+            routes: Vec::new(),
         };
         let interface = UapiInterface {
             members: vec![member("db-1", &["ops", "db"]), member("web-1", &[])],
@@ -680,6 +696,49 @@ mod tests {
                 "tracked_flows": 7, "evicted_flows": 0,
                 "flows_by_line": {"3": 5, "4": 0, "9": 2}
             })
+        );
+    }
+
+    #[test]
+    fn members_show_their_routes_and_the_exit_node_its_state() {
+        let gateway = crate::status::MemberLine {
+            public_key: "KEY".to_string(),
+            name: "gw-1".to_string(),
+            addresses: vec!["198.19.0.9/32".to_string()],
+            endpoint: None,
+            path: "connecting".to_string(),
+            rtt_micros: None,
+            path_mtu: None,
+            expires_at: None,
+            groups: Vec::new(),
+            routes: vec!["198.18.200.0/24".to_string(), "0.0.0.0/0".to_string()],
+        };
+        let exit_node = crate::status::ExitNodeLine {
+            name: "gw-2".to_string(),
+            state: "unknown".to_string(),
+        };
+        let interface = UapiInterface {
+            members: vec![gateway],
+            exit_node: Some(exit_node),
+            ..UapiInterface::default()
+        };
+        let text = render_text("fj0", &interface, UNIX_EPOCH);
+        assert!(
+            text.contains("  member gw-1 (KEY): 198.19.0.9/32, routes 198.18.200.0/24 0.0.0.0/0, "),
+            "{text}"
+        );
+        assert!(
+            text.contains("  exit node: gw-2: warning: no member of that name is known"),
+            "{text}"
+        );
+        let json = serde_json::to_value(report("fj0", &interface)).unwrap();
+        assert_eq!(
+            json["exit_node"],
+            serde_json::json!({"name": "gw-2", "state": "unknown"})
+        );
+        assert_eq!(
+            json["members"][0]["routes"],
+            serde_json::json!(["198.18.200.0/24", "0.0.0.0/0"])
         );
     }
 }

@@ -52,9 +52,11 @@ pub struct InterfaceStatus {
     pub policy: Option<PolicyStatus>,
     /// The offloads the data path uses now.
     pub offloads: fjord_net::Offloads,
+    /// This node's choice of exit node (`[Mesh] ExitNode`), if it made one.
+    pub exit_node: Option<ExitNodeLine>,
 }
 
-pub use fjord_mesh::report::MemberLine;
+pub use fjord_mesh::report::{ExitNodeLine, MemberLine};
 
 /// The network policy in force, for `get=fjord` and metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -257,6 +259,9 @@ impl InterfaceStatus {
                 .map(|table| table.entries(context.now).count()),
             policy: policy_status(node),
             offloads: context.offloads(),
+            exit_node: node
+                .mesh()
+                .and_then(|mesh| ExitNodeLine::of(&mesh.exit_node())),
         }
     }
 }
@@ -368,6 +373,7 @@ fn member_lines(node: &Node) -> Vec<MemberLine> {
             // A listed member's "certificate" never expires (u64::MAX).
             expires_at: Some(member.expires_at).filter(|at| *at != u64::MAX),
             groups: member.groups.iter().map(ToString::to_string).collect(),
+            routes: member.routes.iter().map(Cidr::to_string).collect(),
         })
         .collect()
 }
@@ -406,6 +412,10 @@ pub struct InterfaceReport {
     /// everything is allowed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<PolicyReport>,
+    /// The exit node this member chose (`[Mesh] ExitNode`) and its state:
+    /// `serving`, `unknown` or `no-default-route`; absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_node: Option<ExitNodeLine>,
 }
 
 /// The network policy a member holds, and what enforcing it counted.

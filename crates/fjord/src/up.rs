@@ -5,7 +5,8 @@
 //! Order: PreUp; the configuration socket (claimed first, so that a second
 //! `fjord up` of the same interface fails before touching anything); UDP
 //! socket; TUN interface (TAP in switch mode); addresses and MTU; peers;
-//! routes; with `--user`, root given up (`privilege.rs`); serving the
+//! routes (and, in a mesh, a thread that routes members' networks:
+//! `member_routes.rs`); with `--user`, root given up (`privilege.rs`); serving the
 //! configuration socket; PostUp; readiness to systemd once the worker
 //! has sent its first initiations (`service.rs`). A `[Mesh]` section's
 //! files are read and checked with the config file, before anything is
@@ -28,6 +29,7 @@ use crate::config::{
     CipherSetting, CompressionSetting, Config, FallbackCarrier, InterfaceMode, LoadedMesh,
     MetricsAddress, interface_name_from_path,
 };
+use crate::member_routes::{self, MemberRoutes};
 use crate::netconf::{self, Netconf, RouteTable, run_hook};
 use crate::reload::{self, DataOfferOverride, Reloader};
 use crate::reresolve::{self, NamedEndpoint};
@@ -231,8 +233,10 @@ pub fn build_node(
         if let Some(port) = config.interface.fallback_port {
             node.set_member_fallback_port(Some(port.get()));
         }
+        warn_if_not_forwarding(&loaded.certificate);
         let mut mesh_config = MeshConfig::new(loaded.trust, loaded.certificate, usize::from(mtu));
         mesh_config.bootstrap = loaded.bootstrap;
+        mesh_config.exit_node = config.mesh.as_ref().and_then(|m| m.exit_node.clone());
         mesh_config.host_addresses = host_addresses;
         let mut seed = [0u8; 8];
         SystemRng.fill_bytes(&mut seed);
@@ -274,8 +278,11 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
         .iter()
         .flat_map(|p| p.allowed_ips.iter().copied())
         .collect();
-    // A default route needs the socket marked so its packets escape the tunnel.
-    let needs_mark = table == RouteTable::Auto && allowed.iter().any(|c| c.prefix_len() == 0);
+    // A default route needs the socket marked so its packets escape the
+    // tunnel; an exit node's comes later, when the member is met.
+    let chooses_exit_node = config.mesh.as_ref().is_some_and(|m| m.exit_node.is_some());
+    let needs_mark = table == RouteTable::Auto
+        && (chooses_exit_node || allowed.iter().any(|c| c.prefix_len() == 0));
     let configured_mark = config.interface.fwmark.map_or(0, |m| m.get());
     let fwmark = if needs_mark && configured_mark == 0 {
         netconf::free_table()?
@@ -323,6 +330,9 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
         Instant::now(),
     )?;
     netconf.add_routes(&interface, &allowed, table, fwmark)?;
+    if chooses_exit_node && table == RouteTable::Auto {
+        netconf::mark_sources_valid();
+    }
     if let Some(account) = &options.user {
         crate::privilege::hand_over(&udp, account)?;
     }
@@ -337,6 +347,10 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
         crate::privilege::drop_to(account)?;
     }
     reresolve::spawn(control.clone(), named_endpoints(&config))?;
+    let member_routes = Arc::new(Mutex::new(MemberRoutes::new(&interface, table, fwmark)));
+    if config.mesh.is_some() {
+        member_routes::spawn(member_routes.clone(), control.clone())?;
+    }
     let resolved = match name_server {
         Some((server, domain)) => {
             server.spawn(control.clone())?;
@@ -380,6 +394,10 @@ pub fn up(config_path: &Path, options: &UpOptions) -> anyhow::Result<()> {
             tracing::warn!(%error, "PreDown hook failed");
         }
     }
+    member_routes
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .clear();
     drop(netconf);
     for hook in &config.interface.wg_quick.post_down {
         if let Err(error) = run_hook("PostDown", hook.as_str(), &interface) {
@@ -466,6 +484,31 @@ fn named_endpoints(config: &Config) -> Vec<NamedEndpoint> {
             })
         })
         .collect()
+}
+
+/// A member whose certificate routes networks behind it must forward
+/// packets between the interface and them; the kernel does, once asked.
+fn warn_if_not_forwarding(certificate: &fjord_mesh::Certificate) {
+    let families = [
+        (true, "/proc/sys/net/ipv4/ip_forward", "net.ipv4.ip_forward"),
+        (
+            false,
+            "/proc/sys/net/ipv6/conf/all/forwarding",
+            "net.ipv6.conf.all.forwarding",
+        ),
+    ];
+    for (ipv4, path, sysctl) in families {
+        let routes_family = certificate
+            .routes
+            .iter()
+            .any(|route| route.is_ipv4() == ipv4);
+        let forwarding = std::fs::read_to_string(path).is_ok_and(|value| value.trim() == "1");
+        if routes_family && !forwarding {
+            tracing::warn!(
+                "this member's certificate routes networks behind it, but {sysctl} is off: members' packets to them are dropped here (sysctl -w {sysctl}=1)"
+            );
+        }
+    }
 }
 
 fn warn_unapplied(config: &Config) {

@@ -472,3 +472,48 @@ fn lab_report_merges_runs_into_a_directory_of_their_own() {
     assert!(String::from_utf8_lossy(&into_a_run.stderr).contains("results.json"));
     let _ = std::fs::remove_dir_all(&root);
 }
+
+#[test]
+fn sign_puts_routes_in_a_certificate_and_refuses_bad_prefixes() {
+    let dir = TempDir::new("routes");
+    let (key, _) = network_key(&dir, "network.key");
+    let sign = |routes: &[&str]| {
+        let mut args = vec![
+            "network",
+            "sign",
+            "--network-key",
+            key.to_str().unwrap(),
+            "--public-key",
+            PEER_KEY,
+            "--name",
+            "gw-1",
+            "--address",
+            "198.19.0.2/32",
+        ];
+        for route in routes {
+            args.extend(["--route", route]);
+        }
+        fjord(&args)
+    };
+    let routed = sign(&["198.18.200.0/24", "0.0.0.0/0"]);
+    assert!(routed.status.success(), "{routed:?}");
+    let certificate: fjord_mesh::Certificate =
+        String::from_utf8(routed.stdout).unwrap().parse().unwrap();
+    let routes: Vec<String> = certificate.routes.iter().map(ToString::to_string).collect();
+    assert_eq!(routes, ["198.18.200.0/24", "0.0.0.0/0"]);
+    assert_usage_error(
+        &sign(&["198.18.200.0/33"]),
+        &["--route 198.18.200.0/33: prefix length 33 is longer than 32"],
+    );
+    assert_usage_error(
+        &sign(&["lan"]),
+        &["--route lan: 'lan' is not an IP address"],
+    );
+    assert_usage_error(
+        &sign(&["198.18.200.7/24"]),
+        &["--route 198.18.200.7/24: host bits are set; the network is 198.18.200.0/24"],
+    );
+    let seventeen: Vec<String> = (0..17).map(|n| format!("198.18.{n}.0/24")).collect();
+    let seventeen: Vec<&str> = seventeen.iter().map(String::as_str).collect();
+    assert_usage_error(&sign(&seventeen), &["at most 16 routes"]);
+}

@@ -13,7 +13,9 @@
 //! re-admitted with a newer certificate.
 //!
 //! A certificate may also put its node in [`Group`]s, which the network
-//! policy ([`crate::policy`]) names in its rules.
+//! policy ([`crate::policy`]) names in its rules, and name routes: prefixes
+//! beyond the node's own addresses (a LAN behind it, or a default route
+//! for an exit node) that members route to it.
 //!
 //! Wire layout (big-endian, see [`crate::codec`]):
 //!
@@ -23,14 +25,18 @@
 //!              Ed25519 signature 64 (over everything before it)
 //!   in groups: "FJC" 2 | ... as version 1 up to the prefixes ... |
 //!              g u8 (1 to 16) + g × (len u8 + group name) | signature 64
+//!   routing:   "FJC" 3 | ... as version 1 up to the prefixes ... |
+//!              g u8 (0 to 16) + g × group as in version 2 |
+//!              r u8 (1 to 16) + r × prefix | signature 64
 //! revocation:  "FJR" 1 | network key 32 | node key 32 | revoked u64 |
 //!              signature 64
 //! ```
 //!
-//! A certificate without groups is always version 1, byte for byte what
-//! fjord wrote before groups existed, so older members still accept it;
-//! version 2 with no groups is refused, so every certificate has one
-//! encoding.
+//! A certificate without groups or routes is always version 1, byte for
+//! byte what fjord wrote before groups existed, so older members still
+//! accept it; one with groups but no routes is version 2, as before routes
+//! existed. Version 2 with no groups, version 3 with no routes and a route
+//! with host bits set are refused, so every certificate has one encoding.
 //!
 //! Times are seconds since the Unix epoch. The text form of each is its
 //! bytes in standard base64 on one line.
@@ -53,11 +59,15 @@ pub use group::{Group, GroupNameError, MAX_GROUP_NAME_LEN, MAX_GROUPS};
 const CERTIFICATE_MAGIC: [u8; 4] = *b"FJC\x01";
 /// A certificate that names groups.
 const CERTIFICATE_IN_GROUPS_MAGIC: [u8; 4] = *b"FJC\x02";
+/// A certificate that names routes (and groups, possibly none).
+const CERTIFICATE_ROUTING_MAGIC: [u8; 4] = *b"FJC\x03";
 const REVOCATION_MAGIC: [u8; 4] = *b"FJR\x01";
 /// Length of an Ed25519 signature.
 pub(crate) const SIGNATURE_LEN: usize = 64;
 /// Most overlay prefixes one certificate may name.
 pub const MAX_CERTIFICATE_ADDRESSES: usize = 8;
+/// Most routes (prefixes behind the node) one certificate may name.
+pub const MAX_CERTIFICATE_ROUTES: usize = 16;
 /// Longest node name, in bytes.
 pub const MAX_NAME_LEN: usize = 63;
 /// How far a certificate's issue time may lie in the future, for members
@@ -109,6 +119,21 @@ pub enum IssueError {
     TooManyGroups,
     #[error("group `{0}` is named twice")]
     DuplicateGroup(Group),
+    #[error("a certificate names at most {MAX_CERTIFICATE_ROUTES} routes")]
+    TooManyRoutes,
+}
+
+/// What a certificate grants its node: its name, the overlay addresses it
+/// sends from, its groups and the prefixes routed to it beyond its own
+/// addresses.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Grant<'a> {
+    pub name: &'a str,
+    pub addresses: &'a [Cidr],
+    pub groups: &'a [Group],
+    /// Networks behind the node; `0.0.0.0/0` or `::/0` offers it as an
+    /// exit node. Host bits are cleared and repeats dropped when signed.
+    pub routes: &'a [Cidr],
 }
 
 /// The secret half of a network key. Only `fjord network sign` needs it;
@@ -159,16 +184,44 @@ impl NetworkSecret {
         issued_at: u64,
         expires_at: u64,
     ) -> Result<Certificate, IssueError> {
-        check_fields(name, addresses, groups)?;
+        let grant = Grant {
+            name,
+            addresses,
+            groups,
+            routes: &[],
+        };
+        self.issue(node_key, &grant, issued_at, expires_at)
+    }
+
+    /// Signs a certificate for `node_key` granting `grant`, valid from
+    /// `issued_at` to `expires_at` (Unix seconds).
+    pub fn issue(
+        &self,
+        node_key: PublicKey,
+        grant: &Grant<'_>,
+        issued_at: u64,
+        expires_at: u64,
+    ) -> Result<Certificate, IssueError> {
+        check_fields(grant.name, grant.addresses, grant.groups)?;
         if expires_at <= issued_at {
             return Err(IssueError::EmptyValidity);
+        }
+        let mut routes: Vec<Cidr> = Vec::with_capacity(grant.routes.len());
+        for route in grant.routes.iter().map(Cidr::network) {
+            if !routes.contains(&route) {
+                routes.push(route);
+            }
+        }
+        if routes.len() > MAX_CERTIFICATE_ROUTES {
+            return Err(IssueError::TooManyRoutes);
         }
         let mut certificate = Certificate {
             network: self.public_key(),
             node_key,
-            name: name.to_owned(),
-            addresses: addresses.to_vec(),
-            groups: groups.to_vec(),
+            name: grant.name.to_owned(),
+            addresses: grant.addresses.to_vec(),
+            groups: grant.groups.to_vec(),
+            routes,
             issued_at,
             expires_at,
             signature: [0; SIGNATURE_LEN],
@@ -298,6 +351,10 @@ pub struct Certificate {
     /// The groups the network put the node in (at most [`MAX_GROUPS`],
     /// none named twice), in the order signed.
     pub groups: Vec<Group>,
+    /// Prefixes beyond `addresses` routed to the node (a network behind
+    /// it; a default route makes it an exit node), at most
+    /// [`MAX_CERTIFICATE_ROUTES`], none with host bits set.
+    pub routes: Vec<Cidr>,
     pub issued_at: u64,
     pub expires_at: u64,
     signature: [u8; SIGNATURE_LEN],
@@ -306,10 +363,10 @@ pub struct Certificate {
 impl Certificate {
     fn signed_bytes(&self) -> Vec<u8> {
         let mut writer = Writer::default();
-        writer.bytes(if self.groups.is_empty() {
-            &CERTIFICATE_MAGIC
-        } else {
-            &CERTIFICATE_IN_GROUPS_MAGIC
+        writer.bytes(match (self.groups.is_empty(), self.routes.is_empty()) {
+            (true, true) => &CERTIFICATE_MAGIC,
+            (false, true) => &CERTIFICATE_IN_GROUPS_MAGIC,
+            (_, false) => &CERTIFICATE_ROUTING_MAGIC,
         });
         writer.bytes(self.network.as_bytes());
         writer.bytes(self.node_key.as_bytes());
@@ -320,10 +377,16 @@ impl Certificate {
         for cidr in &self.addresses {
             writer.cidr(*cidr);
         }
-        if !self.groups.is_empty() {
+        if !self.groups.is_empty() || !self.routes.is_empty() {
             writer.u8(self.groups.len() as u8);
             for group in &self.groups {
                 writer.short_bytes(group.as_str().as_bytes());
+            }
+        }
+        if !self.routes.is_empty() {
+            writer.u8(self.routes.len() as u8);
+            for route in &self.routes {
+                writer.cidr(*route);
             }
         }
         writer.bytes
@@ -358,6 +421,7 @@ impl Certificate {
             name: name.to_owned(),
             addresses: addresses.to_vec(),
             groups: groups.to_vec(),
+            routes: Vec::new(),
             issued_at: 0,
             expires_at: u64::MAX,
             signature: [0; SIGNATURE_LEN],
@@ -374,9 +438,10 @@ impl Certificate {
     }
 
     pub(crate) fn read(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let in_groups = match reader.array::<4>()? {
-            CERTIFICATE_MAGIC => false,
-            CERTIFICATE_IN_GROUPS_MAGIC => true,
+        let version = match reader.array::<4>()? {
+            CERTIFICATE_MAGIC => Version::Plain,
+            CERTIFICATE_IN_GROUPS_MAGIC => Version::InGroups,
+            CERTIFICATE_ROUTING_MAGIC => Version::Routing,
             _ => return Err(DecodeError::UnknownFormat),
         };
         let network = NetworkPublicKey::from_bytes(&reader.array()?)?;
@@ -392,10 +457,14 @@ impl Certificate {
         let addresses = (0..count)
             .map(|_| reader.cidr())
             .collect::<Result<Vec<_>, _>>()?;
-        let groups = if in_groups {
-            read_groups(reader)?
-        } else {
-            Vec::new()
+        let groups = match version {
+            Version::Plain => Vec::new(),
+            Version::InGroups => read_groups(reader, 1)?,
+            Version::Routing => read_groups(reader, 0)?,
+        };
+        let routes = match version {
+            Version::Routing => read_routes(reader)?,
+            Version::Plain | Version::InGroups => Vec::new(),
         };
         let signature = reader.array()?;
         Ok(Self {
@@ -404,6 +473,7 @@ impl Certificate {
             name,
             addresses,
             groups,
+            routes,
             issued_at,
             expires_at,
             signature,
@@ -446,6 +516,7 @@ impl fmt::Debug for Certificate {
             .field("node_key", &self.node_key)
             .field("addresses", &self.addresses)
             .field("groups", &self.groups)
+            .field("routes", &self.routes)
             .field("issued_at", &self.issued_at)
             .field("expires_at", &self.expires_at)
             .finish_non_exhaustive()
@@ -553,10 +624,18 @@ fn from_base64<T>(
     Ok(decode_whole(&bytes, read)?)
 }
 
-/// The groups of a version 2 certificate: at least one, none twice.
-fn read_groups(reader: &mut Reader<'_>) -> Result<Vec<Group>, DecodeError> {
+/// Which fields a certificate's encoding carries.
+enum Version {
+    Plain,
+    InGroups,
+    Routing,
+}
+
+/// The groups of a version 2 or 3 certificate: at least `min` (1 in
+/// version 2, which exists for them), none twice.
+fn read_groups(reader: &mut Reader<'_>, min: usize) -> Result<Vec<Group>, DecodeError> {
     let count = reader.count(MAX_GROUPS)?;
-    if count == 0 {
+    if count < min {
         return Err(DecodeError::InvalidField);
     }
     let mut groups: Vec<Group> = Vec::with_capacity(count);
@@ -569,6 +648,24 @@ fn read_groups(reader: &mut Reader<'_>) -> Result<Vec<Group>, DecodeError> {
         groups.push(group);
     }
     Ok(groups)
+}
+
+/// The routes of a version 3 certificate: at least one, none twice, no
+/// host bits set (what [`NetworkSecret::issue`] writes).
+fn read_routes(reader: &mut Reader<'_>) -> Result<Vec<Cidr>, DecodeError> {
+    let count = reader.count(MAX_CERTIFICATE_ROUTES)?;
+    if count == 0 {
+        return Err(DecodeError::InvalidField);
+    }
+    let mut routes: Vec<Cidr> = Vec::with_capacity(count);
+    for _ in 0..count {
+        let route = reader.cidr()?;
+        if route != route.network() || routes.contains(&route) {
+            return Err(DecodeError::InvalidField);
+        }
+        routes.push(route);
+    }
+    Ok(routes)
 }
 
 /// What a signed certificate and a listed record both require.
@@ -591,7 +688,7 @@ fn check_fields(name: &str, addresses: &[Cidr], groups: &[Group]) -> Result<(), 
 }
 
 /// A node name: 1 to [`MAX_NAME_LEN`] of letters, digits, `.`, `-`, `_`.
-pub(crate) fn valid_name(name: &str) -> bool {
+pub fn valid_name(name: &str) -> bool {
     (1..=MAX_NAME_LEN).contains(&name.len())
         && name
             .bytes()

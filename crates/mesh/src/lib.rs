@@ -24,13 +24,13 @@ pub mod switch;
 mod test_support;
 
 pub use allowed_ips::AllowedIps;
-pub use cert::{Certificate, Group, NetworkPublicKey, NetworkSecret, Revocation};
+pub use cert::{Certificate, Grant, Group, NetworkPublicKey, NetworkSecret, Revocation};
 pub use cidr::{Cidr, CidrParseError};
 pub use codec::DecodeError;
 pub use control::RefusalReason;
 pub use membership::{
-    Bootstrap, BootstrapChange, MemberStatus, Mesh, MeshAction, MeshConfig, PolicyOffer, Refusal,
-    Trust,
+    Bootstrap, BootstrapChange, ExitNodeStatus, MemberStatus, Mesh, MeshAction, MeshConfig,
+    PolicyOffer, Refusal, Trust,
 };
 pub use node::{
     CarrierCommand, InnerLayout, ModeMismatch, Node, NodeEvent, PUNCH_DATAGRAM, PUNCH_TTL,

@@ -127,6 +127,10 @@ pub struct Mesh {
     next_gossip: Instant,
     next_ping: Instant,
     next_revocation_check: Instant,
+    /// The member serving as our exit node (`routes.rs`).
+    exit: Option<PublicKey>,
+    /// Counts changes of the routes behind members (`routes.rs`).
+    routes_generation: u64,
     rng_state: u64,
     actions: VecDeque<MeshAction>,
     outbox: VecDeque<Outbound>,
@@ -166,6 +170,8 @@ impl Mesh {
             next_gossip: now,
             next_ping: now,
             next_revocation_check: now,
+            exit: None,
+            routes_generation: 0,
             rng_state: seed | 1,
             actions,
             outbox: VecDeque::new(),
@@ -211,6 +217,8 @@ impl Mesh {
             name: member.certificate.name.clone(),
             addresses: member.certificate.addresses.clone(),
             groups: member.certificate.groups.clone(),
+            routes: member.certificate.routes.clone(),
+            exit_node: self.exit == Some(*key),
             endpoints: member.endpoints.clone(),
             direct: member.direct,
             relay: member.traversal.relay(),
@@ -450,13 +458,23 @@ impl Mesh {
     }
 
     fn remove_member(&mut self, key: PublicKey) {
-        if self.members.remove(&key).is_some() {
+        if let Some(member) = self.members.remove(&key) {
             self.reschedule(key);
             self.counters.members_removed += 1;
             self.greeted.remove(&key);
             if !self.bootstrap.contains(&key) {
                 self.actions.push_back(MeshAction::Remove { key });
+            } else if !member.certificate.routes.is_empty() {
+                // A bootstrap member stays a peer with its addresses, but
+                // the networks behind it are no longer its to route.
+                self.actions.push_back(MeshAction::Admit {
+                    key,
+                    addresses: member.certificate.addresses,
+                    endpoint: None,
+                });
             }
+            self.refresh_exit();
+            self.routes_changed();
         }
     }
 
@@ -501,6 +519,7 @@ mod policy_transfer;
 mod refusals;
 mod renewal;
 mod revocations;
+mod routes;
 mod timers;
 mod traversal;
 
@@ -514,6 +533,7 @@ pub use policy_transfer::{
     POLICY_RETRY_INTERVAL, POLICY_TRANSFER_RETRIES, REMEMBERED_REFUSED_POLICIES,
 };
 pub use refusals::{MAX_ANSWERED_KEYS, MAX_PENDING_REFUSALS, REFUSAL_NOTICE_INTERVAL, Refusal};
+pub use routes::{ExitNodeStatus, is_default_route};
 pub use traversal::{PREDICTION_PROBES, PREDICTION_SOCKETS};
 
 #[cfg(test)]

@@ -4,10 +4,12 @@
 
 use serde::Serialize;
 
+use crate::membership::ExitNodeStatus;
+
 /// One mesh member as `get=fjord` reports it, on one line:
-/// `member=<key>,<name>,<addresses>,<endpoint>,<path>,<rtt_us>,<path_mtu>,<expires>,<groups>`
-/// with addresses and groups separated by spaces and `-` for an unknown
-/// field (or no groups).
+/// `member=<key>,<name>,<addresses>,<endpoint>,<path>,<rtt_us>,<path_mtu>,<expires>,<groups>,<routes>`
+/// with addresses, groups and routes separated by spaces and `-` for an
+/// unknown field (or no groups, no routes).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MemberLine {
     pub public_key: String,
@@ -26,12 +28,75 @@ pub struct MemberLine {
     /// The groups the member's certificate or `Member =` line names;
     /// empty from a fjord that predates groups.
     pub groups: Vec<String>,
+    /// The networks behind the member its certificate routes to it;
+    /// empty from a fjord that predates routes.
+    pub routes: Vec<String>,
+}
+
+/// This node's choice of exit node, as `get=fjord` reports it:
+/// `exit_node=<name> <state>`, the state `serving`, `unknown` (no member
+/// of that name) or `no-default-route` (its certificate routes none).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExitNodeLine {
+    pub name: String,
+    pub state: String,
+}
+
+/// The prefix of the exit node's `get=fjord` line.
+pub const EXIT_NODE_PREFIX: &str = "exit_node=";
+
+impl ExitNodeLine {
+    /// The line for `status`; `None` when no exit node was chosen.
+    pub fn of(status: &ExitNodeStatus) -> Option<Self> {
+        let (name, state) = match status {
+            ExitNodeStatus::NotChosen => return None,
+            ExitNodeStatus::Serving { name, .. } => (name, "serving"),
+            ExitNodeStatus::Unknown { name } => (name, "unknown"),
+            ExitNodeStatus::NoDefaultRoute { name } => (name, "no-default-route"),
+        };
+        Some(Self {
+            name: name.clone(),
+            state: state.to_string(),
+        })
+    }
+
+    pub fn to_line(&self) -> String {
+        format!("{EXIT_NODE_PREFIX}{} {}", self.name, self.state)
+    }
+
+    /// Parses the value of an `exit_node=` line.
+    pub fn parse(value: &str) -> Option<Self> {
+        let (name, state) = value.split_once(' ')?;
+        Some(Self {
+            name: name.to_string(),
+            state: state.to_string(),
+        })
+    }
+
+    /// What a user reads: the exit node, or why it carries nothing.
+    pub fn describe(&self) -> String {
+        match self.state.as_str() {
+            "serving" => format!(
+                "{} (everything without a more specific route goes there)",
+                self.name
+            ),
+            "unknown" => format!(
+                "{}: warning: no member of that name is known; it takes effect when one joins",
+                self.name
+            ),
+            "no-default-route" => format!(
+                "{}: warning: its certificate routes no 0.0.0.0/0 or ::/0 (sign it with --route 0.0.0.0/0)",
+                self.name
+            ),
+            other => format!("{} ({other})", self.name),
+        }
+    }
 }
 
 impl MemberLine {
     pub fn to_line(&self) -> String {
         format!(
-            "member={},{},{},{},{},{},{},{},{}",
+            "member={},{},{},{},{},{},{},{},{},{}",
             self.public_key,
             self.name,
             self.addresses.join(" "),
@@ -42,11 +107,8 @@ impl MemberLine {
             self.path_mtu.map_or("-".to_string(), |mtu| mtu.to_string()),
             self.expires_at
                 .map_or("-".to_string(), |expires| expires.to_string()),
-            if self.groups.is_empty() {
-                "-".to_string()
-            } else {
-                self.groups.join(" ")
-            },
+            dash_if_empty(&self.groups),
+            dash_if_empty(&self.routes),
         )
     }
 
@@ -77,15 +139,9 @@ impl MemberLine {
             None | Some("-") => None,
             Some(expires) => Some(expires.parse().ok()?),
         };
-        // Absent from a fjord that predates groups.
-        let groups = match fields.next() {
-            None | Some("-") => Vec::new(),
-            Some(groups) => groups
-                .split(' ')
-                .filter(|group| !group.is_empty())
-                .map(String::from)
-                .collect(),
-        };
+        // Absent from a fjord that predates groups, or routes.
+        let groups = space_list(fields.next());
+        let routes = space_list(fields.next());
         fields.next().is_none().then_some(Self {
             public_key,
             name,
@@ -96,7 +152,27 @@ impl MemberLine {
             path_mtu,
             expires_at,
             groups,
+            routes,
         })
+    }
+}
+
+fn dash_if_empty(items: &[String]) -> String {
+    if items.is_empty() {
+        "-".to_string()
+    } else {
+        items.join(" ")
+    }
+}
+
+fn space_list(field: Option<&str>) -> Vec<String> {
+    match field {
+        None | Some("-") => Vec::new(),
+        Some(list) => list
+            .split(' ')
+            .filter(|item| !item.is_empty())
+            .map(String::from)
+            .collect(),
     }
 }
 
@@ -116,9 +192,10 @@ mod tests {
             path_mtu: Some(1276),
             expires_at: Some(1_800_000_000),
             groups: Vec::new(),
+            routes: Vec::new(),
         };
         let text = line.to_line();
-        assert!(text.ends_with(",310,1276,1800000000,-"), "{text}");
+        assert!(text.ends_with(",310,1276,1800000000,-,-"), "{text}");
         assert_eq!(
             MemberLine::parse(&text["member=".len()..]),
             Some(line.clone())
@@ -128,10 +205,36 @@ mod tests {
             ..line
         };
         let text = grouped.to_line();
-        assert!(text.ends_with(",1800000000,ops db"), "{text}");
-        assert_eq!(MemberLine::parse(&text["member=".len()..]), Some(grouped));
+        assert!(text.ends_with(",1800000000,ops db,-"), "{text}");
+        assert_eq!(
+            MemberLine::parse(&text["member=".len()..]),
+            Some(grouped.clone())
+        );
+        let routing = MemberLine {
+            routes: vec!["198.18.200.0/24".to_string(), "0.0.0.0/0".to_string()],
+            ..grouped
+        };
+        let text = routing.to_line();
+        assert!(
+            text.ends_with(",ops db,198.18.200.0/24 0.0.0.0/0"),
+            "{text}"
+        );
+        assert_eq!(MemberLine::parse(&text["member=".len()..]), Some(routing));
+        // A fjord from before routes sends one field less.
+        let before_routes = MemberLine::parse("key,node1,,-,connecting,-,-,-,ops").unwrap();
+        assert!(before_routes.routes.is_empty());
         // A fjord from before path MTU probing sends one field less.
         let older = MemberLine::parse("key,node1,,-,connecting,-").unwrap();
         assert_eq!(older.path_mtu, None);
+    }
+
+    #[test]
+    fn exit_node_lines_round_trip_and_say_what_is_wrong() {
+        let unknown = ExitNodeStatus::Unknown { name: "gw".into() };
+        let line = ExitNodeLine::of(&unknown).unwrap();
+        assert_eq!(line.to_line(), "exit_node=gw unknown");
+        assert_eq!(ExitNodeLine::parse("gw unknown"), Some(line.clone()));
+        assert!(line.describe().contains("warning: no member of that name"));
+        assert_eq!(ExitNodeLine::of(&ExitNodeStatus::NotChosen), None);
     }
 }

@@ -32,6 +32,8 @@ pub(super) enum KeyName {
     Policy,
     /// `[Mesh] Domain`: the DNS domain members answer names under.
     Domain,
+    /// `[Mesh] ExitNode`: the member everything else is routed to.
+    ExitNode,
     /// `[Interface] FallbackPort`: where this node listens for carriers.
     FallbackPort,
     /// `[Peer] FallbackPort`: where the peer listens for carriers.
@@ -77,6 +79,7 @@ const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::Revocations,
     KeyName::Policy,
     KeyName::Domain,
+    KeyName::ExitNode,
     KeyName::FallbackPort,
     KeyName::PeerFallbackPort,
     KeyName::FallbackCarrier,
@@ -115,6 +118,7 @@ impl KeyName {
             KeyName::Revocations => "Revocations",
             KeyName::Policy => "Policy",
             KeyName::Domain => "Domain",
+            KeyName::ExitNode => "ExitNode",
             KeyName::FallbackPort | KeyName::PeerFallbackPort => "FallbackPort",
             KeyName::FallbackCarrier => "FallbackCarrier",
             KeyName::Cipher => "Cipher",
@@ -139,7 +143,7 @@ impl KeyName {
             | KeyName::Bootstrap
             | KeyName::Revocations
             | KeyName::Policy => SectionKind::Mesh,
-            KeyName::Domain => SectionKind::Mesh,
+            KeyName::Domain | KeyName::ExitNode => SectionKind::Mesh,
             _ => SectionKind::Interface,
         }
     }

@@ -15,6 +15,9 @@
 //!                                         signed policy (`fjord network policy`)
 //! Domain = mesh.example                   optional: members answer DNS for
 //!                                         NAME.mesh.example (`fjord_mesh::names`)
+//! ExitNode = gw                           optional: route everything else to the
+//!                                         member named gw, if its certificate
+//!                                         routes 0.0.0.0/0 or ::/0
 //! ```
 //!
 //! Parsing checks what the text alone can show; [`MeshSection::load`]
@@ -53,6 +56,9 @@ pub struct MeshSection {
     /// `Domain`: the DNS domain of members' names; `None` runs no DNS
     /// server.
     pub domain: Option<Domain>,
+    /// `ExitNode`: the certificate name of the member to route everything
+    /// without a more specific route to; `None` routes no default prefix.
+    pub exit_node: Option<String>,
 }
 
 impl PartialEq for MeshSection {
@@ -64,6 +70,7 @@ impl PartialEq for MeshSection {
             && self.revocations == other.revocations
             && self.policy == other.policy
             && self.domain == other.domain
+            && self.exit_node == other.exit_node
     }
 }
 
@@ -284,6 +291,7 @@ pub(super) struct MeshDraft {
     revocations: Option<FileSetting>,
     policy: Option<FileSetting>,
     domain: Option<Domain>,
+    exit_node: Option<String>,
 }
 
 /// Member lists and network keys are two ways to say who belongs; one
@@ -303,6 +311,7 @@ impl MeshDraft {
             revocations: None,
             policy: None,
             domain: None,
+            exit_node: None,
         }
     }
 
@@ -398,6 +407,17 @@ impl MeshDraft {
         Ok(())
     }
 
+    /// A member's certificate name, as `fjord network sign --name` takes it.
+    pub fn set_exit_node(&mut self, value: &str) -> Result<(), ValueError> {
+        if !fjord_mesh::cert::valid_name(value) {
+            return Err(ValueError::Mesh(format!(
+                "'{value}' is not a member name (1 to 63 letters, digits, '.', '-' or '_'; the certificate's --name)"
+            )));
+        }
+        self.exit_node = Some(value.to_string());
+        Ok(())
+    }
+
     /// `key@endpoint`, or a comma list of them.
     pub fn add_bootstrap(&mut self, value: &str, resolver: &dyn Resolve) -> Result<(), ValueError> {
         for item in value.split(',').map(str::trim) {
@@ -435,6 +455,7 @@ impl MeshDraft {
             revocations: self.revocations,
             policy: self.policy,
             domain: self.domain,
+            exit_node: self.exit_node,
         })
     }
 }

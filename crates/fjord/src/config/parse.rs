@@ -503,6 +503,7 @@ impl MeshDraft {
             KeyName::Revocations => self.set_revocations(value, line),
             KeyName::Policy => self.set_policy(value, line),
             KeyName::Domain => self.set_domain(value),
+            KeyName::ExitNode => self.set_exit_node(value),
             // Other sections' keys never reach here: `read_line` checks.
             _ => Ok(()),
         }

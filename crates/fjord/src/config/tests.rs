@@ -1370,3 +1370,32 @@ fn a_policy_file_is_verified_against_the_network_and_refused_with_its_line() {
         "{message}"
     );
 }
+
+/// `ExitNode` names a member by its certificate name, is written back,
+/// and a name no certificate can carry names its line; given twice, the
+/// second line is refused.
+#[test]
+fn mesh_exit_nodes_are_member_names() {
+    let members = format!(
+        "[Interface]\nPrivateKey = {PRIVATE}\n\n[Mesh]\nMember = {OWN_PUBLIC} alpha 198.19.0.1/32\n"
+    );
+    let config = parse_ok(&format!("{members}ExitNode = gw-1\n"));
+    let exit_node = config.mesh.as_ref().and_then(|mesh| mesh.exit_node.clone());
+    assert_eq!(exit_node.as_deref(), Some("gw-1"));
+    assert!(config.to_wg_format().contains("ExitNode = gw-1\n"));
+    assert_eq!(
+        parse_ok(&members).mesh.and_then(|mesh| mesh.exit_node),
+        None
+    );
+    let error = parse(&format!("{members}ExitNode = gw 1\n")).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with("wg0.conf:6: ExitNode: 'gw 1' is not a member name"),
+        "{error}"
+    );
+    let twice = parse(&format!("{members}ExitNode = a\nExitNode = b\n")).unwrap_err();
+    assert!(twice.to_string().starts_with("wg0.conf:7: "), "{twice}");
+    let typo = parse(&format!("{members}ExitNod = a\n")).unwrap_err();
+    assert!(typo.to_string().starts_with("wg0.conf:6: "), "{typo}");
+}

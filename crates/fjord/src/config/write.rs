@@ -121,6 +121,9 @@ pub(super) fn to_wg_format(config: &Config) -> Zeroizing<String> {
         if let Some(domain) = &mesh.domain {
             line(&mut out, "Domain", domain);
         }
+        if let Some(exit_node) = &mesh.exit_node {
+            line(&mut out, "ExitNode", exit_node);
+        }
     }
     out
 }

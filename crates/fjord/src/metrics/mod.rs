@@ -217,6 +217,7 @@ mod tests {
             path_mtu: Some(1452),
             expires_at: None,
             groups: Vec::new(),
+            routes: Vec::new(),
         };
         InterfaceStatus {
             name: "fj0".to_string(),
@@ -253,6 +254,7 @@ mod tests {
                 udp_gso: true,
                 udp_gro: false,
             },
+            exit_node: None,
         }
     }
 

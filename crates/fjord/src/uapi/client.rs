@@ -44,6 +44,8 @@ pub struct UapiInterface {
     pub fallback: Vec<crate::status::FallbackLine>,
     /// The domain of members' names (`[Mesh] Domain`), if fjord has one.
     pub domain: Option<String>,
+    /// The exit node fjord chose (`[Mesh] ExitNode`), if any.
+    pub exit_node: Option<crate::status::ExitNodeLine>,
 }
 
 #[derive(Debug, Clone)]
@@ -188,6 +190,11 @@ pub fn query(interface: &str) -> Result<UapiInterface, UapiClientError> {
         parsed.domain = counter_lines
             .iter()
             .find_map(|line| Some(line.strip_prefix(super::NAMES_DOMAIN_PREFIX)?.to_string()));
+        parsed.exit_node = counter_lines.iter().find_map(|line| {
+            crate::status::ExitNodeLine::parse(
+                line.strip_prefix(fjord_mesh::report::EXIT_NODE_PREFIX)?,
+            )
+        });
         parsed.fallback = counter_lines
             .iter()
             .filter_map(|line| crate::status::FallbackLine::parse(line.strip_prefix("fallback=")?))

@@ -83,6 +83,9 @@ pub fn write_fjord_counters(status: &InterfaceStatus, out: &mut String) {
     for member in &status.members {
         let _ = writeln!(out, "{}", member.to_line());
     }
+    if let Some(exit_node) = &status.exit_node {
+        let _ = writeln!(out, "{}", exit_node.to_line());
+    }
     write_section(out, Section::Mesh);
     let fallback_counted = readings
         .iter()

@@ -418,6 +418,30 @@ impl RunningFjordMesh {
         valid: &str,
         groups: &[&str],
     ) -> Result<(), String> {
+        self.sign_again(node, valid, "--group", groups)
+    }
+
+    /// [`Self::renew_certificate`], routing `routes` (networks behind the
+    /// node, `0.0.0.0/0` for an exit node) to it (`fjord network sign
+    /// --route`).
+    pub fn renew_certificate_routing(
+        &self,
+        node: usize,
+        valid: &str,
+        routes: &[&str],
+    ) -> Result<(), String> {
+        self.sign_again(node, valid, "--route", routes)
+    }
+
+    /// Signs `node` a new certificate with `option` given once for each of
+    /// `values`, in place of the file its config names.
+    fn sign_again(
+        &self,
+        node: usize,
+        valid: &str,
+        option: &str,
+        values: &[&str],
+    ) -> Result<(), String> {
         let entry = self.node(node);
         let mut command = Command::new(&self.binary);
         command
@@ -427,7 +451,7 @@ impl RunningFjordMesh {
             .arg(entry.public_key.to_string())
             .args(["--name", &entry.name, "--valid", valid, "--address"])
             .arg(format!("{}/32", entry.overlay))
-            .args(groups.iter().flat_map(|group| ["--group", group]));
+            .args(values.iter().flat_map(|value| [option, value]));
         let certificate = fjord_output(&mut command, "fjord network sign", None)?;
         let path = self.dir.file(&format!("{}.cert", entry.name));
         write_secret_file(&path, &String::from_utf8_lossy(&certificate))

@@ -223,3 +223,114 @@ fn group_bounds_are_enforced_when_signing() {
         Certificate::listed_with_groups(node_key(9), "a", &one, &groups(&["web"])).unwrap();
     assert_eq!(Certificate::decode(&listed.encode()), Ok(listed));
 }
+
+fn routes(texts: &[&str]) -> Vec<Cidr> {
+    texts.iter().map(|text| text.parse().unwrap()).collect()
+}
+
+fn routing_certificate(secret: &NetworkSecret, groups: &[Group], routes: &[Cidr]) -> Certificate {
+    let addresses = ["198.19.0.1/32".parse().unwrap()];
+    let grant = Grant {
+        name: "gw-1",
+        addresses: &addresses,
+        groups,
+        routes,
+    };
+    secret.issue(node_key(9), &grant, 1_000, 2_000).unwrap()
+}
+
+#[test]
+fn routes_round_trip_in_version_3_and_are_signed() {
+    let secret = network(1);
+    let lan = routes(&["198.18.200.0/24", "0.0.0.0/0", "fd00:1::/64"]);
+    for groups in [vec![], groups(&["ops"])] {
+        let certificate = routing_certificate(&secret, &groups, &lan);
+        let bytes = certificate.encode();
+        assert_eq!(&bytes[..4], b"FJC\x03");
+        let parsed: Certificate = certificate.to_base64().parse().unwrap();
+        assert_eq!(parsed, certificate);
+        assert_eq!(
+            (parsed.groups.clone(), parsed.routes.clone()),
+            (groups, lan.clone())
+        );
+        parsed.verify(&secret.public_key(), 1_500).unwrap();
+        let mut widened = parsed.clone();
+        widened.routes.push("198.18.0.0/16".parse().unwrap());
+        assert_eq!(
+            widened.verify(&secret.public_key(), 1_500),
+            Err(CertError::BadSignature)
+        );
+        let mut dropped = parsed;
+        dropped.routes.clear();
+        assert_eq!(
+            dropped.verify(&secret.public_key(), 1_500),
+            Err(CertError::BadSignature)
+        );
+        assert_every_flipped_bit_refused(&secret, &bytes);
+    }
+}
+
+#[test]
+fn older_formats_still_decode_and_are_still_written() {
+    let secret = network(1);
+    // Written before routes existed: version 1 and 2 bytes, unchanged.
+    let plain = certificate(&secret);
+    let in_groups = routing_certificate(&secret, &groups(&["ops"]), &[]);
+    assert_eq!(&plain.encode()[..4], b"FJC\x01");
+    assert_eq!(&in_groups.encode()[..4], b"FJC\x02");
+    for old in [plain, in_groups] {
+        let parsed = Certificate::decode(&old.encode()).unwrap();
+        assert!(parsed.routes.is_empty());
+        parsed.verify(&secret.public_key(), 1_500).unwrap();
+    }
+}
+
+#[test]
+fn signing_clears_host_bits_and_repeats_of_routes() {
+    let secret = network(1);
+    let certificate = routing_certificate(
+        &secret,
+        &[],
+        &routes(&["198.18.200.7/24", "198.18.200.0/24", "::1/0"]),
+    );
+    assert_eq!(certificate.routes, routes(&["198.18.200.0/24", "::/0"]));
+    let seventeen: Vec<Cidr> = (0..=MAX_CERTIFICATE_ROUTES)
+        .map(|n| format!("198.18.{n}.0/24").parse().unwrap())
+        .collect();
+    let one = ["198.19.0.1/32".parse().unwrap()];
+    let grant = Grant {
+        name: "a",
+        addresses: &one,
+        routes: &seventeen,
+        ..Grant::default()
+    };
+    assert_eq!(
+        secret.issue(node_key(9), &grant, 1, 2),
+        Err(IssueError::TooManyRoutes)
+    );
+}
+
+#[test]
+fn version_3_without_routes_or_with_bad_ones_is_refused() {
+    let secret = network(1);
+    let certificate = routing_certificate(&secret, &[], &routes(&["198.18.200.0/24"]));
+    let bytes = certificate.encode();
+    let signature_at = bytes.len() - SIGNATURE_LEN;
+    // The route list: count 1, then type 4, four bytes, length 24.
+    let list_at = signature_at - (1 + 1 + 4 + 1);
+    assert_eq!(bytes[list_at], 1);
+    let mut empty = bytes.clone();
+    empty.splice(list_at..signature_at, [0]);
+    assert_eq!(Certificate::decode(&empty), Err(DecodeError::InvalidField));
+    let mut host_bits = bytes.clone();
+    host_bits[signature_at - 2] = 7;
+    assert_eq!(
+        Certificate::decode(&host_bits),
+        Err(DecodeError::InvalidField)
+    );
+    let mut twice = bytes.clone();
+    let route = bytes[list_at + 1..signature_at].to_vec();
+    twice[list_at] = 2;
+    twice.splice(signature_at..signature_at, route);
+    assert_eq!(Certificate::decode(&twice), Err(DecodeError::InvalidField));
+}

@@ -153,14 +153,19 @@ impl Mesh {
                         host_addresses.iter().take(MAX_ENDPOINTS).copied().collect();
                 }
                 if certificate.issued_at > member.certificate.issued_at {
-                    let readdress = certificate.addresses != member.certificate.addresses;
+                    let readdress = certificate.addresses != member.certificate.addresses
+                        || certificate.routes != member.certificate.routes;
                     member.certificate = certificate;
                     if readdress {
+                        let endpoint = member.endpoints.first().copied();
+                        // Re-borrowed: routed_prefixes needs all of self.
+                        let addresses = self.routed_prefixes(&key, &self.members[&key].certificate);
                         self.actions.push_back(MeshAction::Admit {
                             key,
-                            addresses: member.certificate.addresses.clone(),
-                            endpoint: member.endpoints.first().copied(),
+                            addresses,
+                            endpoint,
                         });
+                        self.routes_changed();
                     }
                 }
             }
@@ -169,9 +174,10 @@ impl Mesh {
                     endpoints.iter().take(MAX_ENDPOINTS).copied().collect();
                 self.actions.push_back(MeshAction::Admit {
                     key,
-                    addresses: certificate.addresses.clone(),
+                    addresses: self.routed_prefixes(&key, &certificate),
                     endpoint: endpoints.first().copied(),
                 });
+                self.routes_changed();
                 self.counters.members_learned += 1;
                 // While the membership changes, gossip sooner: a member
                 // that missed an announcement (it was not yet in session
@@ -202,6 +208,8 @@ impl Mesh {
         }
         // A new member, or a new certificate that may expire sooner.
         self.reschedule(key);
+        // It may be the exit node we chose, or no longer offer to be one.
+        self.refresh_exit();
     }
 
     /// The record to keep for a member presenting `certificate`: the

@@ -67,6 +67,10 @@ pub struct MeshConfig {
     pub verify_timeout: Duration,
     /// Largest control message, so it fits one tunnel packet (the MTU).
     pub max_message_bytes: usize,
+    /// The name of the member to send everything without a more specific
+    /// route to (`ExitNode` in `[Mesh]`), if its certificate routes a
+    /// default prefix. None by default: no member gets a default route.
+    pub exit_node: Option<String>,
 }
 
 impl MeshConfig {
@@ -84,6 +88,7 @@ impl MeshConfig {
             member_timeout: Duration::from_secs(180),
             verify_timeout: Duration::from_secs(10),
             max_message_bytes: mtu,
+            exit_node: None,
         }
     }
 }
@@ -171,6 +176,11 @@ pub struct MemberStatus {
     pub addresses: Vec<Cidr>,
     /// The groups its certificate (or `Member =` line) names.
     pub groups: Vec<Group>,
+    /// The prefixes behind it its certificate names (`routes.rs`).
+    pub routes: Vec<Cidr>,
+    /// It is this node's exit node: the default routes it names are
+    /// routed to it.
+    pub exit_node: bool,
     pub endpoints: Vec<SocketAddr>,
     /// It has spoken to us (a Hello in a session).
     pub direct: bool,

@@ -737,3 +737,5 @@ mod policy;
 mod refusals;
 /// Scenarios of revocations spreading (issue 44).
 mod revocations;
+/// Routes behind members and the exit node.
+mod routes;

@@ -175,6 +175,15 @@ impl Node {
         change
     }
 
+    /// Chooses the member named `name` as exit node, or none (a reload);
+    /// the peer table follows at once. Nothing without a mesh.
+    pub fn set_exit_node(&mut self, now: Instant, name: Option<String>) {
+        if let Some(driver) = self.mesh.as_mut() {
+            driver.mesh.set_exit_node(name);
+        }
+        self.pump_mesh(now);
+    }
+
     /// Says Goodbye to the mesh (before shutting down); the messages leave
     /// through `poll_transmit`.
     pub fn leave_mesh(&mut self, now: Instant) {
