@@ -6,14 +6,14 @@
 pub mod attack;
 mod bdp;
 mod compress;
-mod latency;
+pub(crate) mod latency;
 mod loss;
 pub mod mesh;
 pub mod mesh_pmtu;
 mod mesh_relay;
 pub mod mtu;
 pub mod peers;
-mod quick;
+pub(crate) mod quick;
 pub mod soak;
 mod tcp;
 mod throughput;
