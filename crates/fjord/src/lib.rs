@@ -9,6 +9,8 @@ pub mod counters;
 pub mod keycmd;
 #[cfg(feature = "lab")]
 pub mod labcmd;
+#[cfg(feature = "lab")]
+pub mod labhosts;
 pub mod metrics;
 pub mod nameserver;
 pub mod netconf;

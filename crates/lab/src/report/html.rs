@@ -118,6 +118,11 @@ pub fn render(record: &RunRecord) -> String {
     out.push_str("<section id=\"systems\">\n<h2>Systems</h2>\n");
     write_table(&mut out, &tables::systems_table(record), false);
     out.push_str("</section>\n");
+    if let Some(table) = super::hosts::hosts_table(record) {
+        out.push_str("<section id=\"hosts\">\n<h2>Hosts</h2>\n");
+        write_table(&mut out, &table, false);
+        out.push_str("</section>\n");
+    }
 
     let order = sections::system_order(record);
     let sections = sections::sections(record);

@@ -53,6 +53,10 @@ pub fn render(record: &RunRecord) -> String {
 
     out.push_str("## Systems\n\n");
     write_table(&mut out, &tables::systems_table(record));
+    if let Some(table) = super::hosts::hosts_table(record) {
+        out.push_str("## Hosts\n\n");
+        write_table(&mut out, &table);
+    }
 
     let sections = sections::sections(record);
     for suite in sections::suite_order(record) {
