@@ -184,7 +184,9 @@ impl Lab {
 
     /// `fjord lab run --hosts lab.toml ARGS…` in the controller's namespace.
     fn lab_command(&self, args: &[&str]) -> Command {
-        let mut command = self.controller.command(FJORD);
+        // A release build for figures (`quick_suite_three_rounds`).
+        let binary = std::env::var("FJORD_LAB_BIN").unwrap_or_else(|_| FJORD.to_string());
+        let mut command = self.controller.command(binary);
         command
             .args(["lab", "run", "--hosts"])
             .arg(self.dir.join("lab.toml"))
@@ -324,4 +326,36 @@ fn a_lost_host_ends_the_run_and_the_other_is_cleaned_up() {
     assert!(stderr.contains("host b: lost"), "{stderr}");
     assert_eq!(lab.processes(0), Vec::<String>::new(), "left running on a");
     assert_eq!(lab.extra_links(0), Vec::<String>::new(), "links left on a");
+}
+
+/// The figures beside `fjord lab run --suite quick --rounds 3` between
+/// namespaces: the same through SSH. Minutes long, so by hand:
+/// `FJORD_LAB_BIN=target/release/fjord FJORD_LAB_OUT=dir cargo test
+/// --test lab_hosts -- --ignored`.
+#[test]
+#[ignore = "minutes long; run by hand for figures"]
+fn quick_suite_three_rounds() {
+    let Some(lab) = Lab::new("rounds") else {
+        return;
+    };
+    let out = std::env::var("FJORD_LAB_OUT").map_or_else(|_| lab.dir.join("run"), PathBuf::from);
+    let output = lab
+        .lab_command(&[
+            "--suite",
+            "quick",
+            "--systems",
+            "bare,fjord",
+            "--rounds",
+            "3",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    println!(
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success());
 }
