@@ -69,6 +69,10 @@ pub enum LabCommand {
         #[arg(long, env = "FJORD_THREADS",
               value_parser = clap::value_parser!(u16).range(1..=256))]
         threads: Option<u16>,
+        /// Run between the real hosts of this inventory (TOML), over SSH,
+        /// instead of between network namespaces on this machine.
+        #[arg(long, value_name = "FILE")]
+        hosts: Option<PathBuf>,
     },
     /// Re-render report.md and report.html from a run's results.json;
     /// or merge several runs (other hosts, other days) into one report,
@@ -92,6 +96,15 @@ pub enum LabCommand {
         /// Show what would be installed, install nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Install on every host of this inventory (over SSH) instead of here.
+        #[arg(long, value_name = "FILE")]
+        hosts: Option<PathBuf>,
+    },
+    /// One end of a traffic generator, run by the lab on a host over SSH.
+    #[command(hide = true)]
+    Worker {
+        #[command(subcommand)]
+        job: crate::labhosts::WorkerJob,
     },
     /// List suites and systems, and which systems are installed.
     List,
@@ -143,9 +156,22 @@ pub fn run(command: LabCommand, fallback_threads: Option<u16>) -> anyhow::Result
             rounds,
             out,
             threads,
+            hosts,
         } => {
             use_threads(threads);
             let suites = Suite::parse_list(&suites).map_err(UsageError)?;
+            if let Some(inventory) = hosts {
+                if congestion_control.is_some() || soak_minutes.is_some() {
+                    return Err(UsageError(
+                        "--congestion-control and --soak-minutes apply to runs in namespaces, \
+                         not to --hosts"
+                            .into(),
+                    )
+                    .into());
+                }
+                let systems = with_bare_first(&systems);
+                return crate::labhosts::run(&inventory, suites, &systems, rounds, out);
+            }
             if let Some(name) = congestion_control {
                 fjord_lab::netns::use_congestion_control(&name).map_err(UsageError)?;
             }
@@ -177,7 +203,15 @@ pub fn run(command: LabCommand, fallback_threads: Option<u16>) -> anyhow::Result
             .into()),
             (_, Some(out)) => merge_runs(&runs, &labels, &out),
         },
-        LabCommand::InstallPeers { dry_run } => install(dry_run),
+        LabCommand::InstallPeers {
+            dry_run,
+            hosts: Some(inventory),
+        } => crate::labhosts::install_peers(&inventory, dry_run),
+        LabCommand::InstallPeers {
+            dry_run,
+            hosts: None,
+        } => install(dry_run),
+        LabCommand::Worker { job } => crate::labhosts::work(job),
         LabCommand::List => {
             print!("{}", list());
             Ok(())
@@ -196,11 +230,7 @@ fn run_suites(
     rounds: u32,
     out: Option<PathBuf>,
 ) -> anyhow::Result<()> {
-    let mut names = systems.to_string();
-    if !names.split(',').any(|n| n.trim() == "bare") {
-        names = format!("bare,{names}");
-    }
-    let systems = systems::select(&names).map_err(UsageError)?;
+    let systems = systems::select(&with_bare_first(systems)).map_err(UsageError)?;
     if !fjord_sys::process::is_root() {
         return Err(UsageError(
             "fjord lab builds network namespaces and needs root; run it with sudo".into(),
@@ -224,6 +254,15 @@ fn run_suites(
         anyhow::bail!("interrupted; the results above are partial");
     }
     Ok(())
+}
+
+/// `systems` with bare added first if missing: every figure's reference.
+fn with_bare_first(systems: &str) -> String {
+    if systems.split(',').any(|name| name.trim() == "bare") {
+        systems.to_string()
+    } else {
+        format!("bare,{systems}")
+    }
 }
 
 fn rerender(dir: &Path) -> anyhow::Result<()> {

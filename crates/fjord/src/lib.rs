@@ -10,6 +10,8 @@ pub mod keycmd;
 #[cfg(feature = "lab")]
 pub mod labcmd;
 pub mod member_routes;
+#[cfg(feature = "lab")]
+pub mod labhosts;
 pub mod metrics;
 pub mod nameserver;
 pub mod netconf;

@@ -15,6 +15,7 @@ pub mod nat;
 pub mod netns;
 pub mod progress;
 pub mod relay;
+pub mod remote;
 pub mod report;
 pub mod results;
 pub mod rounds;

@@ -37,6 +37,10 @@ pub struct RunRecord {
     /// Systems asked for, with what happened to each.
     pub systems: Vec<SystemOutcome>,
     pub measurements: Vec<Measurement>,
+    /// The inventory's hosts of a run across hosts (`--hosts`), as found;
+    /// empty for a run in namespaces, where `machine` says it all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostFacts>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -44,6 +48,28 @@ pub struct Machine {
     pub cpus: usize,
     pub kernel: String,
     pub cpu_model: String,
+}
+
+/// One host of a run across hosts, as the lab found it there.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct HostFacts {
+    /// The inventory's name and role (`left`, `right`, `router`).
+    pub name: String,
+    pub role: String,
+    pub underlay: String,
+    pub kernel: String,
+    pub cpu_model: String,
+    pub cores: usize,
+    /// The interface holding the underlay address, its driver, speed
+    /// (`None` where the driver reports none) and MTU.
+    pub nic: String,
+    pub nic_driver: String,
+    pub nic_speed_mbps: Option<u64>,
+    pub mtu: Option<u32>,
+    /// Version of each system there, by system name.
+    pub systems: BTreeMap<String, String>,
+    /// Connecting, checking and bringing the lab's binary, in seconds.
+    pub setup_secs: f64,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -260,6 +286,7 @@ mod tests {
             suites: vec!["quick".into()],
             systems: vec![],
             measurements: vec![row("bare", 10.0), row("fjord", 4.0)],
+            hosts: Vec::new(),
         };
         record.compute_ratios();
         assert_eq!(record.measurements[1].ratio_to_bare, Some(0.4));

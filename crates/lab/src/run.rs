@@ -187,6 +187,7 @@ pub fn run(options: RunOptions) -> Result<RunSummary, RunError> {
             .collect(),
         // One round's rows come back as they are.
         measurements: crate::rounds::merge(by_round),
+        hosts: Vec::new(),
     };
     record.compute_ratios();
     report::write_reports(&record, &options.out_dir).map_err(|e| output(e, &options.out_dir))?;
@@ -278,7 +279,8 @@ fn outcome(
     }
 }
 
-fn machine() -> Machine {
+/// The machine the run is controlled from.
+pub(crate) fn machine() -> Machine {
     let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|info| {

@@ -48,7 +48,7 @@ pub(super) enum KeyName {
 }
 
 /// Number of [`KeyName`] variants, for per-key tables.
-pub(super) const KEY_COUNT: usize = 32;
+pub(super) const KEY_COUNT: usize = 33;
 
 // `SeenKeys` indexes by discriminant; the last variant must fit.
 const _: () = assert!(KeyName::Groups as usize + 1 == KEY_COUNT);

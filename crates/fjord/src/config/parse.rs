@@ -82,8 +82,15 @@ struct Reader<'a> {
 }
 
 /// The first line each single-valued key was set on, per section.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct SeenKeys([Option<usize>; KEY_COUNT]);
+
+// Arrays derive `Default` only up to 32 elements.
+impl Default for SeenKeys {
+    fn default() -> Self {
+        Self([None; KEY_COUNT])
+    }
+}
 
 impl SeenKeys {
     fn record(&mut self, key: KeyName, section: SectionKind, line: usize) -> Result<(), Problem> {

@@ -175,6 +175,11 @@ fn write_body(
     out.push_str("<section id=\"systems\">\n<h2>Systems</h2>\n");
     write_table(out, &tables::systems_table(record), false);
     out.push_str("</section>\n");
+    if let Some(table) = super::hosts::hosts_table(record) {
+        out.push_str("<section id=\"hosts\">\n<h2>Hosts</h2>\n");
+        write_table(out, &table, false);
+        out.push_str("</section>\n");
+    }
 
     let order = sections::system_order(record);
     let sections = sections::sections_against(record, reference_of);

@@ -73,6 +73,10 @@ pub fn render_merged(merged: &MergedRecord) -> String {
 fn write_body(out: &mut String, record: &RunRecord, reference_of: &ReferenceOf) {
     out.push_str("## Systems\n\n");
     write_table(out, &tables::systems_table(record));
+    if let Some(table) = super::hosts::hosts_table(record) {
+        out.push_str("## Hosts\n\n");
+        write_table(out, &table);
+    }
 
     let sections = sections::sections_against(record, reference_of);
     for suite in sections::suite_order(record) {

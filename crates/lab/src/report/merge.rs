@@ -355,6 +355,7 @@ impl MergedRecord {
             suites: self.suites.clone(),
             systems: self.systems.clone(),
             measurements: self.measurements.clone(),
+            hosts: Vec::new(),
         }
     }
 }

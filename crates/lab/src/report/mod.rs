@@ -14,6 +14,7 @@
 mod axis;
 mod charts;
 mod format;
+mod hosts;
 mod html;
 mod markdown;
 pub mod merge;

@@ -135,6 +135,7 @@ fn record(systems: &[&str], measurements: Vec<Measurement>) -> RunRecord {
             })
             .collect(),
         measurements,
+        hosts: Vec::new(),
     };
     record.compute_ratios();
     record

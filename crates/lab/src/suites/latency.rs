@@ -100,7 +100,7 @@ fn rtt_every(context: &Context<'_>, payload: usize, count: usize, interval_ms: f
 
 /// Minimum, percentiles and maximum of round trips `rtts` (not empty) of
 /// `sent` pings, and how many were answered.
-pub(super) fn rtt_statistics(rtts: &[f64], sent: usize) -> Extra {
+pub(crate) fn rtt_statistics(rtts: &[f64], sent: usize) -> Extra {
     let mut sorted = rtts.to_vec();
     sorted.sort_by(f64::total_cmp);
     let percentile = |p: f64| sorted[((sorted.len() - 1) as f64 * p).round() as usize];
@@ -148,7 +148,7 @@ pub(super) fn ping_times(
     Ok(parse_ping_times(&text))
 }
 
-pub(super) fn parse_ping_times(text: &str) -> Vec<f64> {
+pub(crate) fn parse_ping_times(text: &str) -> Vec<f64> {
     text.lines()
         .filter_map(|line| line.split("time=").nth(1))
         .filter_map(|rest| rest.split_whitespace().next())

@@ -6,7 +6,7 @@
 pub mod attack;
 mod bdp;
 mod compress;
-mod latency;
+pub(crate) mod latency;
 mod loss;
 pub mod mesh;
 pub mod mesh_pmtu;
@@ -14,7 +14,7 @@ pub mod mesh_policy;
 mod mesh_relay;
 pub mod mtu;
 pub mod peers;
-mod quick;
+pub(crate) mod quick;
 pub mod soak;
 mod tcp;
 mod throughput;

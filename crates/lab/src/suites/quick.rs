@@ -8,15 +8,21 @@ use super::{Context, latency, tcp, throughput};
 use crate::measure::Row;
 use crate::results::Measurement;
 
-const TCP_BYTES: u64 = 256 << 20;
-const TCP_SAMPLES: usize = 3;
-const TCP_LIMIT: Duration = Duration::from_secs(60);
+// Shared with the quick suite across hosts (`crate::remote::quick`).
+pub(crate) const TCP_BYTES: u64 = 256 << 20;
+pub(crate) const TCP_SAMPLES: usize = 3;
+pub(crate) const TCP_LIMIT: Duration = Duration::from_secs(60);
+/// Streams of each TCP row, and the first port of its transfers.
+pub(crate) const TCP_ROWS: [(usize, u16); 2] = [(1, 5201), (4, 5211)];
+/// Pings of the RTT row, 10 ms apart, of this many bytes.
+pub(crate) const PING_COUNT: usize = 50;
+pub(crate) const PING_PAYLOAD: usize = 56;
 
 pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
     let mut rows = Vec::new();
     let system = context.system_name;
 
-    for (streams, port) in [(1, 5201), (4, 5211)] {
+    for (streams, port) in TCP_ROWS {
         if context.progress.stopping() {
             return rows;
         }
@@ -50,8 +56,8 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
     }
     context
         .progress
-        .step(&format!("{system}: quick: ping RTT, 56 bytes"));
-    let mut measurement = latency::rtt(context, 56, 50);
+        .step(&format!("{system}: quick: ping RTT, {PING_PAYLOAD} bytes"));
+    let mut measurement = latency::rtt(context, PING_PAYLOAD, PING_COUNT);
     measurement.suite = "quick".into();
     rows.push(measurement);
     context.progress.done();

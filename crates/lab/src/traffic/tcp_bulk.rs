@@ -24,6 +24,7 @@
 //! other end gives up at once instead of waiting for its own timeout.
 
 mod content;
+pub mod ends;
 mod keystream;
 mod report;
 
@@ -353,6 +354,7 @@ fn receive_all(
 }
 
 fn receive_stream(mut stream: TcpStream, limits: &Limits) -> io::Result<ReceivedStream> {
+    let started = Instant::now();
     stream.set_read_timeout(Some(POLL_INTERVAL))?;
     let mut header = [0u8; HEADER_LEN];
     let mut filled = 0;
@@ -416,6 +418,7 @@ fn receive_stream(mut stream: TcpStream, limits: &Limits) -> io::Result<Received
         expected,
         bytes,
         digest: hasher.digest128(),
+        started,
         finished: Instant::now(),
     })
 }

@@ -40,8 +40,8 @@ pub use fjord::{Fjord, use_binary as use_fjord_binary, use_threads as use_fjord_
 pub use interface::{Interface, PeerStats};
 pub use pair::{End, Pair};
 pub use side::{
-    DEFAULT_MTU, Initiator, LISTEN_PORT, WgPeer, WgSide, full_mesh, generate_private_key,
-    point_to_point, unique_ifname,
+    DEFAULT_MTU, Initiator, LISTEN_PORT, SideAddresses, WgPeer, WgSide, full_mesh,
+    generate_private_key, point_to_point, point_to_point_between, unique_ifname,
 };
 pub use userspace::{Boringtun, BoringtunCli, Daemon, Userspace, WireguardGo, WireguardGoDaemon};
 

@@ -178,40 +178,73 @@ pub enum Initiator {
 /// /32, listening on [`LISTEN_PORT`]. Only the initiator(s) get an
 /// `Endpoint`, so the other side cannot send first.
 pub fn point_to_point(initiator: Initiator) -> Result<(WgSide, WgSide), SystemError> {
+    point_to_point_between(
+        initiator,
+        [
+            SideAddresses {
+                underlay: IpAddr::V4(LEFT_UNDERLAY),
+                overlay: LEFT_OVERLAY,
+            },
+            SideAddresses {
+                underlay: IpAddr::V4(RIGHT_UNDERLAY),
+                overlay: RIGHT_OVERLAY,
+            },
+        ],
+        OVERLAY_PREFIX_LEN,
+    )
+}
+
+/// Where one side of a point-to-point tunnel is: the address its peer
+/// sends to, and its own address inside the tunnel.
+#[derive(Debug, Clone, Copy)]
+pub struct SideAddresses {
+    pub underlay: IpAddr,
+    pub overlay: Ipv4Addr,
+}
+
+/// [`point_to_point`] between any two hosts (left, right): real hosts
+/// of an inventory, each with its overlay address on a subnet of
+/// `overlay_prefix_len`.
+pub fn point_to_point_between(
+    initiator: Initiator,
+    [left_at, right_at]: [SideAddresses; 2],
+    overlay_prefix_len: u8,
+) -> Result<(WgSide, WgSide), SystemError> {
     let left_key = generate_private_key()?;
     let right_key = generate_private_key()?;
     let host = |address: Ipv4Addr| Cidr::host(IpAddr::V4(address));
     let subnet = |address: Ipv4Addr| {
-        // A /24 is valid for any IPv4 address.
-        Cidr::new(IpAddr::V4(address), OVERLAY_PREFIX_LEN).expect("/24 fits IPv4")
+        Cidr::new(IpAddr::V4(address), overlay_prefix_len).map_err(|error| {
+            SystemError::Unsupported(format!("overlay {address}/{overlay_prefix_len}: {error}"))
+        })
     };
     let mut left = WgSide::new(
         unique_ifname(),
         left_key,
         LISTEN_PORT,
-        vec![subnet(LEFT_OVERLAY)],
+        vec![subnet(left_at.overlay)?],
     );
     let mut right = WgSide::new(
         unique_ifname(),
         right_key,
         LISTEN_PORT,
-        vec![subnet(RIGHT_OVERLAY)],
+        vec![subnet(right_at.overlay)?],
     );
     let left_initiates = matches!(initiator, Initiator::Left | Initiator::Both);
     let right_initiates = matches!(initiator, Initiator::Right | Initiator::Both);
     left.peers.push(WgPeer {
         public_key: right.public_key(),
         preshared_key: None,
-        endpoint: left_initiates.then(|| SocketAddr::new(IpAddr::V4(RIGHT_UNDERLAY), LISTEN_PORT)),
-        allowed_ips: vec![host(RIGHT_OVERLAY)],
+        endpoint: left_initiates.then(|| SocketAddr::new(right_at.underlay, LISTEN_PORT)),
+        allowed_ips: vec![host(right_at.overlay)],
         persistent_keepalive_secs: None,
         fallback_port: None,
     });
     right.peers.push(WgPeer {
         public_key: left.public_key(),
         preshared_key: None,
-        endpoint: right_initiates.then(|| SocketAddr::new(IpAddr::V4(LEFT_UNDERLAY), LISTEN_PORT)),
-        allowed_ips: vec![host(LEFT_OVERLAY)],
+        endpoint: right_initiates.then(|| SocketAddr::new(left_at.underlay, LISTEN_PORT)),
+        allowed_ips: vec![host(left_at.overlay)],
         persistent_keepalive_secs: None,
         fallback_port: None,
     });

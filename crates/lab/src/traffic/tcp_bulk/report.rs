@@ -83,6 +83,9 @@ pub(super) struct ReceivedStream {
     pub(super) expected: u64,
     pub(super) bytes: u64,
     pub(super) digest: u128,
+    /// When the connection was accepted: a sink on another host times
+    /// from its first stream's, as the two clocks cannot be compared.
+    pub(super) started: Instant,
     pub(super) finished: Instant,
 }
 
