@@ -17,7 +17,7 @@ use std::str::FromStr;
 use fjord_mesh::Cidr;
 
 pub use fjord_targets::{config_parse, metrics_request, uapi_request};
-pub use mesh_targets::{cert_parse, control_parse, mesh_membership, policy_parse};
+pub use mesh_targets::{cert_parse, control_parse, firewall_packet, mesh_membership, policy_parse};
 pub use names_targets::dns_request;
 pub use net_targets::{carrier_frames, fake_tcp_segment, fragment_balance, tun_coalesce, tun_read};
 pub use node_targets::node_session;
@@ -62,6 +62,7 @@ mod tests {
         replay("control_parse", super::control_parse);
         replay("cert_parse", super::cert_parse);
         replay("policy_parse", super::policy_parse);
+        replay("firewall_packet", super::firewall_packet);
         replay("dns_request", super::dns_request);
         replay("mesh_membership", super::mesh_membership);
         replay("carrier_frames", super::carrier_frames);

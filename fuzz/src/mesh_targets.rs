@@ -14,8 +14,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use fjord_mesh::cert::{
-    MAX_CERTIFICATE_ADDRESSES, MAX_CERTIFICATE_ROUTES, MAX_GROUPS, MAX_NAME_LEN,
-    REVOCATION_LEN,
+    MAX_CERTIFICATE_ADDRESSES, MAX_CERTIFICATE_ROUTES, MAX_GROUPS, MAX_NAME_LEN, REVOCATION_LEN,
 };
 use fjord_mesh::control::{Control, MAX_ENDPOINTS, MemberRecord};
 use fjord_mesh::policy::{MAX_POLICY_RULES, Policy, PolicyProblem, SignedPolicy};
@@ -59,7 +58,12 @@ pub fn cert_parse(data: &[u8]) {
         assert!(certificate.addresses.len() <= MAX_CERTIFICATE_ADDRESSES);
         assert!(certificate.groups.len() <= MAX_GROUPS);
         assert!(certificate.routes.len() <= MAX_CERTIFICATE_ROUTES);
-        assert!(certificate.routes.iter().all(|route| *route == route.network()));
+        assert!(
+            certificate
+                .routes
+                .iter()
+                .all(|route| *route == route.network())
+        );
         let _ = certificate.verify(&certificate.network, certificate.issued_at);
     }
     if let Ok(revocation) = Revocation::decode(data) {
@@ -753,7 +757,10 @@ mod tests {
             .collect();
         for (name, groups) in [
             ("certificate_routing", &[][..]),
-            ("certificate_routing_in_groups", &["ops".parse().unwrap()][..]),
+            (
+                "certificate_routing_in_groups",
+                &["ops".parse().unwrap()][..],
+            ),
         ] {
             let grant = fjord_mesh::Grant {
                 name: "gw-1",
@@ -807,5 +814,26 @@ mod tests {
         raw.extend(&padded[..9]);
         raw.extend([7, 0, 0]);
         write("mesh_membership", "raw_bytes", &raw);
+    }
+}
+
+/// What the firewall reads of a packet (its five-tuple, or an ICMP
+/// error's reported tuple) from arbitrary bytes: never panics, and what
+/// it reads lies in the packet (addresses of the version the first
+/// nibble names).
+pub fn firewall_packet(data: &[u8]) {
+    use fjord_mesh::firewall::packet::{self, Packet};
+    let version = data.first().map(|first| first >> 4);
+    let check = |tuple: &packet::Tuple| {
+        assert_eq!(tuple.source.is_ipv6(), version == Some(6));
+        assert_eq!(tuple.destination.is_ipv6(), version == Some(6));
+    };
+    match packet::read(data) {
+        Packet::Flow(tuple) => check(&tuple),
+        Packet::IcmpError { error, about } => {
+            check(&error);
+            assert_eq!(about.source.is_ipv6(), error.source.is_ipv6());
+        }
+        Packet::Unreadable => {}
     }
 }

@@ -9,9 +9,9 @@ pub mod counters;
 pub mod keycmd;
 #[cfg(feature = "lab")]
 pub mod labcmd;
-pub mod member_routes;
 #[cfg(feature = "lab")]
 pub mod labhosts;
+pub mod member_routes;
 pub mod metrics;
 pub mod nameserver;
 pub mod netconf;
