@@ -59,8 +59,10 @@ pub fn read(bytes: &[u8]) -> Packet {
     let Some((tuple, transport)) = read_tuple(bytes) else {
         return Packet::Unreadable;
     };
-    match tuple.protocol {
-        ICMP | ICMPV6 => read_icmp(tuple, transport),
+    // ICMP inside IPv6, or ICMPv6 inside IPv4, is no ICMP any host
+    // reads: a protocol number like another.
+    match (tuple.protocol, tuple.source.is_ipv6()) {
+        (ICMP, false) | (ICMPV6, true) => read_icmp(tuple, transport),
         _ => Packet::Flow(tuple),
     }
 }
