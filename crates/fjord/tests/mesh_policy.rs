@@ -19,8 +19,6 @@ mod support;
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fjord_lab::netns::Namespace;
@@ -36,10 +34,6 @@ const NODES: usize = 3;
 const CONVERGENCE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a connection the policy stops is given to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-
-fn fjord_binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_fjord"))
-}
 
 /// A listener on `port` in `namespace` (its socket stays there).
 fn listen(namespace: &Namespace, port: u16) -> TcpListener {
@@ -237,24 +231,8 @@ fn a_plain_peer_in_a_group_is_checked_where_its_packets_arrive() {
         certificate_path.display(),
         policy_path.display()
     );
-    let config_path = workdir.path().join(format!("{}.conf", member_side.ifname));
-    std::fs::write(&config_path, config).unwrap();
-    std::fs::set_permissions(&config_path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let log_path = workdir.path().join("fjord.log");
-    let log = std::fs::File::create(&log_path).unwrap();
-    let mut command = hosts.left.command(fjord_binary());
-    command
-        .arg("up")
-        .arg(&config_path)
-        .stdout(log.try_clone().unwrap())
-        .stderr(log);
-    let member = hosts.left.spawn(&mut command).expect("fjord up");
-    let context = |what: &str| {
-        format!(
-            "{what}\nfjord log:\n{}",
-            std::fs::read_to_string(&log_path).unwrap_or_default()
-        )
-    };
+    let member = support::ByHand::up(&hosts.left, workdir.path(), &member_side.ifname, &config);
+    let context = |what: &str| format!("{what}\nfjord log:\n{}", member.log_tail());
 
     traffic::wait_for_ping(
         &hosts.left,
