@@ -830,6 +830,14 @@ pub fn firewall_packet(data: &[u8]) {
     };
     match packet::read(data) {
         Packet::Flow(tuple) => check(&tuple),
+        Packet::FirstFragment { tuple, datagram } => {
+            check(&tuple);
+            assert_eq!(datagram.protocol, tuple.protocol);
+            assert_eq!(datagram.source, tuple.source);
+        }
+        Packet::LaterFragment(datagram) => {
+            assert_eq!(datagram.source.is_ipv6(), version == Some(6));
+        }
         Packet::IcmpError { error, about } => {
             check(&error);
             assert_eq!(about.source.is_ipv6(), error.source.is_ipv6());

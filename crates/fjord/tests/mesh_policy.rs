@@ -158,6 +158,10 @@ fn members_enforce_the_policy_statefully_at_the_sender() {
         );
     }
     traffic::ping(host(0), address(2), 2).expect("ops pings web");
+    // Echoes larger than the tunnel's MTU leave as IP fragments: the later
+    // ones carry no ports and pass on their first fragment's fate.
+    traffic::ping_sized(host(0), address(1), 2, Some(4000))
+        .expect("ops pings db with 4,000-byte echoes (fragments)");
     assert!(
         traffic::ping(host(2), address(0), 1).is_err(),
         "web may not ping ops"

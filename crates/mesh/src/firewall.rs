@@ -26,6 +26,7 @@
 //! Sans-I/O like the rest of the crate: the caller passes `now`.
 
 mod flows;
+mod fragments;
 pub mod packet;
 #[cfg(test)]
 mod tests;
@@ -39,6 +40,7 @@ use crate::cert::Group;
 use crate::cidr::Cidr;
 use crate::policy::{Party, Policy, RuleIndex};
 use flows::{FlowKey, Inserted, PeerFlows, Side};
+use fragments::PassedDatagrams;
 use packet::{Packet, Tuple};
 
 /// Flows each peer may hold in each share (those it opened, those this
@@ -102,6 +104,7 @@ enum PeerSlot {
 struct EnforcedPeer {
     identity: Identity,
     flows: PeerFlows,
+    fragmented: PassedDatagrams,
 }
 
 /// The firewall's counters, for `fjord show` and metrics.
@@ -210,6 +213,7 @@ impl Firewall {
                 Scope::Enforced(identity) => PeerSlot::Enforced(Box::new(EnforcedPeer {
                     identity,
                     flows: PeerFlows::default(),
+                    fragmented: PassedDatagrams::default(),
                 })),
             };
         }
@@ -217,8 +221,12 @@ impl Firewall {
             return true;
         };
         let now_secs = now.saturating_duration_since(self.epoch).as_secs() as u32;
-        let tuple = match packet::read(packet) {
-            Packet::Flow(tuple) => tuple,
+        let (tuple, datagram) = match packet::read(packet) {
+            Packet::Flow(tuple) => (tuple, None),
+            Packet::FirstFragment { tuple, datagram } => (tuple, Some(datagram)),
+            Packet::LaterFragment(datagram) => {
+                return enforced.fragmented.passed(&datagram, now_secs);
+            }
             Packet::IcmpError { error, about } => {
                 // The reported packet went the other way.
                 let reported = match direction {
@@ -228,7 +236,7 @@ impl Firewall {
                 if enforced.flows.get(&reported, now_secs).is_some() {
                     return true;
                 }
-                error
+                (error, None)
             }
             Packet::Unreadable => return false,
         };
@@ -241,37 +249,43 @@ impl Firewall {
             local: &self.local,
             remote: &enforced.identity,
         };
-        if let Some(entry) = enforced.flows.get(&key, now_secs) {
-            if entry.generation == self.generation {
-                entry.touch(now_secs);
-                return true;
+        let admitted = 'decided: {
+            if let Some(entry) = enforced.flows.get(&key, now_secs) {
+                if entry.generation == self.generation {
+                    entry.touch(now_secs);
+                    break 'decided true;
+                }
+                if checked
+                    .allows(&key.opening_packet(entry.opened_by), entry.opened_by)
+                    .is_some()
+                {
+                    entry.generation = self.generation;
+                    entry.touch(now_secs);
+                    break 'decided true;
+                }
+                // The rule that let it open is gone; this packet may still
+                // open the flow the other way.
+                enforced.flows.remove(&key);
             }
-            if checked
-                .allows(&key.opening_packet(entry.opened_by), entry.opened_by)
-                .is_some()
-            {
-                entry.generation = self.generation;
-                entry.touch(now_secs);
-                return true;
+            let Some(rule) = checked.allows(&tuple, opener) else {
+                break 'decided false;
+            };
+            if let Some(count) = self.flows_by_rule.get_mut(rule.0) {
+                *count += 1;
             }
-            // The rule that let it open is gone; this packet may still
-            // open the flow the other way.
-            enforced.flows.remove(&key);
-        }
-        let Some(rule) = checked.allows(&tuple, opener) else {
-            return false;
+            let inserted =
+                enforced
+                    .flows
+                    .insert(key, opener, self.generation, now_secs, self.flows_per_side);
+            if inserted == Inserted::Evicted {
+                self.evicted_flows += 1;
+            }
+            true
         };
-        if let Some(count) = self.flows_by_rule.get_mut(rule.0) {
-            *count += 1;
+        if admitted && let Some(datagram) = datagram {
+            enforced.fragmented.remember(datagram, now_secs);
         }
-        let inserted =
-            enforced
-                .flows
-                .insert(key, opener, self.generation, now_secs, self.flows_per_side);
-        if inserted == Inserted::Evicted {
-            self.evicted_flows += 1;
-        }
-        true
+        admitted
     }
 
     /// Removes timed-out flows when a sweep is due; cheap otherwise.

@@ -343,6 +343,11 @@ impl RunningFjordMesh {
         self.dir.path()
     }
 
+    /// `node`'s interface name.
+    pub fn ifname(&self, node: usize) -> &str {
+        &self.node(node).ifname
+    }
+
     /// `node`'s `fjord up` file, for tests that edit it and reload.
     pub fn config_path(&self, node: usize) -> &Path {
         &self.node(node).config_path

@@ -12,6 +12,7 @@
 
 mod bare;
 mod ipsec;
+pub mod members;
 pub mod mesh;
 mod openvpn;
 mod relay;
@@ -26,6 +27,7 @@ use std::time::Duration;
 
 pub use bare::Bare;
 pub use ipsec::Ipsec;
+pub use members::FjordMembers;
 pub use mesh::{FjordMesh, Member, MemberPath, RunningMesh};
 pub use openvpn::OpenVpn;
 pub use relay::Relay;
@@ -143,6 +145,8 @@ pub fn all() -> Vec<Box<dyn System>> {
     ] {
         systems.push(Box::new(wireguard::FjordFallback::locate(carrier)));
     }
+    systems.push(Box::new(FjordMembers::locate()));
+    systems.push(Box::new(FjordMembers::locate().with_policy()));
     systems.push(Box::new(VpnCloud::locate()));
     systems.push(Box::new(VpnCloud::locate().in_tap_mode()));
     systems.push(Box::new(OpenVpn::locate()));

@@ -267,3 +267,95 @@ fn ipv6_ports_are_read_past_extension_headers() {
     assert_eq!(tuple.protocol, packet::UDP);
     assert_eq!((tuple.source_port, tuple.destination_port), (33000, 53));
 }
+
+/// `packet` as the fragment at `offset` (8-byte units) of datagram
+/// `identification`, with more to come or not.
+fn fragment_of(mut packet: Vec<u8>, identification: u16, offset: u16, more: bool) -> Vec<u8> {
+    packet[4..6].copy_from_slice(&identification.to_be_bytes());
+    let flags_and_offset = offset | if more { 0x2000 } else { 0 };
+    packet[6..8].copy_from_slice(&flags_and_offset.to_be_bytes());
+    packet
+}
+
+#[test]
+fn later_fragments_follow_their_first_fragments_fate() {
+    let mut setup = Setup::new();
+    // A large datagram to db's allowed port: its first fragment opens the
+    // flow, its later ones (no ports) pass on that.
+    let first = fragment_of(tcp(US, 40000, DB, 5432), 7, 0, true);
+    assert!(setup.sends(&first));
+    let later = fragment_of(ipv4(US, DB, packet::TCP, &[0; 64]), 7, 185, false);
+    assert!(setup.sends(&later));
+    // A datagram whose first fragment was refused, or never seen, does not.
+    let refused = fragment_of(tcp(US, 40001, DB, 22), 8, 0, true);
+    assert!(!setup.sends(&refused));
+    assert!(!setup.sends(&fragment_of(
+        ipv4(US, DB, packet::TCP, &[0; 64]),
+        8,
+        185,
+        false
+    )));
+    assert!(!setup.sends(&fragment_of(
+        ipv4(US, DB, packet::TCP, &[0; 64]),
+        9,
+        185,
+        false
+    )));
+    // Nor a fragment of another protocol claiming the same identification.
+    assert!(!setup.sends(&fragment_of(
+        ipv4(US, DB, packet::UDP, &[0; 64]),
+        7,
+        185,
+        false
+    )));
+    // After the kernel's reassembly time, the datagram is forgotten.
+    setup.later(31);
+    assert!(!setup.sends(&later));
+}
+
+#[test]
+fn a_peer_flooding_fragmented_datagrams_overwrites_only_its_own_memory_of_them() {
+    let mut setup = Setup::new();
+    for identification in 0..1000 {
+        let first = fragment_of(udp(DB, 53000, US, 53), identification, 0, true);
+        assert!(setup.receives(&first));
+    }
+    // The newest are remembered; the oldest were overwritten.
+    let later = |identification| {
+        fragment_of(
+            ipv4(DB, US, packet::UDP, &[0; 8]),
+            identification,
+            100,
+            false,
+        )
+    };
+    assert!(setup.receives(&later(999)));
+    assert!(!setup.receives(&later(0)));
+}
+
+#[test]
+fn ipv6_fragments_name_their_datagram() {
+    let ipv6 = |fragment_field: u16, transport: &[u8]| {
+        let mut packet = vec![0x60, 0, 0, 0, 0, (8 + transport.len()) as u8, 44, 64];
+        packet.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        packet.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        packet.extend_from_slice(&[packet::UDP, 0]);
+        packet.extend_from_slice(&fragment_field.to_be_bytes());
+        packet.extend_from_slice(&0x0102_0304u32.to_be_bytes());
+        packet.extend_from_slice(transport);
+        packet
+    };
+    let first = ipv6(1, &[0x80, 0xe8, 0, 53, 0, 8, 0, 0]);
+    let Packet::FirstFragment { tuple, datagram } = packet::read(&first) else {
+        panic!("first fragment not read as one");
+    };
+    assert_eq!((tuple.source_port, tuple.destination_port), (33000, 53));
+    assert_eq!(datagram.identification, 0x0102_0304);
+    let later = ipv6(1448, &[0xaa; 16]);
+    assert_eq!(packet::read(&later), Packet::LaterFragment(datagram));
+    // Offset 0 and no more fragments: an atomic fragment, a whole packet.
+    assert!(matches!(
+        packet::read(&ipv6(0, &[0x80, 0xe8, 0, 53, 0, 8, 0, 0])),
+        Packet::Flow(_)
+    ));
+}
