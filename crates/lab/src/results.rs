@@ -14,7 +14,7 @@ mod extra;
 
 pub use extra::{
     Bulk, Cost, Drops, Extra, Flood, FrameLatency, FrameRate, Memory, Mesh, Peers, Ping, Rounds,
-    Soak, Statistic, TrialRecord,
+    Soak, Statistic, Tracking, TrialRecord,
 };
 
 /// Bumped whenever a field changes meaning or disappears.

@@ -65,6 +65,7 @@ pub fn section_charts(section: &Section, order: &[&str]) -> Vec<Chart> {
         | TestKind::Flood
         | TestKind::SoakSummary
         | TestKind::CounterBalance
+        | TestKind::Policy
         | TestKind::Other => Vec::new(),
     }
 }

@@ -146,6 +146,9 @@ pub enum TestKind {
     SoakSummary,
     /// A soak's counters, one side's against the other's, by direction.
     CounterBalance,
+    /// A member's transfers and connection tracking under a network
+    /// policy and a flood of flows.
+    Policy,
     Other,
 }
 
@@ -173,6 +176,7 @@ impl TestKind {
             "peers_zero_loss" | "peers_memory" | "peers_tcp" => TestKind::Peers,
             "soak_transfers" | "soak_restarts" | "soak_rekeys" => TestKind::SoakSummary,
             "counter_balance" => TestKind::CounterBalance,
+            "policy_transfer" | "policy_tracked_flows" => TestKind::Policy,
             _ => TestKind::Other,
         }
     }
@@ -193,6 +197,7 @@ impl TestKind {
             TestKind::Flood => Some("flood"),
             TestKind::Peers => Some("peers"),
             TestKind::CounterBalance => Some("direction"),
+            TestKind::Policy => Some("phase"),
             TestKind::Imix
             | TestKind::TcpBulk
             | TestKind::MemoryGrowth
@@ -224,6 +229,12 @@ impl TestKind {
                 "policy_spread" => {
                     "Time from giving one member a network policy until every node holds it"
                 }
+                other => other,
+            }
+            .to_string(),
+            TestKind::Policy => match test {
+                "policy_transfer" => "TCP transfers between two members, without and with a 100-rule network policy, alone and while a third member opens 1,000,000 UDP flows to the receiver",
+                "policy_tracked_flows" => "Flows the receiver tracks after a third member's port scan and flood of UDP flows",
                 other => other,
             }
             .to_string(),

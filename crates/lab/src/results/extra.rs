@@ -83,6 +83,12 @@ pub struct Extra {
         skip_serializing_if = "Option::is_none"
     )]
     pub rounds: Option<Rounds>,
+    #[serde(
+        flatten,
+        deserialize_with = "unless_empty",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub tracking: Option<Tracking>,
 }
 
 impl Extra {
@@ -274,6 +280,26 @@ figures! {
         pub drops: Option<Drops>,
         /// Seconds over which the counts above were taken.
         pub window_secs: Option<f64>,
+    }
+}
+
+figures! {
+    /// A member's connection tracking under a network policy (policy
+    /// suite).
+    pub struct Tracking {
+        /// Flows the generator opened toward the member.
+        pub flows_opened: Option<u64>,
+        /// Of a port scan, the ports that answered (a reset or an accept).
+        pub ports_answered: Option<u64>,
+        /// Flows the member's firewall evicted because a peer's share was
+        /// full, by its own count.
+        pub evicted_flows: Option<u64>,
+        /// The most flows the member may track for one peer (both shares).
+        pub flows_cap_per_peer: Option<u64>,
+        /// The member's resident memory after less before the flows.
+        pub rss_growth_bytes: Option<i64>,
+        /// The figure over the same transfers without a policy, same run.
+        pub no_policy_ratio: Option<f64>,
     }
 }
 

@@ -14,6 +14,7 @@ pub mod mesh_policy;
 mod mesh_relay;
 pub mod mtu;
 pub mod peers;
+mod policy;
 pub(crate) mod quick;
 pub mod soak;
 mod tcp;
@@ -41,10 +42,11 @@ pub enum Suite {
     Peers,
     Compress,
     Mtu,
+    Policy,
 }
 
 impl Suite {
-    pub const ALL: [Suite; 11] = [
+    pub const ALL: [Suite; 12] = [
         Suite::Quick,
         Suite::Throughput,
         Suite::Latency,
@@ -56,6 +58,7 @@ impl Suite {
         Suite::Peers,
         Suite::Compress,
         Suite::Mtu,
+        Suite::Policy,
     ];
 
     pub fn name(self) -> &'static str {
@@ -71,6 +74,7 @@ impl Suite {
             Suite::Peers => "peers",
             Suite::Compress => "compress",
             Suite::Mtu => "mtu",
+            Suite::Policy => "policy",
         }
     }
 
@@ -105,6 +109,9 @@ impl Suite {
             }
             Suite::Mtu => {
                 "TCP throughput and CPU per side at tunnel MTUs 1,400, 9,000 and 16,384 on a jumbo underlay, and the study's ping test (10,000 pings every 1 ms of 50/500/1,000 bytes, best of 5), as in the VpnCloud study"
+            }
+            Suite::Policy => {
+                "three members of one network: TCP transfers between two of them with no policy and a signed 100-rule policy, alone and while the third opens 1,000,000 UDP flows; the flows the target tracks after a scan of its 65,535 TCP ports and after the flood, against its cap"
             }
             Suite::Mesh => {
                 "a mesh of 20 and 100 nodes (5 and 20 with --quick) from one bootstrap member: convergence time, memory per node and per peer, first packet; a NAT matrix (direct or relayed, time to a session), relay cost against the direct path, path MTU across a link that drops ICMP"
@@ -152,6 +159,7 @@ impl Suite {
             Suite::Peers => peers::steps(quick),
             Suite::Compress => compress::steps(),
             Suite::Mtu => mtu::steps(quick),
+            Suite::Policy => policy::steps(quick),
         }
     }
 
@@ -164,7 +172,7 @@ impl Suite {
     pub fn builds_own_hosts(self) -> bool {
         matches!(
             self,
-            Suite::Mesh | Suite::Attack | Suite::Peers | Suite::Soak | Suite::Mtu
+            Suite::Mesh | Suite::Attack | Suite::Peers | Suite::Soak | Suite::Mtu | Suite::Policy
         )
     }
 
@@ -177,6 +185,7 @@ impl Suite {
             Suite::Peers => peers::run(setup, quick),
             Suite::Soak => soak::run(setup, quick),
             Suite::Mtu => mtu::run(setup, quick),
+            Suite::Policy => policy::run(setup, quick),
             _ => Vec::new(),
         }
     }
@@ -191,7 +200,12 @@ impl Suite {
             Suite::Bdp => bdp::run(context),
             Suite::Compress => compress::run(context),
             // Run through `run_on_own_hosts`.
-            Suite::Mesh | Suite::Attack | Suite::Peers | Suite::Soak | Suite::Mtu => Vec::new(),
+            Suite::Mesh
+            | Suite::Attack
+            | Suite::Peers
+            | Suite::Soak
+            | Suite::Mtu
+            | Suite::Policy => Vec::new(),
         }
     }
 

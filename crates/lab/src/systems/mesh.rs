@@ -84,6 +84,16 @@ pub trait RunningMesh: Send {
     /// The version of the network policy `node` holds now (`None`: none);
     /// an error if it does not answer.
     fn policy_version(&mut self, node: usize) -> Result<Option<u64>, String>;
+    /// The flows `node`'s firewall tracks now and has evicted so far;
+    /// an error without a policy in force, or if it does not answer.
+    fn policy_flows(&mut self, node: usize) -> Result<PolicyFlows, String>;
+}
+
+/// A node's connection tracking, by its own count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolicyFlows {
+    pub tracked: u64,
+    pub evicted: u64,
 }
 
 /// One member as a node lists it (`get=fjord`'s `member=` lines, as in
@@ -585,6 +595,18 @@ impl RunningMesh for RunningFjordMesh {
     fn give_policy_and_reload(&mut self, node: usize, text: &str) -> Result<(), String> {
         self.give_policy(node, text)?;
         self.reload(node).map(drop)
+    }
+
+    fn policy_flows(&mut self, node: usize) -> Result<PolicyFlows, String> {
+        self.check_running(node)?;
+        let number = |mesh: &Self, key: &str| {
+            mesh.status_number(node, key)?
+                .ok_or_else(|| format!("node{node}: no policy in force (no {key})"))
+        };
+        Ok(PolicyFlows {
+            tracked: number(self, "policy_tracked_flows=")?,
+            evicted: number(self, "policy_evicted_flows=")?,
+        })
     }
 
     fn policy_version(&mut self, node: usize) -> Result<Option<u64>, String> {

@@ -28,7 +28,7 @@ use std::time::Duration;
 pub use bare::Bare;
 pub use ipsec::Ipsec;
 pub use members::FjordMembers;
-pub use mesh::{FjordMesh, Member, MemberPath, RunningMesh};
+pub use mesh::{FjordMesh, Member, MemberPath, PolicyFlows, RunningMesh};
 pub use openvpn::OpenVpn;
 pub use relay::Relay;
 pub use ssh::SshTunnel;

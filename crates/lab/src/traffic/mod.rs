@@ -1,6 +1,7 @@
 //! Traffic between lab hosts: reachability (ping) and generators that
 //! measure and verify what crosses a link or tunnel.
 
+pub mod flows;
 pub mod frame;
 pub mod imix;
 pub mod latency;

@@ -10,10 +10,12 @@
 
 mod bulk;
 mod load;
+mod policy;
 mod rates;
 
 use bulk::{bulk_tables, cost_table};
 use load::{drops_table, flood_table, peers_table};
+use policy::policy_table;
 use rates::{frame_rate_table, latency_table, ping_average_table};
 
 use super::format;
@@ -345,6 +347,7 @@ pub fn section_tables(section: &Section) -> Vec<Table> {
             tables
         }
         TestKind::Peers => vec![peers_table(section, title)],
+        TestKind::Policy => vec![policy_table(section, title)],
         TestKind::SoakSummary | TestKind::CounterBalance => {
             vec![super::soak::soak_table(section, title)]
         }
