@@ -520,6 +520,13 @@ fn warn_unapplied(config: &Config) {
     if config.interface.wg_quick.save_config {
         tracing::warn!("SaveConfig = true is ignored by `fjord up`");
     }
+    // A network policy comes with a [Mesh]; without one, no policy can be
+    // in force, so a peer's groups would never be checked.
+    if config.mesh.is_none() && config.peers.iter().any(|peer| peer.groups.is_some()) {
+        tracing::warn!(
+            "a [Peer] has Groups, but without a [Mesh] no network policy is in force: every packet of every peer passes"
+        );
+    }
 }
 
 /// This host's addresses for the mesh Hello; none (members then meet us

@@ -29,12 +29,21 @@ if [[ -z $binary || ! -x $binary ]]; then
     exit 1
 fi
 
-# Instructions callgrind counted inside the case's own function, per packet.
+firewall=$(cargo bench -p fjord-mesh --bench firewall --no-run --message-format=json 2>/dev/null |
+    grep -o '"executable":"[^"]*firewall[^"]*"' | tail -n 1 | cut -d '"' -f 4)
+if [[ -z $firewall || ! -x $firewall ]]; then
+    echo "count-instructions.sh: building the firewall benchmark failed; run" >&2
+    echo "  cargo bench -p fjord-mesh --bench firewall --no-run" >&2
+    exit 1
+fi
+
+# Instructions callgrind counted inside the case's own function, per packet
+# (the instructions benchmark's unless a binary is given).
 count() {
-    local case=$1 function=$2 collected
+    local case=$1 function=$2 program=${3:-$binary} collected
     collected=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null \
-        --toggle-collect="*pair::${function}*" \
-        "$binary" "$case" "$packets" 2>&1 >/dev/null |
+        --toggle-collect="*${function}*" \
+        "$program" "$case" "$packets" 2>&1 >/dev/null |
         sed -n 's/.*Collected : \([0-9]*\).*/\1/p')
     if [[ -z $collected ]]; then
         echo "count-instructions.sh: callgrind counted nothing for $case" >&2
@@ -47,9 +56,16 @@ printf '%-9s %-7s %7s %12s %12s %12s\n' direction cipher payload "node Ir/pkt" "
 for direction in open seal; do
     for cipher in chacha aes; do
         for payload in 64 1420; do
-            node=$(count "$direction/node/$cipher/$payload" "${direction}_node")
-            raw=$(count "$direction/raw/$cipher/$payload" "${direction}_raw")
+            node=$(count "$direction/node/$cipher/$payload" "pair::${direction}_node")
+            raw=$(count "$direction/raw/$cipher/$payload" "pair::${direction}_raw")
             printf '%-9s %-7s %7s %12s %12s %12s\n' "$direction" "$cipher" "$payload" "$node" "$raw" $((node - raw))
         done
     done
 done
+
+# What a network policy in force adds (the firewall benchmark): per
+# packet of a tracked flow, and per packet opening a flow under 100 rules.
+echo
+printf '%-34s %12s\n' "network policy" "Ir/pkt"
+printf '%-34s %12s\n' "packet of a tracked flow" "$(count tracked firewall::admit_tracked "$firewall")"
+printf '%-34s %12s\n' "packet opening a flow (100 rules)" "$(count opening firewall::admit_opening "$firewall")"
