@@ -127,6 +127,9 @@ pub struct Mesh {
     next_gossip: Instant,
     next_ping: Instant,
     next_revocation_check: Instant,
+    /// Dialling bootstrap members again while we know no member
+    /// (`redial.rs`).
+    redial: redial::BootstrapRedial,
     /// The member serving as our exit node (`routes.rs`).
     exit: Option<PublicKey>,
     /// Counts changes of the routes behind members (`routes.rs`).
@@ -170,6 +173,7 @@ impl Mesh {
             next_gossip: now,
             next_ping: now,
             next_revocation_check: now,
+            redial: redial::BootstrapRedial::starting(now),
             exit: None,
             routes_generation: 0,
             rng_state: seed | 1,
@@ -406,6 +410,7 @@ impl Mesh {
                     now + mesh.jittered(mesh.config.revocation_check_interval);
             }
             mesh.handle_policy_timeout(now);
+            mesh.handle_redial(now);
         });
     }
 
@@ -416,6 +421,7 @@ impl Mesh {
             Some(self.next_gossip),
             Some(self.next_revocation_check),
             self.policy_deadline(),
+            self.redial_deadline(),
             self.timers.next_deadline(),
         ]
         .into_iter()
@@ -516,6 +522,7 @@ mod config;
 mod gossip;
 mod policy;
 mod policy_transfer;
+mod redial;
 mod refusals;
 mod renewal;
 mod revocations;

@@ -83,3 +83,44 @@ fn an_unmet_bootstrap_member_that_moved_is_dialled_at_its_new_endpoint() {
             .contains(&(newcomer, moved.key, vec![moved.endpoint]))
     );
 }
+
+#[test]
+fn a_member_started_before_its_bootstrap_member_dials_it_again_each_second() {
+    let mut sim = Sim::new();
+    // Node 0, its bootstrap member, is not up yet.
+    let newcomer = sim.join(1, Some(0));
+    let bootstrap = entry(0);
+    let dialled = |sim: &Sim| {
+        sim.connected
+            .iter()
+            .filter(|(from, to, _)| *from == newcomer && *to == bootstrap.key)
+            .count()
+    };
+    sim.advance(Duration::from_millis(1500));
+    assert_eq!(dialled(&sim), 1, "dialled again after a second");
+    // Then the bootstrap member comes up and the next dial meets it, well
+    // before WireGuard's own retry (5 s).
+    let first = sim.join(0, None);
+    sim.advance(Duration::from_secs(1));
+    assert!(sim.nodes[&newcomer].mesh.is_member(&first));
+    let after_meeting = dialled(&sim);
+    sim.advance(Duration::from_secs(10));
+    assert_eq!(
+        dialled(&sim),
+        after_meeting,
+        "no dial once a member is known"
+    );
+}
+
+#[test]
+fn a_bootstrap_member_that_never_comes_is_dialled_a_bounded_number_of_times() {
+    let mut sim = Sim::new();
+    let newcomer = sim.join(1, Some(9));
+    sim.advance(Duration::from_secs(60));
+    let redials = sim
+        .connected
+        .iter()
+        .filter(|(from, to, _)| *from == newcomer && *to == key(9).public_key())
+        .count();
+    assert_eq!(redials, usize::from(crate::membership::redial::REDIALS));
+}
