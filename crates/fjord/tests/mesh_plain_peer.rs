@@ -11,14 +11,15 @@
 use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
+
+mod support;
 
 use fjord_lab::netns;
 use fjord_lab::systems::wireguard::{self, Implementation, Initiator, WireguardGo};
 use fjord_lab::systems::{self, WorkDir};
 use fjord_lab::topology::{LEFT_OVERLAY, RIGHT_OVERLAY, TwoHosts};
 use fjord_lab::traffic::{self, BulkTransfer};
-use fjord_mesh::{Cidr, NetworkSecret};
 
 const TRANSFER_BYTES: u64 = 16 << 20;
 
@@ -46,24 +47,7 @@ fn a_mesh_member_talks_to_wireguard_go_as_a_plain_peer() {
         .expect("wireguard-go up");
 
     // The fjord side: the point-to-point config plus a mesh of its own.
-    let mut seed = [0u8; 32];
-    getrandom::fill(&mut seed).expect("randomness");
-    let network = NetworkSecret::from_seed(seed);
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let certificate = network
-        .sign(
-            fjord_side.public_key(),
-            "member",
-            &[Cidr::host(IpAddr::V4(LEFT_OVERLAY))],
-            now - 60,
-            now + 3600,
-        )
-        .expect("certificate");
-    let certificate_path = workdir.path().join("member.cert");
-    std::fs::write(&certificate_path, certificate.to_base64() + "\n").unwrap();
+    let (network, certificate_path) = support::lone_member(workdir.path(), &fjord_side, "member");
     let config = format!(
         "{}\n[Mesh]\nNetwork = {}\nCertificate = {}\n",
         fjord_side.wg_quick_text().as_str(),

@@ -19,7 +19,7 @@ mod support;
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use fjord_lab::netns::Namespace;
 use fjord_lab::systems::mesh::RunningFjordMesh;
@@ -28,7 +28,6 @@ use fjord_lab::systems::{RunningMesh, WorkDir};
 use fjord_lab::topology::{LEFT_OVERLAY, Lan, RIGHT_OVERLAY, TwoHosts};
 use fjord_lab::traffic::{self, BulkTransfer};
 use fjord_mesh::policy::SignedPolicy;
-use fjord_mesh::{Cidr, NetworkSecret};
 
 const NODES: usize = 3;
 const CONVERGENCE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -203,24 +202,7 @@ fn a_plain_peer_in_a_group_is_checked_where_its_packets_arrive() {
         .start(&hosts.right, &plain_side, workdir.path())
         .expect("wireguard-go up");
 
-    let mut seed = [0u8; 32];
-    getrandom::fill(&mut seed).expect("randomness");
-    let network = NetworkSecret::from_seed(seed);
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let certificate = network
-        .sign(
-            member_side.public_key(),
-            "alpha",
-            &[Cidr::host(IpAddr::V4(LEFT_OVERLAY))],
-            now - 60,
-            now + 3600,
-        )
-        .expect("certificate");
-    let certificate_path = workdir.path().join("alpha.cert");
-    std::fs::write(&certificate_path, certificate.to_base64() + "\n").unwrap();
+    let (network, certificate_path) = support::lone_member(workdir.path(), &member_side, "alpha");
     let policy = "version 1\n\
                   allow from group web to member alpha port 5401/tcp\n\
                   allow from any to any proto icmp\n";

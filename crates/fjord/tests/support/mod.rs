@@ -351,3 +351,30 @@ pub fn reply_errno(reply: &str) -> i32 {
         .find_map(|line| line.strip_prefix("errno=")?.parse().ok())
         .unwrap_or_else(|| panic!("no errno in {reply:?}"))
 }
+
+/// A network of its own and a certificate of it for `side`'s key, named
+/// `name`, at the left host's overlay address, valid from a minute ago
+/// for an hour, written to `dir/<name>.cert`: the `[Mesh]` of a member
+/// beside plain `[Peer]`s. The network's secret signs what else the test
+/// needs (a policy).
+pub fn lone_member(dir: &Path, side: &WgSide, name: &str) -> (fjord_mesh::NetworkSecret, PathBuf) {
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).expect("randomness");
+    let network = fjord_mesh::NetworkSecret::from_seed(seed);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_secs();
+    let certificate = network
+        .sign(
+            side.public_key(),
+            name,
+            &[fjord_mesh::Cidr::host(IpAddr::V4(LEFT_OVERLAY))],
+            now - 60,
+            now + 3600,
+        )
+        .expect("certificate");
+    let certificate_path = dir.join(format!("{name}.cert"));
+    std::fs::write(&certificate_path, certificate.to_base64() + "\n").expect("certificate written");
+    (network, certificate_path)
+}
