@@ -405,28 +405,32 @@ fn a_policy_is_signed_checked_and_refused_when_changed() {
     );
 }
 
+/// `fjord network sign` of `PEER_KEY` as `name` at 198.19.0.2/32 with
+/// `key`, `option` given once for each of `values`.
+fn sign_with(key: &std::path::Path, name: &str, option: &str, values: &[&str]) -> Output {
+    let mut args = vec![
+        "network",
+        "sign",
+        "--network-key",
+        key.to_str().unwrap(),
+        "--public-key",
+        PEER_KEY,
+        "--name",
+        name,
+        "--address",
+        "198.19.0.2/32",
+    ];
+    for value in values {
+        args.extend([option, value]);
+    }
+    fjord(&args)
+}
+
 #[test]
 fn sign_puts_groups_in_a_certificate_and_refuses_bad_names() {
     let dir = TempDir::new("groups");
     let (key, _) = network_key(&dir, "network.key");
-    let sign = |groups: &[&str]| {
-        let mut args = vec![
-            "network",
-            "sign",
-            "--network-key",
-            key.to_str().unwrap(),
-            "--public-key",
-            PEER_KEY,
-            "--name",
-            "db-1",
-            "--address",
-            "198.19.0.2/32",
-        ];
-        for group in groups {
-            args.extend(["--group", group]);
-        }
-        fjord(&args)
-    };
+    let sign = |groups: &[&str]| sign_with(&key, "db-1", "--group", groups);
     let grouped = sign(&["ops", "db"]);
     assert!(grouped.status.success(), "{grouped:?}");
     let certificate: fjord_mesh::Certificate =
@@ -477,24 +481,7 @@ fn lab_report_merges_runs_into_a_directory_of_their_own() {
 fn sign_puts_routes_in_a_certificate_and_refuses_bad_prefixes() {
     let dir = TempDir::new("routes");
     let (key, _) = network_key(&dir, "network.key");
-    let sign = |routes: &[&str]| {
-        let mut args = vec![
-            "network",
-            "sign",
-            "--network-key",
-            key.to_str().unwrap(),
-            "--public-key",
-            PEER_KEY,
-            "--name",
-            "gw-1",
-            "--address",
-            "198.19.0.2/32",
-        ];
-        for route in routes {
-            args.extend(["--route", route]);
-        }
-        fjord(&args)
-    };
+    let sign = |routes: &[&str]| sign_with(&key, "gw-1", "--route", routes);
     let routed = sign(&["198.18.200.0/24", "0.0.0.0/0"]);
     assert!(routed.status.success(), "{routed:?}");
     let certificate: fjord_mesh::Certificate =
