@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::inventory::Host;
 use super::ssh::{Connection, RemoteError, command_line, quote};
+use crate::measure::CpuCharge;
 
 /// What the lab runs on every host besides its own binary.
 const REQUIRED_TOOLS: [&str; 5] = ["ip", "ping", "mktemp", "tail", "ethtool"];
@@ -183,14 +184,17 @@ impl RemoteHost {
         Ok(())
     }
 
-    /// Starts `words` there as `name` with its stdout piped back (its PID
-    /// in `name.pid` while it runs), for a worker that answers in lines.
+    /// Starts `words` there as `name` with its stdin and stdout piped
+    /// (its PID in `name.pid` while it runs), for a worker that answers
+    /// in lines.
     pub fn stream(&self, name: &str, words: &[&str]) -> Result<std::process::Child, RemoteError> {
         let line = command_line(words);
         // The PID file goes when the worker ends, so clean-up never
-        // signals a PID the system may have given to another process.
+        // signals a PID the system may have given to another process. A
+        // background command's stdin is /dev/null unless redirected: the
+        // session's own goes to it through fd 3.
         let script = format!(
-            "{line} & echo $! > {pid} && wait $!; status=$?; rm -f {pid}; exit $status",
+            "exec 3<&0; {line} <&3 3<&- & echo $! > {pid} && wait $!; status=$?; rm -f {pid}; exit $status",
             pid = quote(&self.path(&format!("{name}.pid")))
         );
         self.connection.spawn(&line, &script)
@@ -207,6 +211,18 @@ impl RemoteHost {
             .run(&format!("is {name} running"), &script)?
             .trim()
             == "yes")
+    }
+
+    /// CPU time and resident memory of `name` (from
+    /// [`RemoteHost::start`]) so far, as its host's `/proc` says.
+    pub fn usage(&self, name: &str) -> Result<CpuCharge, RemoteError> {
+        let script = format!(
+            "p=$(cat {}) && getconf CLK_TCK && cat /proc/$p/stat && grep VmRSS /proc/$p/status",
+            quote(&self.path(&format!("{name}.pid")))
+        );
+        let text = self.connection.run(&format!("usage of {name}"), &script)?;
+        parse_usage(&text)
+            .ok_or_else(|| self.refused(format!("{name}: unreadable /proc: {text:?}")))
     }
 
     /// The last lines `name` logged.
@@ -269,6 +285,22 @@ impl Drop for RemoteHost {
     }
 }
 
+/// Reads [`RemoteHost::usage`]'s script: clock ticks per second, the
+/// `stat` line (user and system time are the 14th and 15th fields,
+/// counted past the command name, which may hold spaces), `VmRSS`.
+fn parse_usage(text: &str) -> Option<CpuCharge> {
+    let mut lines = text.lines();
+    let ticks_per_sec: u64 = lines.next()?.trim().parse().ok()?;
+    let stat = lines.next()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    let rss_kib: u64 = lines.next()?.split_whitespace().nth(1)?.parse().ok()?;
+    Some(CpuCharge {
+        cpu: Duration::from_secs_f64(ticks as f64 / ticks_per_sec.max(1) as f64),
+        resident_bytes: rss_kib * 1024,
+    })
+}
+
 /// Shell lines that stop the PIDs in the files matching `pattern` (in the
 /// current directory): TERM, up to three seconds, KILL; then the files go.
 fn stop_script(pattern: &str) -> String {
@@ -278,4 +310,19 @@ fn stop_script(pattern: &str) -> String {
          while kill -0 \"$p\" 2>/dev/null && [ $i -lt {STOP_GRACE_TENTHS} ]; do sleep 0.1; i=$((i+1)); done; \
          kill -9 \"$p\" 2>/dev/null; rm -f \"$f\"; done"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_cpu_time_and_memory_from_proc() {
+        let text = "100\n4242 (fjord up x) S 1 2 3 0 -1 0 10 0 0 0 250 50 0 0 20 0 3 0\n\
+                    VmRSS:\t  8192 kB\n";
+        let usage = parse_usage(text).unwrap();
+        assert_eq!(usage.cpu, Duration::from_secs(3));
+        assert_eq!(usage.resident_bytes, 8 << 20);
+        assert!(parse_usage("100\n").is_none());
+    }
 }

@@ -4,8 +4,9 @@
 //! [`ssh`] control connection, a private run directory and the lab's
 //! binary ([`host`]); [`facts`] describes it; the [`systems`] come up
 //! between the left and right hosts, the [`quick`] suite runs its
-//! traffic through the lab's own [`worker`] on each end and reads the
-//! workers' reports back over the same connections; [`run`] ties it
+//! traffic through the lab's own [`worker`] on each end (its RFC 2544
+//! trials through [`udp`]) and reads the workers' reports back over the
+//! same connections; [`run`] ties it
 //! together and leaves every host as it found it.
 //!
 //! Nothing listens on the hosts but their own sshd, nothing is stored
@@ -19,6 +20,7 @@ pub mod quick;
 pub mod run;
 pub mod ssh;
 pub mod systems;
+pub mod udp;
 pub mod worker;
 
 pub use inventory::{Inventory, InventoryError};

@@ -56,7 +56,11 @@ pub struct RemoteRunOptions {
 }
 
 /// Whether `suites` may run across the hosts of `inventory`: floods only
-/// where it allows them, and only the suites the lab drives there.
+/// where it allows them, and only the suites the lab drives there. A
+/// flood is unbounded load: handshake floods, overload at an unbounded
+/// rate for the whole trial. The quick suite's zero-loss searches are
+/// not: paced trials of a second or two, and one 1-second probe as fast
+/// as the sender goes that only sets where the search starts.
 pub fn check_suites(inventory: &Inventory, suites: &[Suite]) -> Result<(), String> {
     for suite in suites {
         let floods = matches!(suite, Suite::Attack | Suite::Throughput);

@@ -17,7 +17,7 @@ pub mod peers;
 pub(crate) mod quick;
 pub mod soak;
 mod tcp;
-mod throughput;
+pub(crate) mod throughput;
 
 use std::path::Path;
 use std::time::Duration;
