@@ -118,21 +118,11 @@ impl Lab {
                     dir = lab.dir.display()
                 ),
             );
-            let sshd = namespace
-                .spawn(
-                    namespace
-                        .command(SSHD)
-                        .args(["-D", "-e", "-f"])
-                        .arg(&config)
-                        .stdin(Stdio::null())
-                        .stdout(Stdio::null())
-                        .stderr(Stdio::null()),
-                )
-                .unwrap();
             lab.hosts.push(SshHost {
-                sshd: Some(sshd),
+                sshd: None,
                 namespace,
             });
+            lab.start_sshd(index);
             known_hosts.push_str(&format!("{management} {host_public}"));
             ssh_config.push_str(&format!(
                 "Host {host}\n  HostName {management}\n  User root\n  IdentityFile {dir}/client_key\n  \
@@ -155,40 +145,70 @@ impl Lab {
              [[hosts]]\nname = \"a\"\nssh = \"a\"\nunderlay = \"198.18.0.1\"\nrole = \"left\"\n\n\
              [[hosts]]\nname = \"b\"\nssh = \"b\"\nunderlay = \"198.18.0.2\"\nrole = \"right\"\n",
         );
-        // sshd listens once it has read its keys; wait for a login to work.
-        for host in ["a", "b"] {
-            let started = Instant::now();
-            loop {
-                let login = lab
-                    .controller
-                    .command("ssh")
-                    .arg("-F")
-                    .arg(lab.dir.join("ssh_config"))
-                    .args(["-o", "BatchMode=yes", host, "true"])
-                    .stdin(Stdio::null())
-                    .output()
-                    .unwrap();
-                if login.status.success() {
-                    break;
-                }
-                assert!(
-                    started.elapsed() < Duration::from_secs(10),
-                    "no ssh login to {host}: {}",
-                    String::from_utf8_lossy(&login.stderr)
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
+        for index in 0..2 {
+            lab.wait_for_login(index);
         }
         Some(lab)
     }
 
+    /// Starts host `index`'s sshd (again, after a test killed it).
+    fn start_sshd(&mut self, index: usize) {
+        let config = self.dir.join(format!("sshd_{}", ["a", "b"][index]));
+        let namespace = &self.hosts[index].namespace;
+        let sshd = namespace
+            .spawn(
+                namespace
+                    .command(SSHD)
+                    .args(["-D", "-e", "-f"])
+                    .arg(&config)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null()),
+            )
+            .unwrap();
+        self.hosts[index].sshd = Some(sshd);
+    }
+
+    /// Waits until host `index`'s sshd (listening once it has read its
+    /// keys) takes a login.
+    fn wait_for_login(&self, index: usize) {
+        let host = ["a", "b"][index];
+        let started = Instant::now();
+        loop {
+            let login = self
+                .controller
+                .command("ssh")
+                .arg("-F")
+                .arg(self.dir.join("ssh_config"))
+                .args(["-o", "BatchMode=yes", host, "true"])
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            if login.status.success() {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "no ssh login to {host}: {}",
+                String::from_utf8_lossy(&login.stderr)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// `fjord lab run --hosts lab.toml ARGS…` in the controller's namespace.
     fn lab_command(&self, args: &[&str]) -> Command {
+        self.lab_subcommand("run", args)
+    }
+
+    /// `fjord lab SUBCOMMAND --hosts lab.toml ARGS…` in the controller's
+    /// namespace.
+    fn lab_subcommand(&self, subcommand: &str, args: &[&str]) -> Command {
         // A release build for figures (`quick_suite_three_rounds`).
         let binary = std::env::var("FJORD_LAB_BIN").unwrap_or_else(|_| FJORD.to_string());
         let mut command = self.controller.command(binary);
         command
-            .args(["lab", "run", "--hosts"])
+            .args(["lab", subcommand, "--hosts"])
             .arg(self.dir.join("lab.toml"))
             .args(args)
             .stdin(Stdio::null());
@@ -341,6 +361,30 @@ fn a_lost_host_ends_the_run_and_the_other_is_cleaned_up() {
     assert!(stderr.contains("host b: lost"), "{stderr}");
     assert_eq!(lab.processes(0), Vec::<String>::new(), "left running on a");
     assert_eq!(lab.extra_links(0), Vec::<String>::new(), "links left on a");
+
+    // b keeps its run's directory (the lab's binary there names it); the
+    // next run that reaches b sweeps it first and says so. The hosts'
+    // namespaces share this machine's /tmp, so a's sweep may be the one.
+    let b_dir = stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("host b: ready in "))
+        .and_then(|rest| rest.split_once('(')?.1.strip_suffix("/fjord)"))
+        .unwrap_or_else(|| panic!("b's run directory in {stderr}"))
+        .to_string();
+    assert!(Path::new(&b_dir).is_dir(), "b keeps {b_dir}");
+    let mut lab = lab;
+    lab.start_sshd(1);
+    lab.wait_for_login(1);
+    let next = lab
+        .lab_subcommand("install-peers", &["--dry-run"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&next.stderr);
+    assert!(
+        said.contains(&format!("removed {b_dir}, left by an earlier run")),
+        "{said}"
+    );
+    assert!(!Path::new(&b_dir).exists(), "{b_dir} swept");
 }
 
 /// The figures beside `fjord lab run --suite quick --rounds 3` between

@@ -4,19 +4,24 @@
 //! also on drop, also when another host was lost — leaves it as found.
 //!
 //! Every process the lab starts there writes its PID to `<name>.pid` in
-//! the work directory; every interface it creates is listed locally.
-//! Clean-up stops those PIDs (TERM, then KILL), deletes those interfaces
-//! and removes the directory: nothing else on the host is touched.
+//! the work directory; every interface it creates is listed locally and
+//! in the directory's `links`. Clean-up stops those PIDs (TERM, then
+//! KILL), deletes those interfaces and removes the directory: nothing
+//! else on the host is touched. Before making its directory, a run
+//! sweeps what earlier runs that lost this host left ([`super::stale`]);
+//! while it lives it holds its directory's lock, so no other run's sweep
+//! takes it for stale.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::inventory::Host;
 use super::ssh::{Connection, RemoteError, command_line, quote};
+use super::stale;
 use crate::measure::CpuCharge;
 
 /// What the lab runs on every host besides its own binary.
-const REQUIRED_TOOLS: [&str; 5] = ["ip", "ping", "mktemp", "tail", "ethtool"];
+const REQUIRED_TOOLS: [&str; 6] = ["ip", "ping", "mktemp", "tail", "ethtool", "flock"];
 /// How long a stopped process may take to exit before it is killed.
 const STOP_GRACE_TENTHS: u32 = 30;
 
@@ -31,6 +36,10 @@ pub struct RemoteHost {
     links: Vec<String>,
     /// How long connecting, checking and copying took.
     pub setup_time: Duration,
+    /// What the sweep of earlier runs' leftovers did there, line by line.
+    pub swept: Vec<String>,
+    /// The session holding the directory's lock; its input's end ends it.
+    lock: Option<std::process::Child>,
     cleaned: bool,
 }
 
@@ -48,12 +57,18 @@ impl RemoteHost {
     ) -> Result<Self, RemoteError> {
         let started = Instant::now();
         let connection = Connection::open(&host.name, &host.destination, control_path, ssh_config)?;
+        // Only root may stop what an earlier run left.
         let answer = connection.run(
-            "id -u; mktemp -d",
-            "id -u && mktemp -d /tmp/fjord-lab.XXXXXXXX",
+            "id -u; sweep; mktemp -d",
+            &format!(
+                "id -u && if [ \"$(id -u)\" = 0 ]; then {}; fi; {}",
+                stale::sweep_script(),
+                stale::make_run_dir_script()
+            ),
         )?;
+        let (swept, answer) = stale::read_sweep(&answer);
         let mut lines = answer.lines();
-        let uid = lines.next().unwrap_or_default().trim();
+        let uid = lines.next().unwrap_or_default().trim().to_string();
         let workdir = lines.next().unwrap_or_default().trim().to_string();
         let mut remote = Self {
             host: host.clone(),
@@ -62,6 +77,8 @@ impl RemoteHost {
             binary: String::new(),
             links: Vec::new(),
             setup_time: Duration::ZERO,
+            swept,
+            lock: None,
             cleaned: false,
         };
         if remote.workdir.is_empty() {
@@ -77,6 +94,10 @@ impl RemoteHost {
         if let Some(install_hint) = install_hint {
             remote.require_tools(install_hint)?;
         }
+        remote.lock = Some(remote.connection.spawn(
+            "hold the run's lock",
+            &stale::lock_holder_script(&remote.workdir),
+        )?);
         remote.binary = remote.bring_binary(local_binary)?;
         remote.setup_time = started.elapsed();
         Ok(remote)
@@ -248,10 +269,30 @@ impl RemoteHost {
         Ok(())
     }
 
-    /// Notes that the run created interface `name` there.
-    pub fn created_link(&mut self, name: &str) {
-        if !self.links.iter().any(|link| link == name) {
-            self.links.push(name.to_string());
+    /// Notes that the run created interface `name` there, also in the
+    /// directory's `links` for a later run's sweep if this host is lost.
+    pub fn created_link(&mut self, name: &str) -> Result<(), RemoteError> {
+        if self.links.iter().any(|link| link == name) {
+            return Ok(());
+        }
+        self.links.push(name.to_string());
+        let script = format!(
+            "echo {} >> {}",
+            quote(name),
+            quote(&self.path(stale::LINKS_FILE))
+        );
+        self.connection.run(&format!("note {name}"), &script)?;
+        Ok(())
+    }
+
+    /// Ends the session holding the directory's lock (its input ends).
+    fn release_lock(&mut self) {
+        if let Some(mut holder) = self.lock.take() {
+            drop(holder.stdin.take());
+            if self.connection.is_lost() {
+                let _ = holder.kill();
+            }
+            let _ = holder.wait();
         }
     }
 
@@ -259,8 +300,10 @@ impl RemoteHost {
     /// and its directory. Once; a lost host is left as it is.
     pub fn clean_up(&mut self) -> Result<(), RemoteError> {
         if std::mem::replace(&mut self.cleaned, true) || self.workdir.is_empty() {
+            self.release_lock();
             return Ok(());
         }
+        self.release_lock();
         let links: String = self
             .links
             .iter()

@@ -196,6 +196,7 @@ pub fn run(options: RemoteRunOptions) -> Result<RunSummary, RemoteRunError> {
         router,
     };
     for host in hosts.all() {
+        report_sweep(host);
         eprintln!(
             "host {}: ready in {:.2} s ({})",
             host.name(),
@@ -332,6 +333,13 @@ pub fn run(options: RemoteRunOptions) -> Result<RunSummary, RemoteRunError> {
     })
 }
 
+/// Says what the sweep of earlier runs' leftovers did on `host`.
+fn report_sweep(host: &RemoteHost) {
+    for line in &host.swept {
+        eprintln!("host {}: {line}", host.name());
+    }
+}
+
 /// What `fjord lab install-peers` said on one host.
 pub struct InstallReport {
     pub host: String,
@@ -356,6 +364,7 @@ pub fn install_peers(
     }
     let mut reports = Vec::new();
     for host in &hosts {
+        report_sweep(host);
         let mut words = vec![host.binary(), "lab", "install-peers"];
         if dry_run {
             words.push("--dry-run");

@@ -259,6 +259,11 @@ impl Connection {
         }
     }
 
+    /// Whether the connection was lost earlier in the run.
+    pub fn is_lost(&self) -> bool {
+        self.lost.get()
+    }
+
     /// Whether ssh's exit `status` means the connection failed (the
     /// remote command's own statuses are 0 to 254; a signal has none).
     pub fn is_ssh_failure(status: std::process::ExitStatus) -> bool {

@@ -221,7 +221,7 @@ fn start_side(
 ) -> Result<(), RemoteError> {
     let file = format!("{name}.conf");
     host.write_file(&file, &driver.config_text(side))?;
-    host.created_link(&side.ifname);
+    host.created_link(&side.ifname)?;
     let config = host.path(&file);
     let threads = driver.threads().map(|threads| threads.to_string());
     let mut words = vec![host.binary(), "up", config.as_str()];
