@@ -17,7 +17,9 @@ use super::quick::{decode, refused, stop_local};
 use super::ssh::RemoteError;
 use super::worker::READY;
 use crate::traffic::rfc2544::TrialRunner;
-use crate::traffic::udp::{ReceiverReport, SenderReport, Trial, TrialReport, ends, next_stream};
+use crate::traffic::udp::{
+    Offer, ReceiverReport, SenderReport, Trial, TrialReport, ends, next_stream,
+};
 
 /// How long a sink may take to listen.
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
@@ -40,26 +42,65 @@ enum Said {
     SourceEnded,
 }
 
-/// Reads `output`'s lines into `said` on a thread of their own.
-fn forward(output: impl Read + Send + 'static, said: mpsc::Sender<Said>, sink: bool) {
+/// Reads `output`'s lines into `said` as `line(text)` on a thread of
+/// their own, then `end`.
+fn forward(
+    output: impl Read + Send + 'static,
+    said: mpsc::Sender<Said>,
+    line: fn(String) -> Said,
+    end: Said,
+) {
     std::thread::spawn(move || {
-        for line in BufReader::new(output).lines() {
-            let Ok(line) = line else { break };
-            let line = if sink {
-                Said::Sink(line)
-            } else {
-                Said::Source(line)
-            };
-            if said.send(line).is_err() {
+        for text in BufReader::new(output).lines() {
+            let Ok(text) = text else { break };
+            if said.send(line(text)).is_err() {
                 return;
             }
         }
-        let _ = said.send(if sink {
-            Said::SinkEnded
-        } else {
-            Said::SourceEnded
-        });
+        let _ = said.send(end);
     });
+}
+
+/// What the two workers of a trial reported, as far as they got.
+#[derive(Default)]
+struct Reports {
+    sent: Option<Result<SenderReport, String>>,
+    received: Option<Result<ReceiverReport, String>>,
+    sink_ended: bool,
+    source_ended: bool,
+}
+
+/// Relays the sink's `warm` to the source and, once the source reported,
+/// `sent` to the sink, until both reported, one ended without its report
+/// (it failed, or its host is gone: its status and stderr say which) or
+/// `deadline` passed.
+fn relay(
+    said: &mpsc::Receiver<Said>,
+    sink_input: &mut Option<ChildStdin>,
+    source_input: &mut Option<ChildStdin>,
+    deadline: Instant,
+) -> Reports {
+    let mut reports = Reports::default();
+    while reports.received.is_none() || reports.sent.is_none() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match said.recv_timeout(left) {
+            Ok(Said::Sink(line)) if line == ends::WARM => tell(source_input, ends::WARM),
+            Ok(Said::Sink(line)) => reports.received = Some(decode(&line)),
+            Ok(Said::Source(line)) => {
+                reports.sent = Some(decode(&line));
+                tell(sink_input, ends::SENT);
+            }
+            Ok(Said::SinkEnded) => reports.sink_ended = true,
+            Ok(Said::SourceEnded) => reports.source_ended = true,
+            Err(_) => break,
+        }
+        if (reports.sink_ended && reports.received.is_none())
+            || (reports.source_ended && reports.sent.is_none())
+        {
+            break;
+        }
+    }
+    reports
 }
 
 /// Writes `line` to a worker's stdin; a worker already gone says why
@@ -113,7 +154,7 @@ impl TrialRunner for HostTrials<'_> {
         let mut sink = worker(receiver, "udp-sink", "--listen")?;
         let mut sink_input = sink.stdin.take();
         if let Some(output) = sink.stdout.take() {
-            forward(output, said_tx.clone(), true);
+            forward(output, said_tx.clone(), Said::Sink, Said::SinkEnded);
         }
         let ready = said.recv_timeout(READY_TIMEOUT);
         if !matches!(&ready, Ok(Said::Sink(line)) if line == READY) {
@@ -129,37 +170,19 @@ impl TrialRunner for HostTrials<'_> {
         };
         let mut source_input = source.stdin.take();
         if let Some(output) = source.stdout.take() {
-            forward(output, said_tx, false);
+            forward(output, said_tx, Said::Source, Said::SourceEnded);
         }
 
-        let deadline = Instant::now()
-            + trial.offer.nominal_duration()
-            + trial.warmup_timeout
-            + trial.drain
-            + TRIAL_GRACE;
-        let mut sent: Option<Result<SenderReport, String>> = None;
-        let mut received: Option<Result<ReceiverReport, String>> = None;
-        let (mut sink_ended, mut source_ended) = (false, false);
-        while received.is_none() || sent.is_none() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match said.recv_timeout(left) {
-                Ok(Said::Sink(line)) if line == ends::WARM => tell(&mut source_input, ends::WARM),
-                Ok(Said::Sink(line)) => received = Some(decode(&line)),
-                Ok(Said::Source(line)) => {
-                    sent = Some(decode(&line));
-                    tell(&mut sink_input, ends::SENT);
-                }
-                Ok(Said::SinkEnded) => sink_ended = true,
-                Ok(Said::SourceEnded) => source_ended = true,
-                Err(_) => break,
-            }
-            // A worker that ended without its report failed (or its host
-            // is gone): its status and stderr say which.
-            if (sink_ended && received.is_none()) || (source_ended && sent.is_none()) {
-                break;
-            }
-        }
+        let own_time = trial.offer.nominal_duration() + trial.warmup_timeout + trial.drain;
+        let deadline = Instant::now() + own_time + TRIAL_GRACE;
+        let reports = relay(&said, &mut sink_input, &mut source_input, deadline);
         drop((sink_input, source_input));
+        let Reports {
+            sent,
+            received,
+            sink_ended,
+            source_ended,
+        } = reports;
         match (sent, received) {
             (Some(Ok(sent)), Some(Ok(received))) => {
                 sender
@@ -169,7 +192,7 @@ impl TrialRunner for HostTrials<'_> {
                     .connection()
                     .finish("udp-sink", sink.wait_with_output())?;
                 let target_frames_per_sec = match trial.offer {
-                    crate::traffic::udp::Offer::Rate { frames_per_sec, .. } => Some(frames_per_sec),
+                    Offer::Rate { frames_per_sec, .. } => Some(frames_per_sec),
                     _ => None,
                 };
                 Ok(TrialReport {
@@ -184,10 +207,9 @@ impl TrialRunner for HostTrials<'_> {
                 let source_failed = !matches!(sent, Some(Ok(_)));
                 let why = match (sent, received) {
                     (Some(Err(why)), _) | (_, Some(Err(why))) => why,
-                    _ => format!(
-                        "no report in time (the trial's {:?} and {TRIAL_GRACE:?})",
-                        trial.offer.nominal_duration() + trial.warmup_timeout + trial.drain
-                    ),
+                    _ => {
+                        format!("no report in time (the trial's {own_time:?} and {TRIAL_GRACE:?})")
+                    }
                 };
                 if source_failed && (source_ended || !sink_ended) {
                     stop_local(sink);
