@@ -312,17 +312,52 @@ fn quick_suite_runs_between_hosts_over_ssh() {
     }
 }
 
+/// A lab run a test started in the background, stopped on drop as
+/// Ctrl-C would stop it (SIGTERM: it cleans its hosts up and closes its
+/// ssh connections), so a failing test leaves no ssh master behind.
+struct LabRun(Option<std::process::Child>);
+
+impl LabRun {
+    fn running(&mut self) -> bool {
+        self.0
+            .as_mut()
+            .is_some_and(|child| child.try_wait().unwrap().is_none())
+    }
+
+    fn finish(mut self) -> Output {
+        // Taken only here, and `finish` consumes the run.
+        let child = self.0.take().expect("a run finishes once");
+        child.wait_with_output().unwrap()
+    }
+}
+
+impl Drop for LabRun {
+    fn drop(&mut self) {
+        let Some(mut child) = self.0.take() else {
+            return;
+        };
+        let _ = fjord_sys::process::send_signal(child.id(), fjord_sys::process::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
 #[test]
 fn a_lost_host_ends_the_run_and_the_other_is_cleaned_up() {
     let Some(lab) = Lab::new("lost") else { return };
     let out = lab.dir.join("run");
-    let mut run = lab
-        .lab_command(&["--suite", "quick", "--systems", "fjord", "--out"])
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut run = LabRun(Some(
+        lab.lab_command(&["--suite", "quick", "--systems", "fjord", "--out"])
+            .arg(&out)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
     // Once fjord's tunnel is up on b, b goes away: every process in its
     // namespace (its sshd and all it started for the lab) is killed. Bare
     // runs the quick suite first (about a minute, longer on a busy machine).
@@ -333,7 +368,7 @@ fn a_lost_host_ends_the_run_and_the_other_is_cleaned_up() {
         .any(|command| command.contains(" up "))
     {
         assert!(
-            started.elapsed() < Duration::from_secs(240) && run.try_wait().unwrap().is_none(),
+            started.elapsed() < Duration::from_secs(240) && run.running(),
             "fjord never came up on b"
         );
         std::thread::sleep(Duration::from_millis(50));
@@ -348,14 +383,14 @@ fn a_lost_host_ends_the_run_and_the_other_is_cleaned_up() {
         let _ = Command::new("kill").args(["-KILL", pid]).status();
     }
     let deadline = Instant::now() + Duration::from_secs(60);
-    while run.try_wait().unwrap().is_none() {
+    while run.running() {
         assert!(
             Instant::now() < deadline,
             "the run did not end after losing b"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let output = run.wait_with_output().unwrap();
+    let output = run.finish();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "the run went on without b");
     assert!(stderr.contains("host b: lost"), "{stderr}");
