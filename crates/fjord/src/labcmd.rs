@@ -266,6 +266,23 @@ fn with_bare_first(systems: &str) -> String {
 }
 
 fn rerender(dir: &Path) -> anyhow::Result<()> {
+    use report::merge::{self, WriteMergedError};
+    let usage = |error: &dyn std::fmt::Display| UsageError(error.to_string());
+    // A merge's own directory (`--out` of an earlier merge) is drawn again
+    // from its merged.json.
+    if let Some(merged) = merge::load_merged(dir).map_err(|error| usage(&error))? {
+        match merge::write_merged_reports(&merged, dir) {
+            Ok(()) => {}
+            Err(WriteMergedError::Refused(error)) => return Err(usage(&error).into()),
+            Err(WriteMergedError::Io(error)) => return Err(error.into()),
+        }
+        println!(
+            "rewrote {}/report.md and report.html, a merge of {} runs",
+            dir.display(),
+            merged.runs.len()
+        );
+        return Ok(());
+    }
     let record = report::load_record(dir).map_err(|error| UsageError(error.to_string()))?;
     report::write_reports(&record, dir)?;
     println!("{}", report::terminal_summary(&record));

@@ -38,6 +38,48 @@ pub enum WorkerJob {
         #[arg(long, default_value_t = 60)]
         timeout_secs: u64,
     },
+    /// Receive one UDP trial: print `ready`, `warm` once a warm-up frame
+    /// arrived, and the report (JSON) once drained after `sent` on stdin.
+    UdpSink {
+        #[arg(long)]
+        listen: SocketAddr,
+        #[command(flatten)]
+        trial: UdpTrialArgs,
+    },
+    /// Send one UDP trial once `warm` is read on stdin, then print the
+    /// report (JSON).
+    UdpSource {
+        #[arg(long)]
+        to: SocketAddr,
+        #[command(flatten)]
+        trial: UdpTrialArgs,
+    },
+}
+
+/// One UDP trial, as both its ends take it.
+#[derive(clap::Args)]
+pub struct UdpTrialArgs {
+    /// `rate:FRAMES_PER_SEC:MS` or `flood:MS`.
+    #[arg(long)]
+    offer: String,
+    #[arg(long)]
+    frame_size: usize,
+    /// The trial's stream number: frames of other trials do not count.
+    #[arg(long)]
+    stream: u16,
+    #[arg(long, default_value_t = 500)]
+    drain_ms: u64,
+}
+
+impl UdpTrialArgs {
+    fn trial(&self) -> remote::worker::UdpTrial<'_> {
+        remote::worker::UdpTrial {
+            offer: &self.offer,
+            frame_size: self.frame_size,
+            stream: self.stream,
+            drain: Duration::from_millis(self.drain_ms),
+        }
+    }
 }
 
 pub fn work(job: WorkerJob) -> anyhow::Result<()> {
@@ -64,6 +106,12 @@ pub fn work(job: WorkerJob) -> anyhow::Result<()> {
             Duration::from_secs(timeout_secs),
             &mut out,
         )?,
+        WorkerJob::UdpSink { listen, trial } => {
+            remote::worker::udp_sink(&trial.trial(), listen, &mut out)?
+        }
+        WorkerJob::UdpSource { to, trial } => {
+            remote::worker::udp_source(&trial.trial(), to, &mut out)?
+        }
     }
     Ok(())
 }

@@ -468,6 +468,14 @@ fn lab_report_merges_runs_into_a_directory_of_their_own() {
     assert!(merged.status.success(), "{merged:?}");
     let report = std::fs::read_to_string(root.join("merged/report.md")).unwrap();
     assert!(report.contains("fjord (site-a)") && report.contains("fjord (day-2)"));
+    // The merge's own directory draws again from its merged.json.
+    std::fs::remove_file(root.join("merged/report.md")).unwrap();
+    let redrawn = fjord(&["lab", "report", &out]);
+    assert!(redrawn.status.success(), "{redrawn:?}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("merged/report.md")).unwrap(),
+        report
+    );
 
     let no_out = fjord(&["lab", "report", &a, &b]);
     assert_eq!(no_out.status.code(), Some(2), "{no_out:?}");

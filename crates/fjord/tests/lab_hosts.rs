@@ -118,21 +118,11 @@ impl Lab {
                     dir = lab.dir.display()
                 ),
             );
-            let sshd = namespace
-                .spawn(
-                    namespace
-                        .command(SSHD)
-                        .args(["-D", "-e", "-f"])
-                        .arg(&config)
-                        .stdin(Stdio::null())
-                        .stdout(Stdio::null())
-                        .stderr(Stdio::null()),
-                )
-                .unwrap();
             lab.hosts.push(SshHost {
-                sshd: Some(sshd),
+                sshd: None,
                 namespace,
             });
+            lab.start_sshd(index);
             known_hosts.push_str(&format!("{management} {host_public}"));
             ssh_config.push_str(&format!(
                 "Host {host}\n  HostName {management}\n  User root\n  IdentityFile {dir}/client_key\n  \
@@ -155,40 +145,70 @@ impl Lab {
              [[hosts]]\nname = \"a\"\nssh = \"a\"\nunderlay = \"198.18.0.1\"\nrole = \"left\"\n\n\
              [[hosts]]\nname = \"b\"\nssh = \"b\"\nunderlay = \"198.18.0.2\"\nrole = \"right\"\n",
         );
-        // sshd listens once it has read its keys; wait for a login to work.
-        for host in ["a", "b"] {
-            let started = Instant::now();
-            loop {
-                let login = lab
-                    .controller
-                    .command("ssh")
-                    .arg("-F")
-                    .arg(lab.dir.join("ssh_config"))
-                    .args(["-o", "BatchMode=yes", host, "true"])
-                    .stdin(Stdio::null())
-                    .output()
-                    .unwrap();
-                if login.status.success() {
-                    break;
-                }
-                assert!(
-                    started.elapsed() < Duration::from_secs(10),
-                    "no ssh login to {host}: {}",
-                    String::from_utf8_lossy(&login.stderr)
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
+        for index in 0..2 {
+            lab.wait_for_login(index);
         }
         Some(lab)
     }
 
+    /// Starts host `index`'s sshd (again, after a test killed it).
+    fn start_sshd(&mut self, index: usize) {
+        let config = self.dir.join(format!("sshd_{}", ["a", "b"][index]));
+        let namespace = &self.hosts[index].namespace;
+        let sshd = namespace
+            .spawn(
+                namespace
+                    .command(SSHD)
+                    .args(["-D", "-e", "-f"])
+                    .arg(&config)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null()),
+            )
+            .unwrap();
+        self.hosts[index].sshd = Some(sshd);
+    }
+
+    /// Waits until host `index`'s sshd (listening once it has read its
+    /// keys) takes a login.
+    fn wait_for_login(&self, index: usize) {
+        let host = ["a", "b"][index];
+        let started = Instant::now();
+        loop {
+            let login = self
+                .controller
+                .command("ssh")
+                .arg("-F")
+                .arg(self.dir.join("ssh_config"))
+                .args(["-o", "BatchMode=yes", host, "true"])
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            if login.status.success() {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "no ssh login to {host}: {}",
+                String::from_utf8_lossy(&login.stderr)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// `fjord lab run --hosts lab.toml ARGS…` in the controller's namespace.
     fn lab_command(&self, args: &[&str]) -> Command {
+        self.lab_subcommand("run", args)
+    }
+
+    /// `fjord lab SUBCOMMAND --hosts lab.toml ARGS…` in the controller's
+    /// namespace.
+    fn lab_subcommand(&self, subcommand: &str, args: &[&str]) -> Command {
         // A release build for figures (`quick_suite_three_rounds`).
         let binary = std::env::var("FJORD_LAB_BIN").unwrap_or_else(|_| FJORD.to_string());
         let mut command = self.controller.command(binary);
         command
-            .args(["lab", "run", "--hosts"])
+            .args(["lab", subcommand, "--hosts"])
             .arg(self.dir.join("lab.toml"))
             .args(args)
             .stdin(Stdio::null());
@@ -240,7 +260,7 @@ fn quick_suite_runs_between_hosts_over_ssh() {
     for system in ["bare", "fjord"] {
         let outcome = record.systems.iter().find(|s| s.name == system).unwrap();
         assert_eq!(outcome.status, SystemStatus::Ran, "{outcome:?}");
-        for test in ["tcp_bulk", "rtt"] {
+        for test in ["tcp_bulk", "rfc2544_throughput", "rtt"] {
             let row = record
                 .measurements
                 .iter()
@@ -257,6 +277,20 @@ fn quick_suite_runs_between_hosts_over_ssh() {
         .unwrap();
     assert_eq!(fjord_tcp.extra.verified(), Some(true), "{fjord_tcp:?}");
     assert!(fjord_tcp.ratio_to_bare.is_some_and(|r| r > 0.0));
+    // CPU per bit, read from both hosts' /proc.
+    for test in ["tcp_bulk", "rfc2544_throughput"] {
+        let row = record
+            .measurements
+            .iter()
+            .find(|m| m.system == "fjord" && m.test == test)
+            .unwrap();
+        let cost = row.extra.cost.as_ref();
+        assert!(
+            cost.and_then(|cost| cost.cpu_seconds_per_gbit)
+                .is_some_and(|per_gbit| per_gbit > 0.0),
+            "{row:?}"
+        );
+    }
 
     assert_eq!(record.hosts.len(), 2, "{:?}", record.hosts);
     for (facts, (name, role)) in record.hosts.iter().zip([("a", "left"), ("b", "right")]) {
@@ -278,19 +312,55 @@ fn quick_suite_runs_between_hosts_over_ssh() {
     }
 }
 
+/// A lab run a test started in the background, stopped on drop as
+/// Ctrl-C would stop it (SIGTERM: it cleans its hosts up and closes its
+/// ssh connections), so a failing test leaves no ssh master behind.
+struct LabRun(Option<std::process::Child>);
+
+impl LabRun {
+    fn running(&mut self) -> bool {
+        self.0
+            .as_mut()
+            .is_some_and(|child| child.try_wait().unwrap().is_none())
+    }
+
+    fn finish(mut self) -> Output {
+        // Taken only here, and `finish` consumes the run.
+        let child = self.0.take().expect("a run finishes once");
+        child.wait_with_output().unwrap()
+    }
+}
+
+impl Drop for LabRun {
+    fn drop(&mut self) {
+        let Some(mut child) = self.0.take() else {
+            return;
+        };
+        let _ = fjord_sys::process::send_signal(child.id(), fjord_sys::process::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
 #[test]
 fn a_lost_host_ends_the_run_and_the_other_is_cleaned_up() {
     let Some(lab) = Lab::new("lost") else { return };
     let out = lab.dir.join("run");
-    let mut run = lab
-        .lab_command(&["--suite", "quick", "--systems", "fjord", "--out"])
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut run = LabRun(Some(
+        lab.lab_command(&["--suite", "quick", "--systems", "fjord", "--out"])
+            .arg(&out)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
     // Once fjord's tunnel is up on b, b goes away: every process in its
-    // namespace (its sshd and all it started for the lab) is killed.
+    // namespace (its sshd and all it started for the lab) is killed. Bare
+    // runs the quick suite first (about a minute, longer on a busy machine).
     let started = Instant::now();
     while !lab
         .processes(1)
@@ -298,7 +368,7 @@ fn a_lost_host_ends_the_run_and_the_other_is_cleaned_up() {
         .any(|command| command.contains(" up "))
     {
         assert!(
-            started.elapsed() < Duration::from_secs(60) && run.try_wait().unwrap().is_none(),
+            started.elapsed() < Duration::from_secs(240) && run.running(),
             "fjord never came up on b"
         );
         std::thread::sleep(Duration::from_millis(50));
@@ -313,19 +383,43 @@ fn a_lost_host_ends_the_run_and_the_other_is_cleaned_up() {
         let _ = Command::new("kill").args(["-KILL", pid]).status();
     }
     let deadline = Instant::now() + Duration::from_secs(60);
-    while run.try_wait().unwrap().is_none() {
+    while run.running() {
         assert!(
             Instant::now() < deadline,
             "the run did not end after losing b"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let output = run.wait_with_output().unwrap();
+    let output = run.finish();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "the run went on without b");
     assert!(stderr.contains("host b: lost"), "{stderr}");
     assert_eq!(lab.processes(0), Vec::<String>::new(), "left running on a");
     assert_eq!(lab.extra_links(0), Vec::<String>::new(), "links left on a");
+
+    // b keeps its run's directory (the lab's binary there names it); the
+    // next run that reaches b sweeps it first and says so. The hosts'
+    // namespaces share this machine's /tmp, so a's sweep may be the one.
+    let b_dir = stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("host b: ready in "))
+        .and_then(|rest| rest.split_once('(')?.1.strip_suffix("/fjord)"))
+        .unwrap_or_else(|| panic!("b's run directory in {stderr}"))
+        .to_string();
+    assert!(Path::new(&b_dir).is_dir(), "b keeps {b_dir}");
+    let mut lab = lab;
+    lab.start_sshd(1);
+    lab.wait_for_login(1);
+    let next = lab
+        .lab_subcommand("install-peers", &["--dry-run"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&next.stderr);
+    assert!(
+        said.contains(&format!("removed {b_dir}, left by an earlier run")),
+        "{said}"
+    );
+    assert!(!Path::new(&b_dir).exists(), "{b_dir} swept");
 }
 
 /// The figures beside `fjord lab run --suite quick --rounds 3` between

@@ -1,5 +1,5 @@
 //! The process: who runs it, the units of its `/proc` figures, signals to the processes it started, the
-//! network namespace of the calling thread, and going to the background.
+//! network namespace of the calling thread, sessions of its children, and going to the background.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -49,6 +49,20 @@ pub fn enter_network_namespace(path: &Path) -> io::Result<()> {
     // SAFETY: setns takes a valid open fd (kept alive by `file` for the call)
     // and a namespace type constant; failure is reported through errno.
     check(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
+}
+
+/// Makes the process `command` spawns start a session of its own
+/// (`setsid`), as a daemon started by an init system or from another
+/// login would: with autogroup scheduling, the kernel schedules each
+/// session as one group, so processes in one session hand the CPU to each
+/// other in ways processes on different hosts never could.
+pub fn spawn_in_own_session(command: &mut std::process::Command) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: the hook runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed: setsid is one, and reading errno
+    // allocates nothing. A forked child is never a process group leader,
+    // the one case in which setsid fails.
+    unsafe { command.pre_exec(|| check(libc::setsid()).map(drop)) }
 }
 
 /// Which side of [`daemonize`] we are on.

@@ -4,18 +4,24 @@
 //! also on drop, also when another host was lost — leaves it as found.
 //!
 //! Every process the lab starts there writes its PID to `<name>.pid` in
-//! the work directory; every interface it creates is listed locally.
-//! Clean-up stops those PIDs (TERM, then KILL), deletes those interfaces
-//! and removes the directory: nothing else on the host is touched.
+//! the work directory; every interface it creates is listed locally and
+//! in the directory's `links`. Clean-up stops those PIDs (TERM, then
+//! KILL), deletes those interfaces and removes the directory: nothing
+//! else on the host is touched. Before making its directory, a run
+//! sweeps what earlier runs that lost this host left ([`super::stale`]);
+//! while it lives it holds its directory's lock, so no other run's sweep
+//! takes it for stale.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::inventory::Host;
 use super::ssh::{Connection, RemoteError, command_line, quote};
+use super::stale;
+use crate::measure::CpuCharge;
 
 /// What the lab runs on every host besides its own binary.
-const REQUIRED_TOOLS: [&str; 5] = ["ip", "ping", "mktemp", "tail", "ethtool"];
+const REQUIRED_TOOLS: [&str; 6] = ["ip", "ping", "mktemp", "tail", "ethtool", "flock"];
 /// How long a stopped process may take to exit before it is killed.
 const STOP_GRACE_TENTHS: u32 = 30;
 
@@ -30,6 +36,10 @@ pub struct RemoteHost {
     links: Vec<String>,
     /// How long connecting, checking and copying took.
     pub setup_time: Duration,
+    /// What the sweep of earlier runs' leftovers did there, line by line.
+    pub swept: Vec<String>,
+    /// The session holding the directory's lock; its input's end ends it.
+    lock: Option<std::process::Child>,
     cleaned: bool,
 }
 
@@ -47,12 +57,18 @@ impl RemoteHost {
     ) -> Result<Self, RemoteError> {
         let started = Instant::now();
         let connection = Connection::open(&host.name, &host.destination, control_path, ssh_config)?;
+        // Only root may stop what an earlier run left.
         let answer = connection.run(
-            "id -u; mktemp -d",
-            "id -u && mktemp -d /tmp/fjord-lab.XXXXXXXX",
+            "id -u; sweep; mktemp -d",
+            &format!(
+                "id -u && if [ \"$(id -u)\" = 0 ]; then {}; fi; {}",
+                stale::sweep_script(),
+                stale::make_run_dir_script()
+            ),
         )?;
+        let (swept, answer) = stale::read_sweep(&answer);
         let mut lines = answer.lines();
-        let uid = lines.next().unwrap_or_default().trim();
+        let uid = lines.next().unwrap_or_default().trim().to_string();
         let workdir = lines.next().unwrap_or_default().trim().to_string();
         let mut remote = Self {
             host: host.clone(),
@@ -61,6 +77,8 @@ impl RemoteHost {
             binary: String::new(),
             links: Vec::new(),
             setup_time: Duration::ZERO,
+            swept,
+            lock: None,
             cleaned: false,
         };
         if remote.workdir.is_empty() {
@@ -76,6 +94,10 @@ impl RemoteHost {
         if let Some(install_hint) = install_hint {
             remote.require_tools(install_hint)?;
         }
+        remote.lock = Some(remote.connection.spawn(
+            "hold the run's lock",
+            &stale::lock_holder_script(&remote.workdir),
+        )?);
         remote.binary = remote.bring_binary(local_binary)?;
         remote.setup_time = started.elapsed();
         Ok(remote)
@@ -183,14 +205,17 @@ impl RemoteHost {
         Ok(())
     }
 
-    /// Starts `words` there as `name` with its stdout piped back (its PID
-    /// in `name.pid` while it runs), for a worker that answers in lines.
+    /// Starts `words` there as `name` with its stdin and stdout piped
+    /// (its PID in `name.pid` while it runs), for a worker that answers
+    /// in lines.
     pub fn stream(&self, name: &str, words: &[&str]) -> Result<std::process::Child, RemoteError> {
         let line = command_line(words);
         // The PID file goes when the worker ends, so clean-up never
-        // signals a PID the system may have given to another process.
+        // signals a PID the system may have given to another process. A
+        // background command's stdin is /dev/null unless redirected: the
+        // session's own goes to it through fd 3.
         let script = format!(
-            "{line} & echo $! > {pid} && wait $!; status=$?; rm -f {pid}; exit $status",
+            "exec 3<&0; {line} <&3 3<&- & echo $! > {pid} && wait $!; status=$?; rm -f {pid}; exit $status",
             pid = quote(&self.path(&format!("{name}.pid")))
         );
         self.connection.spawn(&line, &script)
@@ -207,6 +232,18 @@ impl RemoteHost {
             .run(&format!("is {name} running"), &script)?
             .trim()
             == "yes")
+    }
+
+    /// CPU time and resident memory of `name` (from
+    /// [`RemoteHost::start`]) so far, as its host's `/proc` says.
+    pub fn usage(&self, name: &str) -> Result<CpuCharge, RemoteError> {
+        let script = format!(
+            "p=$(cat {}) && getconf CLK_TCK && cat /proc/$p/stat && grep VmRSS /proc/$p/status",
+            quote(&self.path(&format!("{name}.pid")))
+        );
+        let text = self.connection.run(&format!("usage of {name}"), &script)?;
+        parse_usage(&text)
+            .ok_or_else(|| self.refused(format!("{name}: unreadable /proc: {text:?}")))
     }
 
     /// The last lines `name` logged.
@@ -232,10 +269,30 @@ impl RemoteHost {
         Ok(())
     }
 
-    /// Notes that the run created interface `name` there.
-    pub fn created_link(&mut self, name: &str) {
-        if !self.links.iter().any(|link| link == name) {
-            self.links.push(name.to_string());
+    /// Notes that the run created interface `name` there, also in the
+    /// directory's `links` for a later run's sweep if this host is lost.
+    pub fn created_link(&mut self, name: &str) -> Result<(), RemoteError> {
+        if self.links.iter().any(|link| link == name) {
+            return Ok(());
+        }
+        self.links.push(name.to_string());
+        let script = format!(
+            "echo {} >> {}",
+            quote(name),
+            quote(&self.path(stale::LINKS_FILE))
+        );
+        self.connection.run(&format!("note {name}"), &script)?;
+        Ok(())
+    }
+
+    /// Ends the session holding the directory's lock (its input ends).
+    fn release_lock(&mut self) {
+        if let Some(mut holder) = self.lock.take() {
+            drop(holder.stdin.take());
+            if self.connection.is_lost() {
+                let _ = holder.kill();
+            }
+            let _ = holder.wait();
         }
     }
 
@@ -243,8 +300,10 @@ impl RemoteHost {
     /// and its directory. Once; a lost host is left as it is.
     pub fn clean_up(&mut self) -> Result<(), RemoteError> {
         if std::mem::replace(&mut self.cleaned, true) || self.workdir.is_empty() {
+            self.release_lock();
             return Ok(());
         }
+        self.release_lock();
         let links: String = self
             .links
             .iter()
@@ -269,6 +328,22 @@ impl Drop for RemoteHost {
     }
 }
 
+/// Reads [`RemoteHost::usage`]'s script: clock ticks per second, the
+/// `stat` line (user and system time are the 14th and 15th fields,
+/// counted past the command name, which may hold spaces), `VmRSS`.
+fn parse_usage(text: &str) -> Option<CpuCharge> {
+    let mut lines = text.lines();
+    let ticks_per_sec: u64 = lines.next()?.trim().parse().ok()?;
+    let stat = lines.next()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    let rss_kib: u64 = lines.next()?.split_whitespace().nth(1)?.parse().ok()?;
+    Some(CpuCharge {
+        cpu: Duration::from_secs_f64(ticks as f64 / ticks_per_sec.max(1) as f64),
+        resident_bytes: rss_kib * 1024,
+    })
+}
+
 /// Shell lines that stop the PIDs in the files matching `pattern` (in the
 /// current directory): TERM, up to three seconds, KILL; then the files go.
 fn stop_script(pattern: &str) -> String {
@@ -278,4 +353,19 @@ fn stop_script(pattern: &str) -> String {
          while kill -0 \"$p\" 2>/dev/null && [ $i -lt {STOP_GRACE_TENTHS} ]; do sleep 0.1; i=$((i+1)); done; \
          kill -9 \"$p\" 2>/dev/null; rm -f \"$f\"; done"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_cpu_time_and_memory_from_proc() {
+        let text = "100\n4242 (fjord up x) S 1 2 3 0 -1 0 10 0 0 0 250 50 0 0 20 0 3 0\n\
+                    VmRSS:\t  8192 kB\n";
+        let usage = parse_usage(text).unwrap();
+        assert_eq!(usage.cpu, Duration::from_secs(3));
+        assert_eq!(usage.resident_bytes, 8 << 20);
+        assert!(parse_usage("100\n").is_none());
+    }
 }

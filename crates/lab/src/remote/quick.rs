@@ -1,37 +1,44 @@
-//! The `quick` suite across hosts: the same TCP rows (1 and 4 streams,
-//! three digest-checked 256 MiB transfers each) and ping row (50 × 56
-//! bytes, 10 ms apart) as between namespaces, under the same keys, so
-//! reports and ratios read them alike.
+//! The `quick` suite across hosts: the same rows as between namespaces,
+//! under the same keys, so reports and ratios read them alike — TCP (1
+//! and 4 streams, three digest-checked 256 MiB transfers each), the RFC
+//! 2544 zero-loss rates of 64- and 1518-byte frames (the namespaces'
+//! search, its trials run by [`super::udp`]), and the ping row (50 × 56
+//! bytes, 10 ms apart). The TCP and RFC 2544 rows carry the CPU the
+//! tunnel's processes used on both hosts per bit, read from their hosts'
+//! `/proc` before and after.
 //!
 //! A transfer: the right host's worker listens (`tcp-sink`) and says
 //! `ready`; the left host's worker sends (`tcp-source`) and reports what
 //! it sent; the sink reports what arrived, timed by its own clock from
 //! its first connection to its last EOF.
-//!
-//! Not yet across hosts: the two RFC 2544 rows, whose trials couple
-//! sender and receiver through shared state in one process, and CPU per
-//! bit (the tunnel's processes are on other machines).
 
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
 use super::host::RemoteHost;
 use super::ssh::{Connection, RemoteError, quote};
 use super::systems::Tunnel;
+use super::udp::HostTrials;
 use super::worker::READY;
-use crate::measure::Row;
+use crate::measure::{CpuCharge, Row, add_cpu};
 use crate::progress::Progress;
 use crate::results::{Bulk, Extra, Measurement, MeasurementStatus};
 use crate::suites::latency::{parse_ping_times, rtt_statistics};
-use crate::suites::quick::{PING_COUNT, PING_PAYLOAD, TCP_BYTES, TCP_LIMIT, TCP_ROWS, TCP_SAMPLES};
+use crate::suites::quick::{
+    PING_COUNT, PING_PAYLOAD, RFC2544_FRAME_SIZES, TCP_BYTES, TCP_LIMIT, TCP_ROWS, TCP_SAMPLES,
+};
+use crate::suites::throughput::{self, Direction};
 use crate::traffic::BulkReport;
+use crate::traffic::frame::FrameSizes;
+use crate::traffic::rfc2544::ThroughputSearch;
 use crate::traffic::tcp_bulk::ends::{self, SinkReport, SourceReport};
 
 /// How long past the workers' own time limit the lab waits for them.
 const WORKER_GRACE: Duration = Duration::from_secs(15);
-/// Progress steps of the quick suite the namespaces take that this skips.
-const RFC2544_STEPS: u64 = 2;
+/// The UDP port of the RFC 2544 trials' receiver, as between namespaces.
+const UDP_PORT: u16 = 6001;
 
 /// Runs the suite for `system`, up as `tunnel` between `left` and `right`.
 /// Only a lost host is an error; every other failure is a failed row.
@@ -55,10 +62,18 @@ pub fn run(
         rows.push(tcp_row(left, right, tunnel, system, streams, port)?);
         progress.done();
     }
-    progress.line(&format!(
-        "{system}: quick: the RFC 2544 rows are not measured across hosts yet"
-    ));
-    progress.skip(RFC2544_STEPS);
+    for frame_size in RFC2544_FRAME_SIZES {
+        if progress.stopping() {
+            return Ok(rows);
+        }
+        progress.step(&format!(
+            "{system}: quick: RFC 2544 zero-loss rate, {frame_size}-byte frames, {} → {}",
+            left.name(),
+            right.name()
+        ));
+        rows.push(zero_loss_row(left, right, tunnel, system, frame_size)?);
+        progress.done();
+    }
     if progress.stopping() {
         return Ok(rows);
     }
@@ -85,6 +100,7 @@ fn tcp_row(
         .param("direction", "left_to_right");
     let mut reports: Vec<BulkReport> = Vec::new();
     let mut failure = None;
+    let before = usage(left, right, tunnel)?;
     for sample in 0..TCP_SAMPLES {
         match transfer(left, right, tunnel, streams, port + sample as u16) {
             Ok(report) => reports.push(report),
@@ -95,10 +111,12 @@ fn tcp_row(
             }
         }
     }
+    let charge = charge(before, usage(left, right, tunnel)?);
     let verified = !reports.is_empty() && reports.iter().all(|report| report.verified);
-    let extra = Extra {
+    let bytes: u64 = reports.iter().map(|report| report.bytes).sum();
+    let mut extra = Extra {
         bulk: Some(Bulk {
-            bytes: Some(reports.iter().map(|report| report.bytes).sum()),
+            bytes: Some(bytes),
             verified: Some(verified),
             xxh3_128: reports
                 .first()
@@ -107,6 +125,9 @@ fn tcp_row(
         }),
         ..Extra::default()
     };
+    if let Some(charge) = charge {
+        add_cpu(&mut extra, &[charge], bytes as f64 * 8.0, true);
+    }
     let samples = reports
         .iter()
         .map(|report| report.throughput_bits_per_sec)
@@ -118,6 +139,61 @@ fn tcp_row(
     let mut measurement = row.measured(samples, status, extra);
     measurement.note = failure;
     Ok(measurement)
+}
+
+/// The zero-loss rate of `frame_size`-byte frames from the left host to
+/// the right: the quick search between namespaces, trial for trial.
+fn zero_loss_row(
+    left: &RemoteHost,
+    right: &RemoteHost,
+    tunnel: &Tunnel,
+    system: &str,
+    frame_size: usize,
+) -> Result<Measurement, RemoteError> {
+    let mut search = ThroughputSearch::quick(FrameSizes::fixed(frame_size));
+    throughput::overview(&mut search);
+    let trials = HostTrials {
+        sender: left,
+        receiver: right,
+        destination: SocketAddr::new(tunnel.right_address, UDP_PORT),
+    };
+    let before = usage(left, right, tunnel)?;
+    let result = match search.run(&trials) {
+        Err(error) if error.is_lost() => return Err(error),
+        result => result.map_err(|error| error.to_string()),
+    };
+    let charge = charge(before, usage(left, right, tunnel)?);
+    let mut measurement = throughput::zero_loss_row(
+        system,
+        frame_size,
+        Direction::LeftToRight,
+        result,
+        tunnel.mtu,
+        charge,
+    );
+    measurement.suite = "quick".into();
+    Ok(measurement)
+}
+
+/// The tunnel's processes' use so far (`None`: it has none).
+fn usage(
+    left: &RemoteHost,
+    right: &RemoteHost,
+    tunnel: &Tunnel,
+) -> Result<Option<CpuCharge>, RemoteError> {
+    if !tunnel.has_processes() {
+        return Ok(None);
+    }
+    tunnel.usage(left, right).map(Some)
+}
+
+/// What the tunnel's processes used between `before` and `after`.
+fn charge(before: Option<CpuCharge>, after: Option<CpuCharge>) -> Option<CpuCharge> {
+    let (before, after) = (before?, after?);
+    Some(CpuCharge {
+        cpu: after.cpu.saturating_sub(before.cpu),
+        resident_bytes: after.resident_bytes,
+    })
 }
 
 /// One transfer of [`TCP_BYTES`] from the left host to the right.
@@ -251,17 +327,17 @@ fn lost(host: &RemoteHost, worker: &str, child: Child) -> RemoteError {
 
 /// Ends a local ssh session this run started (its remote worker is
 /// stopped by the host's clean-up, by its PID file).
-fn stop_local(mut child: Child) {
+pub(super) fn stop_local(mut child: Child) {
     let _ = child.kill();
     let _ = child.wait();
 }
 
-fn decode<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+pub(super) fn decode<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
     serde_json::from_str(text.trim())
         .map_err(|error| format!("unreadable report {text:?}: {error}"))
 }
 
-fn refused(host: &RemoteHost, worker: &str, detail: String) -> RemoteError {
+pub(super) fn refused(host: &RemoteHost, worker: &str, detail: String) -> RemoteError {
     RemoteError::Refused {
         host: host.name().to_string(),
         detail: format!("{worker}: {detail}"),

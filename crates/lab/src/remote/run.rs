@@ -56,7 +56,11 @@ pub struct RemoteRunOptions {
 }
 
 /// Whether `suites` may run across the hosts of `inventory`: floods only
-/// where it allows them, and only the suites the lab drives there.
+/// where it allows them, and only the suites the lab drives there. A
+/// flood is unbounded load: handshake floods, overload at an unbounded
+/// rate for the whole trial. The quick suite's zero-loss searches are
+/// not: paced trials of a second or two, and one 1-second probe as fast
+/// as the sender goes that only sets where the search starts.
 pub fn check_suites(inventory: &Inventory, suites: &[Suite]) -> Result<(), String> {
     for suite in suites {
         let floods = matches!(suite, Suite::Attack | Suite::Throughput);
@@ -192,6 +196,7 @@ pub fn run(options: RemoteRunOptions) -> Result<RunSummary, RemoteRunError> {
         router,
     };
     for host in hosts.all() {
+        report_sweep(host);
         eprintln!(
             "host {}: ready in {:.2} s ({})",
             host.name(),
@@ -328,6 +333,13 @@ pub fn run(options: RemoteRunOptions) -> Result<RunSummary, RemoteRunError> {
     })
 }
 
+/// Says what the sweep of earlier runs' leftovers did on `host`.
+fn report_sweep(host: &RemoteHost) {
+    for line in &host.swept {
+        eprintln!("host {}: {line}", host.name());
+    }
+}
+
 /// What `fjord lab install-peers` said on one host.
 pub struct InstallReport {
     pub host: String,
@@ -352,6 +364,7 @@ pub fn install_peers(
     }
     let mut reports = Vec::new();
     for host in &hosts {
+        report_sweep(host);
         let mut words = vec![host.binary(), "lab", "install-peers"];
         if dry_run {
             words.push("--dry-run");

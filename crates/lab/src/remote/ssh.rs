@@ -205,12 +205,13 @@ impl Connection {
         Ok(output)
     }
 
-    /// Starts `script` there with its stdout piped back, for a worker
-    /// whose lines the caller reads as they come.
+    /// Starts `script` there with its stdin and stdout piped, for a
+    /// worker whose lines the caller reads as they come (and that may read
+    /// the caller's); dropping the stdin ends its input.
     pub fn spawn(&self, what: &str, script: &str) -> Result<Child, RemoteError> {
         self.check_not_lost(what)?;
         self.command(script)
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -256,6 +257,11 @@ impl Connection {
             command: what.to_string(),
             detail,
         }
+    }
+
+    /// Whether the connection was lost earlier in the run.
+    pub fn is_lost(&self) -> bool {
+        self.lost.get()
     }
 
     /// Whether ssh's exit `status` means the connection failed (the

@@ -11,8 +11,11 @@ use std::time::{Duration, Instant};
 use super::host::RemoteHost;
 use super::inventory::Overlay;
 use super::ssh::{RemoteError, quote};
+use crate::measure::CpuCharge;
 use crate::systems::wireguard::{Fjord, Initiator, SideAddresses, WgSide, point_to_point_between};
 
+/// The underlay's MTU as `bare` reports it, as between namespaces.
+const BARE_MTU: u16 = 1500;
 /// How long a tunnel may take to answer its first ping.
 const FIRST_PING_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -64,6 +67,7 @@ impl RemoteSystem {
             Self::Bare => Ok(Tunnel {
                 left_address: left.host.underlay,
                 right_address: right.host.underlay,
+                mtu: BARE_MTU,
                 sides: Vec::new(),
             }),
             Self::Fjord => start_fjord(left, right, overlay),
@@ -76,6 +80,8 @@ impl RemoteSystem {
 pub struct Tunnel {
     pub left_address: IpAddr,
     pub right_address: IpAddr,
+    /// The largest IP packet it carries unfragmented.
+    pub mtu: u16,
     /// The names of the side processes on the left host and the right.
     sides: Vec<(End, String)>,
 }
@@ -87,6 +93,29 @@ enum End {
 }
 
 impl Tunnel {
+    /// Whether it has processes to charge CPU to (bare has none).
+    pub fn has_processes(&self) -> bool {
+        !self.sides.is_empty()
+    }
+
+    /// CPU time its side processes used so far, on both hosts together,
+    /// and their resident memory now.
+    pub fn usage(&self, left: &RemoteHost, right: &RemoteHost) -> Result<CpuCharge, RemoteError> {
+        let mut total = CpuCharge {
+            cpu: Duration::ZERO,
+            resident_bytes: 0,
+        };
+        for (end, name) in &self.sides {
+            let side = match end {
+                End::Left => left.usage(name)?,
+                End::Right => right.usage(name)?,
+            };
+            total.cpu += side.cpu;
+            total.resident_bytes += side.resident_bytes;
+        }
+        Ok(total)
+    }
+
     /// Stops the sides (left first, the initiator).
     pub fn stop(&self, left: &RemoteHost, right: &RemoteHost) -> Result<(), RemoteError> {
         for (end, name) in &self.sides {
@@ -125,6 +154,7 @@ fn start_fjord(
     let mut tunnel = Tunnel {
         left_address: IpAddr::V4(overlay.left()),
         right_address: IpAddr::V4(overlay.right()),
+        mtu: left_side.mtu,
         sides: Vec::new(),
     };
     let brought_up = bring_up(left, right, &driver, [&left_side, &right_side], &mut tunnel);
@@ -191,7 +221,7 @@ fn start_side(
 ) -> Result<(), RemoteError> {
     let file = format!("{name}.conf");
     host.write_file(&file, &driver.config_text(side))?;
-    host.created_link(&side.ifname);
+    host.created_link(&side.ifname)?;
     let config = host.path(&file);
     let threads = driver.threads().map(|threads| threads.to_string());
     let mut words = vec![host.binary(), "up", config.as_str()];

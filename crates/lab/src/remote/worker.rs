@@ -4,13 +4,18 @@
 //! its report; an error goes to stderr with a failing exit status.
 //!
 //! The controller ([`super::quick`]) starts the sink on one host, waits
-//! for `ready`, runs the source on the other and reads both reports.
+//! for `ready`, runs the source on the other and reads both reports. A
+//! UDP trial's ends ([`udp_ends`]) also read lines on stdin: the source
+//! waits for `warm`, relayed from its sink; the sink drains once told
+//! `sent` ([`super::udp`]).
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::traffic::frame::FrameSizes;
 use crate::traffic::tcp_bulk::ends;
+use crate::traffic::udp::{Trial, ends as udp_ends};
 
 /// The line a sink prints once it listens.
 pub const READY: &str = "ready";
@@ -23,6 +28,57 @@ pub enum WorkerError {
     Output(#[from] std::io::Error),
     #[error("encoding the report: {0}")]
     Encode(#[from] serde_json::Error),
+    #[error("--offer {0}")]
+    Offer(String),
+}
+
+/// One UDP trial as a worker runs it: `offer` (see
+/// [`udp_ends::offer_text`]) of `frame_size`-byte frames, stream `stream`,
+/// drained for `drain` after the source finished.
+pub struct UdpTrial<'a> {
+    pub offer: &'a str,
+    pub frame_size: usize,
+    pub stream: u16,
+    pub drain: Duration,
+}
+
+impl UdpTrial<'_> {
+    fn trial(&self) -> Result<Trial, WorkerError> {
+        let offer = udp_ends::parse_offer(self.offer).map_err(WorkerError::Offer)?;
+        Ok(Trial::new(offer, FrameSizes::fixed(self.frame_size)).drain(self.drain))
+    }
+}
+
+/// The UDP trial's receiver on `listen`: `ready`, `warm`, its report.
+pub fn udp_sink(
+    trial: &UdpTrial<'_>,
+    listen: SocketAddr,
+    out: &mut dyn Write,
+) -> Result<(), WorkerError> {
+    let control = std::io::BufReader::new(std::io::stdin());
+    let report = udp_ends::sink(&trial.trial()?, listen, trial.stream, control, |event| {
+        let line = match event {
+            udp_ends::SinkEvent::Ready => READY,
+            udp_ends::SinkEvent::Warm => udp_ends::WARM,
+        };
+        writeln!(out, "{line}").and_then(|()| out.flush())
+    })?;
+    writeln!(out, "{}", serde_json::to_string(&report)?)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// The UDP trial's sender to `to`, offering once told `warm`: its report.
+pub fn udp_source(
+    trial: &UdpTrial<'_>,
+    to: SocketAddr,
+    out: &mut dyn Write,
+) -> Result<(), WorkerError> {
+    let control = std::io::BufReader::new(std::io::stdin());
+    let report = udp_ends::source(&trial.trial()?, to, trial.stream, control)?;
+    writeln!(out, "{}", serde_json::to_string(&report)?)?;
+    out.flush()?;
+    Ok(())
 }
 
 /// The TCP bulk sink: listens on `listen` for `streams` connections.

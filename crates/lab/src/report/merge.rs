@@ -4,16 +4,18 @@
 //!
 //! Flow: every run's `results.json` is read and their schema versions
 //! compared before any is parsed; each run gets a label ([`run_label`]);
-//! each of its systems becomes the column `system (label)`
-//! ([`column_name`]); the runs' suites and measurements are joined. A
+//! each of its systems becomes the column `system (label)`, or
+//! `system (label left→right)` for a run across hosts ([`column_name`]);
+//! the runs' suites and measurements are joined. A
 //! table is the union of the runs' tables: a run's columns appear in the
 //! tables it measured, and a row it lacks reads "–". Every figure keeps its
 //! ratio to the bare of its own run, the one measured on the same link at
 //! the same time; bare's own cells carry none, as in a run's report.
 //!
 //! The merge is written as `merged.json` ([`MergedRecord`]) beside the
-//! merged `report.md` and `report.html`; the runs' own directories are
-//! never written to.
+//! merged `report.md` and `report.html` (which [`load_merged`] reads
+//! back to draw them again); the runs' own directories are never written
+//! to.
 
 use std::fs;
 use std::io;
@@ -27,7 +29,7 @@ use super::{
     HTML_FILE, LoadError, MARKDOWN_FILE, RESULTS_FILE, StoredRecord, format, html, markdown,
     read_record, write_file,
 };
-use crate::results::{Machine, Measurement, RunRecord, SystemOutcome};
+use crate::results::{Machine, Measurement, RunRecord, SCHEMA_VERSION, SystemOutcome};
 
 /// The merge's record inside the output directory.
 pub const MERGED_FILE: &str = "merged.json";
@@ -70,6 +72,10 @@ pub struct MergedRun {
     pub rounds: u32,
     pub machine: Machine,
     pub suites: Vec<String>,
+    /// `left→right`: the hosts a run across hosts measured between
+    /// (`None`: namespaces on one machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<String>,
 }
 
 /// One column of the merged tables: a system of one run.
@@ -192,16 +198,62 @@ pub fn run_label(given: Option<&str>, dir: &Path) -> String {
         .to_string()
 }
 
-/// What a column of `run` is called after the system: its label, the one
-/// place that says how a run is named in the tables (where a run records
-/// the pair of hosts it measured between, it belongs here too).
-fn column_label(run: &MergedRun) -> &str {
-    &run.label
+/// What a column of `run` is called after the system: its label, and
+/// for a run across hosts the pair it measured between (`run1 a→b`), so
+/// one page holds "site A to site B" beside "site A to site C".
+fn column_label(run: &MergedRun) -> String {
+    match &run.hosts {
+        Some(pair) => format!("{} {pair}", run.label),
+        None => run.label.clone(),
+    }
 }
 
-/// The heading of `system`'s column of `run`: `fjord (site-a)`.
+/// The heading of `system`'s column of `run`: `fjord (site-a)`, or
+/// `fjord (run1 a→b)` across hosts.
 pub fn column_name(system: &str, run: &MergedRun) -> String {
     format!("{system} ({})", column_label(run))
+}
+
+/// `left→right` of a run across hosts, by the hosts' inventory names.
+fn host_pair(record: &RunRecord) -> Option<String> {
+    let named = |role: &str| {
+        record
+            .hosts
+            .iter()
+            .find(|host| host.role == role)
+            .map(|host| host.name.as_str())
+    };
+    Some(format!("{}→{}", named("left")?, named("right")?))
+}
+
+/// Reads the merge written into `dir` (its `merged.json`), to draw its
+/// reports again; `None` if `dir` holds no merge.
+pub fn load_merged(dir: &Path) -> Result<Option<MergedRecord>, LoadError> {
+    let path = dir.join(MERGED_FILE);
+    let text = match fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(source) if source.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(LoadError::Read { path, source }),
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|source| LoadError::Malformed {
+            path: path.clone(),
+            source,
+        })?;
+    let found = value
+        .get("schema_version")
+        .and_then(serde_json::Value::as_u64);
+    match found {
+        None => Err(LoadError::NoSchemaVersion { path }),
+        Some(found) if found != u64::from(SCHEMA_VERSION) => Err(LoadError::SchemaVersion {
+            path,
+            found,
+            expected: SCHEMA_VERSION,
+        }),
+        Some(_) => serde_json::from_value(value)
+            .map(Some)
+            .map_err(|source| LoadError::Malformed { path, source }),
+    }
 }
 
 /// Reads and joins `runs`, in the order given. Schema versions are
@@ -249,6 +301,7 @@ pub fn merge(runs: &[RunToMerge]) -> Result<MergedRecord, MergeError> {
             rounds: record.rounds,
             machine: record.machine.clone(),
             suites: record.suites.clone(),
+            hosts: host_pair(&record),
         };
         records.push((merged, record));
     }
@@ -370,6 +423,7 @@ pub(super) fn runs_table(merged: &MergedRecord) -> Table {
             let machine = &run.machine;
             vec![
                 run.label.clone(),
+                run.hosts.clone().unwrap_or_else(|| "namespaces".into()),
                 run.dir.clone(),
                 run.fjord_version.clone(),
                 run.started_at.clone(),
@@ -388,6 +442,7 @@ pub(super) fn runs_table(merged: &MergedRecord) -> Table {
         caption: String::new(),
         header: [
             "run",
+            "between",
             "directory",
             "fjord",
             "started",
@@ -398,7 +453,7 @@ pub(super) fn runs_table(merged: &MergedRecord) -> Table {
         ]
         .map(String::from)
         .to_vec(),
-        label_columns: 8,
+        label_columns: 9,
         rows,
         notes: Vec::new(),
     }
@@ -408,7 +463,8 @@ pub(super) fn runs_table(merged: &MergedRecord) -> Table {
 pub(super) fn merge_guide(merged: &MergedRecord) -> String {
     let labels: Vec<&str> = merged.runs.iter().map(|r| r.label.as_str()).collect();
     format!(
-        "{} runs merged ({}). Every column is \"system (run)\"; a figure's ratio is to \
+        "{} runs merged ({}). Every column is \"system (run)\", with the pair of hosts \
+         for a run across hosts (\"run1 a→b\"); a figure's ratio is to \
          the bare of its own run, measured on the same link at the same time, so compare \
          runs by their ratios. A table shows the runs that measured it; \"–\": the run \
          lacks that row.",

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::{env, fs, process};
 
 use super::merge::{
-    LabelError, MERGED_FILE, MergeError, RunToMerge, WriteMergedError, merge, runs_to_merge,
-    write_merged_reports,
+    LabelError, MERGED_FILE, MergeError, RunToMerge, WriteMergedError, load_merged, merge,
+    runs_to_merge, write_merged_reports,
 };
 use super::{HTML_FILE, LoadError, MARKDOWN_FILE, RESULTS_FILE, markdown};
 
@@ -134,6 +134,40 @@ fn merge_writes_its_own_files_and_never_into_a_run() {
     );
     assert_eq!(fs::read_to_string(a.join(RESULTS_FILE)).unwrap(), before);
     assert!(!a.join(MERGED_FILE).exists());
+}
+
+#[test]
+fn a_run_across_hosts_is_labelled_by_its_pair_and_a_merge_draws_again() {
+    let scratch = Scratch::new("pair");
+    let (a, b) = (scratch.run("a"), scratch.run("b"));
+    // b ran between two hosts, a and b of its inventory.
+    let mut record: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(b.join(RESULTS_FILE)).unwrap()).unwrap();
+    let host = |name: &str, role: &str| {
+        serde_json::json!({
+            "name": name, "role": role, "underlay": "198.18.0.1", "kernel": "6.1",
+            "cpu_model": "x", "cores": 2, "nic": "eth0", "nic_driver": "veth",
+            "nic_speed_mbps": null, "mtu": 1500, "systems": {}, "setup_secs": 1.0
+        })
+    };
+    record["hosts"] = serde_json::json!([host("a", "left"), host("b", "right")]);
+    fs::write(b.join(RESULTS_FILE), record.to_string()).unwrap();
+
+    let merged = merge(&[labelled(&a, "ns"), labelled(&b, "run1")]).unwrap();
+    let columns: Vec<&str> = merged.columns.iter().map(|c| c.name.as_str()).collect();
+    assert!(columns.contains(&"fjord (run1 a→b)"), "{columns:?}");
+    assert!(columns.contains(&"fjord (ns)"), "{columns:?}");
+    let report = markdown::render_merged(&merged);
+    assert!(report.contains("fjord (run1 a→b)"), "{report}");
+
+    let out = scratch.0.join("merged");
+    assert!(load_merged(&out).unwrap().is_none(), "no merge yet");
+    write_merged_reports(&merged, &out).unwrap();
+    fs::remove_file(out.join(MARKDOWN_FILE)).unwrap();
+    let again = load_merged(&out).unwrap().expect("the merge written");
+    assert_eq!(again, merged);
+    write_merged_reports(&again, &out).unwrap();
+    assert_eq!(fs::read_to_string(out.join(MARKDOWN_FILE)).unwrap(), report);
 }
 
 #[test]

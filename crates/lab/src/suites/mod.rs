@@ -18,7 +18,7 @@ mod policy;
 pub(crate) mod quick;
 pub mod soak;
 mod tcp;
-mod throughput;
+pub(crate) mod throughput;
 
 use std::path::Path;
 use std::time::Duration;

@@ -17,6 +17,8 @@ pub(crate) const TCP_ROWS: [(usize, u16); 2] = [(1, 5201), (4, 5211)];
 /// Pings of the RTT row, 10 ms apart, of this many bytes.
 pub(crate) const PING_COUNT: usize = 50;
 pub(crate) const PING_PAYLOAD: usize = 56;
+/// Frame sizes of the RFC 2544 zero-loss rows.
+pub(crate) const RFC2544_FRAME_SIZES: [usize; 2] = [64, 1518];
 
 pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
     let mut rows = Vec::new();
@@ -33,7 +35,7 @@ pub fn run(context: &mut Context<'_>) -> Vec<Measurement> {
         context.progress.done();
     }
 
-    for frame_size in [64, 1518] {
+    for frame_size in RFC2544_FRAME_SIZES {
         if context.progress.stopping() {
             return rows;
         }

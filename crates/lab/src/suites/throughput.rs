@@ -5,11 +5,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::Context;
-use crate::measure::{Row, add_cpu, charged};
+use crate::measure::{CpuCharge, Row, add_cpu, charged};
 use crate::results::Measurement;
 use crate::traffic::frame::{ETHERNET_FRAMING_BYTES, FrameSizes};
 use crate::traffic::imix::Imix;
-use crate::traffic::rfc2544::{ThroughputSearch, overload_receive_rate};
+use crate::traffic::rfc2544::{ThroughputResult, ThroughputSearch, overload_receive_rate};
 use crate::traffic::udp::UdpPath;
 use crate::traffic::udp_measurements::{
     imix_measurement, overload_measurement, throughput_measurement,
@@ -57,7 +57,7 @@ fn path<'a>(context: &'a Context<'_>, direction: Direction) -> UdpPath<'a> {
 
 /// Trades precision for time: 1 s trials, 2 % resolution, at most 12
 /// trials (quick runs).
-pub(super) fn overview(search: &mut ThroughputSearch) {
+pub(crate) fn overview(search: &mut ThroughputSearch) {
     search.trial_duration = Duration::from_secs(1);
     search.resolution = 0.02;
     search.max_iterations = 12;
@@ -90,34 +90,46 @@ pub fn rfc2544(
         self::overview(&mut search);
     }
     let (result, charge) = charged(context.system, || search.run(&path(context, direction)));
+    let charge = context.has_processes().then_some(charge);
+    zero_loss_row(
+        context.system_name,
+        frame_size,
+        direction,
+        result.map_err(|error| error.to_string()),
+        context.system.mtu(),
+        charge,
+    )
+}
+
+/// The row of one frame size's zero-loss search (between namespaces or
+/// hosts), with the CPU the tunnel's processes spent over the whole
+/// search (`None`: it has none) per bit received in its trials — the
+/// upper-bound probe's traffic is not counted, so this errs high.
+pub(crate) fn zero_loss_row(
+    system: &str,
+    frame_size: usize,
+    direction: Direction,
+    result: Result<ThroughputResult, String>,
+    tunnel_mtu: u16,
+    charge: Option<CpuCharge>,
+) -> Measurement {
     match result {
         Ok(result) => {
-            // CPU over the whole search per bit received in its trials (the
-            // upper-bound probe's traffic is not counted, so this errs high).
             let received: u64 = result.trials.iter().map(|trial| trial.received).sum();
             let bits = received as f64 * frame_size as f64 * 8.0;
-            let mut measurement =
-                throughput_measurement(context.system_name, direction.name(), &[result]);
-            if let Some(note) = fragmentation_note(frame_size, context.system.mtu()) {
+            let mut measurement = throughput_measurement(system, direction.name(), &[result]);
+            if let Some(note) = fragmentation_note(frame_size, tunnel_mtu) {
                 measurement.add_note(note);
             }
-            add_cpu(
-                &mut measurement.extra,
-                &[charge],
-                bits,
-                context.has_processes(),
-            );
+            if let Some(charge) = charge {
+                add_cpu(&mut measurement.extra, &[charge], bits, true);
+            }
             measurement
         }
-        Err(error) => Row::new(
-            "throughput",
-            "rfc2544_throughput",
-            context.system_name,
-            "frames/s",
-        )
-        .param("frame_size", frame_size)
-        .param("direction", direction.name())
-        .failed(error.to_string()),
+        Err(error) => Row::new("throughput", "rfc2544_throughput", system, "frames/s")
+            .param("frame_size", frame_size)
+            .param("direction", direction.name())
+            .failed(error),
     }
 }
 

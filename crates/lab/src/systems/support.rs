@@ -205,7 +205,8 @@ pub(super) struct LoggedProcess {
 
 impl LoggedProcess {
     /// Spawns `command` (from [`Namespace::command`]) with its output in
-    /// `log_path`.
+    /// `log_path`, in a session of its own: a Ctrl-C at the terminal
+    /// reaches the lab alone, which stops the process on drop.
     pub(super) fn spawn(
         label: impl Into<String>,
         command: &mut Command,
@@ -218,6 +219,11 @@ impl LoggedProcess {
             .try_clone()
             .map_err(|e| format!("{label}: duplicate {}: {e}", log_path.display()))?;
         command.stdin(Stdio::null()).stdout(log_copy).stderr(log);
+        // Each side in a session of its own, as on two hosts (or over SSH):
+        // two sides in the lab's session were one autogroup, so one side
+        // woke the other without competing with the machine's other work,
+        // which halved fjord's ping RTT between namespaces under load.
+        fjord_sys::process::spawn_in_own_session(command);
         let process = Process::spawn(command).map_err(|e| format!("{label}: {e}"))?;
         Ok(Self {
             label,

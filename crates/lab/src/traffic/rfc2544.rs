@@ -41,6 +41,20 @@ const CLIMB_FACTOR: f64 = 1.25;
 /// A veth has no line rate; theoretical maxima assume this one.
 pub const NOMINAL_LINK_BITS_PER_SEC: f64 = 10e9;
 
+/// Where a search's trials run: between two namespaces ([`UdpPath`]), or
+/// between two hosts through the lab's workers there.
+pub trait TrialRunner {
+    type Error;
+    fn run_trial(&self, trial: &Trial) -> Result<TrialReport, Self::Error>;
+}
+
+impl TrialRunner for UdpPath<'_> {
+    type Error = TrafficError;
+    fn run_trial(&self, trial: &Trial) -> Result<TrialReport, TrafficError> {
+        trial.run(self)
+    }
+}
+
 /// Where the throughput search starts.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum UpperBound {
@@ -110,14 +124,14 @@ impl ThroughputSearch {
         Trial::new(offer, self.frames.clone()).drain(self.drain)
     }
 
-    pub fn run(&self, path: &UdpPath<'_>) -> Result<ThroughputResult, TrafficError> {
+    pub fn run<R: TrialRunner>(&self, path: &R) -> Result<ThroughputResult, R::Error> {
         let theoretical = self.theoretical_max_frames_per_sec();
         let mut best_sent_rate = 0.0f64;
         let (upper, probe) = match self.upper_bound {
             UpperBound::Theoretical => (theoretical, None),
             UpperBound::Rate(rate) => (rate.min(theoretical), None),
             UpperBound::Probe { duration } => {
-                let report = self.trial(Offer::Flood { duration }).run(path)?;
+                let report = path.run_trial(&self.trial(Offer::Flood { duration }))?;
                 best_sent_rate = report.sender.offered_frames_per_sec();
                 let received = report.receiver.received_frames_per_sec();
                 ((received * 1.1).min(theoretical), Some(received))
@@ -125,31 +139,30 @@ impl ThroughputSearch {
         };
         let upper = upper.max(self.min_rate);
         let mut trials: Vec<TrialOutcome> = Vec::new();
-        let mut run_at =
-            |rate: f64, trials: &mut Vec<TrialOutcome>| -> Result<bool, TrafficError> {
-                let offer = Offer::Rate {
-                    frames_per_sec: rate,
-                    duration: self.trial_duration,
-                };
-                let mut report = self.trial(offer).run(path)?;
-                let spoiled = |report: &TrialReport, best: f64| {
-                    !report.passed(self.loss_tolerance)
-                        && ((!report.offered_in_full() && rate <= best)
-                            || report.sender.max_lag > self.max_sender_lag
-                            || report.receiver.socket_drops > 0)
-                };
-                if spoiled(&report, best_sent_rate) {
-                    trials.push(TrialOutcome::of(rate, &report, self.loss_tolerance, true));
-                    report = self.trial(offer).run(path)?;
-                }
-                if report.offered_in_full() {
-                    best_sent_rate = best_sent_rate.max(rate);
-                }
-                let outcome = TrialOutcome::of(rate, &report, self.loss_tolerance, false);
-                let passed = outcome.passed;
-                trials.push(outcome);
-                Ok(passed)
+        let mut run_at = |rate: f64, trials: &mut Vec<TrialOutcome>| -> Result<bool, R::Error> {
+            let offer = Offer::Rate {
+                frames_per_sec: rate,
+                duration: self.trial_duration,
             };
+            let mut report = path.run_trial(&self.trial(offer))?;
+            let spoiled = |report: &TrialReport, best: f64| {
+                !report.passed(self.loss_tolerance)
+                    && ((!report.offered_in_full() && rate <= best)
+                        || report.sender.max_lag > self.max_sender_lag
+                        || report.receiver.socket_drops > 0)
+            };
+            if spoiled(&report, best_sent_rate) {
+                trials.push(TrialOutcome::of(rate, &report, self.loss_tolerance, true));
+                report = path.run_trial(&self.trial(offer))?;
+            }
+            if report.offered_in_full() {
+                best_sent_rate = best_sent_rate.max(rate);
+            }
+            let outcome = TrialOutcome::of(rate, &report, self.loss_tolerance, false);
+            let passed = outcome.passed;
+            trials.push(outcome);
+            Ok(passed)
+        };
 
         let mut pass = None::<f64>;
         let mut fail = None::<f64>;

@@ -76,6 +76,7 @@ use super::TrafficError;
 use super::frame::{FrameSizes, IpVersion, WARMUP_STREAM, udp_payload_bytes};
 use crate::netns::Namespace;
 
+pub mod ends;
 mod receiver;
 mod report;
 mod sender;
@@ -222,6 +223,20 @@ impl Trial {
         self
     }
 
+    /// The receiver's real-time priority: none under a flood, which would
+    /// keep it busy and crowd out the path.
+    fn receiver_priority(&self) -> Option<i32> {
+        match self.offer {
+            Offer::Flood { .. } => None,
+            _ => self.realtime_priority,
+        }
+    }
+
+    /// The receiver's last resort if the sender's finish never comes.
+    fn give_up_after(&self) -> Duration {
+        self.offer.nominal_duration() * 2 + self.warmup_timeout + Duration::from_secs(30)
+    }
+
     fn validate(&self, ip: IpVersion) -> Result<(), TrafficError> {
         let invalid = |what: String| TrafficError::Io {
             operation: "check the UDP trial".into(),
@@ -255,9 +270,7 @@ impl Trial {
         let stream = next_stream();
         let shared = Arc::new(Shared::default());
         let destination = path.destination;
-        // The receiver's last resort if the sender's finish never comes.
-        let give_up_after =
-            self.offer.nominal_duration() * 2 + self.warmup_timeout + Duration::from_secs(30);
+        let give_up_after = self.give_up_after();
 
         let (ready_tx, ready_rx) = mpsc::channel();
         let receiver = {
@@ -268,10 +281,8 @@ impl Trial {
                 stream,
                 drain: self.drain,
                 give_up_after,
-                realtime_priority: match self.offer {
-                    Offer::Flood { .. } => None,
-                    _ => self.realtime_priority,
-                },
+                realtime_priority: self.receiver_priority(),
+                one_clock: true,
             };
             path.receiver
                 .spawn_thread(move || {
@@ -427,7 +438,7 @@ fn join<T>(what: &str, handle: JoinHandle<io::Result<T>>) -> Result<T, TrafficEr
 
 /// Trial stream numbers, never [`WARMUP_STREAM`]: frames of an earlier
 /// trial still in flight do not count in the next.
-fn next_stream() -> u16 {
+pub(crate) fn next_stream() -> u16 {
     static NEXT: AtomicU16 = AtomicU16::new(1);
     loop {
         let stream = NEXT.fetch_add(1, Ordering::Relaxed);

@@ -36,6 +36,9 @@ struct Tally<'a> {
     frames: &'a FrameSizes,
     ip: IpVersion,
     stream: u16,
+    /// Whether the sender stamps frames by this receiver's clock (one
+    /// machine): only then is latency measured, and drains by it.
+    one_clock: bool,
     /// One bit per sequence number seen.
     seen: Vec<u64>,
     max_latency_ns: u64,
@@ -90,9 +93,11 @@ impl Tally<'_> {
                 .highest_sequence
                 .map_or(sequence, |h| h.max(sequence)),
         );
-        let latency = header.latency_ns(now);
-        self.max_latency_ns = self.max_latency_ns.max(latency);
-        report.latency.saturating_record(latency.max(1));
+        if self.one_clock {
+            let latency = header.latency_ns(now);
+            self.max_latency_ns = self.max_latency_ns.max(latency);
+            report.latency.saturating_record(latency.max(1));
+        }
         if report.first_receive_ns == 0 {
             report.first_receive_ns = now;
         }
@@ -110,6 +115,8 @@ pub(super) struct Listen {
     /// Last resort if the sender's finish never comes.
     pub give_up_after: Duration,
     pub realtime_priority: Option<i32>,
+    /// Whether the sender runs on this machine (see [`Tally::one_clock`]).
+    pub one_clock: bool,
 }
 
 /// The receiver thread: bind, report ready, count until the sender's
@@ -126,6 +133,7 @@ pub(super) fn receive(
         drain,
         give_up_after,
         realtime_priority,
+        one_clock,
     } = *listen;
     let ip = IpVersion::of(&bind);
     let socket =
@@ -144,6 +152,7 @@ pub(super) fn receive(
         frames,
         ip,
         stream,
+        one_clock,
         seen: Vec::new(),
         max_latency_ns: 0,
         report: ReceiverReport::empty(latency),
@@ -210,6 +219,7 @@ mod tests {
             frames,
             ip: IpVersion::V4,
             stream: 7,
+            one_clock: true,
             seen: Vec::new(),
             max_latency_ns: 0,
             report: ReceiverReport::empty(

@@ -5,12 +5,13 @@
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
 
 use crate::traffic::frame::FrameSizes;
 use crate::traffic::latency::LatencySummary;
 
 /// The sender's side of a trial.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SenderReport {
     /// Frames the offer called for (for a flood: those offered).
     pub scheduled: u64,
@@ -50,8 +51,9 @@ impl SenderReport {
     }
 }
 
-/// The receiver's side of a trial.
-#[derive(Debug, Clone)]
+/// The receiver's side of a trial; a worker's report across hosts leaves
+/// the latency out (two hosts' clocks give none).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReceiverReport {
     /// Distinct frames of this trial that arrived.
     pub received: u64,
@@ -72,6 +74,7 @@ pub struct ReceiverReport {
     pub first_receive_ns: u64,
     pub last_receive_ns: u64,
     /// One-way latency in ns of each distinct frame.
+    #[serde(skip, default = "unmeasured_latency")]
     pub latency: Histogram<u64>,
     /// CPU time the receiver thread used.
     pub cpu_time: Duration,
@@ -107,6 +110,12 @@ impl ReceiverReport {
     pub fn received_frames_per_sec(&self) -> f64 {
         rate(self.received, self.first_receive_ns, self.last_receive_ns)
     }
+}
+
+/// An empty latency histogram, for a report read back without one.
+fn unmeasured_latency() -> Histogram<u64> {
+    // Three significant figures are within what hdrhistogram allows (0-5).
+    Histogram::new(3).expect("3 significant figures are valid")
 }
 
 fn rate(frames: u64, first_ns: u64, last_ns: u64) -> f64 {
