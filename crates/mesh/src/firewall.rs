@@ -38,7 +38,7 @@ use fjord_proto::PeerId;
 
 use crate::cert::Group;
 use crate::cidr::Cidr;
-use crate::policy::{Party, Policy, RuleIndex};
+use crate::policy::{Named, Party, Policy, RuleIndex};
 use flows::{FlowKey, Inserted, PeerFlows, Side};
 use fragments::PassedDatagrams;
 use packet::{Packet, Tuple};
@@ -61,6 +61,13 @@ pub struct Identity {
 }
 
 impl Identity {
+    fn named(&self) -> Named<'_> {
+        Named {
+            name: self.name.as_deref(),
+            groups: &self.groups,
+        }
+    }
+
     fn party(&self, address: IpAddr) -> Party<'_> {
         if self.addresses.iter().any(|cidr| cidr.contains(&address)) {
             Party {
@@ -105,6 +112,27 @@ struct EnforcedPeer {
     identity: Identity,
     flows: PeerFlows,
     fragmented: PassedDatagrams,
+    /// The rules a flow between this peer and us can match, by opener
+    /// (`Side::index`), and the generation they were taken at: a policy
+    /// of teams and services asks a new flow about a few rules, not all.
+    candidates: Option<(u32, [Vec<u16>; 2])>,
+}
+
+impl EnforcedPeer {
+    /// Takes the peer's candidate rules under `policy` again when the
+    /// policy or our identity changed since (a compare per packet).
+    fn refresh_candidates(&mut self, policy: &Policy, local: &Identity, generation: u32) {
+        if self
+            .candidates
+            .as_ref()
+            .is_none_or(|(taken, _)| *taken != generation)
+        {
+            let (us, them) = (local.named(), self.identity.named());
+            let opened_by_us = policy.candidates(&us, &them);
+            let opened_by_them = policy.candidates(&them, &us);
+            self.candidates = Some((generation, [opened_by_us, opened_by_them]));
+        }
+    }
 }
 
 /// The firewall's counters, for `fjord show` and metrics.
@@ -214,6 +242,7 @@ impl Firewall {
                     identity,
                     flows: PeerFlows::default(),
                     fragmented: PassedDatagrams::default(),
+                    candidates: None,
                 })),
             };
         }
@@ -244,17 +273,24 @@ impl Firewall {
             Direction::Inbound => (FlowKey::inbound(&tuple), Side::Them),
             Direction::Outbound => (FlowKey::outbound(&tuple), Side::Us),
         };
-        let checked = Checker {
-            policy: &self.policy,
-            local: &self.local,
-            remote: &enforced.identity,
-        };
         let admitted = 'decided: {
+            // The common case first: a packet of a flow tracked under the
+            // policy in force.
+            let tracked = enforced.flows.get(&key, now_secs);
+            if let Some(entry) = tracked
+                && entry.generation == self.generation
+            {
+                entry.touch(now_secs);
+                break 'decided true;
+            }
+            enforced.refresh_candidates(&self.policy, &self.local, self.generation);
+            let checked = Checker {
+                policy: &self.policy,
+                local: &self.local,
+                remote: &enforced.identity,
+                candidates: enforced.candidates.as_ref().map(|(_, by_opener)| by_opener),
+            };
             if let Some(entry) = enforced.flows.get(&key, now_secs) {
-                if entry.generation == self.generation {
-                    entry.touch(now_secs);
-                    break 'decided true;
-                }
                 if checked
                     .allows(&key.opening_packet(entry.opened_by), entry.opened_by)
                     .is_some()
@@ -333,6 +369,8 @@ struct Checker<'a> {
     policy: &'a Policy,
     local: &'a Identity,
     remote: &'a Identity,
+    /// The peer's candidate rules by opener; all rules when `None`.
+    candidates: Option<&'a [Vec<u16>; 2]>,
 }
 
 impl Checker<'_> {
@@ -347,6 +385,13 @@ impl Checker<'_> {
                 self.local.party(opening.destination),
             ),
         };
-        self.policy.allows(&from, &to, &opening.policy_flow())
+        let flow = opening.policy_flow();
+        match self.candidates {
+            Some(by_opener) => {
+                self.policy
+                    .allows_among(&by_opener[opener.index()], &from, &to, &flow)
+            }
+            None => self.policy.allows(&from, &to, &flow),
+        }
     }
 }

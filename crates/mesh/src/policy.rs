@@ -42,6 +42,7 @@ pub mod signed;
 #[cfg(test)]
 mod tests;
 
+pub use evaluate::Named;
 pub use parse::{
     MAX_POLICY_BYTES, MAX_POLICY_LINE_BYTES, MAX_POLICY_RULES, PolicyError, PolicyProblem,
 };

@@ -37,7 +37,7 @@ pub enum Side {
 }
 
 impl Side {
-    fn index(self) -> usize {
+    pub(super) fn index(self) -> usize {
         match self {
             Self::Us => 0,
             Self::Them => 1,
