@@ -15,10 +15,16 @@ pub struct Report {
     pub loss: f64,
     pub rest: Duration,
     /// From the last member's start until every member knows every
-    /// other with a session (at 100 ms resolution).
+    /// other, with a session unless they are on demand (at 100 ms
+    /// resolution).
     pub full_mesh: Option<Duration>,
+    /// The mesh was past `EagerSessions`: sessions on demand.
+    pub on_demand: bool,
     pub newcomer: Newcomer,
     pub first_packet: FirstPacket,
+    /// From the first send of a packet between two members at rest that
+    /// never spoke to its arrival.
+    pub first_contact: Option<Duration>,
     /// From one member's revocation until no member lists the victim.
     pub revocation: Option<Duration>,
     /// Everything every member sent during the rest window.
@@ -42,8 +48,10 @@ impl Report {
             loss: config.sim.link.loss,
             rest: config.rest,
             full_mesh: None,
+            on_demand: false,
             newcomer: Newcomer::default(),
             first_packet: FirstPacket::default(),
+            first_contact: None,
             revocation: None,
             rest_traffic: Traffic::default(),
             rest_control: ControlKinds::default(),
@@ -60,8 +68,8 @@ impl Report {
     }
 
     pub const TABLE_HEADER: &'static str = "\
-| members | loss | full mesh after last join | newcomer known by all | newcomer met by all | newcomer knows all | first packet (from send) | revocation reaches all | sessions/member | sent/member/min at rest | of it mesh control | handshakes | keepalives | datagrams/member/min | false evictions | heap/member | events |
-|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
+| members | loss | sessions | all know all after last join | newcomer known by all | newcomer met by all | newcomer knows all | newcomer's first packet (from send) | first packet between members at rest | revocation reaches all | sessions/member | sent/member/min at rest | of it mesh control | handshakes | keepalives | datagrams/member/min | false evictions | heap/member | events |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
 
     /// The run's row of the table under [`Report::TABLE_HEADER`].
     pub fn table_row(&self) -> String {
@@ -69,14 +77,16 @@ impl Report {
         let mut row = String::new();
         let _ = write!(
             row,
-            "| {} | {:.0} % | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {:.0} | {} | {} | {} |",
+            "| {} | {:.0} % | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {:.0} | {} | {} | {} |",
             self.members,
             self.loss * 100.0,
+            if self.on_demand { "on demand" } else { "all" },
             time(self.full_mesh),
             time(self.newcomer.known_by_all),
-            time(self.newcomer.met_by_all),
-            time(self.newcomer.knows_all),
+            self.eager_only(self.newcomer.met_by_all),
+            self.eager_only(self.newcomer.knows_all),
             time(self.first_packet.since_first_send),
+            time(self.first_contact),
             time(self.revocation),
             self.sessions_per_member,
             bytes(self.per_member_minute(traffic.total().bytes)),
@@ -90,6 +100,15 @@ impl Report {
             self.events,
         );
         row
+    }
+
+    /// A figure only an eager mesh waits for ("—" on demand).
+    fn eager_only(&self, duration: Option<Duration>) -> String {
+        if self.on_demand {
+            "—".to_string()
+        } else {
+            time(duration)
+        }
     }
 
     /// What one member's control bytes at rest are spent on, per minute,
@@ -152,13 +171,7 @@ mod tests {
 
     #[test]
     fn a_row_has_a_cell_for_every_column() {
-        let config = ScenarioConfig::new(
-            3,
-            crate::SimConfig {
-                seed: 1,
-                link: crate::LinkConfig::default(),
-            },
-        );
+        let config = ScenarioConfig::new(3, crate::SimConfig::new(1, crate::LinkConfig::default()));
         let columns = Report::TABLE_HEADER
             .lines()
             .next()
