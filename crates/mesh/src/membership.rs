@@ -226,6 +226,10 @@ impl Mesh {
             endpoints: member.endpoints.clone(),
             direct: member.direct,
             relay: member.traversal.relay(),
+            on_demand: self.on_demand()
+                && !member.direct
+                && member.traversal.due().is_none()
+                && !self.needs_session(key),
             rtt: member.rtt,
             last_heard: member.last_heard,
             expires_at: member.certificate.expires_at,

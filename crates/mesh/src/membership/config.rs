@@ -203,6 +203,9 @@ pub struct MemberStatus {
     pub direct: bool,
     /// The member whose relay carries our session with it, if any.
     pub relay: Option<PublicKey>,
+    /// Sessions are on demand and none is kept or being opened with it:
+    /// the first packet for it opens one (`on_demand.rs`).
+    pub on_demand: bool,
     pub rtt: Option<Duration>,
     pub last_heard: Instant,
     pub expires_at: u64,
