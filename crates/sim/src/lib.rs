@@ -26,6 +26,7 @@ mod packet;
 pub mod report;
 pub mod revocation;
 pub mod scenario;
+pub mod session_memory;
 mod sim;
 pub mod traffic;
 

@@ -36,6 +36,9 @@ pub struct Report {
     /// Members removed while alive, up to the revocation.
     pub false_evictions: u64,
     pub heap_bytes_per_member: Option<u64>,
+    /// Live heap one session adds at one end, apart from knowing the
+    /// member (measured on demand only).
+    pub heap_bytes_per_session: Option<u64>,
     /// Events the simulator ran (deliveries and timeouts).
     pub events: u64,
 }
@@ -58,6 +61,7 @@ impl Report {
             sessions_per_member: 0.0,
             false_evictions: 0,
             heap_bytes_per_member: None,
+            heap_bytes_per_session: None,
             events: 0,
         }
     }
@@ -68,8 +72,8 @@ impl Report {
     }
 
     pub const TABLE_HEADER: &'static str = "\
-| members | loss | sessions | all know all after last join | newcomer known by all | newcomer met by all | newcomer knows all | newcomer's first packet (from send) | first packet between members at rest | revocation reaches all | sessions/member | sent/member/min at rest | of it mesh control | handshakes | keepalives | datagrams/member/min | false evictions | heap/member | events |
-|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
+| members | loss | sessions | all know all after last join | newcomer known by all | newcomer met by all | newcomer knows all | newcomer's first packet (from send) | first packet between members at rest | revocation reaches all | sessions/member | sent/member/min at rest | of it mesh control | handshakes | keepalives | datagrams/member/min | false evictions | heap/member | of it per known member | heap/session | events |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
 
     /// The run's row of the table under [`Report::TABLE_HEADER`].
     pub fn table_row(&self) -> String {
@@ -77,7 +81,7 @@ impl Report {
         let mut row = String::new();
         let _ = write!(
             row,
-            "| {} | {:.0} % | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {:.0} | {} | {} | {} |",
+            "| {} | {:.0} % | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {} |",
             self.members,
             self.loss * 100.0,
             if self.on_demand { "on demand" } else { "all" },
@@ -97,9 +101,21 @@ impl Report {
             self.false_evictions,
             self.heap_bytes_per_member
                 .map_or("—".to_string(), |b| bytes(b as f64)),
+            self.heap_per_known_member().map_or("—".to_string(), bytes),
+            self.heap_bytes_per_session
+                .map_or("—".to_string(), |b| bytes(b as f64)),
             self.events,
         );
         row
+    }
+
+    /// A member's heap, less its sessions' (when their cost was
+    /// measured), spread over the other members it knows.
+    fn heap_per_known_member(&self) -> Option<f64> {
+        let heap = self.heap_bytes_per_member? as f64;
+        let sessions = self.sessions_per_member * self.heap_bytes_per_session.unwrap_or(0) as f64;
+        let others = self.members.saturating_sub(1).max(1) as f64;
+        Some((heap - sessions).max(0.0) / others)
     }
 
     /// A figure only an eager mesh waits for ("—" on demand).

@@ -6,6 +6,7 @@
 //! 2. until every member knows every other (with a session,
 //!    unless sessions are on demand)                       → all know all
 //! 3. settle, then rest (no user traffic)                  → bytes, memory
+//!    (on demand: pairs that never spoke open sessions     → memory per session)
 //! 4. a newcomer joins through member 0                    → known by all
 //! 5. another newcomer sends to a member it never spoke to → first packet
 //! 6. two members that never spoke exchange a packet       → first contact
@@ -98,6 +99,9 @@ pub fn run(config: &ScenarioConfig) -> (Report, Sim) {
     sim.run_for(config.rest);
     report.rest_traffic = total_traffic(&sim) - traffic_before;
     report.rest_control = &sim.control_kinds - &control_before;
+    if let (Some(live), true) = (config.live_bytes, report.on_demand) {
+        report.heap_bytes_per_session = crate::session_memory::per_session(&mut sim, live);
+    }
 
     report.newcomer = crate::newcomer::joins(&mut sim, config.step_limit);
     report.first_packet = crate::newcomer::first_packet(&mut sim, config.step_limit);
