@@ -952,3 +952,65 @@ fn an_idle_on_demand_session_closes_and_traffic_reopens_it() {
     net.advance(Duration::from_secs(2));
     assert!(in_session(&net, a, b));
 }
+
+#[test]
+fn members_behind_nats_meet_on_demand_through_their_bootstrap_member() {
+    let secret = NetworkSecret::from_seed([42; 32]);
+    let mut net = Net::new();
+    net.on_demand = Some((4, Duration::from_secs(5)));
+    net.add(&secret, 1, None);
+    for index in 2..=10 {
+        net.add_behind_nat(&secret, index, Some(1), NatKind::PortPreserving);
+        net.advance(Duration::from_millis(100));
+    }
+    net.advance(Duration::from_secs(30));
+    let (a, b) = unmet_pair(&net, 10);
+    assert!(net.seal_ping(a, b, b"through two nats").is_none(), "held");
+    net.delivered.clear();
+    net.advance(Duration::from_secs(3));
+    let packet = ipv4_packet(overlay(a), overlay(b), b"through two nats");
+    assert!(
+        net.delivered
+            .iter()
+            .any(|(at, received)| *at == underlay(b) && *received == packet),
+        "the held packet arrived"
+    );
+    // Directly, NAT to NAT, not through node 1.
+    assert!(net.ping(a, b) && net.ping(b, a));
+}
+
+#[test]
+fn members_behind_nats_with_different_bootstrap_members_meet_on_demand() {
+    let secret = NetworkSecret::from_seed([42; 32]);
+    let mut net = Net::new();
+    net.on_demand = Some((4, Duration::from_secs(60)));
+    net.add(&secret, 1, None);
+    net.add(&secret, 2, Some(1));
+    net.add(&secret, 3, Some(1));
+    for index in 4..=12 {
+        let bootstrap = if index % 2 == 0 { 2 } else { 3 };
+        net.add_behind_nat(&secret, index, Some(bootstrap), NatKind::PortPreserving);
+        net.advance(Duration::from_millis(100));
+    }
+    net.advance(Duration::from_secs(30));
+    // One member of each bootstrap member's, with no session yet.
+    let (a, b) = (4..=12u8)
+        .step_by(2)
+        .flat_map(|a| (5..=12u8).step_by(2).map(move |b| (a, b)))
+        .find(|(a, b)| !in_session(&net, *a, *b) && !in_session(&net, *b, *a))
+        .expect("an unmet pair");
+    assert!(net.seal_ping(a, b, b"across the tree").is_none(), "held");
+    net.delivered.clear();
+    net.advance(Duration::from_secs(6));
+    let packet = ipv4_packet(overlay(a), overlay(b), b"across the tree");
+    assert!(
+        net.delivered
+            .iter()
+            .any(|(at, received)| *at == underlay(b) && *received == packet),
+        "the held packet arrived"
+    );
+    // Each introducer without a session with the other member first met
+    // it through its own (up the chain to a member in session with
+    // both); the pair then met directly, NAT to NAT.
+    assert!(net.ping(a, b) && net.ping(b, a));
+}
