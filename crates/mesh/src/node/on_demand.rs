@@ -58,7 +58,6 @@ pub(super) struct OnDemand {
 
 impl OnDemand {
     /// User data went to or came from `peer`.
-    #[inline]
     pub(super) fn note_used(&mut self, peer: PeerId, now: Instant) {
         if let Some(slot) = self.last_used.get_mut(peer.index()) {
             *slot = Some(now);
@@ -108,7 +107,6 @@ impl Node {
     /// packet counts as use and, if `peer` is a member not met yet in a
     /// large mesh, is held while the mesh meets it. What became of a held
     /// packet; `None` when it goes on to the device.
-    #[inline]
     pub(super) fn hold_for_session(
         &mut self,
         now: Instant,
