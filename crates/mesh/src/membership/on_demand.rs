@@ -78,7 +78,10 @@ impl Mesh {
             return false;
         };
         member.traversal.request();
-        if member.traversal.due().is_none() {
+        // A first attempt planned for later (the member was learned while
+        // the mesh was small, spread over a second) runs now; one under
+        // way keeps its pace, whatever the packets that follow.
+        if member.traversal.due().is_none() || member.traversal.not_attempted() {
             self.counters.sessions_on_demand += 1;
             self.attempt(now, key);
             self.reschedule(key);

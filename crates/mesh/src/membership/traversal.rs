@@ -127,6 +127,11 @@ impl Traversal {
         self.connect.as_ref().map(|(at, _)| *at)
     }
 
+    /// Whether no attempt was made yet (since the last meeting).
+    pub(super) fn not_attempted(&self) -> bool {
+        self.attempts == 0
+    }
+
     /// An attempt due at `at` (keeping the introducer).
     pub(super) fn plan(&mut self, at: Instant) {
         self.due = Some(at);
