@@ -278,7 +278,13 @@ impl Reloader {
                 .map(|mesh| (mesh.network, mesh.members.clone()))
         };
         let domain = |config: &Config| config.mesh.as_ref().and_then(|mesh| mesh.domain.clone());
-        let checks: [(&'static str, bool); 13] = [
+        let sessions = |config: &Config| {
+            config
+                .mesh
+                .as_ref()
+                .map(|mesh| (mesh.eager_sessions, mesh.idle_timeout))
+        };
+        let checks: [(&'static str, bool); 14] = [
             (
                 "PrivateKey",
                 a.private_key.public_key() != b.private_key.public_key(),
@@ -295,6 +301,10 @@ impl Reloader {
                 mesh_identity(old) != mesh_identity(new),
             ),
             ("[Mesh] Domain", domain(old) != domain(new)),
+            (
+                "[Mesh] EagerSessions or IdleTimeout (read at start)",
+                sessions(old) != sessions(new),
+            ),
             (
                 "[Mesh] ExitNode set or removed (the sockets' firewall mark is chosen at start)",
                 exit_node(old).is_some() != exit_node(new).is_some(),

@@ -84,7 +84,16 @@ pub fn render_text(name: &str, interface: &UapiInterface, now: SystemTime) -> St
         );
     }
     if !interface.members.is_empty() {
-        let _ = writeln!(out, "  mesh members: {}", interface.members.len());
+        let in_session = interface
+            .members
+            .iter()
+            .filter(|member| member.path == "direct" || member.path.starts_with("relay "))
+            .count();
+        let _ = writeln!(
+            out,
+            "  mesh members: {} ({in_session} with a session)",
+            interface.members.len()
+        );
         match policy(interface) {
             Some(policy) => {
                 let _ = writeln!(out, "  network policy: {}", policy_summary(&policy));
@@ -462,6 +471,9 @@ fn member_path(path: &str, endpoint: Option<&str>) -> String {
     match path.strip_prefix("relay ") {
         Some(relay) => format!("relayed by {relay} (its own address last seen: {endpoint})"),
         None if path == "direct" => format!("direct to {endpoint}"),
+        None if path == "on-demand" => {
+            format!("no session, opened by the first packet (last known address: {endpoint})")
+        }
         None => format!("{path} (last known address: {endpoint})"),
     }
 }
@@ -496,6 +508,10 @@ mod tests {
         assert_eq!(
             member_path("connecting", None),
             "connecting (last known address: unknown)"
+        );
+        assert_eq!(
+            member_path("on-demand", Some("198.18.0.3:51820")),
+            "no session, opened by the first packet (last known address: 198.18.0.3:51820)"
         );
         let now = UNIX_EPOCH + Duration::from_secs(1_000);
         assert_eq!(certificate_expiry(None, now), "");

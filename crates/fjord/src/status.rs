@@ -347,7 +347,8 @@ fn fallback_counters(context: &ControlContext<'_>) -> Vec<(&'static str, u64)> {
 }
 
 /// Members with their path: `direct`, `relay <name>` (a session through
-/// that member), or `connecting` (no session yet).
+/// that member), `connecting` (no session yet) or `on-demand` (no session
+/// kept: sessions are on demand and no traffic asked for one).
 fn member_lines(node: &Node) -> Vec<MemberLine> {
     let members = node.members();
     let name_of = |key: &PublicKey| {
@@ -364,6 +365,7 @@ fn member_lines(node: &Node) -> Vec<MemberLine> {
             addresses: member.addresses.iter().map(Cidr::to_string).collect(),
             endpoint: member.endpoints.first().map(SocketAddr::to_string),
             path: match (session, &member.relay) {
+                (false, _) if member.on_demand => "on-demand".to_string(),
                 (false, _) => "connecting".to_string(),
                 (true, None) => "direct".to_string(),
                 (true, Some(relay)) => format!("relay {}", name_of(relay)),

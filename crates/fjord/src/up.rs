@@ -237,6 +237,12 @@ pub fn build_node(
         let mut mesh_config = MeshConfig::new(loaded.trust, loaded.certificate, usize::from(mtu));
         mesh_config.bootstrap = loaded.bootstrap;
         mesh_config.exit_node = config.mesh.as_ref().and_then(|m| m.exit_node.clone());
+        if let Some(members) = config.mesh.as_ref().and_then(|m| m.eager_sessions) {
+            mesh_config.eager_sessions = members;
+        }
+        if let Some(timeout) = config.mesh.as_ref().and_then(|m| m.idle_timeout) {
+            mesh_config.idle_timeout = timeout;
+        }
         mesh_config.host_addresses = host_addresses;
         let mut seed = [0u8; 8];
         SystemRng.fill_bytes(&mut seed);

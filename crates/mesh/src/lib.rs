@@ -29,10 +29,11 @@ pub use cidr::{Cidr, CidrParseError};
 pub use codec::DecodeError;
 pub use control::RefusalReason;
 pub use membership::{
-    Bootstrap, BootstrapChange, ExitNodeStatus, MemberStatus, Mesh, MeshAction, MeshConfig,
-    PolicyOffer, Refusal, Trust,
+    Bootstrap, BootstrapChange, DEFAULT_EAGER_SESSIONS, DEFAULT_IDLE_TIMEOUT, ExitNodeStatus,
+    GOSSIP_PARTNERS_EACH_SIDE, MemberStatus, Mesh, MeshAction, MeshConfig, PolicyOffer, Refusal,
+    Trust,
 };
 pub use node::{
-    CarrierCommand, InnerLayout, ModeMismatch, Node, NodeEvent, PUNCH_DATAGRAM, PUNCH_TTL,
-    PeerSends,
+    CarrierCommand, InnerLayout, MAX_HELD_PACKETS, ModeMismatch, Node, NodeEvent, PUNCH_DATAGRAM,
+    PUNCH_TTL, PeerSends,
 };

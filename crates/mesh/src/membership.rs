@@ -120,6 +120,9 @@ pub struct Mesh {
     /// Members' refusals of our own certificate, for `poll_refusal`.
     refusals: VecDeque<Refusal>,
     bootstrap: BTreeSet<PublicKey>,
+    /// Members that greeted us as their bootstrap member: they keep their
+    /// session with us, so we keep ours with them (`on_demand.rs`).
+    joined_through_us: HashSet<PublicKey>,
     /// The `now` of the latest input, for ages in outgoing gossip.
     last_input: Instant,
     /// The deadlines of members and unverified peers (`timers.rs`).
@@ -155,6 +158,7 @@ impl Mesh {
         }
         let mut mesh = Self {
             bootstrap: config.bootstrap.iter().map(|b| b.key).collect(),
+            joined_through_us: HashSet::new(),
             wall_clock,
             members: BTreeMap::new(),
             revocations: BTreeMap::new(),
@@ -226,6 +230,10 @@ impl Mesh {
             endpoints: member.endpoints.clone(),
             direct: member.direct,
             relay: member.traversal.relay(),
+            on_demand: self.on_demand()
+                && !member.direct
+                && member.traversal.due().is_none()
+                && !self.needs_session(key),
             rtt: member.rtt,
             last_heard: member.last_heard,
             expires_at: member.certificate.expires_at,
@@ -324,16 +332,22 @@ impl Mesh {
                 }
             }
             Control::Members(records) => {
+                let mut fresh = Vec::new();
                 for record in records {
                     let learned = record.certificate.node_key;
+                    let known = self.members.contains_key(&learned);
                     self.learn(now, record);
+                    if !known && self.members.contains_key(&learned) {
+                        fresh.push(learned);
+                    }
                     self.note_introducer(now, key, learned);
                 }
+                self.pass_on_news(key, &fresh);
             }
             Control::Introduce {
                 peer,
                 predict_ports,
-            } => self.introduce(key, peer, predict_ports),
+            } => self.introduce(now, key, peer, predict_ports),
             Control::Observed { endpoint } => {
                 if self.members.contains_key(&key) {
                     self.observed = Some(endpoint);
@@ -397,6 +411,7 @@ impl Mesh {
         self.run_due_keys(now, |mesh| {
             if now >= mesh.next_ping {
                 mesh.ping_all(now);
+                mesh.meet_unmet_members(now);
                 mesh.next_ping = now + mesh.jittered(mesh.config.ping_interval);
             }
             if now >= mesh.next_gossip {
@@ -466,6 +481,7 @@ impl Mesh {
     fn remove_member(&mut self, key: PublicKey) {
         if let Some(member) = self.members.remove(&key) {
             self.reschedule(key);
+            self.joined_through_us.remove(&key);
             self.counters.members_removed += 1;
             self.greeted.remove(&key);
             if !self.bootstrap.contains(&key) {
@@ -520,6 +536,7 @@ mod admission;
 mod bootstrap;
 mod config;
 mod gossip;
+mod on_demand;
 mod policy;
 mod policy_transfer;
 mod redial;
@@ -532,9 +549,10 @@ mod traversal;
 
 pub use bootstrap::BootstrapChange;
 pub use config::{
-    Bootstrap, CHANGED_GOSSIP_DELAY, MemberStatus, MeshAction, MeshConfig, MeshCounters, MeshDrop,
-    Outbound, Trust,
+    Bootstrap, CHANGED_GOSSIP_DELAY, DEFAULT_EAGER_SESSIONS, DEFAULT_IDLE_TIMEOUT, MemberStatus,
+    MeshAction, MeshConfig, MeshCounters, MeshDrop, Outbound, Trust,
 };
+pub use on_demand::GOSSIP_PARTNERS_EACH_SIDE;
 pub use policy::PolicyOffer;
 pub use policy_transfer::{
     POLICY_RETRY_INTERVAL, POLICY_TRANSFER_RETRIES, REMEMBERED_REFUSED_POLICIES,

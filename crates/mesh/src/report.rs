@@ -16,7 +16,9 @@ pub struct MemberLine {
     pub name: String,
     pub addresses: Vec<String>,
     pub endpoint: Option<String>,
-    /// `direct` or `relay <name>` with a session up, `connecting` without.
+    /// `direct` or `relay <name>` with a session up; without one,
+    /// `connecting` while it is being opened, `on-demand` when none is
+    /// kept (a large mesh: the first packet for the member opens one).
     pub path: String,
     pub rtt_micros: Option<u64>,
     /// The largest datagram (IP header included) probing found to get

@@ -41,6 +41,9 @@ struct Net {
     path_mtu: usize,
     /// Refusals of their certificates nodes were told of: (node, when).
     refusals: Vec<(SocketAddr, Instant, Refusal)>,
+    /// `eager_sessions` and `idle_timeout` of the nodes added next, if
+    /// not the defaults.
+    on_demand: Option<(usize, Duration)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -130,6 +133,7 @@ impl Net {
             delivered: Vec::new(),
             path_mtu: usize::MAX,
             refusals: Vec::new(),
+            on_demand: None,
         }
     }
 
@@ -197,6 +201,10 @@ impl Net {
             .unwrap();
         let mut config = MeshConfig::new(secret.public_key(), certificate, MTU);
         config.host_addresses = vec![underlay(index)];
+        if let Some((eager_sessions, idle_timeout)) = self.on_demand {
+            config.eager_sessions = eager_sessions;
+            config.idle_timeout = idle_timeout;
+        }
         config.bootstrap = bootstrap
             .map(|b| Bootstrap {
                 key: Self::key(b).public_key(),
@@ -816,4 +824,193 @@ fn members_find_a_1280_byte_path_and_tell_inner_senders_of_larger_packets() {
     assert_eq!(node.too_big_replies(), (1, 0));
     // Without Don't Fragment the network may fragment it: sent as is.
     assert!(matches!(send(&mut net, 1400, false), Sent::Sealed { .. }));
+}
+
+/// Whether node `at` has a session with node `with`.
+fn in_session(net: &Net, at: u8, with: u8) -> bool {
+    let key = Net::key(with).public_key();
+    net.nodes[&underlay(at)]
+        .members()
+        .iter()
+        .any(|(member, session)| member.key == key && *session)
+}
+
+/// `count` nodes, all joined through node 1, each with `eager_sessions`
+/// and an idle timeout of 5 s, after `settle`.
+fn on_demand_mesh(count: u8, eager_sessions: usize, settle: Duration) -> Net {
+    let secret = NetworkSecret::from_seed([42; 32]);
+    let mut net = Net::new();
+    net.on_demand = Some((eager_sessions, Duration::from_secs(5)));
+    net.add(&secret, 1, None);
+    for index in 2..=count {
+        net.add(&secret, index, Some(1));
+        net.advance(Duration::from_millis(100));
+    }
+    net.advance(settle);
+    net
+}
+
+/// A pair of nodes that know each other but have no session (neither
+/// is node 1, the bootstrap member every node keeps).
+fn unmet_pair(net: &Net, count: u8) -> (u8, u8) {
+    (2..=count)
+        .flat_map(|a| (2..=count).map(move |b| (a, b)))
+        .find(|(a, b)| a != b && !in_session(net, *a, *b) && !in_session(net, *b, *a))
+        .expect("an unmet pair")
+}
+
+#[test]
+fn at_the_eager_threshold_every_member_meets_every_other() {
+    let mut net = on_demand_mesh(8, 8, Duration::from_secs(3));
+    let everyone: Vec<u8> = (1..=8).collect();
+    assert!(time_to_full_mesh(&mut net, &everyone, Duration::from_secs(30)).is_some());
+    // Small meshes keep their sessions: nothing idles out.
+    net.advance(Duration::from_secs(20));
+    assert!(time_to_full_mesh(&mut net, &everyone, Duration::ZERO).is_some());
+}
+
+#[test]
+fn above_the_eager_threshold_members_know_all_but_keep_few_sessions() {
+    let net = on_demand_mesh(12, 4, Duration::from_secs(30));
+    for at in 1..=12u8 {
+        let members = net.nodes[&underlay(at)].members();
+        assert_eq!(members.len(), 11, "node {at} knows every member");
+        // The bootstrap member keeps everyone who joined through it.
+        if at != 1 {
+            let sessions = members.iter().filter(|(_, session)| *session).count();
+            assert!(
+                sessions <= 1 + 2 * fjord_mesh::GOSSIP_PARTNERS_EACH_SIDE,
+                "node {at} has {sessions} sessions"
+            );
+            assert!(in_session(&net, at, 1), "node {at} keeps its bootstrap");
+        }
+    }
+}
+
+#[test]
+fn a_packet_to_an_unmet_member_is_held_until_the_session_is_up() {
+    let mut net = on_demand_mesh(12, 4, Duration::from_secs(30));
+    let (a, b) = unmet_pair(&net, 12);
+    assert!(net.seal_ping(a, b, b"first").is_none(), "held, not sealed");
+    assert_eq!(net.nodes[&underlay(a)].held_packets(), 1);
+    net.delivered.clear();
+    net.advance(Duration::from_secs(2));
+    let packet = ipv4_packet(overlay(a), overlay(b), b"first");
+    assert!(
+        net.delivered
+            .iter()
+            .any(|(at, received)| *at == underlay(b) && *received == packet),
+        "the held packet arrived"
+    );
+    assert_eq!(net.nodes[&underlay(a)].held_packets(), 0);
+    assert!(in_session(&net, a, b) && in_session(&net, b, a));
+    assert!(net.ping(a, b) && net.ping(b, a));
+}
+
+#[test]
+fn packets_held_for_a_member_are_bounded_and_the_overflow_counted() {
+    let mut net = on_demand_mesh(12, 4, Duration::from_secs(30));
+    let (a, b) = unmet_pair(&net, 12);
+    let extra = 3;
+    for n in 0..fjord_mesh::MAX_HELD_PACKETS + extra {
+        assert!(net.seal_ping(a, b, &[n as u8; 8]).is_none());
+    }
+    let drops = net.nodes[&underlay(a)].drops();
+    assert_eq!(
+        drops.get(fjord_proto::DropReason::StagingQueueFull),
+        extra as u64
+    );
+    net.delivered.clear();
+    net.advance(Duration::from_secs(2));
+    let arrived = net
+        .delivered
+        .iter()
+        .filter(|(at, _)| *at == underlay(b))
+        .count();
+    assert_eq!(arrived, fjord_mesh::MAX_HELD_PACKETS, "the newest arrived");
+}
+
+#[test]
+fn an_idle_on_demand_session_closes_and_traffic_reopens_it() {
+    let mut net = on_demand_mesh(12, 4, Duration::from_secs(30));
+    let (a, b) = unmet_pair(&net, 12);
+    net.seal_ping(a, b, b"open");
+    net.advance(Duration::from_secs(2));
+    assert!(in_session(&net, a, b));
+    // Traffic keeps it: a packet every 2 s for longer than the timeout.
+    for _ in 0..5 {
+        assert!(net.ping_any_path(a, b, b"busy"));
+        net.advance(Duration::from_secs(2));
+    }
+    assert!(in_session(&net, a, b));
+    // Pings of the mesh's own do not: idle for the timeout and a check.
+    net.advance(Duration::from_secs(10));
+    assert!(!in_session(&net, a, b) && !in_session(&net, b, a));
+    assert!(in_session(&net, a, 1), "the bootstrap session stays");
+    // The next packet meets it again.
+    assert!(net.seal_ping(a, b, b"again").is_none());
+    net.advance(Duration::from_secs(2));
+    assert!(in_session(&net, a, b));
+}
+
+#[test]
+fn members_behind_nats_meet_on_demand_through_their_bootstrap_member() {
+    let secret = NetworkSecret::from_seed([42; 32]);
+    let mut net = Net::new();
+    net.on_demand = Some((4, Duration::from_secs(5)));
+    net.add(&secret, 1, None);
+    for index in 2..=10 {
+        net.add_behind_nat(&secret, index, Some(1), NatKind::PortPreserving);
+        net.advance(Duration::from_millis(100));
+    }
+    net.advance(Duration::from_secs(30));
+    let (a, b) = unmet_pair(&net, 10);
+    assert!(net.seal_ping(a, b, b"through two nats").is_none(), "held");
+    net.delivered.clear();
+    net.advance(Duration::from_secs(3));
+    let packet = ipv4_packet(overlay(a), overlay(b), b"through two nats");
+    assert!(
+        net.delivered
+            .iter()
+            .any(|(at, received)| *at == underlay(b) && *received == packet),
+        "the held packet arrived"
+    );
+    // Directly, NAT to NAT, not through node 1.
+    assert!(net.ping(a, b) && net.ping(b, a));
+}
+
+#[test]
+fn members_behind_nats_with_different_bootstrap_members_meet_on_demand() {
+    let secret = NetworkSecret::from_seed([42; 32]);
+    let mut net = Net::new();
+    net.on_demand = Some((4, Duration::from_secs(60)));
+    net.add(&secret, 1, None);
+    net.add(&secret, 2, Some(1));
+    net.add(&secret, 3, Some(1));
+    for index in 4..=12 {
+        let bootstrap = if index % 2 == 0 { 2 } else { 3 };
+        net.add_behind_nat(&secret, index, Some(bootstrap), NatKind::PortPreserving);
+        net.advance(Duration::from_millis(100));
+    }
+    net.advance(Duration::from_secs(30));
+    // One member of each bootstrap member's, with no session yet.
+    let (a, b) = (4..=12u8)
+        .step_by(2)
+        .flat_map(|a| (5..=12u8).step_by(2).map(move |b| (a, b)))
+        .find(|(a, b)| !in_session(&net, *a, *b) && !in_session(&net, *b, *a))
+        .expect("an unmet pair");
+    assert!(net.seal_ping(a, b, b"across the tree").is_none(), "held");
+    net.delivered.clear();
+    net.advance(Duration::from_secs(6));
+    let packet = ipv4_packet(overlay(a), overlay(b), b"across the tree");
+    assert!(
+        net.delivered
+            .iter()
+            .any(|(at, received)| *at == underlay(b) && *received == packet),
+        "the held packet arrived"
+    );
+    // Each introducer without a session with the other member first met
+    // it through its own (up the chain to a member in session with
+    // both); the pair then met directly, NAT to NAT.
+    assert!(net.ping(a, b) && net.ping(b, a));
 }

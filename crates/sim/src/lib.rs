@@ -17,6 +17,7 @@
 //!                 └─ member.rs: keys, certificate, Node with the mesh
 //! ```
 
+pub mod first_contact;
 mod member;
 mod nat;
 pub mod network;
@@ -25,6 +26,7 @@ mod packet;
 pub mod report;
 pub mod revocation;
 pub mod scenario;
+pub mod session_memory;
 mod sim;
 pub mod traffic;
 
@@ -32,4 +34,4 @@ pub use member::{EPOCH_SECS, Identity, MTU};
 pub use network::{LinkConfig, Partition};
 pub use report::Report;
 pub use scenario::ScenarioConfig;
-pub use sim::{Member, Sim, SimConfig};
+pub use sim::{Member, Sessions, Sim, SimConfig};

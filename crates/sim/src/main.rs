@@ -3,13 +3,14 @@
 //!
 //! ```text
 //! cargo run -p fjord-sim --release -- --members 100,300 --seed 1 [--loss 0.05]
+//!     [--eager-sessions 32] [--idle-timeout-secs 60]
 //! ```
 
 use std::alloc::System;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use fjord_sim::{LinkConfig, Report, ScenarioConfig, SimConfig, scenario};
+use fjord_sim::{LinkConfig, Report, ScenarioConfig, Sessions, SimConfig, scenario};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
 /// Every allocation is counted, so live heap bytes per member can be read
@@ -34,6 +35,14 @@ struct Args {
     /// Fraction of members behind a NAT of their own (port-preserving).
     #[arg(long, default_value_t = 0.0)]
     nat_fraction: f64,
+    /// Members up to which all meet all (`EagerSessions`); above, sessions
+    /// are on demand.
+    #[arg(long, default_value_t = fjord_mesh::DEFAULT_EAGER_SESSIONS)]
+    eager_sessions: usize,
+    /// Seconds without user traffic after which an on-demand session
+    /// closes (`IdleTimeout`).
+    #[arg(long, default_value_t = fjord_mesh::DEFAULT_IDLE_TIMEOUT.as_secs())]
+    idle_timeout_secs: u64,
     /// Seconds of the window in which traffic at rest is counted (two
     /// minutes hold one rekey of every session: WireGuard's
     /// REKEY_AFTER_TIME).
@@ -62,17 +71,19 @@ fn main() -> anyhow::Result<()> {
     );
     println!("{}", Report::TABLE_HEADER);
     for members in &args.members {
-        let mut config = ScenarioConfig::new(
-            *members,
-            SimConfig {
-                seed: args.seed,
-                link: LinkConfig {
-                    loss: args.loss,
-                    nat_fraction: args.nat_fraction,
-                    ..LinkConfig::default()
-                },
+        let mut sim = SimConfig::new(
+            args.seed,
+            LinkConfig {
+                loss: args.loss,
+                nat_fraction: args.nat_fraction,
+                ..LinkConfig::default()
             },
         );
+        sim.sessions = Sessions {
+            eager: args.eager_sessions,
+            idle_timeout: Duration::from_secs(args.idle_timeout_secs),
+        };
+        let mut config = ScenarioConfig::new(*members, sim);
         config.rest = Duration::from_secs(args.rest_secs);
         config.live_bytes = Some(live_bytes);
         let region = Region::new(ALLOCATOR);

@@ -68,6 +68,7 @@ pub(crate) fn wall_clock(start: Instant) -> WallClock {
 /// (none for the first member).
 pub(crate) fn start_node(
     seed: u64,
+    sessions: crate::sim::Sessions,
     network: &NetworkSecret,
     index: usize,
     start: Instant,
@@ -104,6 +105,8 @@ pub(crate) fn start_node(
         .expect("a certificate for a host prefix");
     let mut config = MeshConfig::new(network.public_key(), certificate, MTU);
     config.host_addresses = vec![identity.host];
+    config.eager_sessions = sessions.eager;
+    config.idle_timeout = sessions.idle_timeout;
     config.bootstrap = bootstrap
         .map(|b| Bootstrap {
             key: b.key,

@@ -12,16 +12,19 @@ use crate::sim::Sim;
 pub struct Newcomer {
     /// Every other member lists it.
     pub known_by_all: Option<Duration>,
-    /// Every other member has a session with it.
+    /// Every other member has a session with it (not waited for when
+    /// sessions are on demand).
     pub met_by_all: Option<Duration>,
-    /// It has a session with every other member.
+    /// It has a session with every other member (likewise).
     pub knows_all: Option<Duration>,
 }
 
 /// Starts a newcomer through member 0 and waits (at most `limit`) until
-/// it is known and met by all, and knows all.
+/// it is known by all and, unless sessions are on demand, met by all and
+/// knows all.
 pub fn joins(sim: &mut Sim, limit: Duration) -> Newcomer {
     let started = sim.now();
+    let on_demand = sim.on_demand(0);
     let newcomer = sim.start_member(Some(0));
     let others = newcomer;
     let mut unknown_at = vec![true; others];
@@ -56,8 +59,7 @@ pub fn joins(sim: &mut Sim, limit: Duration) -> Newcomer {
             }
         }
         figures.known_by_all.is_some()
-            && figures.met_by_all.is_some()
-            && figures.knows_all.is_some()
+            && (on_demand || figures.met_by_all.is_some() && figures.knows_all.is_some())
     });
     figures
 }

@@ -15,10 +15,16 @@ pub struct Report {
     pub loss: f64,
     pub rest: Duration,
     /// From the last member's start until every member knows every
-    /// other with a session (at 100 ms resolution).
+    /// other, with a session unless they are on demand (at 100 ms
+    /// resolution).
     pub full_mesh: Option<Duration>,
+    /// The mesh was past `EagerSessions`: sessions on demand.
+    pub on_demand: bool,
     pub newcomer: Newcomer,
     pub first_packet: FirstPacket,
+    /// From the first send of a packet between two members at rest that
+    /// never spoke to its arrival.
+    pub first_contact: Option<Duration>,
     /// From one member's revocation until no member lists the victim.
     pub revocation: Option<Duration>,
     /// Everything every member sent during the rest window.
@@ -30,6 +36,9 @@ pub struct Report {
     /// Members removed while alive, up to the revocation.
     pub false_evictions: u64,
     pub heap_bytes_per_member: Option<u64>,
+    /// Live heap one session adds at one end, apart from knowing the
+    /// member (measured on demand only).
+    pub heap_bytes_per_session: Option<u64>,
     /// Events the simulator ran (deliveries and timeouts).
     pub events: u64,
 }
@@ -42,14 +51,17 @@ impl Report {
             loss: config.sim.link.loss,
             rest: config.rest,
             full_mesh: None,
+            on_demand: false,
             newcomer: Newcomer::default(),
             first_packet: FirstPacket::default(),
+            first_contact: None,
             revocation: None,
             rest_traffic: Traffic::default(),
             rest_control: ControlKinds::default(),
             sessions_per_member: 0.0,
             false_evictions: 0,
             heap_bytes_per_member: None,
+            heap_bytes_per_session: None,
             events: 0,
         }
     }
@@ -60,8 +72,8 @@ impl Report {
     }
 
     pub const TABLE_HEADER: &'static str = "\
-| members | loss | full mesh after last join | newcomer known by all | newcomer met by all | newcomer knows all | first packet (from send) | revocation reaches all | sessions/member | sent/member/min at rest | of it mesh control | handshakes | keepalives | datagrams/member/min | false evictions | heap/member | events |
-|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
+| members | loss | sessions | all know all after last join | newcomer known by all | newcomer met by all | newcomer knows all | newcomer's first packet (from send) | first packet between members at rest | revocation reaches all | sessions/member | sent/member/min at rest | of it mesh control | handshakes | keepalives | datagrams/member/min | false evictions | heap/member | of it per known member | heap/session | events |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
 
     /// The run's row of the table under [`Report::TABLE_HEADER`].
     pub fn table_row(&self) -> String {
@@ -69,14 +81,16 @@ impl Report {
         let mut row = String::new();
         let _ = write!(
             row,
-            "| {} | {:.0} % | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {:.0} | {} | {} | {} |",
+            "| {} | {:.0} % | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {} |",
             self.members,
             self.loss * 100.0,
+            if self.on_demand { "on demand" } else { "all" },
             time(self.full_mesh),
             time(self.newcomer.known_by_all),
-            time(self.newcomer.met_by_all),
-            time(self.newcomer.knows_all),
+            self.eager_only(self.newcomer.met_by_all),
+            self.eager_only(self.newcomer.knows_all),
             time(self.first_packet.since_first_send),
+            time(self.first_contact),
             time(self.revocation),
             self.sessions_per_member,
             bytes(self.per_member_minute(traffic.total().bytes)),
@@ -87,9 +101,30 @@ impl Report {
             self.false_evictions,
             self.heap_bytes_per_member
                 .map_or("—".to_string(), |b| bytes(b as f64)),
+            self.heap_per_known_member().map_or("—".to_string(), bytes),
+            self.heap_bytes_per_session
+                .map_or("—".to_string(), |b| bytes(b as f64)),
             self.events,
         );
         row
+    }
+
+    /// A member's heap, less its sessions' (when their cost was
+    /// measured), spread over the other members it knows.
+    fn heap_per_known_member(&self) -> Option<f64> {
+        let heap = self.heap_bytes_per_member? as f64;
+        let sessions = self.sessions_per_member * self.heap_bytes_per_session.unwrap_or(0) as f64;
+        let others = self.members.saturating_sub(1).max(1) as f64;
+        Some((heap - sessions).max(0.0) / others)
+    }
+
+    /// A figure only an eager mesh waits for ("—" on demand).
+    fn eager_only(&self, duration: Option<Duration>) -> String {
+        if self.on_demand {
+            "—".to_string()
+        } else {
+            time(duration)
+        }
     }
 
     /// What one member's control bytes at rest are spent on, per minute,
@@ -152,13 +187,7 @@ mod tests {
 
     #[test]
     fn a_row_has_a_cell_for_every_column() {
-        let config = ScenarioConfig::new(
-            3,
-            crate::SimConfig {
-                seed: 1,
-                link: crate::LinkConfig::default(),
-            },
-        );
+        let config = ScenarioConfig::new(3, crate::SimConfig::new(1, crate::LinkConfig::default()));
         let columns = Report::TABLE_HEADER
             .lines()
             .next()

@@ -41,6 +41,37 @@ pub struct SimConfig {
     /// random source.
     pub seed: u64,
     pub link: LinkConfig,
+    /// When members keep sessions (the `[Mesh]` keys of that name).
+    pub sessions: Sessions,
+}
+
+impl SimConfig {
+    /// A mesh on `link`, its sessions as `fjord up` keeps them by default.
+    pub fn new(seed: u64, link: LinkConfig) -> Self {
+        Self {
+            seed,
+            link,
+            sessions: Sessions::default(),
+        }
+    }
+}
+
+/// `EagerSessions` and `IdleTimeout` of every member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sessions {
+    /// Up to this many members, all meet all; above, on demand.
+    pub eager: usize,
+    /// An on-demand session without user traffic this long closes.
+    pub idle_timeout: Duration,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Self {
+            eager: fjord_mesh::DEFAULT_EAGER_SESSIONS,
+            idle_timeout: fjord_mesh::DEFAULT_IDLE_TIMEOUT,
+        }
+    }
 }
 
 /// One member: its node and what it sent.
@@ -85,6 +116,7 @@ impl Ord for InFlight {
 
 pub struct Sim {
     seed: u64,
+    sessions: Sessions,
     network_secret: NetworkSecret,
     /// The simulated clock's origin: every `Instant` is an offset from it.
     start: Instant,
@@ -110,6 +142,7 @@ impl Sim {
         let start = Instant::now();
         Self {
             seed: config.seed,
+            sessions: config.sessions,
             network_secret: member::network_secret(config.seed),
             start,
             now: start,
@@ -145,11 +178,25 @@ impl Sim {
 
     /// Whether member `at` lists member `other` and has a session with it.
     pub fn knows_with_session(&self, at: usize, other: usize) -> bool {
+        self.knows(at, other) && self.in_session(at, other)
+    }
+
+    /// Whether member `at` has a session with member `other` (known or
+    /// not).
+    pub fn in_session(&self, at: usize, other: usize) -> bool {
         let device = self.members[at].node.device();
-        self.knows(at, other)
-            && device
-                .peer_id(&self.members[other].identity.key)
-                .is_some_and(|id| device.peer_has_session(id))
+        device
+            .peer_id(&self.members[other].identity.key)
+            .is_some_and(|id| device.peer_has_session(id))
+    }
+
+    /// Whether member `at`'s mesh is past the eager threshold, so it
+    /// meets members only on demand.
+    pub fn on_demand(&self, at: usize) -> bool {
+        self.members[at]
+            .node
+            .mesh()
+            .is_some_and(fjord_mesh::Mesh::on_demand)
     }
 
     /// Starts the next member now, joining through member `bootstrap`;
@@ -160,6 +207,7 @@ impl Sim {
         let bootstrap = bootstrap.map(|b| self.members[b].identity);
         let (identity, node) = member::start_node(
             self.seed,
+            self.sessions,
             &self.network_secret,
             index,
             self.start,

@@ -34,6 +34,10 @@ pub(super) enum KeyName {
     Domain,
     /// `[Mesh] ExitNode`: the member everything else is routed to.
     ExitNode,
+    /// `[Mesh] EagerSessions`: up to this many members, all meet all.
+    EagerSessions,
+    /// `[Mesh] IdleTimeout`: seconds before an idle on-demand session closes.
+    IdleTimeout,
     /// `[Interface] FallbackPort`: where this node listens for carriers.
     FallbackPort,
     /// `[Peer] FallbackPort`: where the peer listens for carriers.
@@ -48,7 +52,7 @@ pub(super) enum KeyName {
 }
 
 /// Number of [`KeyName`] variants, for per-key tables.
-pub(super) const KEY_COUNT: usize = 33;
+pub(super) const KEY_COUNT: usize = 35;
 
 // `SeenKeys` indexes by discriminant; the last variant must fit.
 const _: () = assert!(KeyName::Groups as usize + 1 == KEY_COUNT);
@@ -80,6 +84,8 @@ const ALL_KEYS: [KeyName; KEY_COUNT] = [
     KeyName::Policy,
     KeyName::Domain,
     KeyName::ExitNode,
+    KeyName::EagerSessions,
+    KeyName::IdleTimeout,
     KeyName::FallbackPort,
     KeyName::PeerFallbackPort,
     KeyName::FallbackCarrier,
@@ -119,6 +125,8 @@ impl KeyName {
             KeyName::Policy => "Policy",
             KeyName::Domain => "Domain",
             KeyName::ExitNode => "ExitNode",
+            KeyName::EagerSessions => "EagerSessions",
+            KeyName::IdleTimeout => "IdleTimeout",
             KeyName::FallbackPort | KeyName::PeerFallbackPort => "FallbackPort",
             KeyName::FallbackCarrier => "FallbackCarrier",
             KeyName::Cipher => "Cipher",
@@ -143,7 +151,9 @@ impl KeyName {
             | KeyName::Bootstrap
             | KeyName::Revocations
             | KeyName::Policy => SectionKind::Mesh,
-            KeyName::Domain | KeyName::ExitNode => SectionKind::Mesh,
+            KeyName::Domain | KeyName::ExitNode | KeyName::EagerSessions | KeyName::IdleTimeout => {
+                SectionKind::Mesh
+            }
             _ => SectionKind::Interface,
         }
     }

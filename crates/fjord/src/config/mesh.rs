@@ -18,6 +18,10 @@
 //! ExitNode = gw                           optional: route everything else to the
 //!                                         member named gw, if its certificate
 //!                                         routes 0.0.0.0/0 or ::/0
+//! EagerSessions = 32                      optional: up to this many members,
+//!                                         all meet all; above, sessions on demand
+//! IdleTimeout = 60                        optional: seconds without user traffic
+//!                                         before an on-demand session closes
 //! ```
 //!
 //! Parsing checks what the text alone can show; [`MeshSection::load`]
@@ -26,6 +30,7 @@
 //! problem` messages.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use fjord_mesh::names::Domain;
 use fjord_mesh::policy::SignedPolicy;
@@ -34,6 +39,7 @@ use fjord_proto::PublicKey;
 
 use super::endpoint::{Endpoint, Resolve};
 use super::error::{ConfigError, Problem, ValueError};
+use super::values::parse_decimal;
 
 /// The `[Mesh]` section. Equal sections name the same settings, wherever
 /// in the file they stand.
@@ -59,7 +65,21 @@ pub struct MeshSection {
     /// `ExitNode`: the certificate name of the member to route everything
     /// without a more specific route to; `None` routes no default prefix.
     pub exit_node: Option<String>,
+    /// `EagerSessions`: up to this many members (this node included),
+    /// every member keeps a session with every other; `None` for
+    /// [`fjord_mesh::DEFAULT_EAGER_SESSIONS`].
+    pub eager_sessions: Option<usize>,
+    /// `IdleTimeout`: how long an on-demand session may carry no user
+    /// traffic before it closes; `None` for
+    /// [`fjord_mesh::DEFAULT_IDLE_TIMEOUT`].
+    pub idle_timeout: Option<Duration>,
 }
+
+/// The largest `EagerSessions`: a mesh this large where all meet all is
+/// past what any node holds.
+pub const MAX_EAGER_SESSIONS: u64 = 100_000;
+/// The longest `IdleTimeout`, in seconds (a day).
+pub const MAX_IDLE_TIMEOUT_SECS: u64 = 86_400;
 
 impl PartialEq for MeshSection {
     fn eq(&self, other: &Self) -> bool {
@@ -71,6 +91,8 @@ impl PartialEq for MeshSection {
             && self.policy == other.policy
             && self.domain == other.domain
             && self.exit_node == other.exit_node
+            && self.eager_sessions == other.eager_sessions
+            && self.idle_timeout == other.idle_timeout
     }
 }
 
@@ -292,6 +314,8 @@ pub(super) struct MeshDraft {
     policy: Option<FileSetting>,
     domain: Option<Domain>,
     exit_node: Option<String>,
+    eager_sessions: Option<usize>,
+    idle_timeout: Option<Duration>,
 }
 
 /// Member lists and network keys are two ways to say who belongs; one
@@ -312,6 +336,8 @@ impl MeshDraft {
             policy: None,
             domain: None,
             exit_node: None,
+            eager_sessions: None,
+            idle_timeout: None,
         }
     }
 
@@ -418,6 +444,37 @@ impl MeshDraft {
         Ok(())
     }
 
+    /// A count of members, 0 (always on demand) to [`MAX_EAGER_SESSIONS`].
+    pub fn set_eager_sessions(&mut self, value: &str) -> Result<(), ValueError> {
+        let members = parse_decimal(value)
+            .ok_or_else(|| ValueError::invalid(value, "a number of members (e.g. 32)"))?;
+        if members > MAX_EAGER_SESSIONS {
+            return Err(ValueError::OutOfRange {
+                value: members,
+                min: 0,
+                max: MAX_EAGER_SESSIONS,
+            });
+        }
+        // At most MAX_EAGER_SESSIONS, which fits any usize.
+        self.eager_sessions = Some(members as usize);
+        Ok(())
+    }
+
+    /// Whole seconds, 1 to [`MAX_IDLE_TIMEOUT_SECS`].
+    pub fn set_idle_timeout(&mut self, value: &str) -> Result<(), ValueError> {
+        let secs = parse_decimal(value)
+            .ok_or_else(|| ValueError::invalid(value, "a number of seconds (e.g. 60)"))?;
+        if !(1..=MAX_IDLE_TIMEOUT_SECS).contains(&secs) {
+            return Err(ValueError::OutOfRange {
+                value: secs,
+                min: 1,
+                max: MAX_IDLE_TIMEOUT_SECS,
+            });
+        }
+        self.idle_timeout = Some(Duration::from_secs(secs));
+        Ok(())
+    }
+
     /// `key@endpoint`, or a comma list of them.
     pub fn add_bootstrap(&mut self, value: &str, resolver: &dyn Resolve) -> Result<(), ValueError> {
         for item in value.split(',').map(str::trim) {
@@ -456,6 +513,8 @@ impl MeshDraft {
             policy: self.policy,
             domain: self.domain,
             exit_node: self.exit_node,
+            eager_sessions: self.eager_sessions,
+            idle_timeout: self.idle_timeout,
         })
     }
 }

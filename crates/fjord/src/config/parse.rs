@@ -511,6 +511,8 @@ impl MeshDraft {
             KeyName::Policy => self.set_policy(value, line),
             KeyName::Domain => self.set_domain(value),
             KeyName::ExitNode => self.set_exit_node(value),
+            KeyName::EagerSessions => self.set_eager_sessions(value),
+            KeyName::IdleTimeout => self.set_idle_timeout(value),
             // Other sections' keys never reach here: `read_line` checks.
             _ => Ok(()),
         }

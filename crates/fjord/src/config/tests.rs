@@ -1399,3 +1399,54 @@ fn mesh_exit_nodes_are_member_names() {
     let typo = parse(&format!("{members}ExitNod = a\n")).unwrap_err();
     assert!(typo.to_string().starts_with("wg0.conf:6: "), "{typo}");
 }
+
+/// `EagerSessions` and `IdleTimeout` are read, written back, default when
+/// absent, and a count or a number of seconds out of range names its line.
+#[test]
+fn mesh_sessions_on_demand_keys_are_counts_and_seconds() {
+    let members = format!(
+        "[Interface]\nPrivateKey = {PRIVATE}\n\n[Mesh]\nMember = {OWN_PUBLIC} alpha 198.19.0.1/32\n"
+    );
+    let config = parse_ok(&format!("{members}EagerSessions = 8\nIdleTimeout = 300\n"));
+    let mesh = config.mesh.as_ref().unwrap();
+    assert_eq!(mesh.eager_sessions, Some(8));
+    assert_eq!(mesh.idle_timeout, Some(std::time::Duration::from_secs(300)));
+    let written = config.to_wg_format();
+    assert!(written.contains("EagerSessions = 8\nIdleTimeout = 300\n"));
+    assert_eq!(parse_ok(&written).mesh, config.mesh);
+    let defaults = parse_ok(&members).mesh.unwrap();
+    assert_eq!(
+        (defaults.eager_sessions, defaults.idle_timeout),
+        (None, None)
+    );
+    // Zero members: sessions always on demand.
+    assert_eq!(
+        parse_ok(&format!("{members}EagerSessions = 0\n"))
+            .mesh
+            .and_then(|mesh| mesh.eager_sessions),
+        Some(0)
+    );
+    for (line, expected) in [
+        (
+            "EagerSessions = many",
+            "wg0.conf:6: EagerSessions: 'many' is not a number of members",
+        ),
+        (
+            "EagerSessions = 100001",
+            "wg0.conf:6: EagerSessions: 100001 is out of range (0 to 100000)",
+        ),
+        (
+            "IdleTimeout = 1m",
+            "wg0.conf:6: IdleTimeout: '1m' is not a number of seconds",
+        ),
+        (
+            "IdleTimeout = 0",
+            "wg0.conf:6: IdleTimeout: 0 is out of range (1 to 86400)",
+        ),
+    ] {
+        let error = parse(&format!("{members}{line}\n")).unwrap_err();
+        assert!(error.to_string().starts_with(expected), "{error}");
+    }
+    let twice = parse(&format!("{members}IdleTimeout = 5\nIdleTimeout = 6\n")).unwrap_err();
+    assert!(twice.to_string().starts_with("wg0.conf:7: "), "{twice}");
+}

@@ -124,6 +124,12 @@ pub(super) fn to_wg_format(config: &Config) -> Zeroizing<String> {
         if let Some(exit_node) = &mesh.exit_node {
             line(&mut out, "ExitNode", exit_node);
         }
+        if let Some(members) = mesh.eager_sessions {
+            line(&mut out, "EagerSessions", members);
+        }
+        if let Some(timeout) = mesh.idle_timeout {
+            line(&mut out, "IdleTimeout", timeout.as_secs());
+        }
     }
     out
 }

@@ -42,7 +42,7 @@ impl Collector for InterfaceCollector {
 }
 
 /// Path names of a member's `fjord_member_path` gauge, one of them 1.
-const MEMBER_PATHS: [&str; 4] = ["direct", "relay", "fallback", "connecting"];
+const MEMBER_PATHS: [&str; 5] = ["direct", "relay", "fallback", "connecting", "on-demand"];
 
 type Labels<'a> = Vec<(&'static str, &'a str)>;
 
@@ -217,7 +217,7 @@ fn encode_members(status: &InterfaceStatus, encoder: &mut DescriptorEncoder) -> 
         .collect();
     let mut path = encoder.encode_descriptor(
         "fjord_member_path",
-        "How data reaches the member: 1 for the current path (direct, relay, fallback or connecting), 0 for the others.",
+        "How data reaches the member: 1 for the current path (direct, relay, fallback, connecting, or on-demand: no session kept), 0 for the others.",
         None,
         MetricType::Gauge,
     )?;

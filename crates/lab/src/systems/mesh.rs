@@ -122,6 +122,9 @@ pub enum MemberPath {
     Relayed { via: String },
     /// Known, but no session yet.
     Connecting,
+    /// Known, no session kept: sessions are on demand (a large mesh) and
+    /// the first packet for the member opens one.
+    OnDemand,
     /// A path this lab does not know.
     Other,
 }
@@ -131,6 +134,7 @@ impl From<String> for MemberPath {
         match path.as_str() {
             "direct" => Self::Direct,
             "connecting" => Self::Connecting,
+            "on-demand" => Self::OnDemand,
             relayed if relayed.starts_with("relay ") => Self::Relayed {
                 via: relayed["relay ".len()..].to_string(),
             },

@@ -71,6 +71,7 @@ impl Mesh {
         // Only a joining node asks for the list, so a join costs one list,
         // not one from every member that greets the newcomer.
         if wants_members {
+            self.joined_through_us.insert(key);
             let everyone: Vec<PublicKey> = self.members.keys().copied().collect();
             self.send_members(key, everyone.iter().filter(|k| **k != key));
             // A joiner that predates revocation digests gets them this way.

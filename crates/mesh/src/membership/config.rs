@@ -71,7 +71,22 @@ pub struct MeshConfig {
     /// route to (`ExitNode` in `[Mesh]`), if its certificate routes a
     /// default prefix. None by default: no member gets a default route.
     pub exit_node: Option<String>,
+    /// Up to this many members (this node included), every member keeps
+    /// a session with every other, met as soon as it is learned
+    /// (`EagerSessions` in `[Mesh]`; default 32: paths are ready before
+    /// the first packet, at a cost that grows with the network). Above
+    /// it, sessions are on demand (`on_demand.rs`).
+    pub eager_sessions: usize,
+    /// An on-demand session without user traffic for this long is closed
+    /// (`IdleTimeout` in `[Mesh]`; default 60 s: shorter saves pings and
+    /// rekeys, longer saves a handshake when traffic comes back).
+    pub idle_timeout: Duration,
 }
+
+/// [`MeshConfig::eager_sessions`]'s default.
+pub const DEFAULT_EAGER_SESSIONS: usize = 32;
+/// [`MeshConfig::idle_timeout`]'s default.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl MeshConfig {
     /// `certificate` is our own record: signed by the network, or our
@@ -89,6 +104,8 @@ impl MeshConfig {
             verify_timeout: Duration::from_secs(10),
             max_message_bytes: mtu,
             exit_node: None,
+            eager_sessions: DEFAULT_EAGER_SESSIONS,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
     }
 }
@@ -186,6 +203,9 @@ pub struct MemberStatus {
     pub direct: bool,
     /// The member whose relay carries our session with it, if any.
     pub relay: Option<PublicKey>,
+    /// Sessions are on demand and none is kept or being opened with it:
+    /// the first packet for it opens one (`on_demand.rs`).
+    pub on_demand: bool,
     pub rtt: Option<Duration>,
     pub last_heard: Instant,
     pub expires_at: u64,
@@ -220,11 +240,15 @@ pub struct MeshCounters {
     pub policy_transfers_failed: u64,
     /// Policy chunks of no transfer in progress, or that did not fit it.
     pub policy_chunks_dropped: u64,
+    /// Sessions opened on demand, for a first packet (`on_demand.rs`).
+    pub sessions_on_demand: u64,
+    /// On-demand sessions closed after `idle_timeout` without traffic.
+    pub sessions_idle_closed: u64,
 }
 
 impl MeshCounters {
     /// Each counter with the name `fjord show` gives it.
-    pub fn named(&self) -> [(&'static str, u64); 16] {
+    pub fn named(&self) -> [(&'static str, u64); 18] {
         [
             ("members_learned", self.members_learned),
             ("members_removed", self.members_removed),
@@ -239,6 +263,8 @@ impl MeshCounters {
             ("traversals_failed", self.traversals_failed),
             ("relays_offered", self.relays_offered),
             ("relays_left", self.relays_left),
+            ("sessions_on_demand", self.sessions_on_demand),
+            ("sessions_idle_closed", self.sessions_idle_closed),
             ("malformed", self.malformed),
             ("refused_certificates", self.refused_certificates),
             ("not_a_member", self.not_a_member),

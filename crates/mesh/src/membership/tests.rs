@@ -50,6 +50,8 @@ struct Sim {
     policy_chunk_loss: Option<u64>,
     /// Policy chunks sent so far, lost ones included.
     policy_chunks: u64,
+    /// `eager_sessions` of the nodes joining next, if not the default.
+    eager_sessions: Option<usize>,
 }
 
 fn key(index: u16) -> PrivateKey {
@@ -77,6 +79,7 @@ impl Sim {
             connected: Vec::new(),
             policy_chunk_loss: None,
             policy_chunks: 0,
+            eager_sessions: None,
         }
     }
 
@@ -146,6 +149,9 @@ impl Sim {
         bootstrap: Option<u16>,
     ) -> Mesh {
         let mut config = MeshConfig::new(trust, certificate, 1420);
+        if let Some(eager_sessions) = self.eager_sessions {
+            config.eager_sessions = eager_sessions;
+        }
         config.bootstrap = bootstrap
             .map(|b| Bootstrap {
                 key: key(b).public_key(),
@@ -371,6 +377,8 @@ impl Sim {
 #[test]
 fn a_hundred_nodes_with_one_bootstrap_each_learn_everyone() {
     let mut sim = Sim::new();
+    // Every member meets every other (`eager_sessions`), as a small mesh.
+    sim.eager_sessions = Some(100);
     sim.join(0, None);
     for index in 1..100 {
         // Each joins through some earlier node, not always the first.
@@ -401,6 +409,39 @@ fn a_hundred_nodes_with_one_bootstrap_each_learn_everyone() {
         );
         assert_eq!(node.mesh.counters().refused_certificates, 0);
     }
+}
+
+#[test]
+fn a_hundred_nodes_on_demand_learn_everyone_and_meet_only_whom_membership_needs() {
+    let mut sim = Sim::new();
+    sim.join(0, None);
+    for index in 1..100 {
+        sim.join(index, Some(index / 3));
+        sim.advance(Duration::from_millis(50));
+    }
+    // Past the eager threshold a newcomer is announced to the members in
+    // session with its bootstrap member, and floods on from there; a
+    // member whose introducer knew a partner of its only from gossip
+    // waits for the introducer to meet it first.
+    sim.advance(Duration::from_secs(20));
+    assert!(sim.converged(), "not converged 20 s after the joins");
+    // Members that joined past the threshold met their bootstrap member,
+    // those that joined through them and their gossip partners; the
+    // earlier ones met everyone while the mesh was small (closing those
+    // sessions when idle is the node's part).
+    // Meetings for introductions count too; the node closes those
+    // sessions once idle.
+    let mut met_total = 0;
+    for index in 40..100 {
+        let node = &sim.nodes[&key(index).public_key()];
+        assert!(node.mesh.on_demand());
+        met_total += node.mesh.members().filter(|m| m.direct).count();
+    }
+    assert!(
+        met_total / 60 <= 15,
+        "{} members met on average",
+        met_total / 60
+    );
 }
 
 #[test]
@@ -664,7 +705,30 @@ fn members_from_a_list_learn_everyone_through_one_bootstrap() {
     let mut sim = Sim::new();
     let list: Vec<Certificate> = (0..4).map(listed).collect();
     listed_mesh(&mut sim, &list, 4);
-    sim.advance(Duration::from_secs(5));
+    for second in 0..200 {
+        if sim.converged() {
+            eprintln!("converged at {second}");
+            break;
+        }
+        if second % 10 == 0 {
+            let missing: Vec<(usize, usize)> = (0..100u16)
+                .flat_map(|a| (0..100u16).map(move |b| (a, b)))
+                .filter(|(a, b)| {
+                    a != b
+                        && !sim.nodes[&key(*a).public_key()]
+                            .mesh
+                            .is_member(&key(*b).public_key())
+                })
+                .map(|(a, b)| (a as usize, b as usize))
+                .collect();
+            eprintln!(
+                "{second}: {} missing, e.g. {:?}",
+                missing.len(),
+                &missing[..missing.len().min(10)]
+            );
+        }
+        sim.advance(Duration::from_secs(1));
+    }
     assert!(sim.converged(), "not converged 5 s after the joins");
     for (me, node) in &sim.nodes {
         let mut routed: Vec<(PublicKey, Vec<Cidr>)> = node

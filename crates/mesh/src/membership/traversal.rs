@@ -109,6 +109,9 @@ pub(super) struct Traversal {
     connect: Option<(Instant, Vec<SocketAddr>)>,
     /// The relay our session with this member goes through.
     relay: Option<PublicKey>,
+    /// Traffic asked for a session (`on_demand.rs`): the attempts go on
+    /// even where membership would not meet this member.
+    requested: bool,
 }
 
 impl Traversal {
@@ -122,6 +125,31 @@ impl Traversal {
 
     pub(super) fn connect_at(&self) -> Option<Instant> {
         self.connect.as_ref().map(|(at, _)| *at)
+    }
+
+    /// Whether no attempt was made yet (since the last meeting).
+    pub(super) fn not_attempted(&self) -> bool {
+        self.attempts == 0
+    }
+
+    /// An attempt due at `at` (keeping the introducer).
+    pub(super) fn plan(&mut self, at: Instant) {
+        self.due = Some(at);
+    }
+
+    /// Traffic asks for a session: attempts go on until one is up.
+    pub(super) fn request(&mut self) {
+        self.requested = true;
+    }
+
+    /// The session closed: no attempt planned, no relay, the next
+    /// meeting starts from the first attempt (the introducer is kept).
+    pub(super) fn forget_path(&mut self) {
+        self.requested = false;
+        self.attempts = 0;
+        self.due = None;
+        self.connect = None;
+        self.relay = None;
     }
 }
 
@@ -138,6 +166,9 @@ impl Mesh {
         // and a hundred introductions in one burst overflow the
         // introducer's socket.
         let spread = Duration::from_millis(self.next_random() % PUNCH_SPREAD_MILLIS);
+        // In a large mesh, most members are met only when traffic asks
+        // (`on_demand.rs`); the introducer is kept for then.
+        let meet_now = self.needs_session(&member);
         let Some(state) = self.members.get_mut(&member) else {
             return;
         };
@@ -145,6 +176,9 @@ impl Mesh {
             return;
         }
         state.traversal.introducer = Some(introducer);
+        if !meet_now {
+            return;
+        }
         let due = now + PUNCH_AFTER + spread;
         state.traversal.due = Some(due);
         self.reschedule(member);
@@ -208,9 +242,17 @@ impl Mesh {
     /// direct path that may open later.
     pub(super) fn attempt(&mut self, now: Instant, member: PublicKey) {
         let introducer = self.reachable_introducer(&member);
+        let needed = self.needs_session(&member);
         let Some(state) = self.members.get_mut(&member) else {
             return;
         };
+        // Planned while the mesh was small (or while a joiner's list was
+        // still arriving), and no longer needed: met when traffic asks.
+        if !needed && !state.traversal.requested && !state.direct {
+            state.traversal.due = None;
+            state.traversal.connect = None;
+            return;
+        }
         state.traversal.attempts = state.traversal.attempts.saturating_add(1);
         let attempts = state.traversal.attempts;
         let relayed = state.traversal.relay.is_some();
@@ -256,21 +298,52 @@ impl Mesh {
 
     /// The member's introducer if it speaks to us, else any member that
     /// does (the introducer may have left).
+    /// In a large mesh, the introducer that told us of a member may know
+    /// it only from gossip too (no session to introduce through), so
+    /// attempts alternate between it and a bootstrap member of ours,
+    /// which keeps a session with every member that joined through it.
     fn reachable_introducer(&self, member: &PublicKey) -> Option<PublicKey> {
         let state = self.members.get(member)?;
-        state
-            .traversal
-            .introducer
-            .filter(|key| self.members.get(key).is_some_and(|m| m.direct))
-            .or_else(|| self.direct_members().find(|key| key != member))
+        let is_direct =
+            |key: &PublicKey| key != member && self.members.get(key).is_some_and(|m| m.direct);
+        let recorded = state.traversal.introducer.filter(is_direct);
+        let bootstrap = self.bootstrap.iter().copied().find(is_direct);
+        let preferred = match (recorded, bootstrap) {
+            (Some(recorded), Some(bootstrap)) if self.on_demand() => {
+                Some(if state.traversal.attempts % 2 == 1 {
+                    bootstrap
+                } else {
+                    recorded
+                })
+            }
+            (recorded, bootstrap) if self.on_demand() => bootstrap.or(recorded),
+            (recorded, _) => recorded,
+        };
+        preferred.or_else(|| self.direct_members().find(|key| key != member))
     }
 
     /// `from` asks us to introduce it to `peer`.
-    pub(super) fn introduce(&mut self, from: PublicKey, peer: PublicKey, predict_ports: bool) {
+    pub(super) fn introduce(
+        &mut self,
+        now: Instant,
+        from: PublicKey,
+        peer: PublicKey,
+        predict_ports: bool,
+    ) {
         let (Some(asker), Some(target)) = (self.members.get(&from), self.members.get(&peer)) else {
             return;
         };
-        if from == peer || !target.direct {
+        if from == peer {
+            return;
+        }
+        if !target.direct {
+            // On demand we may know `peer` from gossip alone: we meet it
+            // (through our own introducers, as for traffic), and the
+            // asker's next attempt, a second or so later, finds us in
+            // session with both.
+            if self.on_demand() {
+                self.request_session(now, peer);
+            }
             return;
         }
         let asker_endpoints = asker.endpoints.clone();

@@ -70,7 +70,9 @@ pub(super) struct MeshDriver {
     /// Peers the mesh created or confirmed, so only these lose their
     /// routes when a certificate changes and are removed when a member
     /// goes. Configured peers keep theirs.
-    managed: HashSet<PeerId>,
+    pub(super) managed: HashSet<PeerId>,
+    /// Held packets and idle sessions (`on_demand.rs`).
+    pub(super) on_demand: super::on_demand::OnDemand,
     /// Each member's path MTU search (`pmtu.rs`).
     pub(super) pmtu: PathMtuTable,
     /// Sealed probes waiting for `poll_transmit`.
@@ -90,6 +92,7 @@ impl Node {
             relays: RelayTable::default(),
             forwards: VecDeque::new(),
             managed: HashSet::new(),
+            on_demand: Default::default(),
             pmtu: PathMtuTable::new(self.device.mtu()),
             probes: VecDeque::new(),
         });
@@ -220,10 +223,14 @@ impl Node {
 
     pub(super) fn mesh_deadline(&self) -> Option<Instant> {
         let driver = self.mesh.as_ref()?;
-        match (driver.mesh.poll_timeout(), driver.pmtu.poll_timeout()) {
-            (Some(mesh), Some(pmtu)) => Some(mesh.min(pmtu)),
-            (mesh, pmtu) => mesh.or(pmtu),
-        }
+        [
+            driver.mesh.poll_timeout(),
+            driver.pmtu.poll_timeout(),
+            driver.on_demand.deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     pub(super) fn mesh_timeout(&mut self, now: Instant) {
@@ -257,10 +264,13 @@ impl Node {
             self.fallback_observe(now, &event);
             match &event {
                 Event::HandshakeCompleted { peer, .. } => {
-                    if let Some(key) = self.device.peer_public_key(*peer) {
-                        driver.mesh.handle_session(now, *key);
+                    if let Some(key) = self.device.peer_public_key(*peer).copied() {
+                        driver.mesh.handle_session(now, key);
+                        // On demand, only members in session are probed.
+                        self.track_path(now, &mut driver, &key, *peer);
                     }
                     driver.pmtu.handle_session(now, *peer);
+                    self.on_demand_session(now, &mut driver, *peer);
                 }
                 Event::UnknownPeerAdmitted { public_key, .. } => {
                     driver.mesh.handle_unverified(now, *public_key);
@@ -275,6 +285,7 @@ impl Node {
             }
             self.seen_events.push_back(event);
         }
+        self.close_idle_sessions(now, &mut driver);
         while let Some(action) = driver.mesh.poll_action() {
             self.apply(now, &mut driver, action);
         }

@@ -32,12 +32,14 @@
 mod fallback;
 mod firewall;
 mod membership;
+mod on_demand;
 mod pmtu;
 mod switching;
 mod too_big;
 
 pub use fallback::CarrierCommand;
 pub use membership::{PUNCH_DATAGRAM, PUNCH_TTL};
+pub use on_demand::MAX_HELD_PACKETS;
 pub use switching::{InnerLayout, ModeMismatch, PeerSends};
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -158,6 +160,7 @@ impl Node {
         self.firewall_forget(id);
         self.peer_groups.remove(&id);
         self.forget_path(id);
+        self.forget_on_demand(id);
         self.fallback_forget(id);
         self.forget_switch_peer(id);
         self.clear_allowed_ips(id);
@@ -174,6 +177,7 @@ impl Node {
         let ids: Vec<PeerId> = self.device.peer_ids().collect();
         for id in ids {
             self.forget_path(id);
+            self.forget_on_demand(id);
             self.fallback_forget(id);
             self.forget_switch_peer(id);
             self.device.remove_peer(id);
@@ -259,6 +263,9 @@ impl Node {
             Some(peer) => {
                 if let Some(reason) = self.police_outbound(now, peer, buf, len) {
                     return Outgoing::Done(Sent::Dropped(reason));
+                }
+                if let Some(held) = self.hold_for_session(now, peer, buf, len) {
+                    return Outgoing::Done(held);
                 }
                 if len > self.path_limit(peer)
                     && let Some(dropped) = self.too_big(now, peer, buf, len)
@@ -386,15 +393,21 @@ impl Node {
                 }
             };
         }
-        check_source(
+        let refused = check_source(
             &self.routes,
             self.switch.as_mut(),
             &mut self.mismatches,
             &mut self.drops,
             &received,
         )
-        .or_else(|| self.police_inbound(now, &received, datagram, decompressed))
-        .map_or(received, Received::Dropped)
+        .or_else(|| self.police_inbound(now, &received, datagram, decompressed));
+        if refused.is_none()
+            && let (Received::Data { peer, .. } | Received::Decompressed { peer, .. }, Some(driver)) =
+                (&received, self.mesh.as_mut())
+        {
+            driver.on_demand.note_used(*peer, now);
+        }
+        refused.map_or(received, Received::Dropped)
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -426,6 +439,7 @@ impl Node {
         self.pump_fallback(now);
         self.poll_forward(buf)
             .or_else(|| self.device.poll_transmit(buf))
+            .or_else(|| self.poll_held(buf))
             .or_else(|| self.poll_punch(buf))
             .or_else(|| self.poll_probe(buf))
     }

@@ -94,8 +94,9 @@ impl Node {
         }
     }
 
-    /// Tracks an admitted member's path; a bootstrap peer is admitted
-    /// before its certificate is checked and is tracked once it is.
+    /// Tracks an admitted member's path (a member in session, already
+    /// tracked, is left as it is); a bootstrap peer is admitted before
+    /// its certificate is checked and is tracked once it is.
     pub(super) fn track_path(
         &mut self,
         now: Instant,
@@ -104,6 +105,11 @@ impl Node {
         id: PeerId,
     ) {
         if !driver.mesh.is_member(key) {
+            return;
+        }
+        // On demand, a member is probed only while in session: its path
+        // is what the session uses, and an unmet member has none.
+        if driver.mesh.on_demand() && !self.device.peer_has_session(id) {
             return;
         }
         let family = self

@@ -193,6 +193,18 @@ impl Device {
         });
     }
 
+    /// Closes the peer's sessions on purpose (fjord closes a session
+    /// idle for its timeout): keys erased as by [`Device::end_sessions`],
+    /// and its timers cleared, so no keepalive or handshake follows; the
+    /// next packet for the peer starts a handshake.
+    pub fn close_sessions(&mut self, id: PeerId) {
+        self.with_peer(id, |peer, ctx| {
+            peer.erase_keys(ctx);
+            peer.timers.clear();
+            peer.last_initiation_sent = None;
+        });
+    }
+
     pub fn send_extension(&mut self, id: PeerId, now: Instant, payload: &[u8]) {
         self.with_peer(id, |peer, ctx| peer.send_extension(id, now, payload, ctx));
     }
