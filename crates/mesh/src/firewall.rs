@@ -112,10 +112,22 @@ struct EnforcedPeer {
     identity: Identity,
     flows: PeerFlows,
     fragmented: PassedDatagrams,
+    /// By direction (`opener` index): the flow its last packet belonged
+    /// to, admitted in that second under that generation. The next
+    /// packet of the same flow in the same second passes on a compare,
+    /// without the table: its `last_seen` already says this second.
+    recent: [Option<RecentFlow>; 2],
     /// The rules a flow between this peer and us can match, by opener
     /// (`Side::index`), and the generation they were taken at: a policy
     /// of teams and services asks a new flow about a few rules, not all.
     candidates: Option<(u32, [Vec<u16>; 2])>,
+}
+
+#[derive(Clone, Copy)]
+struct RecentFlow {
+    key: FlowKey,
+    secs: u32,
+    generation: u32,
 }
 
 impl EnforcedPeer {
@@ -242,6 +254,7 @@ impl Firewall {
                     identity,
                     flows: PeerFlows::default(),
                     fragmented: PassedDatagrams::default(),
+                    recent: [None; 2],
                     candidates: None,
                 })),
             };
@@ -273,14 +286,27 @@ impl Firewall {
             Direction::Inbound => (FlowKey::inbound(&tuple), Side::Them),
             Direction::Outbound => (FlowKey::outbound(&tuple), Side::Us),
         };
+        let recent = RecentFlow {
+            key,
+            secs: now_secs,
+            generation: self.generation,
+        };
+        let slot = opener.index();
         let admitted = 'decided: {
-            // The common case first: a packet of a flow tracked under the
+            // The common cases first: the flow of this direction's last
+            // packet, in the same second; then any flow tracked under the
             // policy in force.
+            if enforced.recent[slot].is_some_and(|last| {
+                last.key == key && last.secs == now_secs && last.generation == self.generation
+            }) {
+                break 'decided true;
+            }
             let tracked = enforced.flows.get(&key, now_secs);
             if let Some(entry) = tracked
                 && entry.generation == self.generation
             {
                 entry.touch(now_secs);
+                enforced.recent[slot] = Some(recent);
                 break 'decided true;
             }
             enforced.refresh_candidates(&self.policy, &self.local, self.generation);
@@ -297,11 +323,13 @@ impl Firewall {
                 {
                     entry.generation = self.generation;
                     entry.touch(now_secs);
+                    enforced.recent[slot] = Some(recent);
                     break 'decided true;
                 }
                 // The rule that let it open is gone; this packet may still
                 // open the flow the other way.
                 enforced.flows.remove(&key);
+                enforced.recent = [None; 2];
             }
             let Some(rule) = checked.allows(&tuple, opener) else {
                 break 'decided false;
@@ -315,7 +343,10 @@ impl Firewall {
                     .insert(key, opener, self.generation, now_secs, self.flows_per_side);
             if inserted == Inserted::Evicted {
                 self.evicted_flows += 1;
+                // The evicted flow may be a recent one.
+                enforced.recent = [None; 2];
             }
+            enforced.recent[slot] = Some(recent);
             true
         };
         if admitted && let Some(datagram) = datagram {
