@@ -154,12 +154,27 @@ impl Lab {
     /// Starts host `index`'s sshd (again, after a test killed it).
     fn start_sshd(&mut self, index: usize) {
         let config = self.dir.join(format!("sshd_{}", ["a", "b"][index]));
+        let empty_rc = self.dir.join("empty_bashrc");
+        write(&empty_rc, "");
         let namespace = &self.hosts[index].namespace;
+        // Each login runs the user's shell, and bash run by sshd reads
+        // ~/.bashrc even for a plain command. This machine's runs `pyenv
+        // rehash`, which takes a lock: the lab's concurrent commands then
+        // wait on each other for up to a minute each. A host's sshd sees
+        // an empty ~/.bashrc, bound over the real one in the mount
+        // namespace `ip netns exec` gives it, so nothing else sees it.
         let sshd = namespace
             .spawn(
                 namespace
-                    .command(SSHD)
-                    .args(["-D", "-e", "-f"])
+                    .command("sh")
+                    .arg("-c")
+                    .arg(
+                        "[ -f \"$HOME/.bashrc\" ] && mount --bind \"$1\" \"$HOME/.bashrc\"; \
+                         exec \"$2\" -D -e -f \"$3\"",
+                    )
+                    .arg("sh")
+                    .arg(&empty_rc)
+                    .arg(SSHD)
                     .arg(&config)
                     .stdin(Stdio::null())
                     .stdout(Stdio::null())
