@@ -32,7 +32,7 @@ pub mod packet;
 mod tests;
 
 use std::net::IpAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use fjord_proto::PeerId;
 
@@ -41,7 +41,7 @@ use crate::cidr::Cidr;
 use crate::policy::{Named, Party, Policy, RuleIndex};
 use flows::{FlowKey, Inserted, PeerFlows, Side};
 use fragments::PassedDatagrams;
-use packet::{Packet, Tuple};
+use packet::{Packet, Signature, Tuple};
 
 /// Flows each peer may hold in each share (those it opened, those this
 /// member opened toward it) before its oldest go.
@@ -112,10 +112,11 @@ struct EnforcedPeer {
     identity: Identity,
     flows: PeerFlows,
     fragmented: PassedDatagrams,
-    /// By direction (`opener` index): the flow its last packet belonged
-    /// to, admitted in that second under that generation. The next
-    /// packet of the same flow in the same second passes on a compare,
-    /// without the table: its `last_seen` already says this second.
+    /// By direction (`opener` index): the signature of its last TCP or
+    /// UDP packet that passed, in that second under that generation. The
+    /// next packet of the same flow in the same second passes on a
+    /// compare of raw header bytes, without reading the header or the
+    /// table: its flow's `last_seen` already says this second.
     recent: [Option<RecentFlow>; 2],
     /// The rules a flow between this peer and us can match, by opener
     /// (`Side::index`), and the generation they were taken at: a policy
@@ -125,7 +126,7 @@ struct EnforcedPeer {
 
 #[derive(Clone, Copy)]
 struct RecentFlow {
-    key: FlowKey,
+    signature: Signature,
     secs: u32,
     generation: u32,
 }
@@ -169,6 +170,10 @@ pub struct Firewall {
     flows_by_rule: Vec<u64>,
     evicted_flows: u64,
     epoch: Instant,
+    /// The whole seconds since `epoch` that `now` last fell in, and when
+    /// that second starts and ends: the clock read per packet is two
+    /// compares most of the time.
+    second: (u32, Instant, Instant),
     next_sweep_secs: u32,
     flows_per_side: usize,
 }
@@ -183,6 +188,7 @@ impl Firewall {
             peers: Vec::new(),
             evicted_flows: 0,
             epoch: now,
+            second: (0, now, now + Duration::from_secs(1)),
             next_sweep_secs: SWEEP_INTERVAL_SECS,
             flows_per_side: FLOWS_PER_PEER_SIDE,
         }
@@ -242,6 +248,37 @@ impl Firewall {
         packet: &[u8],
         identify: impl FnOnce() -> Scope,
     ) -> bool {
+        let now_secs = self.seconds(now);
+        // The common cases inline, without the rest's stack frame: a peer
+        // outside the policy, and the next packet of this direction's
+        // last flow in the same second.
+        match self.peers.get(peer.index()) {
+            Some(PeerSlot::Exempt) => return true,
+            Some(PeerSlot::Enforced(enforced)) => {
+                let recent = enforced.recent[Side::opening(direction).index()];
+                if let Some(last) = recent
+                    && last.secs == now_secs
+                    && last.generation == self.generation
+                    && packet::signature(packet) == Some(last.signature)
+                {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+        self.admits_read(now_secs, direction, peer, packet, identify)
+    }
+
+    /// [`Firewall::admits`] past its common cases: the packet is read.
+    #[inline(never)]
+    fn admits_read(
+        &mut self,
+        now_secs: u32,
+        direction: Direction,
+        peer: PeerId,
+        packet: &[u8],
+        identify: impl FnOnce() -> Scope,
+    ) -> bool {
         let index = peer.index();
         if index >= self.peers.len() {
             self.peers.resize_with(index + 1, || PeerSlot::Unknown);
@@ -262,7 +299,14 @@ impl Firewall {
         let PeerSlot::Enforced(enforced) = slot else {
             return true;
         };
-        let now_secs = now.saturating_duration_since(self.epoch).as_secs() as u32;
+        let opener = Side::opening(direction);
+        let slot = opener.index();
+        let signature = packet::signature(packet);
+        let recent = signature.map(|signature| RecentFlow {
+            signature,
+            secs: now_secs,
+            generation: self.generation,
+        });
         let (tuple, datagram) = match packet::read(packet) {
             Packet::Flow(tuple) => (tuple, None),
             Packet::FirstFragment { tuple, datagram } => (tuple, Some(datagram)),
@@ -282,31 +326,18 @@ impl Firewall {
             }
             Packet::Unreadable => return false,
         };
-        let (key, opener) = match direction {
-            Direction::Inbound => (FlowKey::inbound(&tuple), Side::Them),
-            Direction::Outbound => (FlowKey::outbound(&tuple), Side::Us),
+        let key = match direction {
+            Direction::Inbound => FlowKey::inbound(&tuple),
+            Direction::Outbound => FlowKey::outbound(&tuple),
         };
-        let recent = RecentFlow {
-            key,
-            secs: now_secs,
-            generation: self.generation,
-        };
-        let slot = opener.index();
         let admitted = 'decided: {
-            // The common cases first: the flow of this direction's last
-            // packet, in the same second; then any flow tracked under the
-            // policy in force.
-            if enforced.recent[slot].is_some_and(|last| {
-                last.key == key && last.secs == now_secs && last.generation == self.generation
-            }) {
-                break 'decided true;
-            }
+            // Then any flow tracked under the policy in force.
             let tracked = enforced.flows.get(&key, now_secs);
             if let Some(entry) = tracked
                 && entry.generation == self.generation
             {
                 entry.touch(now_secs);
-                enforced.recent[slot] = Some(recent);
+                enforced.recent[slot] = recent;
                 break 'decided true;
             }
             enforced.refresh_candidates(&self.policy, &self.local, self.generation);
@@ -323,7 +354,7 @@ impl Firewall {
                 {
                     entry.generation = self.generation;
                     entry.touch(now_secs);
-                    enforced.recent[slot] = Some(recent);
+                    enforced.recent[slot] = recent;
                     break 'decided true;
                 }
                 // The rule that let it open is gone; this packet may still
@@ -346,7 +377,7 @@ impl Firewall {
                 // The evicted flow may be a recent one.
                 enforced.recent = [None; 2];
             }
-            enforced.recent[slot] = Some(recent);
+            enforced.recent[slot] = recent;
             true
         };
         if admitted && let Some(datagram) = datagram {
@@ -355,9 +386,22 @@ impl Firewall {
         admitted
     }
 
+    /// Whole seconds from the epoch to `now`.
+    #[inline]
+    fn seconds(&mut self, now: Instant) -> u32 {
+        let (secs, starts, ends) = self.second;
+        if now >= starts && now < ends {
+            return secs;
+        }
+        let secs = now.saturating_duration_since(self.epoch).as_secs() as u32;
+        let starts = self.epoch + Duration::from_secs(u64::from(secs));
+        self.second = (secs, starts, starts + Duration::from_secs(1));
+        secs
+    }
+
     /// Removes timed-out flows when a sweep is due; cheap otherwise.
     pub fn sweep(&mut self, now: Instant) {
-        let now_secs = now.saturating_duration_since(self.epoch).as_secs() as u32;
+        let now_secs = self.seconds(now);
         if now_secs < self.next_sweep_secs {
             return;
         }

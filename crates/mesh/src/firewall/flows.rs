@@ -37,6 +37,14 @@ pub enum Side {
 }
 
 impl Side {
+    /// Who would have opened the flow of a packet going `direction`.
+    pub(super) fn opening(direction: super::Direction) -> Self {
+        match direction {
+            super::Direction::Inbound => Self::Them,
+            super::Direction::Outbound => Self::Us,
+        }
+    }
+
     pub(super) fn index(self) -> usize {
         match self {
             Self::Us => 0,

@@ -103,6 +103,54 @@ impl Header<'_> {
     }
 }
 
+/// The header bytes that name a whole TCP or UDP packet's flow, as they
+/// travel: two packets with equal signatures read as equal
+/// [`Packet::Flow`]s. Taken without parsing the header, so the firewall
+/// passes the next packet of a bulk transfer on a compare; anything else
+/// (options, extension headers, fragments, ICMP) has none and is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signature {
+    /// Protocol; addresses (bytes 12..20); ports.
+    V4(u8, [u8; 8], [u8; 4]),
+    /// Next header; addresses (bytes 8..40); ports.
+    V6(u8, [u8; 32], [u8; 4]),
+}
+
+/// `bytes`' [`Signature`], if it is a whole TCP or UDP packet with no
+/// IPv4 options or IPv6 extension headers.
+#[inline]
+pub fn signature(bytes: &[u8]) -> Option<Signature> {
+    let is_transport = |protocol| protocol == TCP || protocol == UDP;
+    match bytes.first()? {
+        // Version 4, a 20-byte header; neither more fragments nor an
+        // offset.
+        0x45 => {
+            let header: &[u8; 24] = bytes.first_chunk()?;
+            let whole = header[6] & 0x3f == 0 && header[7] == 0;
+            if !whole || !is_transport(header[9]) {
+                return None;
+            }
+            Some(Signature::V4(
+                header[9],
+                header[12..20].try_into().ok()?,
+                header[20..24].try_into().ok()?,
+            ))
+        }
+        first if first >> 4 == 6 => {
+            let header: &[u8; 44] = bytes.first_chunk()?;
+            if !is_transport(header[6]) {
+                return None;
+            }
+            Some(Signature::V6(
+                header[6],
+                header[8..40].try_into().ok()?,
+                header[40..44].try_into().ok()?,
+            ))
+        }
+        _ => None,
+    }
+}
+
 /// Reads the packet at the start of `bytes`.
 #[inline]
 pub fn read(bytes: &[u8]) -> Packet {

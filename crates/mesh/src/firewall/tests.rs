@@ -359,3 +359,77 @@ fn ipv6_fragments_name_their_datagram() {
         Packet::Flow(_)
     ));
 }
+
+/// A TCP, UDP or other IPv4/IPv6 packet from a small pool of fields, so
+/// two draws often share a flow: whole, a fragment, or with options.
+fn pooled_packet() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+    use proptest::prelude::*;
+    (
+        any::<bool>(),
+        prop::sample::select(vec![packet::TCP, packet::UDP, packet::TCP, 44]),
+        0u8..2,
+        0u8..2,
+        (0u8..2, 0u8..2),
+        prop::sample::select(vec![0u16, 0x4000, 0, 0x2000, 0x0001]),
+        prop::sample::select(vec![0x45u8, 0x45, 0x46]),
+        prop::collection::vec(any::<u8>(), 0..16),
+    )
+        .prop_map(
+            |(v6, protocol, source, destination, ports, fragment, first, tail)| {
+                let mut bytes = if v6 {
+                    let mut header = vec![0x60, 0, 0, 0, 0, 0, protocol, 64];
+                    header.extend([0xfd; 15]);
+                    header.push(source);
+                    header.extend([0xfd; 15]);
+                    header.push(destination);
+                    header
+                } else {
+                    let mut header = vec![first, 0, 0, 0, 0, 0];
+                    header.extend(fragment.to_be_bytes());
+                    header.extend([
+                        64,
+                        protocol,
+                        0,
+                        0,
+                        198,
+                        19,
+                        0,
+                        source,
+                        198,
+                        19,
+                        0,
+                        destination,
+                    ]);
+                    if first == 0x46 {
+                        header.extend([1, 1, 1, 1]);
+                    }
+                    header
+                };
+                bytes.extend([0, 80 + ports.0, 0, 80 + ports.1]);
+                bytes.extend(tail);
+                bytes
+            },
+        )
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
+
+    /// Two packets with a signature have the same one exactly when they
+    /// read as the same flow's packet: the compare on the raw bytes
+    /// stands in for the read.
+    #[test]
+    fn equal_signatures_are_equal_flows(a in pooled_packet(), b in pooled_packet()) {
+        let (Some(sa), Some(sb)) = (packet::signature(&a), packet::signature(&b)) else {
+            for bytes in [&a, &b] {
+                if packet::signature(bytes).is_some() {
+                    proptest::prop_assert!(matches!(packet::read(bytes), Packet::Flow(_)));
+                }
+            }
+            return Ok(());
+        };
+        let (ra, rb) = (packet::read(&a), packet::read(&b));
+        proptest::prop_assert!(matches!(ra, Packet::Flow(_)), "{:?}", ra);
+        proptest::prop_assert_eq!(sa == sb, ra == rb);
+    }
+}
